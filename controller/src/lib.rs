@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod crds;
 pub mod expr;
 pub mod flow;
 pub mod scope;

@@ -1,1 +1,30 @@
-//! (being written)
+//! The `coxswain.dev/v1alpha1` resources: `Flow`, `Run` and `Approval`.
+//!
+//! These types are the contract with users: they are what people write in
+//! YAML, what `kubectl explain` teaches (every field's doc comment becomes its
+//! description) and what `coxswain crd` turns into the CRDs in `crds/`.
+//! They carry data only; checking a flow is the job of [`crate::flow`].
+
+mod approval;
+mod flow;
+mod run;
+pub mod schema;
+mod step;
+
+pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
+pub use flow::{ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
+pub use run::{
+    Arrow, Attempt, FlowRef, Run, RunPhase, RunSpec, RunStatus, StepError, StepRecord, StepStatus,
+    TokenUsage,
+};
+pub use step::{
+    AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar,
+    Field, HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MessageStep, NameValue,
+    OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, ScriptOutput, ScriptStep,
+    SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
+};
+
+/// The API group of every Coxswain resource.
+pub const GROUP: &str = "coxswain.dev";
+/// The API version of every Coxswain resource.
+pub const VERSION: &str = "v1alpha1";

@@ -1,8 +1,40 @@
 //! The `coxswain` command line: one binary, one subcommand per job.
 
+mod crd;
+
 use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Coxswain runs flows of AI agents, scripts, HTTP calls and people.
+#[derive(Parser, Debug)]
+#[command(name = "coxswain", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write the CustomResourceDefinitions generated from the Rust types.
+    Crd(crd::Args),
+}
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> ExitCode {
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crd(args) => crd::run(args),
+    }
+}
+
+/// Reads a JSON context file for `eval` and `render`; no file means `{}`.
+fn read_context(path: Option<&std::path::Path>) -> Result<serde_json::Value, String> {
+    let Some(path) = path else {
+        return Ok(serde_json::Value::Object(Default::default()));
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read context {}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("context {} is not JSON: {e}", path.display()))
 }

@@ -1,0 +1,223 @@
+//! The `Run` resource: one execution of a flow, and its record.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Starts a flow. Only `cancel` may change after creation.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "coxswain.dev",
+    version = "v1alpha1",
+    kind = "Run",
+    namespaced,
+    status = "RunStatus",
+    category = "coxswain",
+    doc = "One run of a Flow: its input, and in status every step's record.",
+    printcolumn(name = "Flow", type_ = "string", json_path = ".spec.flowRef.name"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Step", type_ = "string", json_path = ".status.currentStep"),
+    printcolumn(name = "Progress", type_ = "string", json_path = ".status.progress"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunSpec {
+    /// The flow to run, in the Run's namespace.
+    pub flow_ref: FlowRef,
+    /// The run input (`$input`), checked against the flow's `input` schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub input: Option<Value>,
+    /// Set to true to cancel the run: running work is stopped, phase `Cancelled`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
+}
+
+/// Names a flow.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FlowRef {
+    /// The Flow's name.
+    pub name: String,
+}
+
+/// Where a run stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RunPhase {
+    /// Accepted, not started.
+    #[default]
+    Pending,
+    /// Steps are running.
+    Running,
+    /// Nothing runs until a person decides.
+    Waiting,
+    /// Finished; every step that ran completed or was allowed to fail.
+    Succeeded,
+    /// Finished with a failure.
+    Failed,
+    /// Stopped on request.
+    Cancelled,
+}
+
+/// The record of a run; the same shape `coxswain run --output json` prints.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// Where the run stands.
+    #[serde(default)]
+    pub phase: RunPhase,
+    /// The Flow generation the run pinned when it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_generation: Option<i64>,
+    /// When the run started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the run finished (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// The step running or waiting now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<String>,
+    /// Settled steps out of all steps, such as `3/7`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// Every step's record, by key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub steps: BTreeMap<String, StepRecord>,
+    /// Every arrow, with what moved along it or why nothing did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrows: Vec<Arrow>,
+    /// The run's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub output: Option<Value>,
+    /// The reason a run failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    /// `Ready` and friends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::api::schema::conditions")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Where a step stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StepStatus {
+    /// Not reached yet.
+    #[default]
+    Pending,
+    /// Working.
+    Running,
+    /// Waiting for a person.
+    Waiting,
+    /// Finished with an output.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Not run on this path.
+    Skipped,
+}
+
+/// Everything a step did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRecord {
+    /// Where the step stands.
+    #[serde(default)]
+    pub status: StepStatus,
+    /// The output of the latest attempt (`$steps.KEY.output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub output: Option<Value>,
+    /// The raw text of the latest attempt (`$steps.KEY.text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why the latest attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    /// Every attempt, oldest first; none is ever dropped silently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One try of a step.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: i32,
+    /// The loop pass it ran in (1 for the first), when inside a loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<i32>,
+    /// How it ended.
+    #[serde(default)]
+    pub status: StepStatus,
+    /// When it started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// What it produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub output: Option<Value>,
+    /// Its raw text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    /// The reviewer's instructions this attempt answered (after a send-back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// Tokens an agent used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+}
+
+/// Tokens an agent attempt used, as the provider reported them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Tokens sent.
+    pub prompt_tokens: i64,
+    /// Tokens received.
+    pub completion_tokens: i64,
+}
+
+/// A step's failure: a stable code and a message for people.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepError {
+    /// A stable code such as `workflow.expression_error`.
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// An arrow between two steps and what moved along it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Arrow {
+    /// The step it leaves, with its exit (`review.approve`).
+    pub from: String,
+    /// The step it reaches.
+    pub to: String,
+    /// Whether it was taken on its latest pass.
+    pub taken: bool,
+    /// What moved along it, or why nothing did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// How many passes took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i32>,
+}

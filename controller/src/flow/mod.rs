@@ -1,1 +1,12 @@
-//! (being written)
+//! Flows as data: their graph, and the validator that every entry point
+//! shares — the admission webhook, the controller's `Valid` condition and
+//! `coxswain lint` all call [`validate`], so a mistake is reported the same
+//! way wherever it is caught.
+
+mod duration;
+mod graph;
+mod validate;
+
+pub use duration::parse_duration;
+pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
+pub use validate::{Limits, validate, validate_with};

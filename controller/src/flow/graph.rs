@@ -1,0 +1,230 @@
+//! The shape of a flow: its steps in order, the arrows between them, and
+//! which steps come before which on the path.
+//!
+//! The validator uses it to check references and arrows; the engine uses it
+//! to decide what runs next. Built from a spec without judging it: arrows
+//! that make no sense (unknown steps, arrows pointing forward) are left out
+//! here and reported by the validator.
+
+use std::collections::HashMap;
+
+use crate::api::{Step, StepKind};
+
+/// A node: one step that has a key, wherever it is nested.
+#[derive(Debug, Clone)]
+pub struct Node<'a> {
+    /// The step as written.
+    pub step: &'a Step,
+    /// Its key.
+    pub key: &'a str,
+    /// Where it sits in the YAML (`steps[2]`, `steps[2].loop.steps[0]`).
+    pub location: String,
+    /// The loop or parallel step it is nested in, if any.
+    pub parent: Option<usize>,
+    /// Its position in its own list of steps.
+    pub position: usize,
+    /// The arrows into it.
+    pub preds: Vec<Arrow<'a>>,
+}
+
+/// An arrow from a step (optionally from one of its exits) into another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrow<'a> {
+    /// The node the arrow leaves.
+    pub from: usize,
+    /// The exit it leaves from (`approve` in `review.approve`), if named.
+    pub exit: Option<&'a str>,
+}
+
+/// The steps of a flow as a graph.
+#[derive(Debug, Clone)]
+pub struct FlowGraph<'a> {
+    /// Every keyed step, in document order (a composite before its children).
+    pub nodes: Vec<Node<'a>>,
+    /// The nodes of each list: index 0 is the flow's own list; a loop's body
+    /// is the list named in `body_of`.
+    pub lists: Vec<Vec<usize>>,
+    /// For each node that is a loop (or a parallel step whose part is a loop),
+    /// the list holding its body.
+    pub body_of: HashMap<usize, usize>,
+    by_key: HashMap<&'a str, usize>,
+    ancestors: Vec<BitSet>,
+}
+
+impl<'a> FlowGraph<'a> {
+    /// Builds the graph of a flow's steps.
+    pub fn new(steps: &'a [Step]) -> Self {
+        let mut graph = FlowGraph {
+            nodes: Vec::new(),
+            lists: Vec::new(),
+            body_of: HashMap::new(),
+            by_key: HashMap::new(),
+            ancestors: Vec::new(),
+        };
+        graph.add_list(steps, None, "steps");
+        graph.compute_ancestors();
+        graph
+    }
+
+    fn add_list(&mut self, steps: &'a [Step], parent: Option<usize>, location: &str) -> usize {
+        let list = self.lists.len();
+        self.lists.push(Vec::new());
+        for (position, step) in steps.iter().enumerate() {
+            let here = format!("{location}[{position}]");
+            let node = self.nodes.len();
+            self.nodes.push(Node {
+                step,
+                key: &step.key,
+                location: here.clone(),
+                parent,
+                position,
+                preds: Vec::new(),
+            });
+            self.by_key.entry(step.key.as_str()).or_insert(node);
+            self.lists[list].push(node);
+            if let Some((inner, inner_location)) = nested_steps(step, &here) {
+                let body = self.add_list(inner, Some(node), &inner_location);
+                self.body_of.insert(node, body);
+            }
+        }
+        self.link_list(list);
+        list
+    }
+
+    /// Resolves `after` into arrows: only to steps listed earlier in the same list.
+    fn link_list(&mut self, list: usize) {
+        let members = self.lists[list].clone();
+        for (position, &node) in members.iter().enumerate() {
+            let step = self.nodes[node].step;
+            let preds = match &step.after {
+                None if position == 0 => Vec::new(),
+                None => vec![Arrow { from: members[position - 1], exit: None }],
+                Some(after) => after
+                    .iter()
+                    .filter_map(|entry| {
+                        let (key, exit) = split_after(entry);
+                        let from = *members[..position].iter().find(|&&m| self.nodes[m].key == key)?;
+                        Some(Arrow { from, exit })
+                    })
+                    .collect(),
+            };
+            self.nodes[node].preds = preds;
+        }
+    }
+
+    fn compute_ancestors(&mut self) {
+        let n = self.nodes.len();
+        self.ancestors = vec![BitSet::new(n); n];
+        // Document order puts every arrow's source and every parent first.
+        for node in 0..n {
+            let mut set = BitSet::new(n);
+            if let Some(parent) = self.nodes[node].parent {
+                set.union_with(&self.ancestors[parent]);
+            }
+            for arrow in &self.nodes[node].preds {
+                set.union_with(&self.ancestors[arrow.from]);
+                set.insert(arrow.from);
+            }
+            self.ancestors[node] = set;
+        }
+    }
+
+    /// The node with this key (the first, when keys repeat).
+    pub fn find(&self, key: &str) -> Option<usize> {
+        self.by_key.get(key).copied()
+    }
+
+    /// Whether `before` lies on a path that leads to `node`: `node` comes
+    /// after it, directly or through other steps.
+    pub fn comes_before(&self, before: usize, node: usize) -> bool {
+        self.ancestors[node].contains(before)
+    }
+
+    /// The loops `node` is nested in, innermost first.
+    pub fn enclosing_loops(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        self.enclosing(node).filter(|p| self.body_of.contains_key(p))
+    }
+
+    /// The composites (loops and parallel steps) `node` is nested in, innermost first.
+    pub fn enclosing(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(self.nodes[node].parent, |&p| self.nodes[p].parent)
+    }
+
+    /// Whether `reader` may read the record of `target`: `target` comes before
+    /// it on the path, or finished inside a composite that did, or both sit in
+    /// the same loop (a later step then reads the pass before), or `target` is
+    /// `reader` itself inside a loop.
+    pub fn can_read(&self, reader: usize, target: usize) -> bool {
+        if target == reader {
+            return self.enclosing_loops(reader).next().is_some();
+        }
+        if self.comes_before(target, reader) {
+            return true;
+        }
+        self.enclosing(target).any(|outer| {
+            self.comes_before(outer, reader)
+                || (self.body_of.contains_key(&outer) && self.enclosing(reader).any(|r| r == outer))
+        })
+    }
+
+    /// The arrows leaving `node`: every step that names it in `after` (or
+    /// follows it by default).
+    pub fn successors(&self, node: usize) -> impl Iterator<Item = (usize, Arrow<'a>)> + '_ {
+        self.nodes.iter().enumerate().flat_map(move |(to, n)| {
+            n.preds.iter().filter(move |a| a.from == node).map(move |a| (to, *a))
+        })
+    }
+}
+
+/// The steps nested in a loop (or in a parallel step whose part is a loop).
+fn nested_steps<'a>(step: &'a Step, here: &str) -> Option<(&'a [Step], String)> {
+    if let Some(l) = &step.loop_ {
+        return Some((&l.steps, format!("{here}.loop.steps")));
+    }
+    let part = &step.parallel.as_ref()?.step;
+    let l = part.loop_.as_ref()?;
+    Some((&l.steps, format!("{here}.parallel.step.loop.steps")))
+}
+
+/// Splits an `after` entry into key and exit: `review.approve` → (`review`, `approve`).
+pub fn split_after(entry: &str) -> (&str, Option<&str>) {
+    match entry.split_once('.') {
+        Some((key, exit)) => (key, Some(exit)),
+        None => (entry, None),
+    }
+}
+
+/// The named exits of a step, or `None` when it has just one unnamed way out.
+pub fn exits(step: &Step) -> Option<Vec<String>> {
+    match step.kind()? {
+        StepKind::Condition(c) if c.paths.is_empty() => Some(vec!["true".into(), "false".into()]),
+        StepKind::Condition(c) => {
+            let mut names: Vec<String> = c.paths.iter().map(|p| p.name.clone()).collect();
+            names.push(c.otherwise.clone().unwrap_or_else(|| "otherwise".into()));
+            Some(names)
+        }
+        StepKind::Approval(a) if !a.decisions.is_empty() => Some(a.decisions.clone()),
+        _ => None,
+    }
+}
+
+/// A fixed-size set of node indices.
+#[derive(Debug, Clone)]
+struct BitSet(Vec<u64>);
+
+impl BitSet {
+    fn new(n: usize) -> Self {
+        BitSet(vec![0; n.div_ceil(64)])
+    }
+    fn insert(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+    fn contains(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+    fn union_with(&mut self, other: &BitSet) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
+}

@@ -1,0 +1,755 @@
+//! The rules a flow must follow before it is saved, each problem reported
+//! on the step it belongs to with the character where reading stopped.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use crate::api::{
+    ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, LoopStep, MessageStep,
+    ParallelStep, ReplyFormat, ScriptStep, Step, StepKind, StepProblem,
+};
+use crate::expr::{self, Reference, Root};
+use crate::template::{self, Place};
+
+use super::duration::parse_duration;
+use super::graph::{FlowGraph, exits, split_after};
+
+/// Keys no step may take: they are the roots of references.
+pub const RESERVED_KEYS: [&str; 7] = ["input", "steps", "previous", "loop", "item", "index", "run"];
+
+/// The field types a reply, a script output or an entry may declare.
+pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
+
+/// The HTTP methods an `http` step may use.
+pub const HTTP_METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
+
+/// Bounds on what a flow may ask for; the defaults suit every entry point.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most steps in one flow, nested ones included.
+    pub max_steps: usize,
+    /// Most attempts of one step.
+    pub max_attempts: i32,
+    /// Most passes of one loop.
+    pub max_iterations: i32,
+    /// Longest step key (keys become parts of Kubernetes names).
+    pub max_key_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_steps: 10_000, max_attempts: 20, max_iterations: 1_000, max_key_len: 40 }
+    }
+}
+
+/// Checks a flow with the default limits; an empty list means it is valid.
+pub fn validate(spec: &FlowSpec) -> Vec<StepProblem> {
+    validate_with(spec, &Limits::default())
+}
+
+/// Checks a flow and returns every problem at once, in document order.
+pub fn validate_with(spec: &FlowSpec, limits: &Limits) -> Vec<StepProblem> {
+    let mut checker = Checker { graph: FlowGraph::new(&spec.steps), problems: Vec::new(), limits };
+    checker.check_flow(spec);
+    checker.problems
+}
+
+/// Who reads data in an expression, a value or a template, which decides
+/// what it may refer to.
+#[derive(Debug, Clone, Copy)]
+struct Reader {
+    /// The step doing the reading; `None` for the flow's output, which is
+    /// computed once every step has settled.
+    node: Option<usize>,
+    /// Inside a loop: `$loop` is known.
+    in_loop: bool,
+    /// Inside a parallel step's part: `$item` and `$index` are known.
+    in_part: bool,
+    /// A loop whose body steps may all be read (its own `until`).
+    sees_body_of: Option<usize>,
+}
+
+struct Checker<'a, 'l> {
+    graph: FlowGraph<'a>,
+    problems: Vec<StepProblem>,
+    limits: &'l Limits,
+}
+
+impl<'a> Checker<'a, '_> {
+    fn report(&mut self, step: &str, field: &str, message: impl Into<String>, character: Option<usize>) {
+        self.problems.push(StepProblem {
+            step: step.to_string(),
+            field: field.to_string(),
+            message: message.into(),
+            character: character.map(|c| i32::try_from(c).unwrap_or(i32::MAX)),
+        });
+    }
+
+    fn check_flow(&mut self, spec: &'a FlowSpec) {
+        if spec.steps.is_empty() {
+            self.report("", "steps", "a flow needs at least one step", None);
+        }
+        if self.graph.nodes.len() > self.limits.max_steps {
+            let message = format!(
+                "the flow has {} steps; at most {} are allowed",
+                self.graph.nodes.len(),
+                self.limits.max_steps
+            );
+            self.report("", "steps", message, None);
+        }
+        self.check_keys();
+        for node in 0..self.graph.nodes.len() {
+            self.check_node(node);
+        }
+        self.check_overlapping_send_backs();
+        if let Some(output) = &spec.output {
+            let reader = Reader { node: None, in_loop: false, in_part: false, sees_body_of: None };
+            self.check_value(reader, "", "output", output);
+        }
+        if let Some(schedule) = &spec.schedule {
+            let fields = schedule.cron.split_whitespace().count();
+            if fields != 5 {
+                let message = format!(
+                    "`{}` has {fields} fields; a cron schedule has five: minute, hour, day of month, month, day of week",
+                    schedule.cron
+                );
+                self.report("", "schedule.cron", message, None);
+            }
+        }
+    }
+
+    fn check_keys(&mut self) {
+        let mut first: HashMap<&'a str, usize> = HashMap::new();
+        for node in 0..self.graph.nodes.len() {
+            let key = self.graph.nodes[node].key;
+            if let Some((character, message)) = key_problem(key, self.limits.max_key_len) {
+                self.report(key, "key", message, character);
+            } else if let Some(&earlier) = first.get(key) {
+                let message = format!(
+                    "the key `{key}` is already used by the step at {}; keys must be unique",
+                    self.graph.nodes[earlier].location
+                );
+                self.report(key, "key", message, None);
+            } else {
+                first.insert(key, node);
+            }
+        }
+    }
+
+    fn check_node(&mut self, node: usize) {
+        let step = self.graph.nodes[node].step;
+        let key = step.key.as_str();
+        let in_loop = self.graph.enclosing_loops(node).next().is_some();
+        let in_part = self.graph.enclosing(node).any(|p| self.graph.nodes[p].step.parallel.is_some());
+        let reader = Reader { node: Some(node), in_loop, in_part, sees_body_of: None };
+        self.check_after(node);
+        self.check_send_backs(node);
+        self.check_step(reader, key, "", step);
+    }
+
+    /// The checks every step gets, keyed or the part of a parallel step
+    /// (`prefix` is then `parallel.step.`).
+    fn check_step(&mut self, reader: Reader, key: &str, prefix: &str, step: &'a Step) {
+        let f = |name: &str| format!("{prefix}{name}");
+        let kinds = step.kinds();
+        match kinds.as_slice() {
+            [] => self.report(
+                key,
+                &f("kind"),
+                "the step has no kind; give exactly one of agent, script, http, message, condition, approval, join, parallel or loop",
+                None,
+            ),
+            [_] => {}
+            several => {
+                let names: Vec<&str> = several.iter().map(StepKind::name).collect();
+                let message = format!("the step has several kinds ({}); give exactly one", names.join(", "));
+                self.report(key, &f("kind"), message, None);
+            }
+        }
+        if let Some(when) = &step.when {
+            self.check_expr(reader, key, &f("when"), when);
+        }
+        if let Some(input) = &step.input {
+            self.check_value(reader, key, &f("input"), input);
+        }
+        if let Some(attempts) = step.attempts
+            && !(1..=self.limits.max_attempts).contains(&attempts)
+        {
+            let message = format!("attempts is {attempts}; it must be between 1 and {}", self.limits.max_attempts);
+            self.report(key, &f("attempts"), message, None);
+        }
+        for (name, value) in [("timeout", &step.timeout), ("backoff", &step.backoff)] {
+            if let Some(text) = value {
+                match parse_duration(text) {
+                    Err(message) => self.report(key, &f(name), message, None),
+                    Ok(d) if d.is_zero() && name == "timeout" => {
+                        self.report(key, &f(name), "a timeout must be longer than zero", None)
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+        for kind in kinds {
+            match kind {
+                StepKind::Agent(a) => {
+                    if a.prompt.trim().is_empty() {
+                        self.report(key, &f("agent.prompt"), "an agent needs a prompt", None);
+                    }
+                    if a.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+                        self.report(key, &f("agent.model"), "the model name is empty; leave it out to use `default`", None);
+                    }
+                    self.check_step_list(reader, key, &f("agent.give"), &a.give);
+                    if let Some(reply) = &a.reply {
+                        if reply.format == ReplyFormat::Text && !reply.fields.is_empty() {
+                            self.report(key, &f("agent.reply.fields"), "reply fields need `format: json`", None);
+                        }
+                        self.check_fields(key, &f("agent.reply.fields"), &reply.fields);
+                    }
+                }
+                StepKind::Script(s) => self.check_script(key, prefix, s),
+                StepKind::Http(h) => self.check_http(reader, key, prefix, h),
+                StepKind::Message(m) => self.check_message(reader, key, prefix, m),
+                StepKind::Condition(c) => self.check_condition(reader, key, prefix, c),
+                StepKind::Approval(a) => self.check_approval(reader, key, prefix, a),
+                StepKind::Join(_) => {
+                    if step.after.as_ref().is_none_or(|a| a.is_empty()) {
+                        self.report(key, &f("after"), "a join needs `after` naming the branches it waits for", None);
+                    }
+                }
+                StepKind::Parallel(p) => self.check_parallel(reader, key, prefix, p),
+                StepKind::Loop(l) => self.check_loop(reader, key, prefix, l),
+            }
+        }
+    }
+
+    fn check_after(&mut self, node: usize) {
+        let step = self.graph.nodes[node].step;
+        let Some(after) = &step.after else { return };
+        let key = step.key.as_str();
+        let parent = self.graph.nodes[node].parent;
+        let position = self.graph.nodes[node].position;
+        let mut seen = HashSet::new();
+        for (i, entry) in after.iter().enumerate() {
+            let field = format!("after[{i}]");
+            if !seen.insert(entry.as_str()) {
+                self.report(key, &field, format!("`{entry}` is listed twice"), None);
+                continue;
+            }
+            let (from_key, exit) = split_after(entry);
+            if from_key == key {
+                self.report(key, &field, "a step cannot come after itself", None);
+                continue;
+            }
+            let Some(from) = self.graph.find(from_key) else {
+                let message = format!("no step has the key `{from_key}`{}", self.suggest(from_key));
+                self.report(key, &field, message, Some(1));
+                continue;
+            };
+            let from_node = &self.graph.nodes[from];
+            if from_node.parent != parent {
+                let message = format!(
+                    "`{from_key}` is in another list of steps; `after` names steps of the same list (a loop's steps among themselves)"
+                );
+                self.report(key, &field, message, Some(1));
+                continue;
+            }
+            if from_node.position > position {
+                let message = format!(
+                    "`{from_key}` is listed after this step; arrows point forward (use sendBack on a later step to redo earlier work)"
+                );
+                self.report(key, &field, message, Some(1));
+                continue;
+            }
+            if let Some(exit) = exit {
+                let character = from_key.chars().count() + 2;
+                match exits(from_node.step) {
+                    None => {
+                        let message = format!("`{from_key}` has no named exits; write `{from_key}` alone");
+                        self.report(key, &field, message, Some(character));
+                    }
+                    Some(names) if !names.iter().any(|n| n == exit) => {
+                        let message =
+                            format!("`{from_key}` has no exit `{exit}`; its exits are {}", quote_list(&names));
+                        self.report(key, &field, message, Some(character));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    fn check_send_backs(&mut self, node: usize) {
+        let step = self.graph.nodes[node].step;
+        let key = step.key.as_str();
+        let step_exits = exits(step);
+        let mut seen = HashSet::new();
+        for (i, back) in step.send_back.iter().enumerate() {
+            let field = format!("sendBack[{i}]");
+            match &step_exits {
+                None => self.report(
+                    key,
+                    &format!("{field}.on"),
+                    "only a step with exits (a condition or an approval with decisions) can send work back",
+                    None,
+                ),
+                Some(names) if !names.contains(&back.on) => {
+                    let message = format!("this step has no exit `{}`; its exits are {}", back.on, quote_list(names));
+                    self.report(key, &format!("{field}.on"), message, None);
+                }
+                Some(_) => {}
+            }
+            if !seen.insert(back.on.as_str()) {
+                let message = format!("exit `{}` already sends work back; one exit sends back to one step", back.on);
+                self.report(key, &format!("{field}.on"), message, None);
+            }
+            let Some(target) = self.graph.find(&back.to) else {
+                let message = format!("no step has the key `{}`{}", back.to, self.suggest(&back.to));
+                self.report(key, &format!("{field}.to"), message, None);
+                continue;
+            };
+            let same_list = self.graph.nodes[target].parent == self.graph.nodes[node].parent;
+            if target == node || !same_list || !self.graph.comes_before(target, node) {
+                let message = format!(
+                    "work can only be sent back to a step earlier on the path to this one, in the same list; `{}` is not",
+                    back.to
+                );
+                self.report(key, &format!("{field}.to"), message, None);
+            }
+        }
+    }
+
+    /// Two send-backs whose stretches of steps share a step cannot be run
+    /// safely together, so they are refused.
+    fn check_overlapping_send_backs(&mut self) {
+        let mut stretches: Vec<(usize, usize, usize)> = Vec::new(); // (from, to, first problem-free index)
+        for node in 0..self.graph.nodes.len() {
+            let step = self.graph.nodes[node].step;
+            for back in &step.send_back {
+                let Some(target) = self.graph.find(&back.to) else { continue };
+                if self.graph.nodes[target].parent != self.graph.nodes[node].parent
+                    || !self.graph.comes_before(target, node)
+                {
+                    continue;
+                }
+                if stretches.iter().any(|&(f, t, _)| f == node && t == target) {
+                    continue;
+                }
+                let (lo, hi) = (self.graph.nodes[target].position, self.graph.nodes[node].position);
+                let clash = stretches.iter().find(|&&(f, t, _)| {
+                    let (a, b) = (self.graph.nodes[t].position, self.graph.nodes[f].position);
+                    self.graph.nodes[f].parent == self.graph.nodes[node].parent && a <= hi && lo <= b
+                });
+                if let Some(&(f, t, _)) = clash {
+                    let message = format!(
+                        "this send-back to `{}` overlaps the one from `{}` to `{}`; only one send-back may cover a stretch of steps",
+                        back.to, self.graph.nodes[f].key, self.graph.nodes[t].key
+                    );
+                    self.report(step.key.as_str(), "sendBack", message, None);
+                }
+                stretches.push((node, target, 0));
+            }
+        }
+    }
+
+    fn check_script(&mut self, key: &str, prefix: &str, s: &ScriptStep) {
+        let field = format!("{prefix}script");
+        match (&s.source, s.command.is_empty()) {
+            (Some(_), false) => self.report(key, &field, "give either `source` or `command`, not both", None),
+            (None, true) => self.report(key, &field, "a script needs `source` (a shell script) or `command`", None),
+            (Some(_), true) if !s.args.is_empty() => {
+                self.report(key, &format!("{field}.args"), "`args` go with `command`, not with `source`", None)
+            }
+            _ => {}
+        }
+        for (i, env) in s.env.iter().enumerate() {
+            let here = format!("{field}.env[{i}]");
+            if env.name.is_empty() || !env.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                let message = format!("`{}` is not a variable name (letters, digits and `_`)", env.name);
+                self.report(key, &here, message, None);
+            }
+            if env.value.is_some() == env.value_from.is_some() {
+                self.report(key, &here, "give either `value` or `valueFrom`", None);
+            }
+        }
+        if let Some(output) = &s.output {
+            self.check_fields(key, &format!("{field}.output.fields"), &output.fields);
+        }
+    }
+
+    fn check_http(&mut self, reader: Reader, key: &str, prefix: &str, h: &HttpStep) {
+        let field = |name: &str| format!("{prefix}http.{name}");
+        if let Some(method) = &h.method
+            && !HTTP_METHODS.contains(&method.as_str())
+        {
+            let message = format!("`{method}` is not a method; use one of {}", HTTP_METHODS.join(", "));
+            self.report(key, &field("method"), message, None);
+        }
+        self.check_template(reader, key, &field("url"), &h.url, Place::Url);
+        for (i, q) in h.query.iter().enumerate() {
+            self.check_template(reader, key, &field(&format!("query[{i}].value")), &q.value, Place::Query);
+        }
+        for (i, header) in h.headers.iter().enumerate() {
+            let here = field(&format!("headers[{i}]"));
+            if header.name.is_empty() || !header.name.bytes().all(is_header_name_byte) {
+                let message = format!("`{}` is not a header name", header.name);
+                self.report(key, &format!("{here}.name"), message, None);
+            }
+            match (&header.value, &header.value_from) {
+                (Some(value), None) => self.check_template(reader, key, &format!("{here}.value"), value, Place::Header),
+                (None, Some(_)) => {}
+                _ => self.report(key, &here, "give either `value` or `valueFrom`", None),
+            }
+        }
+        if let Some(body) = &h.body {
+            let given = [body.json.is_some(), body.text.is_some(), body.form.is_some()];
+            if given.iter().filter(|g| **g).count() != 1 {
+                self.report(key, &field("body"), "give exactly one of `json`, `text` or `form`", None);
+            }
+            if let Some(json) = &body.json {
+                self.check_template(reader, key, &field("body.json"), json, Place::Json);
+            }
+            if let Some(text) = &body.text {
+                self.check_template(reader, key, &field("body.text"), text, Place::Text);
+            }
+            for (i, pair) in body.form.iter().flatten().enumerate() {
+                self.check_template(reader, key, &field(&format!("body.form[{i}].value")), &pair.value, Place::Form);
+            }
+        }
+        for (name, path) in &h.keep {
+            if let Some(message) = keep_path_problem(path) {
+                self.report(key, &field(&format!("keep.{name}")), message, None);
+            }
+        }
+        if let Some(timeout) = &h.timeout
+            && let Err(message) = parse_duration(timeout)
+        {
+            self.report(key, &field("timeout"), message, None);
+        }
+    }
+
+    fn check_message(&mut self, reader: Reader, key: &str, prefix: &str, m: &MessageStep) {
+        let field = |name: &str| format!("{prefix}message{name}");
+        self.check_template(reader, key, &field(".text"), &m.text, Place::Message);
+        match (&m.webhook, &m.slack) {
+            (Some(webhook), None) => self.check_template(reader, key, &field(".webhook.url"), &webhook.url, Place::Url),
+            (None, Some(slack)) => {
+                if slack.channel.trim().is_empty() {
+                    self.report(key, &field(".slack.channel"), "name the channel, such as `#ops`", None);
+                }
+            }
+            _ => self.report(key, &field(""), "give either `webhook` or `slack`", None),
+        }
+    }
+
+    fn check_condition(&mut self, reader: Reader, key: &str, prefix: &str, c: &ConditionStep) {
+        let field = format!("{prefix}condition");
+        match (&c.when, c.paths.is_empty()) {
+            (Some(when), true) => self.check_expr(reader, key, &format!("{field}.when"), when),
+            (None, false) => {
+                let otherwise = c.otherwise.as_deref().unwrap_or("otherwise");
+                let mut names = HashSet::new();
+                for (i, path) in c.paths.iter().enumerate() {
+                    let here = format!("{field}.paths[{i}]");
+                    if let Some((character, message)) = name_problem(&path.name, "path name") {
+                        self.report(key, &format!("{here}.name"), message, character);
+                    } else if !names.insert(path.name.as_str()) || path.name == otherwise {
+                        let message = format!("the exit `{}` is named twice", path.name);
+                        self.report(key, &format!("{here}.name"), message, None);
+                    }
+                    self.check_expr(reader, key, &format!("{here}.when"), &path.when);
+                }
+                if let Some((character, message)) = name_problem(otherwise, "exit name") {
+                    self.report(key, &format!("{field}.otherwise"), message, character);
+                }
+            }
+            (Some(_), false) => self.report(key, &field, "give either `when` or `paths`, not both", None),
+            (None, true) => self.report(key, &field, "a condition needs `when` or `paths`", None),
+        }
+    }
+
+    fn check_approval(&mut self, reader: Reader, key: &str, prefix: &str, a: &ApprovalStep) {
+        let field = format!("{prefix}approval");
+        self.check_step_list(reader, key, &format!("{field}.show"), &a.show);
+        match a.mode {
+            ApprovalMode::Review if a.decisions.is_empty() => {
+                self.report(key, &format!("{field}.decisions"), "a review needs decisions, such as [approve, changes]", None)
+            }
+            ApprovalMode::Entry if a.fields.is_empty() => {
+                self.report(key, &format!("{field}.fields"), "an entry needs the fields the person fills in", None)
+            }
+            _ => {}
+        }
+        let mut seen = HashSet::new();
+        for (i, decision) in a.decisions.iter().enumerate() {
+            let here = format!("{field}.decisions[{i}]");
+            if let Some((character, message)) = name_problem(decision, "decision") {
+                self.report(key, &here, message, character);
+            } else if !seen.insert(decision.as_str()) {
+                self.report(key, &here, format!("the decision `{decision}` is listed twice"), None);
+            }
+        }
+        self.check_fields(key, &format!("{field}.fields"), &a.fields);
+    }
+
+    fn check_parallel(&mut self, reader: Reader, key: &str, prefix: &str, p: &'a ParallelStep) {
+        let field = format!("{prefix}parallel");
+        match (&p.items, p.parts.is_empty()) {
+            (Some(items), true) => {
+                if !items.as_str().is_some_and(|s| s.starts_with('$') && !s.starts_with("$$")) {
+                    self.report(
+                        key,
+                        &format!("{field}.items"),
+                        "items must be one reference to a list, such as `$input.companies`",
+                        None,
+                    );
+                } else {
+                    self.check_value(reader, key, &format!("{field}.items"), items);
+                }
+            }
+            (None, false) => {
+                let mut seen = HashSet::new();
+                for (i, part) in p.parts.iter().enumerate() {
+                    let here = format!("{field}.parts[{i}]");
+                    if let Some((character, message)) = name_problem(&part.key, "part key") {
+                        self.report(key, &format!("{here}.key"), message, character);
+                    } else if !seen.insert(part.key.as_str()) {
+                        self.report(key, &format!("{here}.key"), format!("the part `{}` is listed twice", part.key), None);
+                    }
+                    if let Some(input) = &part.input {
+                        self.check_value(reader, key, &format!("{here}.input"), input);
+                    }
+                }
+            }
+            (Some(_), false) => self.report(key, &field, "give either `items` or `parts`, not both", None),
+            (None, true) => self.report(key, &field, "a parallel step needs `items` or `parts`", None),
+        }
+        if let Some(n) = p.max_concurrency
+            && n < 1
+        {
+            self.report(key, &format!("{field}.maxConcurrency"), "maxConcurrency must be at least 1", None);
+        }
+        let part = &*p.step;
+        let inner = format!("{field}.step.");
+        if !part.key.is_empty() {
+            self.report(key, &format!("{inner}key"), "the step of a parallel part has no key; the parallel step's key names it", None);
+        }
+        if part.after.is_some() || !part.send_back.is_empty() {
+            self.report(key, &inner, "the step of a parallel part takes no `after` or `sendBack`", None);
+        }
+        let part_reader = Reader { in_part: true, ..reader };
+        self.check_step(part_reader, key, &inner, part);
+    }
+
+    fn check_loop(&mut self, reader: Reader, key: &str, prefix: &str, l: &LoopStep) {
+        let field = format!("{prefix}loop");
+        if l.steps.is_empty() {
+            self.report(key, &format!("{field}.steps"), "a loop needs at least one step", None);
+        }
+        if !(1..=self.limits.max_iterations).contains(&l.max_iterations) {
+            let message = format!(
+                "maxIterations is {}; it must be between 1 and {}",
+                l.max_iterations, self.limits.max_iterations
+            );
+            self.report(key, &format!("{field}.maxIterations"), message, None);
+        }
+        let until_reader = Reader { in_loop: true, sees_body_of: reader.node, ..reader };
+        self.check_expr(until_reader, key, &format!("{field}.until"), &l.until);
+    }
+
+    fn check_fields(&mut self, key: &str, field: &str, fields: &[Field]) {
+        let mut seen = HashSet::new();
+        for (i, f) in fields.iter().enumerate() {
+            let here = format!("{field}[{i}]");
+            if let Some((character, message)) = name_problem(&f.name, "field name") {
+                self.report(key, &format!("{here}.name"), message, character);
+            } else if !seen.insert(f.name.as_str()) {
+                self.report(key, &format!("{here}.name"), format!("the field `{}` is declared twice", f.name), None);
+            }
+            if !FIELD_TYPES.contains(&f.type_.as_str()) {
+                let message = format!("`{}` is not a field type; use one of {}", f.type_, FIELD_TYPES.join(", "));
+                self.report(key, &format!("{here}.type"), message, None);
+            }
+        }
+    }
+
+    /// `give` and `show`: whole outputs of earlier steps.
+    fn check_step_list(&mut self, reader: Reader, key: &str, field: &str, keys: &[String]) {
+        for (i, target) in keys.iter().enumerate() {
+            self.check_step_read(reader, key, &format!("{field}[{i}]"), target, None);
+        }
+    }
+
+    fn check_expr(&mut self, reader: Reader, key: &str, field: &str, src: &str) {
+        match expr::parse(src) {
+            Err(e) => self.report(key, field, e.message, Some(e.position)),
+            Ok(parsed) => {
+                for reference in parsed.references() {
+                    self.check_reference(reader, key, field, reference);
+                }
+            }
+        }
+    }
+
+    fn check_value(&mut self, reader: Reader, key: &str, field: &str, value: &Value) {
+        match expr::parse_value_at(value, field) {
+            Err(errors) => {
+                for e in errors {
+                    self.report(key, &e.path, e.message, Some(e.position));
+                }
+            }
+            Ok(template) => {
+                for (path, reference) in template.located_references() {
+                    self.check_reference(reader, key, path, reference);
+                }
+            }
+        }
+    }
+
+    fn check_template(&mut self, reader: Reader, key: &str, field: &str, src: &str, place: Place) {
+        let parsed = match template::parse(src, place) {
+            Ok(parsed) => parsed,
+            Err(e) => return self.report(key, field, e.message, Some(e.position)),
+        };
+        if place == Place::Json
+            && let Err(e) = parsed.check_json()
+        {
+            self.report(key, field, e.message, Some(e.position));
+        }
+        for placeholder in parsed.placeholders() {
+            if !placeholder.reads_input() {
+                self.check_step_read(reader, key, field, &placeholder.key, Some(placeholder.position));
+            }
+        }
+    }
+
+    fn check_reference(&mut self, reader: Reader, key: &str, field: &str, reference: &Reference) {
+        let position = Some(reference.position());
+        match reference.root() {
+            Root::Step { key: target } => {
+                self.check_step_read(reader, key, field, target, Some(reference.key_position()))
+            }
+            Root::Loop if !reader.in_loop => {
+                self.report(key, field, "`$loop` is only known inside a loop", position)
+            }
+            Root::Item | Root::Index if !reader.in_part => {
+                let message = format!("`${}` is only known inside a parallel step's part", reference.root().name());
+                self.report(key, field, message, position)
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the step `reader` may read the step `target`, reported when not.
+    fn check_step_read(&mut self, reader: Reader, key: &str, field: &str, target: &str, character: Option<usize>) {
+        let Some(t) = self.graph.find(target) else {
+            let message = format!("no step has the key `{target}`{}", self.suggest(target));
+            return self.report(key, field, message, character);
+        };
+        let Some(r) = reader.node else { return };
+        let readable = self.graph.can_read(r, t)
+            || reader.sees_body_of.is_some_and(|l| self.graph.enclosing(t).any(|p| p == l));
+        if !readable {
+            let message = if t == r {
+                format!("`{target}` is this step; a step reads its own earlier result only inside a loop")
+            } else {
+                format!("`{target}` does not run before this step on its path, so its data cannot be read here")
+            };
+            self.report(key, field, message, character);
+        }
+    }
+
+    /// ` (did you mean `draft`?)` when a key is close to an existing one.
+    fn suggest(&self, wrong: &str) -> String {
+        self.graph
+            .nodes
+            .iter()
+            .map(|n| n.key)
+            .filter(|k| !k.is_empty())
+            .map(|k| (edit_distance(wrong, k), k))
+            .filter(|(d, _)| *d <= 2)
+            .min()
+            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default()
+    }
+}
+
+/// What is wrong with a step key, with the 1-based character where it goes wrong.
+fn key_problem(key: &str, max_len: usize) -> Option<(Option<usize>, String)> {
+    if key.is_empty() {
+        return Some((None, "every step needs a key".into()));
+    }
+    if let Some(problem) = name_problem(key, "step key") {
+        return Some(problem);
+    }
+    if RESERVED_KEYS.contains(&key) {
+        return Some((Some(1), format!("`{key}` is reserved; choose another key")));
+    }
+    let len = key.chars().count();
+    if len > max_len {
+        return Some((Some(max_len + 1), format!("the key is {len} characters long; at most {max_len} are allowed")));
+    }
+    None
+}
+
+/// Keys, exits, field names and decisions share one form: a lowercase letter,
+/// then lowercase letters, digits and `_` (field names may also use capitals).
+fn name_problem(name: &str, what: &str) -> Option<(Option<usize>, String)> {
+    let allow_upper = what == "field name";
+    let ok_first = |c: char| c.is_ascii_lowercase() || (allow_upper && c.is_ascii_uppercase());
+    let ok_rest = |c: char| ok_first(c) || c.is_ascii_digit() || c == '_';
+    let mut chars = name.chars().enumerate();
+    match chars.next() {
+        None => return Some((None, format!("the {what} is empty"))),
+        Some((_, c)) if !ok_first(c) => {
+            let rule = if allow_upper { "a letter" } else { "a lowercase letter" };
+            return Some((Some(1), format!("the {what} `{name}` must start with {rule}")));
+        }
+        _ => {}
+    }
+    let (i, c) = chars.find(|(_, c)| !ok_rest(*c))?;
+    let rule = if allow_upper { "letters" } else { "lowercase letters" };
+    Some((Some(i + 1), format!("the {what} `{name}` has `{c}`; use {rule}, digits and `_`")))
+}
+
+/// `keep` paths read the response: `status`, `text`, `json` or `json.a.0.b`.
+fn keep_path_problem(path: &str) -> Option<String> {
+    let mut parts = path.split('.');
+    match parts.next() {
+        Some("json") => {}
+        Some("status" | "text") if path.len() <= 6 => return None,
+        _ => return Some(format!("`{path}` is not a response path; write `json.field`, `json`, `status` or `text`")),
+    }
+    let rest: Vec<&str> = parts.collect();
+    if rest.len() > template::MAX_LEVELS {
+        return Some(format!("`{path}` goes {} levels deep; at most {} are allowed", rest.len(), template::MAX_LEVELS));
+    }
+    let bad = rest.iter().find(|p| {
+        p.is_empty() || !(p.chars().all(|c| c.is_ascii_digit()) || p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    })?;
+    Some(format!("`{bad}` in `{path}` is not a field name or a list position"))
+}
+
+fn is_header_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn quote_list(names: &[String]) -> String {
+    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// Levenshtein distance, for "did you mean" hints on short keys.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

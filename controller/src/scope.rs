@@ -46,7 +46,10 @@ mod tests {
     fn context_document_answers_each_root() {
         let ctx = json!({"input": {"a": 1}, "steps": {"draft": {"status": "completed"}}, "loop": {"iteration": 2}});
         assert_eq!(ctx.input(), Some(&json!({"a": 1})));
-        assert_eq!(ctx.step("draft").and_then(|s| s.get("status")), Some(&json!("completed")));
+        assert_eq!(
+            ctx.step("draft").and_then(|s| s.get("status")),
+            Some(&json!("completed"))
+        );
         assert_eq!(ctx.step("nope"), None);
         assert_eq!(ctx.root("loop"), Some(&json!({"iteration": 2})));
         assert_eq!(ctx.root("item"), None);

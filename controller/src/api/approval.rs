@@ -22,8 +22,16 @@ use super::step::{ApprovalMode, Approvers, Field};
     printcolumn(name = "Step", type_ = "string", json_path = ".spec.step"),
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
     printcolumn(name = "Decision", type_ = "string", json_path = ".spec.decision"),
-    printcolumn(name = "Decided By", type_ = "string", json_path = ".spec.decidedBy.username"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Decided By",
+        type_ = "string",
+        json_path = ".spec.decidedBy.username"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApprovalSpec {

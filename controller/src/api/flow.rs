@@ -20,9 +20,17 @@ use super::step::Step;
     category = "coxswain",
     doc = "A flow of AI agents, scripts, HTTP calls and people. Start it with a Run.",
     printcolumn(name = "Steps", type_ = "integer", json_path = ".status.stepCount"),
-    printcolumn(name = "Valid", type_ = "string", json_path = ".status.conditions[?(@.type==\"Valid\")].status"),
+    printcolumn(
+        name = "Valid",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
     printcolumn(name = "Last Run", type_ = "string", json_path = ".status.lastRun"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FlowSpec {

@@ -18,10 +18,10 @@ pub use run::{
     TokenUsage,
 };
 pub use step::{
-    AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar,
-    Field, HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MessageStep, NameValue,
-    OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, ScriptOutput, ScriptStep,
-    SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
+    AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,
+    HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MessageStep, NameValue, OnFailure,
+    ParallelPart, ParallelStep, Reply, ReplyFormat, ScriptOutput, ScriptStep, SecretKeyRef,
+    SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
 };
 
 /// The API group of every Coxswain resource.

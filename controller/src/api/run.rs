@@ -22,7 +22,11 @@ use serde_json::Value;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Step", type_ = "string", json_path = ".status.currentStep"),
     printcolumn(name = "Progress", type_ = "string", json_path = ".status.progress"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunSpec {

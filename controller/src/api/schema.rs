@@ -38,7 +38,8 @@ pub fn nested_step(_: &mut SchemaGenerator) -> Schema {
 
 /// Conditions as a list-map keyed by `type`, so server-side apply merges them.
 pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
-    let item = generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>();
+    let item =
+        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>();
     json_schema!({
         "type": "array",
         "description": "The latest observations of the resource's state.",

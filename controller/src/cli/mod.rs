@@ -1,6 +1,9 @@
 //! The `coxswain` command line: one binary, one subcommand per job.
 
 mod crd;
+mod eval;
+mod lint;
+mod render;
 
 use std::process::ExitCode;
 
@@ -16,6 +19,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Check flows in YAML files or directories, as the admission webhook would.
+    Lint(lint::Args),
+    /// Evaluate one expression against a JSON context.
+    Eval(eval::Args),
+    /// Render one placeholder template against a JSON context.
+    Render(render::Args),
     /// Write the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::Args),
 }
@@ -24,6 +33,9 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Lint(args) => lint::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Render(args) => render::run(args),
         Command::Crd(args) => crd::run(args),
     }
 }
@@ -35,6 +47,5 @@ fn read_context(path: Option<&std::path::Path>) -> Result<serde_json::Value, Str
     };
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read context {}: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("context {} is not JSON: {e}", path.display()))
+    serde_json::from_str(&text).map_err(|e| format!("context {} is not JSON: {e}", path.display()))
 }

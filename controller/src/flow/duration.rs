@@ -14,7 +14,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!("`{text}` is not a duration; write it like `30s`, `5m` or `1h30m`"));
+            return Err(format!(
+                "`{text}` is not a duration; write it like `30s`, `5m` or `1h30m`"
+            ));
         }
         let number: u64 = rest[..digits]
             .parse()
@@ -29,8 +31,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" => Duration::from_secs(number.saturating_mul(60)),
             "h" => Duration::from_secs(number.saturating_mul(3600)),
             "d" => Duration::from_secs(number.saturating_mul(86_400)),
-            "" => return Err(format!("`{text}` needs a unit after {number}: ms, s, m, h or d")),
-            other => return Err(format!("`{other}` in `{text}` is not a unit; use ms, s, m, h or d")),
+            "" => {
+                return Err(format!(
+                    "`{text}` needs a unit after {number}: ms, s, m, h or d"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "`{other}` in `{text}` is not a unit; use ms, s, m, h or d"
+                ));
+            }
         };
         total = total.saturating_add(part);
     }

@@ -98,12 +98,17 @@ impl<'a> FlowGraph<'a> {
             let step = self.nodes[node].step;
             let preds = match &step.after {
                 None if position == 0 => Vec::new(),
-                None => vec![Arrow { from: members[position - 1], exit: None }],
+                None => vec![Arrow {
+                    from: members[position - 1],
+                    exit: None,
+                }],
                 Some(after) => after
                     .iter()
                     .filter_map(|entry| {
                         let (key, exit) = split_after(entry);
-                        let from = *members[..position].iter().find(|&&m| self.nodes[m].key == key)?;
+                        let from = *members[..position]
+                            .iter()
+                            .find(|&&m| self.nodes[m].key == key)?;
                         Some(Arrow { from, exit })
                     })
                     .collect(),
@@ -142,7 +147,8 @@ impl<'a> FlowGraph<'a> {
 
     /// The loops `node` is nested in, innermost first.
     pub fn enclosing_loops(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
-        self.enclosing(node).filter(|p| self.body_of.contains_key(p))
+        self.enclosing(node)
+            .filter(|p| self.body_of.contains_key(p))
     }
 
     /// The composites (loops and parallel steps) `node` is nested in, innermost first.
@@ -171,7 +177,10 @@ impl<'a> FlowGraph<'a> {
     /// follows it by default).
     pub fn successors(&self, node: usize) -> impl Iterator<Item = (usize, Arrow<'a>)> + '_ {
         self.nodes.iter().enumerate().flat_map(move |(to, n)| {
-            n.preds.iter().filter(move |a| a.from == node).map(move |a| (to, *a))
+            n.preds
+                .iter()
+                .filter(move |a| a.from == node)
+                .map(move |a| (to, *a))
         })
     }
 }

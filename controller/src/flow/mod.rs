@@ -3,10 +3,12 @@
 //! `coxswain lint` all call [`validate`], so a mistake is reported the same
 //! way wherever it is caught.
 
+mod documents;
 mod duration;
 mod graph;
 mod validate;
 
+pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
 pub use validate::{Limits, validate, validate_with};

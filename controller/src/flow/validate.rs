@@ -39,7 +39,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_steps: 10_000, max_attempts: 20, max_iterations: 1_000, max_key_len: 40 }
+        Limits {
+            max_steps: 10_000,
+            max_attempts: 20,
+            max_iterations: 1_000,
+            max_key_len: 40,
+        }
     }
 }
 
@@ -50,7 +55,11 @@ pub fn validate(spec: &FlowSpec) -> Vec<StepProblem> {
 
 /// Checks a flow and returns every problem at once, in document order.
 pub fn validate_with(spec: &FlowSpec, limits: &Limits) -> Vec<StepProblem> {
-    let mut checker = Checker { graph: FlowGraph::new(&spec.steps), problems: Vec::new(), limits };
+    let mut checker = Checker {
+        graph: FlowGraph::new(&spec.steps),
+        problems: Vec::new(),
+        limits,
+    };
     checker.check_flow(spec);
     checker.problems
 }
@@ -77,7 +86,13 @@ struct Checker<'a, 'l> {
 }
 
 impl<'a> Checker<'a, '_> {
-    fn report(&mut self, step: &str, field: &str, message: impl Into<String>, character: Option<usize>) {
+    fn report(
+        &mut self,
+        step: &str,
+        field: &str,
+        message: impl Into<String>,
+        character: Option<usize>,
+    ) {
         self.problems.push(StepProblem {
             step: step.to_string(),
             field: field.to_string(),
@@ -104,7 +119,12 @@ impl<'a> Checker<'a, '_> {
         }
         self.check_overlapping_send_backs();
         if let Some(output) = &spec.output {
-            let reader = Reader { node: None, in_loop: false, in_part: false, sees_body_of: None };
+            let reader = Reader {
+                node: None,
+                in_loop: false,
+                in_part: false,
+                sees_body_of: None,
+            };
             self.check_value(reader, "", "output", output);
         }
         if let Some(schedule) = &spec.schedule {
@@ -141,8 +161,16 @@ impl<'a> Checker<'a, '_> {
         let step = self.graph.nodes[node].step;
         let key = step.key.as_str();
         let in_loop = self.graph.enclosing_loops(node).next().is_some();
-        let in_part = self.graph.enclosing(node).any(|p| self.graph.nodes[p].step.parallel.is_some());
-        let reader = Reader { node: Some(node), in_loop, in_part, sees_body_of: None };
+        let in_part = self
+            .graph
+            .enclosing(node)
+            .any(|p| self.graph.nodes[p].step.parallel.is_some());
+        let reader = Reader {
+            node: Some(node),
+            in_loop,
+            in_part,
+            sees_body_of: None,
+        };
         self.check_after(node);
         self.check_send_backs(node);
         self.check_step(reader, key, "", step);
@@ -176,7 +204,10 @@ impl<'a> Checker<'a, '_> {
         if let Some(attempts) = step.attempts
             && !(1..=self.limits.max_attempts).contains(&attempts)
         {
-            let message = format!("attempts is {attempts}; it must be between 1 and {}", self.limits.max_attempts);
+            let message = format!(
+                "attempts is {attempts}; it must be between 1 and {}",
+                self.limits.max_attempts
+            );
             self.report(key, &f("attempts"), message, None);
         }
         for (name, value) in [("timeout", &step.timeout), ("backoff", &step.backoff)] {
@@ -197,12 +228,22 @@ impl<'a> Checker<'a, '_> {
                         self.report(key, &f("agent.prompt"), "an agent needs a prompt", None);
                     }
                     if a.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-                        self.report(key, &f("agent.model"), "the model name is empty; leave it out to use `default`", None);
+                        self.report(
+                            key,
+                            &f("agent.model"),
+                            "the model name is empty; leave it out to use `default`",
+                            None,
+                        );
                     }
                     self.check_step_list(reader, key, &f("agent.give"), &a.give);
                     if let Some(reply) = &a.reply {
                         if reply.format == ReplyFormat::Text && !reply.fields.is_empty() {
-                            self.report(key, &f("agent.reply.fields"), "reply fields need `format: json`", None);
+                            self.report(
+                                key,
+                                &f("agent.reply.fields"),
+                                "reply fields need `format: json`",
+                                None,
+                            );
                         }
                         self.check_fields(key, &f("agent.reply.fields"), &reply.fields);
                     }
@@ -214,7 +255,12 @@ impl<'a> Checker<'a, '_> {
                 StepKind::Approval(a) => self.check_approval(reader, key, prefix, a),
                 StepKind::Join(_) => {
                     if step.after.as_ref().is_none_or(|a| a.is_empty()) {
-                        self.report(key, &f("after"), "a join needs `after` naming the branches it waits for", None);
+                        self.report(
+                            key,
+                            &f("after"),
+                            "a join needs `after` naming the branches it waits for",
+                            None,
+                        );
                     }
                 }
                 StepKind::Parallel(p) => self.check_parallel(reader, key, prefix, p),
@@ -265,12 +311,15 @@ impl<'a> Checker<'a, '_> {
                 let character = from_key.chars().count() + 2;
                 match exits(from_node.step) {
                     None => {
-                        let message = format!("`{from_key}` has no named exits; write `{from_key}` alone");
+                        let message =
+                            format!("`{from_key}` has no named exits; write `{from_key}` alone");
                         self.report(key, &field, message, Some(character));
                     }
                     Some(names) if !names.iter().any(|n| n == exit) => {
-                        let message =
-                            format!("`{from_key}` has no exit `{exit}`; its exits are {}", quote_list(&names));
+                        let message = format!(
+                            "`{from_key}` has no exit `{exit}`; its exits are {}",
+                            quote_list(&names)
+                        );
                         self.report(key, &field, message, Some(character));
                     }
                     Some(_) => {}
@@ -300,11 +349,18 @@ impl<'a> Checker<'a, '_> {
                 Some(_) => {}
             }
             if !seen.insert(back.on.as_str()) {
-                let message = format!("exit `{}` already sends work back; one exit sends back to one step", back.on);
+                let message = format!(
+                    "exit `{}` already sends work back; one exit sends back to one step",
+                    back.on
+                );
                 self.report(key, &format!("{field}.on"), message, None);
             }
             let Some(target) = self.graph.find(&back.to) else {
-                let message = format!("no step has the key `{}`{}", back.to, self.suggest(&back.to));
+                let message = format!(
+                    "no step has the key `{}`{}",
+                    back.to,
+                    self.suggest(&back.to)
+                );
                 self.report(key, &format!("{field}.to"), message, None);
                 continue;
             };
@@ -326,7 +382,9 @@ impl<'a> Checker<'a, '_> {
         for node in 0..self.graph.nodes.len() {
             let step = self.graph.nodes[node].step;
             for back in &step.send_back {
-                let Some(target) = self.graph.find(&back.to) else { continue };
+                let Some(target) = self.graph.find(&back.to) else {
+                    continue;
+                };
                 if self.graph.nodes[target].parent != self.graph.nodes[node].parent
                     || !self.graph.comes_before(target, node)
                 {
@@ -335,10 +393,15 @@ impl<'a> Checker<'a, '_> {
                 if stretches.iter().any(|&(f, t, _)| f == node && t == target) {
                     continue;
                 }
-                let (lo, hi) = (self.graph.nodes[target].position, self.graph.nodes[node].position);
+                let (lo, hi) = (
+                    self.graph.nodes[target].position,
+                    self.graph.nodes[node].position,
+                );
                 let clash = stretches.iter().find(|&&(f, t, _)| {
                     let (a, b) = (self.graph.nodes[t].position, self.graph.nodes[f].position);
-                    self.graph.nodes[f].parent == self.graph.nodes[node].parent && a <= hi && lo <= b
+                    self.graph.nodes[f].parent == self.graph.nodes[node].parent
+                        && a <= hi
+                        && lo <= b
                 });
                 if let Some(&(f, t, _)) = clash {
                     let message = format!(
@@ -355,17 +418,38 @@ impl<'a> Checker<'a, '_> {
     fn check_script(&mut self, key: &str, prefix: &str, s: &ScriptStep) {
         let field = format!("{prefix}script");
         match (&s.source, s.command.is_empty()) {
-            (Some(_), false) => self.report(key, &field, "give either `source` or `command`, not both", None),
-            (None, true) => self.report(key, &field, "a script needs `source` (a shell script) or `command`", None),
-            (Some(_), true) if !s.args.is_empty() => {
-                self.report(key, &format!("{field}.args"), "`args` go with `command`, not with `source`", None)
-            }
+            (Some(_), false) => self.report(
+                key,
+                &field,
+                "give either `source` or `command`, not both",
+                None,
+            ),
+            (None, true) => self.report(
+                key,
+                &field,
+                "a script needs `source` (a shell script) or `command`",
+                None,
+            ),
+            (Some(_), true) if !s.args.is_empty() => self.report(
+                key,
+                &format!("{field}.args"),
+                "`args` go with `command`, not with `source`",
+                None,
+            ),
             _ => {}
         }
         for (i, env) in s.env.iter().enumerate() {
             let here = format!("{field}.env[{i}]");
-            if env.name.is_empty() || !env.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                let message = format!("`{}` is not a variable name (letters, digits and `_`)", env.name);
+            if env.name.is_empty()
+                || !env
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                let message = format!(
+                    "`{}` is not a variable name (letters, digits and `_`)",
+                    env.name
+                );
                 self.report(key, &here, message, None);
             }
             if env.value.is_some() == env.value_from.is_some() {
@@ -382,12 +466,21 @@ impl<'a> Checker<'a, '_> {
         if let Some(method) = &h.method
             && !HTTP_METHODS.contains(&method.as_str())
         {
-            let message = format!("`{method}` is not a method; use one of {}", HTTP_METHODS.join(", "));
+            let message = format!(
+                "`{method}` is not a method; use one of {}",
+                HTTP_METHODS.join(", ")
+            );
             self.report(key, &field("method"), message, None);
         }
         self.check_template(reader, key, &field("url"), &h.url, Place::Url);
         for (i, q) in h.query.iter().enumerate() {
-            self.check_template(reader, key, &field(&format!("query[{i}].value")), &q.value, Place::Query);
+            self.check_template(
+                reader,
+                key,
+                &field(&format!("query[{i}].value")),
+                &q.value,
+                Place::Query,
+            );
         }
         for (i, header) in h.headers.iter().enumerate() {
             let here = field(&format!("headers[{i}]"));
@@ -396,15 +489,26 @@ impl<'a> Checker<'a, '_> {
                 self.report(key, &format!("{here}.name"), message, None);
             }
             match (&header.value, &header.value_from) {
-                (Some(value), None) => self.check_template(reader, key, &format!("{here}.value"), value, Place::Header),
+                (Some(value), None) => {
+                    self.check_template(reader, key, &format!("{here}.value"), value, Place::Header)
+                }
                 (None, Some(_)) => {}
                 _ => self.report(key, &here, "give either `value` or `valueFrom`", None),
             }
         }
         if let Some(body) = &h.body {
-            let given = [body.json.is_some(), body.text.is_some(), body.form.is_some()];
+            let given = [
+                body.json.is_some(),
+                body.text.is_some(),
+                body.form.is_some(),
+            ];
             if given.iter().filter(|g| **g).count() != 1 {
-                self.report(key, &field("body"), "give exactly one of `json`, `text` or `form`", None);
+                self.report(
+                    key,
+                    &field("body"),
+                    "give exactly one of `json`, `text` or `form`",
+                    None,
+                );
             }
             if let Some(json) = &body.json {
                 self.check_template(reader, key, &field("body.json"), json, Place::Json);
@@ -413,7 +517,13 @@ impl<'a> Checker<'a, '_> {
                 self.check_template(reader, key, &field("body.text"), text, Place::Text);
             }
             for (i, pair) in body.form.iter().flatten().enumerate() {
-                self.check_template(reader, key, &field(&format!("body.form[{i}].value")), &pair.value, Place::Form);
+                self.check_template(
+                    reader,
+                    key,
+                    &field(&format!("body.form[{i}].value")),
+                    &pair.value,
+                    Place::Form,
+                );
             }
         }
         for (name, path) in &h.keep {
@@ -432,10 +542,21 @@ impl<'a> Checker<'a, '_> {
         let field = |name: &str| format!("{prefix}message{name}");
         self.check_template(reader, key, &field(".text"), &m.text, Place::Message);
         match (&m.webhook, &m.slack) {
-            (Some(webhook), None) => self.check_template(reader, key, &field(".webhook.url"), &webhook.url, Place::Url),
+            (Some(webhook), None) => self.check_template(
+                reader,
+                key,
+                &field(".webhook.url"),
+                &webhook.url,
+                Place::Url,
+            ),
             (None, Some(slack)) => {
                 if slack.channel.trim().is_empty() {
-                    self.report(key, &field(".slack.channel"), "name the channel, such as `#ops`", None);
+                    self.report(
+                        key,
+                        &field(".slack.channel"),
+                        "name the channel, such as `#ops`",
+                        None,
+                    );
                 }
             }
             _ => self.report(key, &field(""), "give either `webhook` or `slack`", None),
@@ -463,7 +584,9 @@ impl<'a> Checker<'a, '_> {
                     self.report(key, &format!("{field}.otherwise"), message, character);
                 }
             }
-            (Some(_), false) => self.report(key, &field, "give either `when` or `paths`, not both", None),
+            (Some(_), false) => {
+                self.report(key, &field, "give either `when` or `paths`, not both", None)
+            }
             (None, true) => self.report(key, &field, "a condition needs `when` or `paths`", None),
         }
     }
@@ -472,12 +595,18 @@ impl<'a> Checker<'a, '_> {
         let field = format!("{prefix}approval");
         self.check_step_list(reader, key, &format!("{field}.show"), &a.show);
         match a.mode {
-            ApprovalMode::Review if a.decisions.is_empty() => {
-                self.report(key, &format!("{field}.decisions"), "a review needs decisions, such as [approve, changes]", None)
-            }
-            ApprovalMode::Entry if a.fields.is_empty() => {
-                self.report(key, &format!("{field}.fields"), "an entry needs the fields the person fills in", None)
-            }
+            ApprovalMode::Review if a.decisions.is_empty() => self.report(
+                key,
+                &format!("{field}.decisions"),
+                "a review needs decisions, such as [approve, changes]",
+                None,
+            ),
+            ApprovalMode::Entry if a.fields.is_empty() => self.report(
+                key,
+                &format!("{field}.fields"),
+                "an entry needs the fields the person fills in",
+                None,
+            ),
             _ => {}
         }
         let mut seen = HashSet::new();
@@ -486,7 +615,12 @@ impl<'a> Checker<'a, '_> {
             if let Some((character, message)) = name_problem(decision, "decision") {
                 self.report(key, &here, message, character);
             } else if !seen.insert(decision.as_str()) {
-                self.report(key, &here, format!("the decision `{decision}` is listed twice"), None);
+                self.report(
+                    key,
+                    &here,
+                    format!("the decision `{decision}` is listed twice"),
+                    None,
+                );
             }
         }
         self.check_fields(key, &format!("{field}.fields"), &a.fields);
@@ -496,7 +630,10 @@ impl<'a> Checker<'a, '_> {
         let field = format!("{prefix}parallel");
         match (&p.items, p.parts.is_empty()) {
             (Some(items), true) => {
-                if !items.as_str().is_some_and(|s| s.starts_with('$') && !s.starts_with("$$")) {
+                if !items
+                    .as_str()
+                    .is_some_and(|s| s.starts_with('$') && !s.starts_with("$$"))
+                {
                     self.report(
                         key,
                         &format!("{field}.items"),
@@ -514,37 +651,75 @@ impl<'a> Checker<'a, '_> {
                     if let Some((character, message)) = name_problem(&part.key, "part key") {
                         self.report(key, &format!("{here}.key"), message, character);
                     } else if !seen.insert(part.key.as_str()) {
-                        self.report(key, &format!("{here}.key"), format!("the part `{}` is listed twice", part.key), None);
+                        self.report(
+                            key,
+                            &format!("{here}.key"),
+                            format!("the part `{}` is listed twice", part.key),
+                            None,
+                        );
                     }
                     if let Some(input) = &part.input {
                         self.check_value(reader, key, &format!("{here}.input"), input);
                     }
                 }
             }
-            (Some(_), false) => self.report(key, &field, "give either `items` or `parts`, not both", None),
-            (None, true) => self.report(key, &field, "a parallel step needs `items` or `parts`", None),
+            (Some(_), false) => self.report(
+                key,
+                &field,
+                "give either `items` or `parts`, not both",
+                None,
+            ),
+            (None, true) => self.report(
+                key,
+                &field,
+                "a parallel step needs `items` or `parts`",
+                None,
+            ),
         }
         if let Some(n) = p.max_concurrency
             && n < 1
         {
-            self.report(key, &format!("{field}.maxConcurrency"), "maxConcurrency must be at least 1", None);
+            self.report(
+                key,
+                &format!("{field}.maxConcurrency"),
+                "maxConcurrency must be at least 1",
+                None,
+            );
         }
         let part = &*p.step;
         let inner = format!("{field}.step.");
         if !part.key.is_empty() {
-            self.report(key, &format!("{inner}key"), "the step of a parallel part has no key; the parallel step's key names it", None);
+            self.report(
+                key,
+                &format!("{inner}key"),
+                "the step of a parallel part has no key; the parallel step's key names it",
+                None,
+            );
         }
         if part.after.is_some() || !part.send_back.is_empty() {
-            self.report(key, &inner, "the step of a parallel part takes no `after` or `sendBack`", None);
+            self.report(
+                key,
+                &inner,
+                "the step of a parallel part takes no `after` or `sendBack`",
+                None,
+            );
         }
-        let part_reader = Reader { in_part: true, ..reader };
+        let part_reader = Reader {
+            in_part: true,
+            ..reader
+        };
         self.check_step(part_reader, key, &inner, part);
     }
 
     fn check_loop(&mut self, reader: Reader, key: &str, prefix: &str, l: &LoopStep) {
         let field = format!("{prefix}loop");
         if l.steps.is_empty() {
-            self.report(key, &format!("{field}.steps"), "a loop needs at least one step", None);
+            self.report(
+                key,
+                &format!("{field}.steps"),
+                "a loop needs at least one step",
+                None,
+            );
         }
         if !(1..=self.limits.max_iterations).contains(&l.max_iterations) {
             let message = format!(
@@ -553,7 +728,11 @@ impl<'a> Checker<'a, '_> {
             );
             self.report(key, &format!("{field}.maxIterations"), message, None);
         }
-        let until_reader = Reader { in_loop: true, sees_body_of: reader.node, ..reader };
+        let until_reader = Reader {
+            in_loop: true,
+            sees_body_of: reader.node,
+            ..reader
+        };
         self.check_expr(until_reader, key, &format!("{field}.until"), &l.until);
     }
 
@@ -564,10 +743,19 @@ impl<'a> Checker<'a, '_> {
             if let Some((character, message)) = name_problem(&f.name, "field name") {
                 self.report(key, &format!("{here}.name"), message, character);
             } else if !seen.insert(f.name.as_str()) {
-                self.report(key, &format!("{here}.name"), format!("the field `{}` is declared twice", f.name), None);
+                self.report(
+                    key,
+                    &format!("{here}.name"),
+                    format!("the field `{}` is declared twice", f.name),
+                    None,
+                );
             }
             if !FIELD_TYPES.contains(&f.type_.as_str()) {
-                let message = format!("`{}` is not a field type; use one of {}", f.type_, FIELD_TYPES.join(", "));
+                let message = format!(
+                    "`{}` is not a field type; use one of {}",
+                    f.type_,
+                    FIELD_TYPES.join(", ")
+                );
                 self.report(key, &format!("{here}.type"), message, None);
             }
         }
@@ -618,7 +806,13 @@ impl<'a> Checker<'a, '_> {
         }
         for placeholder in parsed.placeholders() {
             if !placeholder.reads_input() {
-                self.check_step_read(reader, key, field, &placeholder.key, Some(placeholder.position));
+                self.check_step_read(
+                    reader,
+                    key,
+                    field,
+                    &placeholder.key,
+                    Some(placeholder.position),
+                );
             }
         }
     }
@@ -633,7 +827,10 @@ impl<'a> Checker<'a, '_> {
                 self.report(key, field, "`$loop` is only known inside a loop", position)
             }
             Root::Item | Root::Index if !reader.in_part => {
-                let message = format!("`${}` is only known inside a parallel step's part", reference.root().name());
+                let message = format!(
+                    "`${}` is only known inside a parallel step's part",
+                    reference.root().name()
+                );
                 self.report(key, field, message, position)
             }
             _ => {}
@@ -641,19 +838,32 @@ impl<'a> Checker<'a, '_> {
     }
 
     /// Whether the step `reader` may read the step `target`, reported when not.
-    fn check_step_read(&mut self, reader: Reader, key: &str, field: &str, target: &str, character: Option<usize>) {
+    fn check_step_read(
+        &mut self,
+        reader: Reader,
+        key: &str,
+        field: &str,
+        target: &str,
+        character: Option<usize>,
+    ) {
         let Some(t) = self.graph.find(target) else {
             let message = format!("no step has the key `{target}`{}", self.suggest(target));
             return self.report(key, field, message, character);
         };
         let Some(r) = reader.node else { return };
         let readable = self.graph.can_read(r, t)
-            || reader.sees_body_of.is_some_and(|l| self.graph.enclosing(t).any(|p| p == l));
+            || reader
+                .sees_body_of
+                .is_some_and(|l| self.graph.enclosing(t).any(|p| p == l));
         if !readable {
             let message = if t == r {
-                format!("`{target}` is this step; a step reads its own earlier result only inside a loop")
+                format!(
+                    "`{target}` is this step; a step reads its own earlier result only inside a loop"
+                )
             } else {
-                format!("`{target}` does not run before this step on its path, so its data cannot be read here")
+                format!(
+                    "`{target}` does not run before this step on its path, so its data cannot be read here"
+                )
             };
             self.report(key, field, message, character);
         }
@@ -687,7 +897,10 @@ fn key_problem(key: &str, max_len: usize) -> Option<(Option<usize>, String)> {
     }
     let len = key.chars().count();
     if len > max_len {
-        return Some((Some(max_len + 1), format!("the key is {len} characters long; at most {max_len} are allowed")));
+        return Some((
+            Some(max_len + 1),
+            format!("the key is {len} characters long; at most {max_len} are allowed"),
+        ));
     }
     None
 }
@@ -702,14 +915,28 @@ fn name_problem(name: &str, what: &str) -> Option<(Option<usize>, String)> {
     match chars.next() {
         None => return Some((None, format!("the {what} is empty"))),
         Some((_, c)) if !ok_first(c) => {
-            let rule = if allow_upper { "a letter" } else { "a lowercase letter" };
-            return Some((Some(1), format!("the {what} `{name}` must start with {rule}")));
+            let rule = if allow_upper {
+                "a letter"
+            } else {
+                "a lowercase letter"
+            };
+            return Some((
+                Some(1),
+                format!("the {what} `{name}` must start with {rule}"),
+            ));
         }
         _ => {}
     }
     let (i, c) = chars.find(|(_, c)| !ok_rest(*c))?;
-    let rule = if allow_upper { "letters" } else { "lowercase letters" };
-    Some((Some(i + 1), format!("the {what} `{name}` has `{c}`; use {rule}, digits and `_`")))
+    let rule = if allow_upper {
+        "letters"
+    } else {
+        "lowercase letters"
+    };
+    Some((
+        Some(i + 1),
+        format!("the {what} `{name}` has `{c}`; use {rule}, digits and `_`"),
+    ))
 }
 
 /// `keep` paths read the response: `status`, `text`, `json` or `json.a.0.b`.
@@ -718,16 +945,28 @@ fn keep_path_problem(path: &str) -> Option<String> {
     match parts.next() {
         Some("json") => {}
         Some("status" | "text") if path.len() <= 6 => return None,
-        _ => return Some(format!("`{path}` is not a response path; write `json.field`, `json`, `status` or `text`")),
+        _ => {
+            return Some(format!(
+                "`{path}` is not a response path; write `json.field`, `json`, `status` or `text`"
+            ));
+        }
     }
     let rest: Vec<&str> = parts.collect();
     if rest.len() > template::MAX_LEVELS {
-        return Some(format!("`{path}` goes {} levels deep; at most {} are allowed", rest.len(), template::MAX_LEVELS));
+        return Some(format!(
+            "`{path}` goes {} levels deep; at most {} are allowed",
+            rest.len(),
+            template::MAX_LEVELS
+        ));
     }
     let bad = rest.iter().find(|p| {
-        p.is_empty() || !(p.chars().all(|c| c.is_ascii_digit()) || p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        p.is_empty()
+            || !(p.chars().all(|c| c.is_ascii_digit())
+                || p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
     })?;
-    Some(format!("`{bad}` in `{path}` is not a field name or a list position"))
+    Some(format!(
+        "`{bad}` in `{path}` is not a field name or a list position"
+    ))
 }
 
 fn is_header_name_byte(b: u8) -> bool {
@@ -735,7 +974,11 @@ fn is_header_name_byte(b: u8) -> bool {
 }
 
 fn quote_list(names: &[String]) -> String {
-    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Levenshtein distance, for "did you mean" hints on short keys.

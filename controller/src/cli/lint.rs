@@ -1,0 +1,172 @@
+//! `coxswain lint`: the admission webhook's verdict, in a GitOps repository's CI.
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use serde::Serialize;
+
+use crate::{api::StepProblem, flow};
+
+/// Options of `coxswain lint`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output format: one line per problem, or a JSON array for machines.
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
+    /// YAML files, or directories searched for `*.yaml` and `*.yml`.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// One problem with where it was found, as `--output json` prints it.
+#[derive(Serialize, Debug)]
+struct Finding {
+    file: String,
+    flow: String,
+    #[serde(flatten)]
+    problem: StepProblem,
+}
+
+impl Finding {
+    /// `FILE: flow NAME: step KEY: FIELD: MESSAGE (character N)`.
+    fn line(&self) -> String {
+        let mut line = format!("{}: flow {}: ", self.file, self.flow);
+        if !self.problem.step.is_empty() {
+            line.push_str(&format!("step {}: ", self.problem.step));
+        }
+        if !self.problem.field.is_empty() {
+            line.push_str(&format!("{}: ", self.problem.field));
+        }
+        line.push_str(&self.problem.message);
+        if let Some(c) = self.problem.character {
+            line.push_str(&format!(" (character {c})"));
+        }
+        line
+    }
+}
+
+/// Exit 0 when every flow is valid, 1 when any problem was found.
+pub fn run(args: Args) -> ExitCode {
+    let mut files = Vec::new();
+    let mut findings = Vec::new();
+    for path in &args.paths {
+        if let Err(message) = collect_files(path, &mut files) {
+            findings.push(Finding {
+                file: path.display().to_string(),
+                flow: "?".into(),
+                problem: flow_problem(message),
+            });
+        }
+    }
+    let mut flows = 0;
+    for file in &files {
+        flows += lint_file(file, &mut findings);
+    }
+    match args.output {
+        Output::Text => findings.iter().for_each(|f| println!("{}", f.line())),
+        Output::Json => match serde_json::to_string_pretty(&findings) {
+            Ok(json) => println!("{json}"),
+            Err(e) => eprintln!("coxswain lint: {e}"),
+        },
+    }
+    eprintln!(
+        "checked {flows} flow{} in {} file{}: {} problem{}",
+        plural(flows),
+        files.len(),
+        plural(files.len()),
+        findings.len(),
+        plural(findings.len())
+    );
+    if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Lints one file, returning how many flows it held.
+fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
+    let name = file.display().to_string();
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => {
+            findings.push(Finding {
+                file: name,
+                flow: "?".into(),
+                problem: flow_problem(format!("cannot read: {e}")),
+            });
+            return 0;
+        }
+    };
+    let documents = match flow::flows_in_yaml(&text) {
+        Ok(documents) => documents,
+        Err(e) => {
+            findings.push(Finding {
+                file: name,
+                flow: "?".into(),
+                problem: flow_problem(format!("not YAML: {e}")),
+            });
+            return 0;
+        }
+    };
+    for document in &documents {
+        let problems = match &document.flow {
+            Ok(f) => flow::validate(&f.spec),
+            Err(e) => vec![flow_problem(e.clone())],
+        };
+        findings.extend(problems.into_iter().map(|problem| Finding {
+            file: name.clone(),
+            flow: document.name.clone(),
+            problem,
+        }));
+    }
+    documents.len()
+}
+
+fn flow_problem(message: String) -> StepProblem {
+    StepProblem {
+        message,
+        ..Default::default()
+    }
+}
+
+/// Files named on the command line, and YAML files under named directories, sorted.
+fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if meta.is_file() {
+        files.push(path.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| format!("cannot list {}: {e}", path.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for entry in entries {
+        let hidden = entry
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden {
+            continue;
+        }
+        if entry.is_dir() {
+            collect_files(&entry, files)?;
+        } else if entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}

@@ -5,8 +5,12 @@
 //! description) and what `coxswain crd` turns into the CRDs in `crds/`.
 //! They carry data only; checking a flow is the job of [`crate::flow`].
 
+// kube's `printcolumn(...)` attributes repeat keys by design.
+#[allow(clippy::duplicated_attributes)]
 mod approval;
+#[allow(clippy::duplicated_attributes)]
 mod flow;
+#[allow(clippy::duplicated_attributes)]
 mod run;
 pub mod schema;
 mod step;

@@ -221,8 +221,10 @@ impl<'a> Checker<'a, '_> {
                 }
             }
         }
-        for kind in kinds {
-            match kind {
+        // A step with several kinds gets no kind-specific checks: which one
+        // the author meant is unknown, and the problem above says so.
+        if let [kind] = kinds.as_slice() {
+            match *kind {
                 StepKind::Agent(a) => {
                     if a.prompt.trim().is_empty() {
                         self.report(key, &f("agent.prompt"), "an agent needs a prompt", None);
@@ -871,13 +873,14 @@ impl<'a> Checker<'a, '_> {
 
     /// ` (did you mean `draft`?)` when a key is close to an existing one.
     fn suggest(&self, wrong: &str) -> String {
+        let close_enough = if wrong.chars().count() <= 4 { 1 } else { 2 };
         self.graph
             .nodes
             .iter()
             .map(|n| n.key)
             .filter(|k| !k.is_empty())
             .map(|k| (edit_distance(wrong, k), k))
-            .filter(|(d, _)| *d <= 2)
+            .filter(|(d, _)| *d <= close_enough)
             .min()
             .map(|(_, k)| format!(" (did you mean `{k}`?)"))
             .unwrap_or_default()

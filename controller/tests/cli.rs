@@ -1,0 +1,230 @@
+//! The command-line contracts of `coxswain eval`, `render` and `lint`: exit
+//! codes, stdout and the first words of stderr, exactly as documented.
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+fn coxswain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(args)
+        .output()
+        .expect("coxswain runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A temporary file that lives as long as the test needs it.
+fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("coxswain-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(content.as_bytes()))
+        .expect("temp file");
+    path
+}
+
+const CONTEXT: &str = r#"{
+  "input": {"brief": "Rust", "tags": ["a", "b"], "count": 3},
+  "steps": {
+    "review": {"status": "completed", "output": {"score": 0.9, "approved": true}, "text": "fine"},
+    "fetch": {"status": "completed", "output": {"id": "a/b?c", "title": "He said \"hi\"\n"}, "text": "raw"}
+  },
+  "loop": {"iteration": 2}
+}"#;
+
+#[test]
+fn eval_prints_the_value_as_json_on_one_line() {
+    let ctx = temp_file("eval.json", CONTEXT);
+    let ctx = ctx.to_str().unwrap();
+    let o = coxswain(&[
+        "eval",
+        "--context",
+        ctx,
+        "$steps.review.output.score >= 0.8 and $loop.iteration < 3",
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "true\n".to_string())
+    );
+    let o = coxswain(&["eval", "--context", ctx, "$input.tags"]);
+    assert_eq!(stdout(&o), "[\"a\",\"b\"]\n");
+    let o = coxswain(&["eval", "--context", ctx, "$input.missing.deeper"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "null\n".to_string())
+    );
+}
+
+#[test]
+fn eval_runtime_error_exits_1_with_the_code_first() {
+    let o = coxswain(&["eval", "$steps.score.output.value > 0.8"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("workflow.expression_error: "),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("$steps.score.output.value > 0.8"),
+        "names the expression: {}",
+        stderr(&o)
+    );
+    let o = coxswain(&["eval", "len($input.nothing)"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn eval_refused_expression_exits_2_naming_the_character() {
+    let o = coxswain(&["eval", "$input.x == True"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("character 13"), "{}", stderr(&o));
+    let o = coxswain(&["eval", "1 < $input.x < 5"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn render_encodes_for_each_place() {
+    let ctx = temp_file("render.json", CONTEXT);
+    let ctx = ctx.to_str().unwrap();
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "url",
+        "--context",
+        ctx,
+        "https://x.example/items/{{fetch.json.id}}",
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "https://x.example/items/a%2Fb%3Fc".to_string())
+    );
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "json",
+        "--context",
+        ctx,
+        r#"{"t": "{{fetch.json.title}}", "tags": {{input.json.tags}}}"#,
+    ]);
+    assert_eq!(
+        stdout(&o),
+        r#"{"t": "He said \"hi\"\n", "tags": ["a","b"]}"#
+    );
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "text",
+        "--context",
+        ctx,
+        "{{review.text}} / {{input.json.count}}",
+    ]);
+    assert_eq!(stdout(&o), "fine / 3");
+}
+
+#[test]
+fn render_missing_value_exits_1_with_the_exact_message() {
+    let o = coxswain(&["render", "--where", "text", "Hello {{a.b}}"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "`b` is not a path: {}",
+        stderr(&o)
+    );
+    let o = coxswain(&["render", "--where", "message", "Hello {{draft.json.title}}"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "No value for {{draft.json.title}}: that step did not run or did not produce it."
+    );
+}
+
+#[test]
+fn render_refuses_a_line_break_in_a_header() {
+    let ctx = temp_file("header.json", CONTEXT);
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "header",
+        "--context",
+        ctx.to_str().unwrap(),
+        "{{fetch.json.title}}",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("line break"), "{}", stderr(&o));
+}
+
+#[test]
+fn render_malformed_template_exits_2() {
+    let o = coxswain(&["render", "--where", "url", "https://x/{{fetch.json.id"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "json",
+        r#"{"a": {{fetch.json.id}} "b": 1}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn lint_passes_the_examples() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let o = coxswain(&["lint", examples]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn lint_prints_one_line_per_problem_and_exits_1() {
+    let flow = temp_file(
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n---\napiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: broken}\nspec:\n  steps:\n  - key: a\n    agent: {prompt: hi}\n    when: $input.x == True\n  - key: b\n    agent: {prompt: hi}\n    when: $steps.zz.output\n",
+    );
+    let file = flow.to_str().unwrap();
+    let o = coxswain(&["lint", file]);
+    assert_eq!(o.status.code(), Some(1));
+    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{file}: flow broken: step a: when: write `true` in lowercase, not `True` (character 13)"
+            ),
+            format!("{file}: flow broken: step b: when: no step has the key `zz` (character 8)"),
+        ]
+    );
+    let o = coxswain(&["lint", "--output", "json", file]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
+    assert_eq!(json[1]["step"], "b");
+    assert_eq!(json[1]["character"], 8);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn lint_reports_yaml_that_does_not_fit_the_schema() {
+    let flow = temp_file(
+        "typo.yaml",
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: typo}\nspec:\n  steps:\n  - key: a\n    agent: {prompt: hi}\n    atempts: 2\n",
+    );
+    let o = coxswain(&["lint", flow.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("flow typo: ") && stdout(&o).contains("atempts"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn lint_of_a_missing_path_fails() {
+    let o = coxswain(&["lint", "/nonexistent/flows"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("cannot read"), "{}", stdout(&o));
+}

@@ -1,0 +1,440 @@
+//! Every rule of the validator ("when you save"), one test each, through the
+//! same entry point the webhook and `coxswain lint` use.
+
+use coxswain::api::{FlowSpec, StepProblem};
+use coxswain::flow::validate;
+
+/// Validates a flow spec written as YAML.
+fn check(spec: &str) -> Vec<StepProblem> {
+    let spec: FlowSpec = serde_yaml::from_str(spec).expect("test spec is well-formed YAML");
+    validate(&spec)
+}
+
+/// Asserts exactly one problem whose step, field and message fragment match.
+fn assert_one(problems: &[StepProblem], step: &str, field: &str, fragment: &str) -> Option<i32> {
+    assert_eq!(problems.len(), 1, "expected one problem, got {problems:#?}");
+    let p = &problems[0];
+    assert_eq!((p.step.as_str(), p.field.as_str()), (step, field), "{p:#?}");
+    assert!(
+        p.message.contains(fragment),
+        "message {:?} lacks {fragment:?}",
+        p.message
+    );
+    p.character
+}
+
+const WRITE: &str = "agent: {prompt: Write it.}";
+
+#[test]
+fn a_valid_flow_has_no_problems() {
+    let problems = check(&format!(
+        r#"
+steps:
+  - key: draft
+    {WRITE}
+    input: {{brief: $input.brief, price: "$$5"}}
+  - key: review
+    approval: {{decisions: [approve, changes], show: [draft]}}
+    sendBack: [{{on: changes, to: draft}}]
+  - key: publish
+    after: [review.approve]
+    http:
+      method: POST
+      url: "https://cms.example.com/posts/{{{{draft.json.id}}}}"
+      headers: [{{name: X-Title, value: "{{{{draft.text}}}}"}}]
+      body: {{json: '{{"title": "{{{{draft.json.title}}}}", "tags": {{{{draft.json.tags}}}}}}'}}
+      keep: {{url: json.url}}
+output: {{url: $steps.publish.output.values.url}}
+"#
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn malformed_expression_points_at_the_character() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: \"$input.x == 'open\"\n"
+    ));
+    let c = assert_one(&problems, "a", "when", "quote");
+    assert!(c.is_some());
+}
+
+#[test]
+fn capitalised_keywords_are_refused_with_a_hint() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: $input.x == True\n"
+    ));
+    assert_eq!(assert_one(&problems, "a", "when", "true"), Some(13));
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: $input.x AND $input.y\n"
+    ));
+    assert_eq!(assert_one(&problems, "a", "when", "and"), Some(10));
+}
+
+#[test]
+fn unknown_step_in_a_reference_names_the_key_and_suggests() {
+    let problems = check(&format!(
+        "steps:\n  - key: draft\n    {WRITE}\n  - key: b\n    {WRITE}\n    when: $steps.drat.output.ok == true\n"
+    ));
+    assert_eq!(
+        assert_one(&problems, "b", "when", "(did you mean `draft`?)"),
+        Some(8)
+    );
+}
+
+#[test]
+fn reading_a_step_that_runs_later_is_refused_outside_loops() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: $steps.b.output != null\n  - key: b\n    {WRITE}\n"
+    ));
+    assert_one(&problems, "a", "when", "does not run before");
+}
+
+#[test]
+fn reading_a_step_on_another_branch_is_refused() {
+    let problems = check(&format!(
+        r#"
+steps:
+  - key: check
+    condition: {{when: $input.x == 1}}
+  - key: yes
+    after: [check.true]
+    {WRITE}
+  - key: no
+    after: [check.false]
+    {WRITE}
+    input: {{other: $steps.yes.output}}
+"#
+    ));
+    assert_one(&problems, "no", "input.other", "does not run before");
+}
+
+#[test]
+fn inside_a_loop_a_step_reads_later_steps_and_itself() {
+    let problems = check(&format!(
+        r#"
+steps:
+  - key: revise
+    loop:
+      until: $steps.review.output.approved == true and $loop.iteration < 5
+      maxIterations: 5
+      steps:
+        - key: draft
+          {WRITE}
+          input: {{feedback: $steps.review.output.feedback, before: $steps.draft.output}}
+        - key: review
+          agent: {{prompt: Review it.}}
+  - key: after_loop
+    {WRITE}
+    input: {{final: $steps.draft.output}}
+"#
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn a_step_reads_itself_only_inside_a_loop() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    input: {{me: $steps.a.output}}\n"
+    ));
+    assert_one(&problems, "a", "input.me", "only inside a loop");
+}
+
+#[test]
+fn loop_and_item_roots_are_only_known_where_they_exist() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: $loop.iteration > 1\n"
+    ));
+    assert_eq!(assert_one(&problems, "a", "when", "inside a loop"), Some(1));
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    input: {{x: $item}}\n"
+    ));
+    assert_one(&problems, "a", "input.x", "parallel");
+    let problems = check(
+        "steps:\n  - key: each\n    parallel:\n      items: $input.list\n      step: {input: {x: $item, i: $index}, agent: {prompt: Go.}}\n",
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn duplicate_keys_are_refused_on_the_second() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: a\n    {WRITE}\n"
+    ));
+    assert_one(
+        &problems,
+        "a",
+        "key",
+        "already used by the step at steps[0]",
+    );
+}
+
+#[test]
+fn malformed_and_reserved_keys_are_refused() {
+    let problems = check(&format!("steps:\n  - key: my-step\n    {WRITE}\n"));
+    assert_eq!(assert_one(&problems, "my-step", "key", "`-`"), Some(3));
+    let problems = check(&format!("steps:\n  - key: 1st\n    {WRITE}\n"));
+    assert_eq!(
+        assert_one(&problems, "1st", "key", "lowercase letter"),
+        Some(1)
+    );
+    let problems = check(&format!("steps:\n  - key: input\n    {WRITE}\n"));
+    assert_one(&problems, "input", "key", "reserved");
+}
+
+#[test]
+fn unknown_exits_and_steps_in_after_are_refused() {
+    let problems = check(&format!(
+        "steps:\n  - key: review\n    approval: {{decisions: [approve, reject]}}\n  - key: b\n    after: [review.aprove]\n    {WRITE}\n"
+    ));
+    assert_eq!(
+        assert_one(&problems, "b", "after[0]", "`approve`, `reject`"),
+        Some(8)
+    );
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    after: [zz]\n    {WRITE}\n"
+    ));
+    assert_one(&problems, "b", "after[0]", "no step has the key `zz`");
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    after: [a.done]\n    {WRITE}\n"
+    ));
+    assert_one(&problems, "b", "after[0]", "no named exits");
+}
+
+#[test]
+fn arrows_point_forward() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    after: [b]\n    {WRITE}\n  - key: b\n    {WRITE}\n"
+    ));
+    assert_one(&problems, "a", "after[0]", "sendBack");
+}
+
+#[test]
+fn send_back_must_target_an_earlier_step_on_the_path() {
+    let problems = check(&format!(
+        "steps:\n  - key: review\n    approval: {{decisions: [ok, redo]}}\n    sendBack: [{{on: redo, to: later}}]\n  - key: later\n    {WRITE}\n"
+    ));
+    assert_one(&problems, "review", "sendBack[0].to", "earlier on the path");
+}
+
+#[test]
+fn send_back_needs_an_exit_of_the_step() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    {WRITE}\n    sendBack: [{{on: changes, to: a}}]\n"
+    ));
+    assert_one(&problems, "b", "sendBack[0].on", "only a step with exits");
+}
+
+#[test]
+fn overlapping_send_backs_are_refused() {
+    let problems = check(&format!(
+        r#"
+steps:
+  - key: a
+    {WRITE}
+  - key: b
+    {WRITE}
+  - key: r1
+    approval: {{decisions: [ok, redo]}}
+    sendBack: [{{on: redo, to: b}}]
+  - key: r2
+    approval: {{decisions: [ok, redo]}}
+    sendBack: [{{on: redo, to: a}}]
+"#
+    ));
+    assert_one(
+        &problems,
+        "r2",
+        "sendBack",
+        "overlaps the one from `r1` to `b`",
+    );
+}
+
+#[test]
+fn send_backs_on_separate_stretches_are_fine() {
+    let problems = check(&format!(
+        r#"
+steps:
+  - key: a
+    {WRITE}
+  - key: r1
+    approval: {{decisions: [ok, redo]}}
+    sendBack: [{{on: redo, to: a}}]
+  - key: b
+    {WRITE}
+  - key: r2
+    approval: {{decisions: [ok, redo]}}
+    sendBack: [{{on: redo, to: b}}]
+"#
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn placeholders_with_bad_paths_or_no_source_are_refused() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    http: {{url: 'https://x.example/{{{{a.json.user-name}}}}'}}\n"
+    ));
+    let c = assert_one(&problems, "b", "http.url", "");
+    assert!(c.is_some());
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: 'Done: {{{{zz.text}}}}', webhook: {{url: 'https://hooks.example/x'}}}}\n"
+    ));
+    assert_eq!(assert_one(&problems, "b", "message.text", "`zz`"), Some(7));
+}
+
+#[test]
+fn json_bodies_that_cannot_be_json_are_refused() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    http:\n      url: https://x.example\n      body: {{json: '{{\"a\": {{{{a.json.x}}}} \"b\": 1}}'}}\n"
+    ));
+    assert_one(&problems, "b", "http.body.json", "");
+}
+
+#[test]
+fn reply_fields_with_unknown_types_are_refused() {
+    let problems = check(
+        "steps:\n  - key: a\n    agent: {prompt: Go., reply: {format: json, fields: [{name: ok, type: bool}]}}\n",
+    );
+    assert_one(
+        &problems,
+        "a",
+        "agent.reply.fields[0].type",
+        "`bool` is not a field type",
+    );
+}
+
+#[test]
+fn expression_limits_are_enforced_at_save() {
+    let long = format!("$input.x == '{}'", "a".repeat(2100));
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: \"{long}\"\n"
+    ));
+    assert_one(&problems, "a", "when", "2000");
+    let deep = format!("{}$input.x{}", "(".repeat(40), ")".repeat(40));
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    when: \"{deep}\"\n"
+    ));
+    assert_one(&problems, "a", "when", "32");
+}
+
+#[test]
+fn values_refuse_a_dollar_string_that_is_not_one_reference() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    input: {{price: $5 per seat}}\n"
+    ));
+    let c = assert_one(&problems, "a", "input.price", "");
+    assert!(c.is_some());
+}
+
+#[test]
+fn a_step_has_exactly_one_kind() {
+    let problems = check("steps:\n  - key: a\n    when: $input.x\n");
+    assert_one(&problems, "a", "kind", "no kind");
+    let problems = check("steps:\n  - key: a\n    agent: {prompt: x}\n    join: {}\n");
+    assert_one(&problems, "a", "kind", "agent, join");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let problems = check(
+        r#"
+steps:
+  - key: Bad
+    agent: {prompt: ""}
+    attempts: 0
+    timeout: 10 minutes
+  - key: c
+    condition: {}
+"#,
+    );
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["key", "attempts", "timeout", "agent.prompt", "condition"],
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn kinds_check_their_own_fields() {
+    let cases = [
+        ("script: {}", "script", "needs `source`"),
+        ("script: {source: x, command: [y]}", "script", "not both"),
+        (
+            "http: {url: 'https://x', method: FETCH}",
+            "http.method",
+            "`FETCH`",
+        ),
+        (
+            "http: {url: 'https://x', keep: {id: body.id}}",
+            "http.keep.id",
+            "response path",
+        ),
+        ("message: {text: hi}", "message", "`webhook` or `slack`"),
+        (
+            "condition: {when: 'true', paths: [{name: a, when: 'true'}]}",
+            "condition",
+            "not both",
+        ),
+        (
+            "approval: {decisions: []}",
+            "approval.decisions",
+            "needs decisions",
+        ),
+        ("approval: {mode: entry}", "approval.fields", "fields"),
+        (
+            "approval: {decisions: [ok, ok]}",
+            "approval.decisions[1]",
+            "twice",
+        ),
+        ("join: {}", "after", "branches"),
+        (
+            "parallel: {step: {agent: {prompt: x}}}",
+            "parallel",
+            "`items` or `parts`",
+        ),
+        (
+            "parallel: {items: [1, 2], step: {agent: {prompt: x}}}",
+            "parallel.items",
+            "one reference",
+        ),
+        (
+            "loop: {until: 'true', maxIterations: 0, steps: [{key: x, agent: {prompt: y}}]}",
+            "loop.maxIterations",
+            "between 1",
+        ),
+    ];
+    for (kind, field, fragment) in cases {
+        let problems = check(&format!("steps:\n  - key: s\n    {kind}\n"));
+        assert_one(&problems, "s", field, fragment);
+    }
+}
+
+#[test]
+fn an_empty_flow_is_refused() {
+    let problems = check("steps: []\n");
+    assert_one(&problems, "", "steps", "at least one step");
+}
+
+#[test]
+fn flow_output_may_read_every_step() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\noutput: {{a: $steps.a.output, nope: $steps.zz.output}}\n"
+    ));
+    assert_one(&problems, "", "output.nope", "`zz`");
+}
+
+#[test]
+fn a_200_step_flow_validates() {
+    let mut spec = String::from("steps:\n");
+    for i in 0..200 {
+        spec.push_str(&format!(
+            "  - key: s{i}\n    {WRITE}\n    when: $steps.s0.output.score >= 0.8 and $loop.iteration < 3 or {}\n",
+            if i == 0 { "true" } else { "$previous.status == 'completed'" }
+        ));
+    }
+    let problems = check(&spec);
+    // Every step but none reads $loop outside a loop: one problem each, none missed.
+    assert_eq!(problems.len(), 200 + 1, "{:#?}", &problems[..3]);
+}

@@ -7,7 +7,9 @@
 pub mod api;
 pub mod cli;
 pub mod crds;
+pub mod engine;
 pub mod expr;
 pub mod flow;
 pub mod scope;
+pub mod steps;
 pub mod template;

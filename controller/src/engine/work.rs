@@ -1,0 +1,201 @@
+//! What the engine hands to an executor, and what comes back.
+//!
+//! A [`Work`] is one attempt of one step, complete: the resolved input, the
+//! data its placeholders may read, the timeout. Executors (local processes,
+//! Kubernetes Jobs, HTTP clients, model servers) need nothing else, so the
+//! same executor code serves `coxswain run` and the controller.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::{AgentStep, HttpStep, MessageStep, ScriptStep, StepError, TokenUsage};
+use crate::scope::Scope;
+
+/// One attempt of one step, ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Work {
+    /// The step's key (for a parallel part, the parallel step's key).
+    pub step: String,
+    /// The part of a parallel step this work is for.
+    pub part: Option<PartRef>,
+    /// 1 for the first attempt; also counts attempts made by send-backs.
+    pub attempt: u32,
+    /// The loop pass (1 for the first), inside a loop.
+    pub iteration: Option<u32>,
+    /// What to do.
+    pub task: Task,
+    /// The resolved input (`input`, or the default).
+    pub input: Value,
+    /// The longest the attempt may take.
+    pub timeout: Option<Duration>,
+    /// The data placeholders may read: the run input and step records.
+    pub data: DataView,
+    /// Facts about the run, for `$RUN_NAME`, idempotency keys and logs.
+    pub run: RunInfo,
+}
+
+impl Work {
+    /// A key that is the same for every retry of the same request after a
+    /// crash, and different for each attempt: `run-uid/step[/part]/attempt`.
+    pub fn idempotency_key(&self) -> String {
+        match &self.part {
+            Some(part) => format!(
+                "{}/{}/{}/{}",
+                self.run.uid, self.step, part.key, self.attempt
+            ),
+            None => format!("{}/{}/{}", self.run.uid, self.step, self.attempt),
+        }
+    }
+}
+
+/// Which part of a parallel step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRef {
+    /// Position among the parts, from 0.
+    pub index: usize,
+    /// The part's key in `by_key`.
+    pub key: String,
+}
+
+/// The kinds of step an executor runs. Conditions, joins, loops and
+/// parallel steps are the engine's own business; approvals go to people.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Task {
+    /// Ask a model.
+    Agent(AgentTask),
+    /// Run a program.
+    Script(ScriptStep),
+    /// Send a request.
+    Http(HttpStep),
+    /// Post a message.
+    Message(MessageStep),
+}
+
+/// An agent step with everything its prompt is built from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentTask {
+    /// The step as written.
+    pub spec: AgentStep,
+    /// The outputs it was given (`give`), in order.
+    pub given: Vec<Given>,
+    /// Set when a reviewer sent the work back.
+    pub change_request: Option<ChangeRequest>,
+    /// A short description of the flow, when `tellFlow` is set.
+    pub flow_description: Option<String>,
+}
+
+/// One input an agent receives as untrusted data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Given {
+    /// The step key or input name.
+    pub name: String,
+    /// The step's status (`completed`, `skipped`…), shown as the input's state.
+    pub state: String,
+    /// `instrument` (read only) or `affected` (the agent changes it).
+    pub role: &'static str,
+    /// The value; `None` when the step did not run on this path.
+    pub value: Option<Value>,
+}
+
+/// What a reviewer asked to change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeRequest {
+    /// Who reviewed: a user name, or the key of the step that decided.
+    pub reviewer: String,
+    /// The decision taken (the exit that sent the work back).
+    pub decision: String,
+    /// The reviewed work, by step key.
+    pub reviewed: Vec<(String, Value)>,
+    /// The reviewer's instructions.
+    pub instructions: String,
+}
+
+/// The run data a step may read, owned so work can move to another task.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DataView {
+    /// The run input.
+    pub input: Value,
+    /// Step records (`status`, `output`, `text`, `error`) by key.
+    pub steps: BTreeMap<String, Value>,
+    /// `previous`, `loop`, `item`, `index`, `run`.
+    pub roots: BTreeMap<String, Value>,
+}
+
+impl Scope for DataView {
+    fn input(&self) -> Option<&Value> {
+        Some(&self.input)
+    }
+    fn step(&self, key: &str) -> Option<&Value> {
+        self.steps.get(key)
+    }
+    fn root(&self, name: &str) -> Option<&Value> {
+        self.roots.get(name)
+    }
+}
+
+/// Facts about the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The Run's name.
+    pub name: String,
+    /// Its namespace (`local` for `coxswain run`).
+    pub namespace: String,
+    /// Its uid (a random one locally).
+    pub uid: String,
+    /// For scheduled runs: when the last successful scheduled run started
+    /// (Unix seconds); empty otherwise.
+    pub since: Option<String>,
+}
+
+/// What a finished attempt produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Done {
+    /// The output (`$steps.KEY.output`).
+    pub output: Value,
+    /// The raw text (`$steps.KEY.text`).
+    pub text: Option<String>,
+    /// Tokens used, for agents.
+    pub usage: Option<TokenUsage>,
+}
+
+/// The result of one attempt.
+pub type WorkResult = Result<Done, StepError>;
+
+/// Error codes executors fail with, so runs can be searched by cause.
+pub mod codes {
+    /// An expression could not be answered with the run's data.
+    pub const EXPRESSION: &str = "workflow.expression_error";
+    /// A placeholder had no value, or a value that may not go where it stands.
+    pub const PLACEHOLDER: &str = "workflow.placeholder_error";
+    /// The attempt took longer than its timeout.
+    pub const TIMEOUT: &str = "workflow.timeout";
+    /// The output did not match what the step declared.
+    pub const OUTPUT: &str = "workflow.output_error";
+    /// A script exited with a non-zero status.
+    pub const SCRIPT: &str = "script.failed";
+    /// An HTTP request failed or got a non-2xx answer.
+    pub const HTTP: &str = "http.failed";
+    /// A message could not be posted.
+    pub const MESSAGE: &str = "message.failed";
+    /// A model call failed, or its reply did not fit after the repair turn.
+    pub const AGENT: &str = "agent.failed";
+    /// A secret could not be read.
+    pub const SECRET: &str = "workflow.secret_error";
+    /// Too many send-backs along one arrow.
+    pub const SEND_BACK_LIMIT: &str = "workflow.send_back_limit";
+    /// A loop needed more passes than allowed.
+    pub const LOOP_LIMIT: &str = "workflow.loop_limit";
+    /// The run was cancelled.
+    pub const CANCELLED: &str = "workflow.cancelled";
+}
+
+/// Builds a [`StepError`].
+pub fn step_error(code: &str, message: impl Into<String>) -> StepError {
+    StepError {
+        code: code.to_string(),
+        message: message.into(),
+    }
+}

@@ -18,8 +18,8 @@ mod step;
 pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
 pub use flow::{ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
 pub use run::{
-    Arrow, Attempt, FlowRef, Run, RunPhase, RunSpec, RunStatus, StepError, StepRecord, StepStatus,
-    TokenUsage,
+    Arrow, Attempt, FlowRef, PartRecord, ReviewNote, Run, RunPhase, RunSpec, RunStatus, StepError,
+    StepRecord, StepStatus, TokenUsage,
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,

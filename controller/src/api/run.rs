@@ -1,6 +1,6 @@
 //! The `Run` resource: one execution of a flow, and its record.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -109,6 +109,37 @@ pub struct RunStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Steps that still have to run (again) in their current pass; the engine's
+    /// to-do list, kept here so a restarted controller resumes exactly.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub due: BTreeSet<String>,
+    /// How often each send-back arrow (`from->to`) was taken.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub send_backs: BTreeMap<String, i32>,
+    /// A send-back waiting for the steps in progress to finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_send_back: Option<ReviewNote>,
+}
+
+/// What a reviewer said when sending work back; the redone step receives it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewNote {
+    /// The step that sent the work back.
+    pub from: String,
+    /// The step that redoes it.
+    pub to: String,
+    /// Who decided: a user name, or the deciding step's key.
+    pub reviewer: String,
+    /// The exit taken (the decision).
+    pub decision: String,
+    /// The reviewer's instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The reviewed work, by step key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub reviewed: Option<Value>,
 }
 
 /// Where a step stands.
@@ -150,6 +181,71 @@ pub struct StepRecord {
     /// Every attempt, oldest first; none is ever dropped silently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+    /// The exit the step took (`true`, a path name, a decision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    /// Why the step was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the latest run of the step started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When it settled (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// When the next attempt is due, after a failed one (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
+    /// For a loop: the pass it is on. For a step in a loop: its latest pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<i32>,
+    /// Index in `attempts` where the current round of tries began; attempts
+    /// before it belong to earlier passes or to work that was sent back.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub round_start: i32,
+    /// The parts of a parallel step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartRecord>,
+    /// The change request the next attempt answers, after a send-back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewNote>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// One part of a parallel step.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PartRecord {
+    /// The part's key in `by_key`.
+    pub key: String,
+    /// A readable name.
+    pub label: String,
+    /// What the part reads as `$item`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub item: Option<Value>,
+    /// Where it stands.
+    #[serde(default)]
+    pub status: StepStatus,
+    /// Its output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub output: Option<Value>,
+    /// Its raw text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    /// Every attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// When the next attempt is due (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
 }
 
 /// One try of a step.

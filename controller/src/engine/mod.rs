@@ -1,8 +1,20 @@
 //! The run engine: a pure state machine that decides what runs next.
+//!
+//! [`CompiledFlow`] reads a flow once; [`RunMachine`] takes events (start,
+//! work finished, a person decided, time passed, cancel) and returns
+//! [`Action`]s (run this work, ask this person, wake me then, stop that).
+//! It does no I/O and reads no clock, so `coxswain run` and the controller
+//! drive exactly the same logic, and a run resumes from its record alone.
 
+mod arrows;
+mod compiled;
+mod describe;
+mod machine;
+mod scope;
 mod work;
 
+pub use compiled::{CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
+pub use machine::{Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine, status_name};
 pub use work::{
-    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult,
-    codes, step_error,
+    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult, codes, step_error,
 };

@@ -1,0 +1,68 @@
+//! "What moved": for every arrow, whether it was taken on its latest pass and
+//! which values travelled along it, or why nothing did.
+
+use serde_json::Value;
+
+use crate::api::{Arrow, RunStatus, StepStatus};
+
+use super::compiled::CompiledFlow;
+
+/// Longest preview of a value kept in an arrow's detail.
+const PREVIEW: usize = 80;
+
+/// Every arrow of the flow with its latest state.
+pub fn arrows(flow: &CompiledFlow<'_>, state: &RunStatus) -> Vec<Arrow> {
+    let mut out = Vec::new();
+    for (to, node) in flow.graph.nodes.iter().enumerate() {
+        let target = state.steps.get(node.key);
+        let reached = target.is_some_and(|r| !matches!(r.status, StepStatus::Pending | StepStatus::Skipped));
+        for arrow in &node.preds {
+            let from_key = flow.key(arrow.from);
+            let from = state.steps.get(from_key);
+            let label = match arrow.exit {
+                Some(exit) => format!("{from_key}.{exit}"),
+                None => from_key.to_string(),
+            };
+            let (taken, detail) = match from.map(|r| (r.status, r.exit.as_deref())) {
+                None | Some((StepStatus::Pending | StepStatus::Running | StepStatus::Waiting, _)) => {
+                    (false, "not reached yet".to_string())
+                }
+                Some((StepStatus::Skipped, _)) => (false, format!("`{from_key}` was skipped")),
+                Some((StepStatus::Failed, _)) if !flow.steps[arrow.from].continue_on_failure => {
+                    (false, format!("`{from_key}` failed"))
+                }
+                Some((_, exit)) if arrow.exit.is_some() && exit != arrow.exit => {
+                    (false, format!("`{from_key}` took exit `{}`", exit.unwrap_or("none")))
+                }
+                Some(_) if !reached => (false, format!("`{}` did not run", node.key)),
+                Some(_) => (true, moved(flow, to, from_key, from.and_then(|r| r.output.as_ref()))),
+            };
+            out.push(Arrow { from: label, to: node.key.to_string(), taken, detail: Some(detail), count: None });
+        }
+    }
+    out
+}
+
+/// Which references of the target read the source, with size and preview.
+fn moved(flow: &CompiledFlow<'_>, to: usize, from_key: &str, output: Option<&Value>) -> String {
+    let compiled = &flow.steps[to];
+    let mut reads: Vec<String> = compiled
+        .input
+        .iter()
+        .flat_map(|t| t.located_references())
+        .filter(|(_, r)| r.step_key() == Some(from_key))
+        .map(|(path, r)| format!("{} → {path}", r.text()))
+        .collect();
+    if reads.is_empty() {
+        if compiled.input.is_none() && output.is_some() {
+            reads.push("its output, as part of the default input".into());
+        } else {
+            return "control only; no value moved".into();
+        }
+    }
+    let Some(output) = output else { return reads.join(", ") };
+    let text = output.to_string();
+    let preview: String = text.chars().take(PREVIEW).collect();
+    let cut = if text.chars().count() > PREVIEW { "… (preview)" } else { "" };
+    format!("{} ({} bytes: {preview}{cut})", reads.join(", "), text.len())
+}

@@ -1,0 +1,196 @@
+//! A flow read once: validated, every expression and value parsed, the
+//! graph's arrows laid out both ways. The engine never parses at run time.
+
+use std::time::Duration;
+
+use crate::api::{FlowSpec, OnFailure, Step, StepKind, StepProblem};
+use crate::expr::{self, Expr, ValueTemplate};
+use crate::flow::{FlowGraph, exits, parse_duration, validate};
+use crate::template::{self, Place};
+
+/// The default wait before a second attempt; it doubles for each later one.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A validated flow with everything the engine needs precomputed.
+#[derive(Debug)]
+pub struct CompiledFlow<'a> {
+    /// The flow as written.
+    pub spec: &'a FlowSpec,
+    /// Its graph.
+    pub graph: FlowGraph<'a>,
+    /// One entry per graph node.
+    pub steps: Vec<CompiledStep<'a>>,
+    /// For each node, the nodes with an arrow from it.
+    pub successors: Vec<Vec<usize>>,
+    /// The flow's `output`, parsed.
+    pub output: Option<ValueTemplate>,
+}
+
+/// One step's parsed parts.
+#[derive(Debug)]
+pub struct CompiledStep<'a> {
+    /// The step as written (for a parallel step: the parallel step).
+    pub step: &'a Step,
+    /// `when`.
+    pub when: Option<Expr>,
+    /// `input`.
+    pub input: Option<ValueTemplate>,
+    /// A condition's single `when`, or its paths in order.
+    pub condition: Vec<(String, Expr)>,
+    /// The exit a condition with paths takes when none holds.
+    pub otherwise: String,
+    /// A loop's `until`.
+    pub until: Option<Expr>,
+    /// A parallel step's items, or its listed parts (key, label, input).
+    pub items: Option<ValueTemplate>,
+    /// A parallel step's listed parts.
+    pub parts: Vec<(String, String, Option<ValueTemplate>)>,
+    /// The step each part runs, parsed.
+    pub part: Option<Box<CompiledStep<'a>>>,
+    /// Steps whose records placeholders read (`{{key.…}}`).
+    pub placeholder_keys: Vec<String>,
+    /// Attempts allowed per round.
+    pub max_attempts: u32,
+    /// The wait before the second attempt.
+    pub backoff: Duration,
+    /// The longest one attempt may take.
+    pub timeout: Option<Duration>,
+    /// Whether a failure lets the run go on.
+    pub continue_on_failure: bool,
+    /// The step's named exits.
+    pub exits: Option<Vec<String>>,
+}
+
+impl<'a> CompiledFlow<'a> {
+    /// Validates and compiles a flow; the problems are those `coxswain lint` prints.
+    pub fn new(spec: &'a FlowSpec) -> Result<Self, Vec<StepProblem>> {
+        let problems = validate(spec);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let graph = FlowGraph::new(&spec.steps);
+        let mut steps = Vec::with_capacity(graph.nodes.len());
+        for node in &graph.nodes {
+            steps.push(compile_step(node.step).map_err(|p| vec![p])?);
+        }
+        let mut successors = vec![Vec::new(); graph.nodes.len()];
+        for (to, node) in graph.nodes.iter().enumerate() {
+            for arrow in &node.preds {
+                successors[arrow.from].push(to);
+            }
+        }
+        let output = match &spec.output {
+            Some(v) => Some(expr::parse_value(v).map_err(|e| vec![problem("", &e[0].message)])?),
+            None => None,
+        };
+        Ok(CompiledFlow { spec, graph, steps, successors, output })
+    }
+
+    /// The node of a step key.
+    pub fn node(&self, key: &str) -> Option<usize> {
+        self.graph.find(key)
+    }
+
+    /// The key of a node.
+    pub fn key(&self, node: usize) -> &'a str {
+        self.graph.nodes[node].key
+    }
+
+    /// The nodes of the list a node sits in.
+    pub fn list_of(&self, node: usize) -> &[usize] {
+        let list = match self.graph.nodes[node].parent {
+            None => 0,
+            Some(parent) => self.graph.body_of.get(&parent).copied().unwrap_or(0),
+        };
+        &self.graph.lists[list]
+    }
+
+    /// The body nodes of a loop node, and of loops nested in it.
+    pub fn body(&self, node: usize) -> &[usize] {
+        match self.graph.body_of.get(&node) {
+            Some(&list) => &self.graph.lists[list],
+            None => &[],
+        }
+    }
+}
+
+fn problem(step: &str, message: &str) -> StepProblem {
+    StepProblem { step: step.into(), message: message.into(), ..Default::default() }
+}
+
+/// Parses one step. The validator has already accepted it, so a failure here
+/// is reported rather than trusted away.
+fn compile_step(step: &Step) -> Result<CompiledStep<'_>, StepProblem> {
+    let key = step.key.as_str();
+    let parse = |src: &str| expr::parse(src).map_err(|e| problem(key, &e.message));
+    let value = |v| expr::parse_value(v).map_err(|e: Vec<expr::ValueError>| problem(key, &e[0].message));
+    let mut compiled = CompiledStep {
+        step,
+        when: step.when.as_deref().map(parse).transpose()?,
+        input: step.input.as_ref().map(value).transpose()?,
+        condition: Vec::new(),
+        otherwise: "otherwise".into(),
+        until: None,
+        items: None,
+        parts: Vec::new(),
+        part: None,
+        placeholder_keys: Vec::new(),
+        max_attempts: step.max_attempts(),
+        backoff: step.backoff.as_deref().and_then(|b| parse_duration(b).ok()).unwrap_or(DEFAULT_BACKOFF),
+        timeout: step.timeout.as_deref().and_then(|t| parse_duration(t).ok()),
+        continue_on_failure: step.on_failure == Some(OnFailure::Continue),
+        exits: exits(step),
+    };
+    match step.kind() {
+        Some(StepKind::Condition(c)) => {
+            if let Some(when) = &c.when {
+                compiled.condition.push(("true".into(), parse(when)?));
+            }
+            for path in &c.paths {
+                compiled.condition.push((path.name.clone(), parse(&path.when)?));
+            }
+            if let Some(o) = &c.otherwise {
+                compiled.otherwise = o.clone();
+            }
+        }
+        Some(StepKind::Loop(l)) => compiled.until = Some(parse(&l.until)?),
+        Some(StepKind::Parallel(p)) => {
+            compiled.items = p.items.as_ref().map(value).transpose()?;
+            for part in &p.parts {
+                let label = part.label.clone().unwrap_or_else(|| part.key.clone());
+                compiled.parts.push((part.key.clone(), label, part.input.as_ref().map(value).transpose()?));
+            }
+            compiled.part = Some(Box::new(compile_step(&p.step)?));
+        }
+        Some(StepKind::Http(h)) => {
+            let mut sources: Vec<(&str, Place)> = vec![(&h.url, Place::Url)];
+            sources.extend(h.query.iter().map(|q| (q.value.as_str(), Place::Query)));
+            sources.extend(h.headers.iter().filter_map(|x| x.value.as_deref()).map(|v| (v, Place::Header)));
+            if let Some(body) = &h.body {
+                sources.extend(body.json.as_deref().map(|j| (j, Place::Json)));
+                sources.extend(body.text.as_deref().map(|t| (t, Place::Text)));
+                sources.extend(body.form.iter().flatten().map(|f| (f.value.as_str(), Place::Form)));
+            }
+            compiled.placeholder_keys = placeholder_keys(&sources);
+        }
+        Some(StepKind::Message(m)) => {
+            let mut sources = vec![(m.text.as_str(), Place::Message)];
+            sources.extend(m.webhook.as_ref().map(|w| (w.url.as_str(), Place::Url)));
+            compiled.placeholder_keys = placeholder_keys(&sources);
+        }
+        _ => {}
+    }
+    Ok(compiled)
+}
+
+fn placeholder_keys(sources: &[(&str, Place)]) -> Vec<String> {
+    let mut keys: Vec<String> = sources
+        .iter()
+        .filter_map(|(src, place)| template::parse(src, *place).ok())
+        .flat_map(|t| t.placeholders().map(|p| p.key.clone()).collect::<Vec<_>>())
+        .filter(|k| k != "input")
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}

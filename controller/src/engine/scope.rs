@@ -1,0 +1,64 @@
+//! The data an expression sees while a run is in progress, borrowed from
+//! the engine's state: nothing is copied to answer a condition.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::scope::Scope;
+
+/// Roots of the expression language, borrowed from a [`super::RunMachine`].
+pub struct EvalScope<'a> {
+    input: &'a Value,
+    views: &'a BTreeMap<String, Value>,
+    previous: Option<&'a Value>,
+    loop_: Option<Value>,
+    item: Option<&'a Value>,
+    index: Option<Value>,
+    run: &'a Value,
+}
+
+impl<'a> EvalScope<'a> {
+    /// A scope for one evaluation. `loop_iteration` and `index` are small
+    /// values made here; everything else is borrowed.
+    pub fn new(
+        input: &'a Value,
+        views: &'a BTreeMap<String, Value>,
+        previous: Option<&'a Value>,
+        loop_iteration: Option<i32>,
+        item: Option<&'a Value>,
+        index: Option<usize>,
+        run: &'a Value,
+    ) -> Self {
+        EvalScope {
+            input,
+            views,
+            previous,
+            loop_: loop_iteration.map(|i| serde_json::json!({ "iteration": i })),
+            item,
+            index: index.map(Value::from),
+            run,
+        }
+    }
+}
+
+impl Scope for EvalScope<'_> {
+    fn input(&self) -> Option<&Value> {
+        Some(self.input)
+    }
+
+    fn step(&self, key: &str) -> Option<&Value> {
+        self.views.get(key)
+    }
+
+    fn root(&self, name: &str) -> Option<&Value> {
+        match name {
+            "previous" => self.previous,
+            "loop" => self.loop_.as_ref(),
+            "item" => self.item,
+            "index" => self.index.as_ref(),
+            "run" => Some(self.run),
+            _ => None,
+        }
+    }
+}

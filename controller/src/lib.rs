@@ -10,6 +10,7 @@ pub mod crds;
 pub mod engine;
 pub mod expr;
 pub mod flow;
+pub mod local;
 pub mod scope;
 pub mod steps;
 pub mod template;

@@ -15,7 +15,8 @@ pub fn arrows(flow: &CompiledFlow<'_>, state: &RunStatus) -> Vec<Arrow> {
     let mut out = Vec::new();
     for (to, node) in flow.graph.nodes.iter().enumerate() {
         let target = state.steps.get(node.key);
-        let reached = target.is_some_and(|r| !matches!(r.status, StepStatus::Pending | StepStatus::Skipped));
+        let reached =
+            target.is_some_and(|r| !matches!(r.status, StepStatus::Pending | StepStatus::Skipped));
         for arrow in &node.preds {
             let from_key = flow.key(arrow.from);
             let from = state.steps.get(from_key);
@@ -24,20 +25,31 @@ pub fn arrows(flow: &CompiledFlow<'_>, state: &RunStatus) -> Vec<Arrow> {
                 None => from_key.to_string(),
             };
             let (taken, detail) = match from.map(|r| (r.status, r.exit.as_deref())) {
-                None | Some((StepStatus::Pending | StepStatus::Running | StepStatus::Waiting, _)) => {
+                None
+                | Some((StepStatus::Pending | StepStatus::Running | StepStatus::Waiting, _)) => {
                     (false, "not reached yet".to_string())
                 }
                 Some((StepStatus::Skipped, _)) => (false, format!("`{from_key}` was skipped")),
                 Some((StepStatus::Failed, _)) if !flow.steps[arrow.from].continue_on_failure => {
                     (false, format!("`{from_key}` failed"))
                 }
-                Some((_, exit)) if arrow.exit.is_some() && exit != arrow.exit => {
-                    (false, format!("`{from_key}` took exit `{}`", exit.unwrap_or("none")))
-                }
+                Some((_, exit)) if arrow.exit.is_some() && exit != arrow.exit => (
+                    false,
+                    format!("`{from_key}` took exit `{}`", exit.unwrap_or("none")),
+                ),
                 Some(_) if !reached => (false, format!("`{}` did not run", node.key)),
-                Some(_) => (true, moved(flow, to, from_key, from.and_then(|r| r.output.as_ref()))),
+                Some(_) => (
+                    true,
+                    moved(flow, to, from_key, from.and_then(|r| r.output.as_ref())),
+                ),
             };
-            out.push(Arrow { from: label, to: node.key.to_string(), taken, detail: Some(detail), count: None });
+            out.push(Arrow {
+                from: label,
+                to: node.key.to_string(),
+                taken,
+                detail: Some(detail),
+                count: None,
+            });
         }
     }
     out
@@ -60,9 +72,19 @@ fn moved(flow: &CompiledFlow<'_>, to: usize, from_key: &str, output: Option<&Val
             return "control only; no value moved".into();
         }
     }
-    let Some(output) = output else { return reads.join(", ") };
+    let Some(output) = output else {
+        return reads.join(", ");
+    };
     let text = output.to_string();
     let preview: String = text.chars().take(PREVIEW).collect();
-    let cut = if text.chars().count() > PREVIEW { "… (preview)" } else { "" };
-    format!("{} ({} bytes: {preview}{cut})", reads.join(", "), text.len())
+    let cut = if text.chars().count() > PREVIEW {
+        "… (preview)"
+    } else {
+        ""
+    };
+    format!(
+        "{} ({} bytes: {preview}{cut})",
+        reads.join(", "),
+        text.len()
+    )
 }

@@ -83,7 +83,13 @@ impl<'a> CompiledFlow<'a> {
             Some(v) => Some(expr::parse_value(v).map_err(|e| vec![problem("", &e[0].message)])?),
             None => None,
         };
-        Ok(CompiledFlow { spec, graph, steps, successors, output })
+        Ok(CompiledFlow {
+            spec,
+            graph,
+            steps,
+            successors,
+            output,
+        })
     }
 
     /// The node of a step key.
@@ -115,7 +121,11 @@ impl<'a> CompiledFlow<'a> {
 }
 
 fn problem(step: &str, message: &str) -> StepProblem {
-    StepProblem { step: step.into(), message: message.into(), ..Default::default() }
+    StepProblem {
+        step: step.into(),
+        message: message.into(),
+        ..Default::default()
+    }
 }
 
 /// Parses one step. The validator has already accepted it, so a failure here
@@ -123,7 +133,8 @@ fn problem(step: &str, message: &str) -> StepProblem {
 fn compile_step(step: &Step) -> Result<CompiledStep<'_>, StepProblem> {
     let key = step.key.as_str();
     let parse = |src: &str| expr::parse(src).map_err(|e| problem(key, &e.message));
-    let value = |v| expr::parse_value(v).map_err(|e: Vec<expr::ValueError>| problem(key, &e[0].message));
+    let value =
+        |v| expr::parse_value(v).map_err(|e: Vec<expr::ValueError>| problem(key, &e[0].message));
     let mut compiled = CompiledStep {
         step,
         when: step.when.as_deref().map(parse).transpose()?,
@@ -136,7 +147,11 @@ fn compile_step(step: &Step) -> Result<CompiledStep<'_>, StepProblem> {
         part: None,
         placeholder_keys: Vec::new(),
         max_attempts: step.max_attempts(),
-        backoff: step.backoff.as_deref().and_then(|b| parse_duration(b).ok()).unwrap_or(DEFAULT_BACKOFF),
+        backoff: step
+            .backoff
+            .as_deref()
+            .and_then(|b| parse_duration(b).ok())
+            .unwrap_or(DEFAULT_BACKOFF),
         timeout: step.timeout.as_deref().and_then(|t| parse_duration(t).ok()),
         continue_on_failure: step.on_failure == Some(OnFailure::Continue),
         exits: exits(step),
@@ -147,7 +162,9 @@ fn compile_step(step: &Step) -> Result<CompiledStep<'_>, StepProblem> {
                 compiled.condition.push(("true".into(), parse(when)?));
             }
             for path in &c.paths {
-                compiled.condition.push((path.name.clone(), parse(&path.when)?));
+                compiled
+                    .condition
+                    .push((path.name.clone(), parse(&path.when)?));
             }
             if let Some(o) = &c.otherwise {
                 compiled.otherwise = o.clone();
@@ -158,18 +175,32 @@ fn compile_step(step: &Step) -> Result<CompiledStep<'_>, StepProblem> {
             compiled.items = p.items.as_ref().map(value).transpose()?;
             for part in &p.parts {
                 let label = part.label.clone().unwrap_or_else(|| part.key.clone());
-                compiled.parts.push((part.key.clone(), label, part.input.as_ref().map(value).transpose()?));
+                compiled.parts.push((
+                    part.key.clone(),
+                    label,
+                    part.input.as_ref().map(value).transpose()?,
+                ));
             }
             compiled.part = Some(Box::new(compile_step(&p.step)?));
         }
         Some(StepKind::Http(h)) => {
             let mut sources: Vec<(&str, Place)> = vec![(&h.url, Place::Url)];
             sources.extend(h.query.iter().map(|q| (q.value.as_str(), Place::Query)));
-            sources.extend(h.headers.iter().filter_map(|x| x.value.as_deref()).map(|v| (v, Place::Header)));
+            sources.extend(
+                h.headers
+                    .iter()
+                    .filter_map(|x| x.value.as_deref())
+                    .map(|v| (v, Place::Header)),
+            );
             if let Some(body) = &h.body {
                 sources.extend(body.json.as_deref().map(|j| (j, Place::Json)));
                 sources.extend(body.text.as_deref().map(|t| (t, Place::Text)));
-                sources.extend(body.form.iter().flatten().map(|f| (f.value.as_str(), Place::Form)));
+                sources.extend(
+                    body.form
+                        .iter()
+                        .flatten()
+                        .map(|f| (f.value.as_str(), Place::Form)),
+                );
             }
             compiled.placeholder_keys = placeholder_keys(&sources);
         }

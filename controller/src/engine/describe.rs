@@ -15,7 +15,12 @@ pub fn describe(flow: &CompiledFlow<'_>, node: usize) -> String {
     for (i, n) in flow.graph.nodes.iter().enumerate() {
         let kind = n.step.kind().map_or("step", |k| StepKind::name(&k));
         let marker = if i == node { " (you)" } else { "" };
-        let about = n.step.description.as_deref().map(|d| format!(": {}", d.trim())).unwrap_or_default();
+        let about = n
+            .step
+            .description
+            .as_deref()
+            .map(|d| format!(": {}", d.trim()))
+            .unwrap_or_default();
         out.push_str(&format!("- `{}`, a {kind} step{marker}{about}\n", n.key));
     }
     out

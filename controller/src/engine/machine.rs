@@ -11,15 +11,16 @@ use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use crate::api::{
-    ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus, StepError,
-    StepKind, StepRecord, StepStatus,
+    ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus,
+    StepError, StepKind, StepRecord, StepStatus,
 };
 use crate::expr::EvalError;
 
 use super::compiled::{CompiledFlow, CompiledStep};
 use super::scope::EvalScope;
 use super::work::{
-    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult, codes, step_error,
+    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult,
+    codes, step_error,
 };
 
 /// Most times one send-back arrow may be taken in a run.
@@ -150,10 +151,22 @@ impl<'f> RunMachine<'f> {
         self.now = now;
         match event {
             Event::Start => self.start(),
-            Event::Finished { step, part, attempt, result } => self.finished(&step, part, attempt, result),
-            Event::Decided { step, attempt, decision } => self.decided(&step, attempt, decision),
+            Event::Finished {
+                step,
+                part,
+                attempt,
+                result,
+            } => self.finished(&step, part, attempt, result),
+            Event::Decided {
+                step,
+                attempt,
+                decision,
+            } => self.decided(&step, attempt, decision),
             Event::Tick => {}
-            Event::Cancel => self.stop(RunPhase::Cancelled, step_error(codes::CANCELLED, "the run was cancelled")),
+            Event::Cancel => self.stop(
+                RunPhase::Cancelled,
+                step_error(codes::CANCELLED, "the run was cancelled"),
+            ),
         }
         if self.is_active() {
             self.pump();
@@ -168,7 +181,9 @@ impl<'f> RunMachine<'f> {
         let mut work = Vec::new();
         for node in 0..self.flow.graph.nodes.len() {
             let key = self.flow.key(node);
-            let Some(record) = self.state.steps.get(key) else { continue };
+            let Some(record) = self.state.steps.get(key) else {
+                continue;
+            };
             if record.status != StepStatus::Running || record.retry_at.is_some() {
                 continue;
             }
@@ -232,7 +247,10 @@ impl<'f> RunMachine<'f> {
     /// Looks at one node: start it, skip it, or leave it waiting.
     fn consider(&mut self, node: usize) -> bool {
         let key = self.flow.key(node);
-        if !self.state.due.contains(key) || !self.list_active(node) || self.blocked_by_send_back(node) {
+        if !self.state.due.contains(key)
+            || !self.list_active(node)
+            || self.blocked_by_send_back(node)
+        {
             return false;
         }
         let preds = &self.flow.graph.nodes[node].preds;
@@ -280,8 +298,12 @@ impl<'f> RunMachine<'f> {
 
     /// While a send-back waits for work in progress, its list starts nothing new.
     fn blocked_by_send_back(&self, node: usize) -> bool {
-        let Some(pending) = &self.state.pending_send_back else { return false };
-        self.flow.node(&pending.to).is_some_and(|to| self.flow.graph.nodes[to].parent == self.flow.graph.nodes[node].parent)
+        let Some(pending) = &self.state.pending_send_back else {
+            return false;
+        };
+        self.flow.node(&pending.to).is_some_and(|to| {
+            self.flow.graph.nodes[to].parent == self.flow.graph.nodes[node].parent
+        })
     }
 
     fn begin(&mut self, node: usize) {
@@ -337,7 +359,11 @@ impl<'f> RunMachine<'f> {
                 Ok(false) => {}
             }
         }
-        let single = compiled.step.condition.as_ref().is_some_and(|c| c.paths.is_empty());
+        let single = compiled
+            .step
+            .condition
+            .as_ref()
+            .is_some_and(|c| c.paths.is_empty());
         let (exit, result) = match (exit, single) {
             (Some(_), true) => ("true".to_string(), json!(true)),
             (None, true) => ("false".to_string(), json!(false)),
@@ -357,19 +383,34 @@ impl<'f> RunMachine<'f> {
             let key = self.flow.key(arrow.from);
             let record = self.state.steps.get(key);
             let output = record.and_then(|r| r.output.clone()).unwrap_or(Value::Null);
-            let text = record.and_then(|r| r.text.clone()).unwrap_or_else(|| compact(&output));
+            let text = record
+                .and_then(|r| r.text.clone())
+                .unwrap_or_else(|| compact(&output));
             texts.push(format!("## {key}\n\n{text}"));
             outputs.insert(key.to_string(), output);
         }
-        self.complete(node, Value::Object(outputs), Some(texts.join("\n\n")), None, None);
+        self.complete(
+            node,
+            Value::Object(outputs),
+            Some(texts.join("\n\n")),
+            None,
+            None,
+        );
     }
 
     fn ask(&mut self, node: usize) {
-        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else { return };
+        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
+            return;
+        };
         let attempt = self.push_attempt(node, None);
         let mut show = BTreeMap::new();
         for key in &a.show {
-            let output = self.state.steps.get(key).and_then(|r| r.output.clone()).unwrap_or(Value::Null);
+            let output = self
+                .state
+                .steps
+                .get(key)
+                .and_then(|r| r.output.clone())
+                .unwrap_or(Value::Null);
             show.insert(key.clone(), output);
         }
         self.set_status(node, StepStatus::Waiting);
@@ -405,7 +446,11 @@ impl<'f> RunMachine<'f> {
         let scope = self.scope(node, None);
         let parts: Vec<PartRecord> = if let Some(items) = &compiled.items {
             match items.resolve(&scope) {
-                Value::Array(items) => items.into_iter().enumerate().map(|(i, item)| part_record(i, item)).collect(),
+                Value::Array(items) => items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| part_record(i, item))
+                    .collect(),
                 Value::Null => Vec::new(),
                 other => {
                     let message = format!("items must be a list; it is {}", type_name(&other));
@@ -433,13 +478,24 @@ impl<'f> RunMachine<'f> {
 
     /// Starts pending parts up to `maxConcurrency`.
     fn fill_parallel(&mut self, node: usize) {
-        let limit = match self.flow.steps[node].step.parallel.as_ref().and_then(|p| p.max_concurrency) {
+        let limit = match self.flow.steps[node]
+            .step
+            .parallel
+            .as_ref()
+            .and_then(|p| p.max_concurrency)
+        {
             Some(n) if n > 0 => n as usize,
             _ => usize::MAX,
         };
         let key = self.flow.key(node);
-        let Some(record) = self.state.steps.get(key) else { return };
-        let busy = record.parts.iter().filter(|p| matches!(p.status, StepStatus::Running | StepStatus::Waiting)).count();
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
+        let busy = record
+            .parts
+            .iter()
+            .filter(|p| matches!(p.status, StepStatus::Running | StepStatus::Waiting))
+            .count();
         let waiting: Vec<usize> = record
             .parts
             .iter()
@@ -471,7 +527,13 @@ impl<'f> RunMachine<'f> {
         }
         let p = &mut self.record_mut(node).parts[part];
         let number = p.attempts.len() as i32 + 1;
-        p.attempts.push(Attempt { number, iteration, status: StepStatus::Running, started_at: Some(now), ..Default::default() });
+        p.attempts.push(Attempt {
+            number,
+            iteration,
+            status: StepStatus::Running,
+            started_at: Some(now),
+            ..Default::default()
+        });
         p.status = StepStatus::Running;
         p.retry_at = None;
         if let Some(work) = self.part_work(node, part) {
@@ -480,7 +542,12 @@ impl<'f> RunMachine<'f> {
     }
 
     fn start_attempt(&mut self, node: usize) {
-        let feedback = self.state.steps.get(self.flow.key(node)).and_then(|r| r.review.as_ref()).and_then(|r| r.instructions.clone());
+        let feedback = self
+            .state
+            .steps
+            .get(self.flow.key(node))
+            .and_then(|r| r.review.as_ref())
+            .and_then(|r| r.instructions.clone());
         let attempt = self.push_attempt(node, feedback);
         self.set_status(node, StepStatus::Running);
         self.record_mut(node).retry_at = None;
@@ -508,12 +575,18 @@ impl<'f> RunMachine<'f> {
     // ---- results ------------------------------------------------------------
 
     fn finished(&mut self, key: &str, part: Option<usize>, attempt: u32, result: WorkResult) {
-        let Some(node) = self.flow.node(key) else { return };
-        let Some(record) = self.state.steps.get(key) else { return };
+        let Some(node) = self.flow.node(key) else {
+            return;
+        };
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
         match part {
             Some(i) => {
                 let current = record.parts.get(i).is_some_and(|p| {
-                    p.status == StepStatus::Running && p.retry_at.is_none() && p.attempts.len() as u32 == attempt
+                    p.status == StepStatus::Running
+                        && p.retry_at.is_none()
+                        && p.attempts.len() as u32 == attempt
                 });
                 if current {
                     self.settle_part(node, i, result);
@@ -558,8 +631,14 @@ impl<'f> RunMachine<'f> {
     }
 
     fn settle_part(&mut self, node: usize, part: usize, result: WorkResult) {
-        let max = self.flow.steps[node].part.as_ref().map_or(1, |c| c.max_attempts);
-        let base = self.flow.steps[node].part.as_ref().map_or(super::compiled::DEFAULT_BACKOFF, |c| c.backoff);
+        let max = self.flow.steps[node]
+            .part
+            .as_ref()
+            .map_or(1, |c| c.max_attempts);
+        let base = self.flow.steps[node]
+            .part
+            .as_ref()
+            .map_or(super::compiled::DEFAULT_BACKOFF, |c| c.backoff);
         let now = self.now;
         let p = &mut self.record_mut(node).parts[part];
         let finished = Some(now.to_string());
@@ -597,19 +676,28 @@ impl<'f> RunMachine<'f> {
     }
 
     fn decided(&mut self, key: &str, attempt: u32, decision: Decision) {
-        let Some(node) = self.flow.node(key) else { return };
-        let Some(record) = self.state.steps.get(key) else { return };
+        let Some(node) = self.flow.node(key) else {
+            return;
+        };
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
         if record.status != StepStatus::Waiting || record.attempts.len() as u32 != attempt {
             return;
         }
-        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else { return };
+        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
+            return;
+        };
         let (output, exit) = match a.mode {
             ApprovalMode::Review => {
                 let d = decision.decision.clone().unwrap_or_default();
                 if !a.decisions.contains(&d) {
                     return; // refused upstream (webhook, prompt); never taken in
                 }
-                (json!({"decision": d, "feedback": decision.feedback, "decidedBy": decision.decided_by}), Some(d))
+                (
+                    json!({"decision": d, "feedback": decision.feedback, "decidedBy": decision.decided_by}),
+                    Some(d),
+                )
             }
             ApprovalMode::Entry => (decision.response.clone().unwrap_or(Value::Null), None),
         };
@@ -620,10 +708,21 @@ impl<'f> RunMachine<'f> {
         }
     }
 
-    fn complete(&mut self, node: usize, output: Value, text: Option<String>, exit: Option<String>, usage: Option<crate::api::TokenUsage>) {
+    fn complete(
+        &mut self,
+        node: usize,
+        output: Value,
+        text: Option<String>,
+        exit: Option<String>,
+        usage: Option<crate::api::TokenUsage>,
+    ) {
         let now = self.now.to_string();
         let record = self.record_mut(node);
-        if let Some(last) = record.attempts.last_mut().filter(|a| a.status == StepStatus::Running) {
+        if let Some(last) = record
+            .attempts
+            .last_mut()
+            .filter(|a| a.status == StepStatus::Running)
+        {
             last.status = StepStatus::Completed;
             last.finished_at = Some(now.clone());
             last.output = Some(output.clone());
@@ -662,7 +761,11 @@ impl<'f> RunMachine<'f> {
     fn fail(&mut self, node: usize, error: StepError) {
         let now = self.now.to_string();
         let record = self.record_mut(node);
-        if let Some(last) = record.attempts.last_mut().filter(|a| a.status == StepStatus::Running) {
+        if let Some(last) = record
+            .attempts
+            .last_mut()
+            .filter(|a| a.status == StepStatus::Running)
+        {
             last.status = StepStatus::Failed;
             last.finished_at = Some(now.clone());
             last.error = Some(error.clone());
@@ -686,7 +789,8 @@ impl<'f> RunMachine<'f> {
 
     /// A node settled: its successors may now be ready.
     fn settled(&mut self, node: usize) {
-        self.candidates.extend(self.flow.successors[node].iter().rev());
+        self.candidates
+            .extend(self.flow.successors[node].iter().rev());
     }
 
     /// Ends the run: running work is stopped and marked as such.
@@ -696,23 +800,40 @@ impl<'f> RunMachine<'f> {
         }
         for node in 0..self.flow.graph.nodes.len() {
             let key = self.flow.key(node).to_string();
-            let Some(record) = self.state.steps.get_mut(&key) else { continue };
+            let Some(record) = self.state.steps.get_mut(&key) else {
+                continue;
+            };
             let mut stopped = false;
             for (i, part) in record.parts.iter_mut().enumerate() {
                 if matches!(part.status, StepStatus::Running | StepStatus::Waiting) {
                     part.status = StepStatus::Failed;
                     part.error = Some(step_error(codes::CANCELLED, "stopped: the run ended"));
-                    self.actions.push(Action::Stop { step: key.clone(), part: Some(i) });
+                    self.actions.push(Action::Stop {
+                        step: key.clone(),
+                        part: Some(i),
+                    });
                     stopped = true;
                 }
             }
             if matches!(record.status, StepStatus::Running | StepStatus::Waiting) {
-                if !stopped && self.flow.steps[node].part.is_none() && self.flow.steps[node].step.loop_.is_none() {
-                    self.actions.push(Action::Stop { step: key.clone(), part: None });
+                if !stopped
+                    && self.flow.steps[node].part.is_none()
+                    && self.flow.steps[node].step.loop_.is_none()
+                {
+                    self.actions.push(Action::Stop {
+                        step: key.clone(),
+                        part: None,
+                    });
                 }
                 record.status = StepStatus::Failed;
-                record.error.get_or_insert_with(|| step_error(codes::CANCELLED, "stopped: the run ended"));
-                if let Some(last) = record.attempts.last_mut().filter(|a| a.status == StepStatus::Running) {
+                record
+                    .error
+                    .get_or_insert_with(|| step_error(codes::CANCELLED, "stopped: the run ended"));
+                if let Some(last) = record
+                    .attempts
+                    .last_mut()
+                    .filter(|a| a.status == StepStatus::Running)
+                {
                     last.status = StepStatus::Failed;
                 }
                 self.refresh_view(&key);
@@ -731,7 +852,9 @@ impl<'f> RunMachine<'f> {
         let now = self.now;
         let mut progressed = false;
         for node in 0..self.flow.graph.nodes.len() {
-            let Some(record) = self.state.steps.get(self.flow.key(node)) else { continue };
+            let Some(record) = self.state.steps.get(self.flow.key(node)) else {
+                continue;
+            };
             if record.status != StepStatus::Running {
                 continue;
             }
@@ -774,19 +897,31 @@ impl<'f> RunMachine<'f> {
     }
 
     fn body_settled(&self, node: usize) -> bool {
-        if self.state.pending_send_back.as_ref().is_some_and(|p| self.flow.node(&p.to).is_some_and(|t| self.flow.graph.nodes[t].parent == Some(node))) {
+        if self.state.pending_send_back.as_ref().is_some_and(|p| {
+            self.flow
+                .node(&p.to)
+                .is_some_and(|t| self.flow.graph.nodes[t].parent == Some(node))
+        }) {
             return false;
         }
         self.flow.body(node).iter().all(|&child| {
             !self.state.due.contains(self.flow.key(child))
-                && matches!(self.status(child), StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped)
+                && matches!(
+                    self.status(child),
+                    StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                )
         })
     }
 
     fn end_pass(&mut self, node: usize) {
         let compiled = &self.flow.steps[node];
         let Some(until) = &compiled.until else { return };
-        let iteration = self.state.steps.get(self.flow.key(node)).and_then(|r| r.iteration).unwrap_or(1);
+        let iteration = self
+            .state
+            .steps
+            .get(self.flow.key(node))
+            .and_then(|r| r.iteration)
+            .unwrap_or(1);
         let done = match until.eval_bool(&self.scope_inside_loop(node, iteration)) {
             Ok(done) => done,
             Err(e) => return self.fail(node, expression_error(&e)),
@@ -796,12 +931,25 @@ impl<'f> RunMachine<'f> {
             let mut steps = Map::new();
             for &child in self.flow.body(node) {
                 let key = self.flow.key(child);
-                let output = self.state.steps.get(key).and_then(|r| r.output.clone()).unwrap_or(Value::Null);
+                let output = self
+                    .state
+                    .steps
+                    .get(key)
+                    .and_then(|r| r.output.clone())
+                    .unwrap_or(Value::Null);
                 steps.insert(key.to_string(), output);
             }
-            self.complete(node, json!({"iterations": iteration, "steps": steps}), None, None, None);
+            self.complete(
+                node,
+                json!({"iterations": iteration, "steps": steps}),
+                None,
+                None,
+                None,
+            );
         } else if iteration >= max {
-            let message = format!("the loop made {iteration} passes and its `until` never held (maxIterations is {max})");
+            let message = format!(
+                "the loop made {iteration} passes and its `until` never held (maxIterations is {max})"
+            );
             self.fail(node, step_error(codes::LOOP_LIMIT, message));
         } else {
             self.record_mut(node).iteration = Some(iteration + 1);
@@ -813,8 +961,15 @@ impl<'f> RunMachine<'f> {
     }
 
     fn end_parallel(&mut self, node: usize) -> bool {
-        let Some(record) = self.state.steps.get(self.flow.key(node)) else { return false };
-        let open = record.parts.iter().any(|p| matches!(p.status, StepStatus::Pending | StepStatus::Running | StepStatus::Waiting));
+        let Some(record) = self.state.steps.get(self.flow.key(node)) else {
+            return false;
+        };
+        let open = record.parts.iter().any(|p| {
+            matches!(
+                p.status,
+                StepStatus::Pending | StepStatus::Running | StepStatus::Waiting
+            )
+        });
         if open {
             return false;
         }
@@ -823,37 +978,82 @@ impl<'f> RunMachine<'f> {
             .iter()
             .map(|p| json!({"key": p.key, "label": p.label, "status": p.status, "output": p.output, "error": p.error}))
             .collect();
-        let by_key: Map<String, Value> =
-            record.parts.iter().map(|p| (p.key.clone(), p.output.clone().unwrap_or(Value::Null))).collect();
-        let failed = record.parts.iter().find(|p| p.status == StepStatus::Failed).cloned();
-        let continue_parts = self.flow.steps[node].part.as_ref().is_some_and(|c| c.continue_on_failure);
+        let by_key: Map<String, Value> = record
+            .parts
+            .iter()
+            .map(|p| (p.key.clone(), p.output.clone().unwrap_or(Value::Null)))
+            .collect();
+        let failed = record
+            .parts
+            .iter()
+            .find(|p| p.status == StepStatus::Failed)
+            .cloned();
+        let continue_parts = self.flow.steps[node]
+            .part
+            .as_ref()
+            .is_some_and(|c| c.continue_on_failure);
         let output = json!({"parts": parts, "by_key": by_key});
         match failed {
             Some(p) if !continue_parts => {
                 self.record_mut(node).output = Some(output);
-                let error = p.error.unwrap_or_else(|| step_error(codes::CANCELLED, "failed"));
-                self.fail(node, step_error(&error.code, format!("part `{}` failed: {}", p.key, error.message)));
+                let error = p
+                    .error
+                    .unwrap_or_else(|| step_error(codes::CANCELLED, "failed"));
+                self.fail(
+                    node,
+                    step_error(
+                        &error.code,
+                        format!("part `{}` failed: {}", p.key, error.message),
+                    ),
+                );
             }
             _ => self.complete(node, output, None, None, None),
         }
         true
     }
 
-    fn maybe_send_back(&mut self, node: usize, exit: &str, reviewer: Option<String>, instructions: Option<String>) {
+    fn maybe_send_back(
+        &mut self,
+        node: usize,
+        exit: &str,
+        reviewer: Option<String>,
+        instructions: Option<String>,
+    ) {
         let step = self.flow.steps[node].step;
-        let Some(back) = step.send_back.iter().find(|b| b.on == exit) else { return };
+        let Some(back) = step.send_back.iter().find(|b| b.on == exit) else {
+            return;
+        };
         let from = self.flow.key(node).to_string();
-        let count = self.state.send_backs.entry(format!("{from}->{}", back.to)).or_insert(0);
+        let count = self
+            .state
+            .send_backs
+            .entry(format!("{from}->{}", back.to))
+            .or_insert(0);
         *count += 1;
         if *count > MAX_SEND_BACKS {
-            let message = format!("`{from}` sent work back to `{}` more than {MAX_SEND_BACKS} times", back.to);
-            return self.stop(RunPhase::Failed, step_error(codes::SEND_BACK_LIMIT, message));
+            let message = format!(
+                "`{from}` sent work back to `{}` more than {MAX_SEND_BACKS} times",
+                back.to
+            );
+            return self.stop(
+                RunPhase::Failed,
+                step_error(codes::SEND_BACK_LIMIT, message),
+            );
         }
         let reviewed = step.approval.as_ref().map(|a| {
             let shown: Map<String, Value> = a
                 .show
                 .iter()
-                .map(|k| (k.clone(), self.state.steps.get(k).and_then(|r| r.output.clone()).unwrap_or(Value::Null)))
+                .map(|k| {
+                    (
+                        k.clone(),
+                        self.state
+                            .steps
+                            .get(k)
+                            .and_then(|r| r.output.clone())
+                            .unwrap_or(Value::Null),
+                    )
+                })
                 .collect();
             Value::Object(shown)
         });
@@ -870,18 +1070,25 @@ impl<'f> RunMachine<'f> {
     /// Once nothing runs in its list, a pending send-back makes the target
     /// and every step after it due again.
     fn apply_pending_send_back(&mut self) -> bool {
-        let Some(pending) = self.state.pending_send_back.clone() else { return false };
+        let Some(pending) = self.state.pending_send_back.clone() else {
+            return false;
+        };
         let Some(target) = self.flow.node(&pending.to) else {
             self.state.pending_send_back = None;
             return false;
         };
         let list: Vec<usize> = self.flow.list_of(target).to_vec();
-        let busy = list.iter().any(|&n| matches!(self.status(n), StepStatus::Running | StepStatus::Waiting));
+        let busy = list
+            .iter()
+            .any(|&n| matches!(self.status(n), StepStatus::Running | StepStatus::Waiting));
         if busy {
             return false;
         }
         let from_position = self.flow.graph.nodes[target].position;
-        for &n in list.iter().filter(|&&n| self.flow.graph.nodes[n].position >= from_position) {
+        for &n in list
+            .iter()
+            .filter(|&&n| self.flow.graph.nodes[n].position >= from_position)
+        {
             self.state.due.insert(self.flow.key(n).to_string());
             self.record_mut(n).round_start_now();
         }
@@ -896,12 +1103,19 @@ impl<'f> RunMachine<'f> {
         let open = self.state.pending_send_back.is_some()
             || top.iter().any(|&n| {
                 self.state.due.contains(self.flow.key(n))
-                    || matches!(self.status(n), StepStatus::Running | StepStatus::Waiting | StepStatus::Pending)
+                    || matches!(
+                        self.status(n),
+                        StepStatus::Running | StepStatus::Waiting | StepStatus::Pending
+                    )
             });
         if open {
             let waiting = top.iter().any(|&n| self.status(n) == StepStatus::Waiting)
                 && !top.iter().any(|&n| self.status(n) == StepStatus::Running);
-            self.state.phase = if waiting { RunPhase::Waiting } else { RunPhase::Running };
+            self.state.phase = if waiting {
+                RunPhase::Waiting
+            } else {
+                RunPhase::Running
+            };
             return;
         }
         let scope = self.scope_at_end();
@@ -911,7 +1125,12 @@ impl<'f> RunMachine<'f> {
                 .iter()
                 .rev()
                 .find(|&&n| self.status(n) == StepStatus::Completed)
-                .and_then(|&n| self.state.steps.get(self.flow.key(n)).and_then(|r| r.output.clone()))
+                .and_then(|&n| {
+                    self.state
+                        .steps
+                        .get(self.flow.key(n))
+                        .and_then(|r| r.output.clone())
+                })
                 .unwrap_or(Value::Null),
         });
         self.state.phase = RunPhase::Succeeded;
@@ -953,7 +1172,10 @@ impl<'f> RunMachine<'f> {
         };
         Some(Work {
             step: self.flow.key(node).to_string(),
-            part: Some(PartRef { index: part, key: p.key.clone() }),
+            part: Some(PartRef {
+                index: part,
+                key: p.key.clone(),
+            }),
             attempt: p.attempts.len() as u32,
             iteration: self.iteration_of(node).map(|i| i as u32),
             task,
@@ -978,25 +1200,42 @@ impl<'f> RunMachine<'f> {
                         let ran = record.is_some_and(|r| r.status == StepStatus::Completed);
                         Given {
                             name: key.clone(),
-                            state: record.map_or("pending".into(), |r| status_name(r.status).to_string()),
+                            state: record
+                                .map_or("pending".into(), |r| status_name(r.status).to_string()),
                             role: "instrument",
-                            value: if ran { record.and_then(|r| r.output.clone()) } else { None },
+                            value: if ran {
+                                record.and_then(|r| r.output.clone())
+                            } else {
+                                None
+                            },
                         }
                     })
                     .collect();
-                let change_request = self.state.steps.get(self.flow.key(node)).and_then(|r| r.review.as_ref()).map(|note| {
-                    ChangeRequest {
+                let change_request = self
+                    .state
+                    .steps
+                    .get(self.flow.key(node))
+                    .and_then(|r| r.review.as_ref())
+                    .map(|note| ChangeRequest {
                         reviewer: note.reviewer.clone(),
                         decision: note.decision.clone(),
                         reviewed: match &note.reviewed {
-                            Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                            Some(Value::Object(m)) => {
+                                m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+                            }
                             _ => Vec::new(),
                         },
                         instructions: note.instructions.clone().unwrap_or_default(),
-                    }
-                });
-                let flow_description = a.tell_flow.then(|| super::describe::describe(self.flow, node));
-                Task::Agent(AgentTask { spec: a.clone(), given, change_request, flow_description })
+                    });
+                let flow_description = a
+                    .tell_flow
+                    .then(|| super::describe::describe(self.flow, node));
+                Task::Agent(AgentTask {
+                    spec: a.clone(),
+                    given,
+                    change_request,
+                    flow_description,
+                })
             }
             _ => return None,
         })
@@ -1005,8 +1244,15 @@ impl<'f> RunMachine<'f> {
     /// With no `input`, the first step gets the run input; a later one the
     /// run input and the previous step's output, merged when both are objects.
     fn default_input(&self, node: usize) -> Value {
-        let Some(previous) = self.previous_node(node) else { return self.input.clone() };
-        let output = self.state.steps.get(self.flow.key(previous)).and_then(|r| r.output.clone()).unwrap_or(Value::Null);
+        let Some(previous) = self.previous_node(node) else {
+            return self.input.clone();
+        };
+        let output = self
+            .state
+            .steps
+            .get(self.flow.key(previous))
+            .and_then(|r| r.output.clone())
+            .unwrap_or(Value::Null);
         match (&self.input, output) {
             (Value::Object(input), Value::Object(out)) => {
                 let mut merged = input.clone();
@@ -1019,7 +1265,10 @@ impl<'f> RunMachine<'f> {
     }
 
     fn data_view(&self, node: usize, part: Option<usize>, keys: &[String]) -> DataView {
-        let mut view = DataView { input: self.input.clone(), ..Default::default() };
+        let mut view = DataView {
+            input: self.input.clone(),
+            ..Default::default()
+        };
         for key in keys {
             if let Some(v) = self.views.get(key) {
                 view.steps.insert(key.clone(), v.clone());
@@ -1037,28 +1286,67 @@ impl<'f> RunMachine<'f> {
     // ---- scopes -----------------------------------------------------------------
 
     fn scope(&self, node: usize, part: Option<usize>) -> EvalScope<'_> {
-        let previous = self.previous_node(node).and_then(|p| self.views.get(self.flow.key(p)));
+        let previous = self
+            .previous_node(node)
+            .and_then(|p| self.views.get(self.flow.key(p)));
         let loop_iteration = self.flow.graph.enclosing_loops(node).next().and_then(|l| {
-            self.state.steps.get(self.flow.key(l)).and_then(|r| r.iteration)
+            self.state
+                .steps
+                .get(self.flow.key(l))
+                .and_then(|r| r.iteration)
         });
         let (item, index) = match part {
             Some(i) => {
-                let p = self.state.steps.get(self.flow.key(node)).and_then(|r| r.parts.get(i));
+                let p = self
+                    .state
+                    .steps
+                    .get(self.flow.key(node))
+                    .and_then(|r| r.parts.get(i));
                 (p.and_then(|p| p.item.as_ref()), Some(i))
             }
             None => (None, None),
         };
-        EvalScope::new(&self.input, &self.views, previous, loop_iteration, item, index, &self.run_value)
+        EvalScope::new(
+            &self.input,
+            &self.views,
+            previous,
+            loop_iteration,
+            item,
+            index,
+            &self.run_value,
+        )
     }
 
     fn scope_inside_loop(&self, node: usize, iteration: i32) -> EvalScope<'_> {
-        let last = self.flow.body(node).last().and_then(|&n| self.views.get(self.flow.key(n)));
-        EvalScope::new(&self.input, &self.views, last, Some(iteration), None, None, &self.run_value)
+        let last = self
+            .flow
+            .body(node)
+            .last()
+            .and_then(|&n| self.views.get(self.flow.key(n)));
+        EvalScope::new(
+            &self.input,
+            &self.views,
+            last,
+            Some(iteration),
+            None,
+            None,
+            &self.run_value,
+        )
     }
 
     fn scope_at_end(&self) -> EvalScope<'_> {
-        let last = self.flow.graph.lists[0].last().and_then(|&n| self.views.get(self.flow.key(n)));
-        EvalScope::new(&self.input, &self.views, last, None, None, None, &self.run_value)
+        let last = self.flow.graph.lists[0]
+            .last()
+            .and_then(|&n| self.views.get(self.flow.key(n)));
+        EvalScope::new(
+            &self.input,
+            &self.views,
+            last,
+            None,
+            None,
+            None,
+            &self.run_value,
+        )
     }
 
     /// The step listed just before; for the first step of a later loop pass,
@@ -1070,19 +1358,34 @@ impl<'f> RunMachine<'f> {
             return list.get(position - 1).copied();
         }
         let parent = self.flow.graph.nodes[node].parent?;
-        let iteration = self.state.steps.get(self.flow.key(parent)).and_then(|r| r.iteration).unwrap_or(1);
-        if iteration > 1 { list.last().copied() } else { self.previous_node(parent) }
+        let iteration = self
+            .state
+            .steps
+            .get(self.flow.key(parent))
+            .and_then(|r| r.iteration)
+            .unwrap_or(1);
+        if iteration > 1 {
+            list.last().copied()
+        } else {
+            self.previous_node(parent)
+        }
     }
 
     fn iteration_of(&self, node: usize) -> Option<i32> {
         let l = self.flow.graph.enclosing_loops(node).next()?;
-        self.state.steps.get(self.flow.key(l)).and_then(|r| r.iteration)
+        self.state
+            .steps
+            .get(self.flow.key(l))
+            .and_then(|r| r.iteration)
     }
 
     // ---- records ---------------------------------------------------------------
 
     fn status(&self, node: usize) -> StepStatus {
-        self.state.steps.get(self.flow.key(node)).map_or(StepStatus::Pending, |r| r.status)
+        self.state
+            .steps
+            .get(self.flow.key(node))
+            .map_or(StepStatus::Pending, |r| r.status)
     }
 
     fn record_mut(&mut self, node: usize) -> &mut StepRecord {
@@ -1098,7 +1401,9 @@ impl<'f> RunMachine<'f> {
 
     fn refresh_view(&mut self, key: &str) {
         let view = match self.state.steps.get(key) {
-            Some(r) => json!({"status": r.status, "output": r.output, "text": r.text, "error": r.error}),
+            Some(r) => {
+                json!({"status": r.status, "output": r.output, "text": r.text, "error": r.error})
+            }
             None => json!({"status": "pending", "output": null, "text": null, "error": null}),
         };
         self.views.insert(key.to_string(), view);
@@ -1109,7 +1414,10 @@ impl<'f> RunMachine<'f> {
         let settled = (0..total)
             .filter(|&n| {
                 !self.state.due.contains(self.flow.key(n))
-                    && matches!(self.status(n), StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped)
+                    && matches!(
+                        self.status(n),
+                        StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                    )
             })
             .count();
         self.state.progress = Some(format!("{settled}/{total}"));
@@ -1137,12 +1445,20 @@ fn part_record(index: usize, item: Value) -> PartRecord {
                 .iter()
                 .find_map(|k| m.get(*k).and_then(Value::as_str))
                 .map_or_else(|| index.to_string(), str::to_string);
-            let key = m.get("key").and_then(Value::as_str).map_or_else(|| slug(&label, index), str::to_string);
+            let key = m
+                .get("key")
+                .and_then(Value::as_str)
+                .map_or_else(|| slug(&label, index), str::to_string);
             (key, label)
         }
         _ => (index.to_string(), compact(&item)),
     };
-    PartRecord { key, label, item: Some(item), ..Default::default() }
+    PartRecord {
+        key,
+        label,
+        item: Some(item),
+        ..Default::default()
+    }
 }
 
 /// A part key from a label: lowercase letters, digits and `_`; the index
@@ -1157,7 +1473,11 @@ fn slug(label: &str, index: usize) -> String {
         }
     }
     let out = out.trim_end_matches('_').to_string();
-    if out.is_empty() { index.to_string() } else { out }
+    if out.is_empty() {
+        index.to_string()
+    } else {
+        out
+    }
 }
 
 fn backoff(base: Duration, tries: u32) -> Duration {
@@ -1205,6 +1525,9 @@ pub fn status_name(status: StepStatus) -> &'static str {
 impl Done {
     /// A result with just an output.
     pub fn output(output: Value) -> Self {
-        Done { output, ..Default::default() }
+        Done {
+            output,
+            ..Default::default()
+        }
     }
 }

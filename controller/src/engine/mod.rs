@@ -14,7 +14,10 @@ mod scope;
 mod work;
 
 pub use compiled::{CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
-pub use machine::{Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine, status_name};
+pub use machine::{
+    Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine, status_name,
+};
 pub use work::{
-    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult, codes, step_error,
+    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult,
+    codes, step_error,
 };

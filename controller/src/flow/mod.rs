@@ -6,9 +6,11 @@
 mod documents;
 mod duration;
 mod graph;
+mod input_schema;
 mod validate;
 
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
+pub use input_schema::{InputProblem, check_input};
 pub use validate::{Limits, validate, validate_with};

@@ -1,0 +1,204 @@
+//! Checking a run's input against the flow's `input` schema, before anything
+//! runs: the subset of JSON Schema people write for inputs (type,
+//! properties, required, additionalProperties, items, enum, bounds).
+
+use serde_json::Value;
+
+/// One way the input does not fit, with where (`input.brief`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputProblem {
+    /// The path of the offending value, starting at `input`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for InputProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every way `input` does not fit `schema`; empty when it fits.
+pub fn check_input(schema: &Value, input: &Value) -> Vec<InputProblem> {
+    let mut problems = Vec::new();
+    check(schema, input, "input", &mut problems);
+    problems
+}
+
+fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<InputProblem>) {
+    let Some(schema) = schema.as_object() else {
+        return;
+    };
+    let mut push = |message: String| {
+        problems.push(InputProblem {
+            path: path.to_string(),
+            message,
+        })
+    };
+    if let Some(expected) = schema.get("type") {
+        let types: Vec<&str> = match expected {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !types.is_empty() && !types.iter().any(|t| has_type(value, t)) {
+            push(format!(
+                "expected {}, got {}",
+                types.join(" or "),
+                type_of(value)
+            ));
+            return;
+        }
+    }
+    if let Some(Value::Array(options)) = schema.get("enum")
+        && !options.contains(value)
+    {
+        let list: Vec<String> = options.iter().map(Value::to_string).collect();
+        push(format!("{value} is not one of {}", list.join(", ")));
+    }
+    match value {
+        Value::Number(n) => {
+            let n = n.as_f64().unwrap_or(f64::NAN);
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+                && n < min
+            {
+                push(format!("{n} is below the minimum {min}"));
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+                && n > max
+            {
+                push(format!("{n} is above the maximum {max}"));
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                push(format!("text of {len} characters is shorter than {min}"));
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                push(format!("text of {len} characters is longer than {max}"));
+            }
+        }
+        Value::Array(items) => {
+            let len = items.len() as u64;
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && len < min
+            {
+                push(format!("a list of {len} items is shorter than {min}"));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && len > max
+            {
+                push(format!("a list of {len} items is longer than {max}"));
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check(item_schema, item, &format!("{path}[{i}]"), problems);
+                }
+            }
+        }
+        Value::Object(fields) => {
+            for name in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(name) = name.as_str()
+                    && !fields.contains_key(name)
+                {
+                    push(format!("`{name}` is required"));
+                }
+            }
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for (name, field) in fields {
+                let field_path = format!("{path}.{name}");
+                match properties.and_then(|p| p.get(name)) {
+                    Some(field_schema) => check(field_schema, field, &field_path, problems),
+                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                        problems.push(InputProblem {
+                            path: field_path,
+                            message: "is not an input of this flow".into(),
+                        })
+                    }
+                    None => {}
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn has_type(value: &Value, t: &str) -> bool {
+    match t {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.as_f64().is_some_and(|n| n.fract() == 0.0),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        _ => true,
+    }
+}
+
+fn type_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "required": ["brief"], "additionalProperties": false,
+               "properties": {"brief": {"type": "string", "minLength": 2},
+                              "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+                              "tone": {"enum": ["formal", "casual"]},
+                              "n": {"type": "integer", "minimum": 1}}})
+    }
+
+    #[test]
+    fn a_fitting_input_has_no_problems() {
+        assert!(
+            check_input(
+                &schema(),
+                &json!({"brief": "Rust", "tags": ["a"], "tone": "formal", "n": 2})
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn each_problem_names_its_path() {
+        let problems = check_input(
+            &schema(),
+            &json!({"tags": ["a", 3, "c"], "tone": "loud", "n": 0.5, "x": 1}),
+        );
+        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "input: `brief` is required",
+                "input.n: expected integer, got a number",
+                "input.tags: a list of 3 items is longer than 2",
+                "input.tags[1]: expected string, got a number",
+                "input.tone: \"loud\" is not one of \"formal\", \"casual\"",
+                "input.x: is not an input of this flow",
+            ]
+        );
+    }
+}

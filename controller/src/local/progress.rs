@@ -1,0 +1,129 @@
+//! Live progress on stderr: one line per step transition, with durations.
+
+use std::io::Write;
+
+use jiff::Timestamp;
+
+use crate::api::{RunPhase, RunStatus, StepStatus};
+
+/// Prints step transitions as they happen; silent when `quiet`.
+#[derive(Debug, Default)]
+pub struct Progress {
+    quiet: bool,
+}
+
+impl Progress {
+    /// A progress printer; `quiet` prints nothing.
+    pub fn new(quiet: bool) -> Self {
+        Progress { quiet }
+    }
+
+    /// Prints what changed between two records.
+    pub fn changed(&mut self, before: &RunStatus, after: &RunStatus) {
+        if self.quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        for (key, record) in &after.steps {
+            let old = before.steps.get(key);
+            let same = old.is_some_and(|o| {
+                o.status == record.status && o.attempts.len() == record.attempts.len()
+            });
+            if same {
+                continue;
+            }
+            let took = duration(record.started_at.as_deref(), record.finished_at.as_deref());
+            let attempt = if record.attempts.len() > 1 {
+                format!(" (attempt {})", record.attempts.len())
+            } else {
+                String::new()
+            };
+            let line = match record.status {
+                StepStatus::Running if record.retry_at.is_some() => {
+                    let why = record
+                        .error
+                        .as_ref()
+                        .map(|e| e.message.as_str())
+                        .unwrap_or("");
+                    format!("  ↻ {key} failed{attempt}, will retry: {}", first_line(why))
+                }
+                StepStatus::Running => format!("  ▶ {key} started{attempt}"),
+                StepStatus::Waiting => format!("  … {key} waits for a person"),
+                StepStatus::Completed => {
+                    let exit = record
+                        .exit
+                        .as_ref()
+                        .map(|e| format!(" → {e}"))
+                        .unwrap_or_default();
+                    format!("  ✓ {key} completed{exit}{took}")
+                }
+                StepStatus::Failed => {
+                    let why = record
+                        .error
+                        .as_ref()
+                        .map(|e| format!("{}: {}", e.code, first_line(&e.message)))
+                        .unwrap_or_default();
+                    format!("  ✗ {key} failed{took}: {why}")
+                }
+                StepStatus::Skipped => {
+                    format!(
+                        "  ↷ {key} skipped: {}",
+                        record.reason.as_deref().unwrap_or("not on the path taken")
+                    )
+                }
+                StepStatus::Pending => continue,
+            };
+            let _ = writeln!(err, "{line}");
+        }
+    }
+
+    /// Makes room for an interactive prompt.
+    pub fn suspend(&mut self) {
+        let _ = std::io::stderr().flush();
+    }
+
+    /// Prints a remark about the run.
+    pub fn note(&mut self, message: &str) {
+        if !self.quiet {
+            eprintln!("  ! {message}");
+        }
+    }
+
+    /// Prints the run's outcome.
+    pub fn finished(&mut self, state: &RunStatus) {
+        if self.quiet {
+            return;
+        }
+        let took = duration(state.started_at.as_deref(), state.finished_at.as_deref());
+        let phase = match state.phase {
+            RunPhase::Succeeded => "succeeded",
+            RunPhase::Failed => "failed",
+            RunPhase::Cancelled => "was cancelled",
+            _ => "stopped",
+        };
+        let progress = state.progress.as_deref().unwrap_or("");
+        eprintln!("run {phase}{took} ({progress} steps settled)");
+        if let Some(e) = &state.error {
+            eprintln!("  {}: {}", e.code, e.message);
+        }
+    }
+}
+
+fn duration(start: Option<&str>, end: Option<&str>) -> String {
+    let (Some(start), Some(end)) = (start, end) else {
+        return String::new();
+    };
+    let (Ok(start), Ok(end)) = (start.parse::<Timestamp>(), end.parse::<Timestamp>()) else {
+        return String::new();
+    };
+    let ms = end.as_millisecond() - start.as_millisecond();
+    if ms < 1000 {
+        format!(" in {ms} ms")
+    } else {
+        format!(" in {:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}

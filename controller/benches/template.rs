@@ -51,7 +51,7 @@ fn body() -> String {
     let pad = BODY_BYTES - head.len() - tail.len();
     format!(
         "{head}{}{tail}",
-        "lorem ipsum ".repeat(pad / 12 + 1)[..pad].to_string()
+        &"lorem ipsum ".repeat(pad / 12 + 1)[..pad]
     )
 }
 

@@ -23,10 +23,7 @@ pub(crate) enum Found<'a> {
 pub(crate) fn push_text(out: &mut String, value: &Value) {
     match value {
         Value::String(s) => out.push_str(s),
-        other => {
-            // Writing to a String cannot fail.
-            let _ = write!(out, "{other}");
-        }
+        other => push_json_value(out, other),
     }
 }
 
@@ -38,6 +35,20 @@ pub(crate) fn text_of(value: &Value) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Bytes that must be escaped inside a JSON string: control characters, `"`
+/// and `\`. A table keeps the common case (nothing to escape) a tight loop.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 /// Appends `s` escaped as the inside of a JSON string literal (no quotes):
 /// `"` and `\` are escaped, control characters become `\n`, `\t`, `\u0001`…;
 /// everything else, including non-ASCII, is copied.
@@ -45,27 +56,38 @@ pub(crate) fn push_json_string_content(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
+        if !NEEDS_ESCAPE[usize::from(b)] {
+            continue;
+        }
         // `b` is ASCII, so `i` is a character boundary.
         out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
-        } else {
-            out.push_str(escape);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
         }
         start = i + 1;
     }
     out.push_str(&s[start..]);
+}
+
+/// Appends `value` as compact JSON.
+fn push_json_value(out: &mut String, value: &Value) {
+    // serde_json's own writer is much faster than going through `Display`;
+    // serialising a `Value` cannot fail, but fall back to `Display` anyway.
+    match serde_json::to_string(value) {
+        Ok(text) => out.push_str(&text),
+        Err(_) => {
+            let _ = write!(out, "{value}");
+        }
+    }
 }
 
 /// Appends `found` for a placeholder inside a JSON string literal.
@@ -83,9 +105,7 @@ pub(crate) fn push_json_inside(out: &mut String, found: Found<'_>) {
 /// value.
 pub(crate) fn push_json_outside(out: &mut String, found: Found<'_>) {
     match found {
-        Found::Json(v) => {
-            let _ = write!(out, "{v}");
-        }
+        Found::Json(v) => push_json_value(out, v),
         Found::Text(Value::String(s)) => {
             out.push('"');
             push_json_string_content(out, s);

@@ -14,9 +14,12 @@
 //! from a step that happens to contain `{{…}}` is sent as it is.
 //!
 //! Values that exist but are JSON `null` count as values: the step produced
-//! them. They are written `null` (as JSON, or as the text `null`). Only a step
-//! that did not complete, a step with no output or a path that leads nowhere
-//! is a missing value, and that always fails the step.
+//! them. They are written `null` (as JSON, or as the text `null`). A missing
+//! value is: a step with no record or whose status is not `completed`, a step
+//! whose `output` (for `json…`) or `text` (for `text`) is absent or `null`, a
+//! run with no input, or a path that leads nowhere. It always fails the step.
+
+#![warn(missing_docs)]
 
 mod encode;
 mod error;

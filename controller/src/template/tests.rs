@@ -626,6 +626,26 @@ proptest! {
     }
 
     #[test]
+    fn bodies_that_pass_check_json_render_to_json(
+        tokens in proptest::collection::vec(
+            prop::sample::select(vec![
+                "{", "}", "[", "]", "\"", ":", ",", " ", "\\", "1", "-", "null", "x",
+                "{{a.json}}", "{{a.text}}", "{{a.json.s}}", "{{a.json.list}}", "{{input.json}}",
+            ]),
+            0..24,
+        ),
+        value in any::<String>(),
+    ) {
+        let src: String = tokens.concat();
+        if let Ok(t) = parse(&src, Place::Json)
+            && t.check_json().is_ok()
+        {
+            let out = t.render(&value_with(&value)).unwrap();
+            prop_assert!(serde_json::from_str::<Value>(&out).is_ok(), "{} -> {}", src, out);
+        }
+    }
+
+    #[test]
     fn valid_placeholders_always_parse(
         key in "[a-z][a-z0-9_]{0,10}",
         segs in proptest::collection::vec("[A-Za-z_][A-Za-z0-9_]{0,5}|[1-9][0-9]{0,3}|0", 0..=8),

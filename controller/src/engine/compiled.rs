@@ -24,6 +24,8 @@ pub struct CompiledFlow<'a> {
     pub successors: Vec<Vec<usize>>,
     /// The flow's `output`, parsed.
     pub output: Option<ValueTemplate>,
+    /// The loops and parallel steps, which settle when their work does.
+    pub composites: Vec<usize>,
 }
 
 /// One step's parsed parts.
@@ -83,12 +85,16 @@ impl<'a> CompiledFlow<'a> {
             Some(v) => Some(expr::parse_value(v).map_err(|e| vec![problem("", &e[0].message)])?),
             None => None,
         };
+        let composites = (0..graph.nodes.len())
+            .filter(|&n| graph.nodes[n].step.loop_.is_some() || graph.nodes[n].step.parallel.is_some())
+            .collect();
         Ok(CompiledFlow {
             spec,
             graph,
             steps,
             successors,
             output,
+            composites,
         })
     }
 

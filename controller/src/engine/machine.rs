@@ -123,6 +123,10 @@ pub struct RunMachine<'f> {
     candidates: Vec<usize>,
     actions: Vec<Action>,
     now: Timestamp,
+    /// Steps whose record changed since [`RunMachine::take_touched`].
+    touched: std::collections::BTreeSet<String>,
+    /// Steps with a retry (of the step or of a part) waiting for its time.
+    retrying: std::collections::BTreeSet<usize>,
 }
 
 impl<'f> RunMachine<'f> {
@@ -139,10 +143,19 @@ impl<'f> RunMachine<'f> {
             candidates: (0..flow.graph.nodes.len()).collect(),
             actions: Vec::new(),
             now: Timestamp::UNIX_EPOCH,
+            touched: Default::default(),
+            retrying: Default::default(),
         };
         for node in 0..flow.graph.nodes.len() {
             machine.refresh_view(flow.key(node));
+            let waiting = machine.state.steps.get(flow.key(node)).is_some_and(|r| {
+                r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some())
+            });
+            if waiting {
+                machine.retrying.insert(node);
+            }
         }
+        machine.touched.clear();
         machine
     }
 
@@ -171,8 +184,19 @@ impl<'f> RunMachine<'f> {
         if self.is_active() {
             self.pump();
         }
-        self.update_summary();
         std::mem::take(&mut self.actions)
+    }
+
+    /// The record with its summary (progress, current step) and arrows brought
+    /// up to date; computed on demand because it walks the whole flow.
+    pub fn record(&mut self) -> &RunStatus {
+        self.update_summary();
+        &self.state
+    }
+
+    /// The steps whose record changed since the last call, for progress display.
+    pub fn take_touched(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.touched).into_iter().collect()
     }
 
     /// Every attempt that should be running now, rebuilt from the record — a
@@ -621,6 +645,7 @@ impl<'f> RunMachine<'f> {
         if (tries as u32) < compiled.max_attempts {
             let wait = backoff(compiled.backoff, tries as u32);
             let at = self.now + wait;
+            self.retrying.insert(node);
             let record = self.record_mut(node);
             record.retry_at = Some(at.to_string());
             record.error = Some(error);
@@ -666,6 +691,7 @@ impl<'f> RunMachine<'f> {
                 if (p.attempts.len() as u32) < max {
                     let at = now + backoff(base, p.attempts.len() as u32);
                     p.retry_at = Some(at.to_string());
+                    self.retrying.insert(node);
                     self.actions.push(Action::WakeAt(at));
                 } else {
                     p.status = StepStatus::Failed;
@@ -881,7 +907,7 @@ impl<'f> RunMachine<'f> {
     /// Ends loop passes and parallel steps whose work is all settled.
     fn settle_composites(&mut self) -> bool {
         let mut progressed = false;
-        for node in (0..self.flow.graph.nodes.len()).rev() {
+        for &node in self.flow.composites.iter().rev() {
             if self.status(node) != StepStatus::Running {
                 continue;
             }
@@ -1101,7 +1127,7 @@ impl<'f> RunMachine<'f> {
     fn finish_if_done(&mut self) {
         let top = &self.flow.graph.lists[0];
         let open = self.state.pending_send_back.is_some()
-            || top.iter().any(|&n| {
+            || top.iter().rev().any(|&n| {
                 self.state.due.contains(self.flow.key(n))
                     || matches!(
                         self.status(n),
@@ -1109,8 +1135,8 @@ impl<'f> RunMachine<'f> {
                     )
             });
         if open {
-            let waiting = top.iter().any(|&n| self.status(n) == StepStatus::Waiting)
-                && !top.iter().any(|&n| self.status(n) == StepStatus::Running);
+            let waiting = self.state.steps.values().any(|r| r.status == StepStatus::Waiting)
+                && !self.state.steps.values().any(|r| r.status == StepStatus::Running);
             self.state.phase = if waiting {
                 RunPhase::Waiting
             } else {
@@ -1390,6 +1416,9 @@ impl<'f> RunMachine<'f> {
 
     fn record_mut(&mut self, node: usize) -> &mut StepRecord {
         let key = self.flow.key(node);
+        if !self.touched.contains(key) {
+            self.touched.insert(key.to_string());
+        }
         self.state.steps.entry(key.to_string()).or_default()
     }
 

@@ -51,9 +51,9 @@ where
 
     loop {
         while let Some(event) = events.pop() {
-            let before = machine.state.clone();
             let actions = machine.handle(event, Timestamp::now());
-            progress.changed(&before, &machine.state);
+            let touched = machine.take_touched();
+            progress.changed(&machine.state, &touched);
             for action in actions {
                 match action {
                     Action::Run(work) => {
@@ -125,6 +125,7 @@ where
             }
         }
     }
+    machine.record();
     progress.finished(&machine.state);
     machine.state
 }

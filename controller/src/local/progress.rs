@@ -10,28 +10,28 @@ use crate::api::{RunPhase, RunStatus, StepStatus};
 #[derive(Debug, Default)]
 pub struct Progress {
     quiet: bool,
+    last: std::collections::HashMap<String, (StepStatus, usize, bool)>,
 }
 
 impl Progress {
     /// A progress printer; `quiet` prints nothing.
     pub fn new(quiet: bool) -> Self {
-        Progress { quiet }
+        Progress { quiet, last: Default::default() }
     }
 
-    /// Prints what changed between two records.
-    pub fn changed(&mut self, before: &RunStatus, after: &RunStatus) {
+    /// Prints the state of each step whose record just changed.
+    pub fn changed(&mut self, state: &RunStatus, touched: &[String]) {
         if self.quiet {
             return;
         }
         let mut err = std::io::stderr().lock();
-        for (key, record) in &after.steps {
-            let old = before.steps.get(key);
-            let same = old.is_some_and(|o| {
-                o.status == record.status && o.attempts.len() == record.attempts.len()
-            });
-            if same {
+        for key in touched {
+            let Some(record) = state.steps.get(key) else { continue };
+            let seen = (record.status, record.attempts.len(), record.retry_at.is_some());
+            if self.last.get(key) == Some(&seen) {
                 continue;
             }
+            self.last.insert(key.clone(), seen);
             let took = duration(record.started_at.as_deref(), record.finished_at.as_deref());
             let attempt = if record.attempts.len() > 1 {
                 format!(" (attempt {})", record.attempts.len())

@@ -1,0 +1,134 @@
+//! Engine work per step transition, measured without any executor: a
+//! 1,000-step linear flow, a 100-part fan-out, a 10,000-step flow of
+//! conditions, and 1,000 loop passes. The baseline, measured in the same
+//! run, is serializing one step record — the least a controller does per
+//! transition when it writes status.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use coxswain::api::{FlowSpec, RunStatus, StepRecord};
+use coxswain::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine};
+use criterion::{Criterion, criterion_group, criterion_main};
+use jiff::Timestamp;
+use serde_json::json;
+
+fn linear(n: usize) -> FlowSpec {
+    let steps: Vec<_> = (0..n).map(|i| json!({"key": format!("s{i}"), "script": {"source": "x"}})).collect();
+    serde_json::from_value(json!({ "steps": steps })).expect("flow")
+}
+
+fn fan_out() -> FlowSpec {
+    serde_json::from_value(json!({"steps": [{"key": "each", "parallel": {"items": "$input.items", "step": {"script": {"source": "x"}}}}]}))
+        .expect("flow")
+}
+
+fn conditions(n: usize) -> FlowSpec {
+    let steps: Vec<_> = (0..n)
+        .map(|i| json!({"key": format!("c{i}"), "condition": {"when": "$input.n >= 1 and $previous.status != 'failed'"}}))
+        .collect();
+    serde_json::from_value(json!({ "steps": steps })).expect("flow")
+}
+
+fn looping(passes: i32) -> FlowSpec {
+    serde_json::from_value(json!({"steps": [{"key": "l", "loop": {"until": "$loop.iteration >= 1000000", "maxIterations": passes,
+        "steps": [{"key": "body", "script": {"source": "x"}}]}}]}))
+    .expect("flow")
+}
+
+/// Runs a flow whose every piece of work succeeds at once; returns the
+/// number of events handled and the final record.
+fn drive(flow: &CompiledFlow<'_>, input: serde_json::Value) -> (usize, RunStatus) {
+    let mut machine = RunMachine::new(flow, input, RunInfo::default(), RunStatus::default());
+    let now = Timestamp::UNIX_EPOCH;
+    let mut queue = machine.handle(Event::Start, now);
+    let mut events = 1;
+    while let Some(action) = queue.pop() {
+        if let Action::Run(work) = action {
+            let event = Event::Finished {
+                step: work.step.clone(),
+                part: work.part.as_ref().map(|p| p.index),
+                attempt: work.attempt,
+                result: Ok(Done::output(json!({"ok": true}))),
+            };
+            queue.extend(machine.handle(event, now));
+            events += 1;
+        }
+    }
+    (events, machine.state)
+}
+
+fn bench(c: &mut Criterion) {
+    let linear_spec = linear(1000);
+    let linear_flow = CompiledFlow::new(&linear_spec).expect("valid");
+    let fan_spec = fan_out();
+    let fan_flow = CompiledFlow::new(&fan_spec).expect("valid");
+    let items: Vec<_> = (0..100).map(|i| json!(format!("item {i}"))).collect();
+    let fan_input = json!({ "items": items });
+
+    let mut group = c.benchmark_group("engine");
+    group.sample_size(20);
+    group.bench_function("linear_1000_steps_run", |b| b.iter(|| drive(black_box(&linear_flow), json!({}))));
+    group.bench_function("fan_out_100_parts_run", |b| b.iter(|| drive(black_box(&fan_flow), fan_input.clone())));
+    let record = StepRecord { output: Some(json!({"ok": true})), ..Default::default() };
+    group.bench_function("baseline_serialize_one_record", |b| b.iter(|| serde_json::to_vec(black_box(&record))));
+    group.finish();
+
+    // Per-transition figures and the one-shot measurements, printed plainly.
+    let per = |flow: &CompiledFlow<'_>, input: serde_json::Value| {
+        let start = Instant::now();
+        let rounds = 5;
+        let mut events = 0;
+        for _ in 0..rounds {
+            events = drive(flow, input.clone()).0;
+        }
+        start.elapsed().as_secs_f64() * 1e6 / (rounds * events) as f64
+    };
+    let base = {
+        let start = Instant::now();
+        for _ in 0..100_000 {
+            black_box(serde_json::to_vec(black_box(&record)).ok());
+        }
+        start.elapsed().as_secs_f64() * 1e6 / 100_000.0
+    };
+    let l = per(&linear_flow, json!({}));
+    let f = per(&fan_flow, fan_input);
+    println!("engine: linear 1000 steps: {l:.2} µs per transition ({:.1}× the baseline of {base:.2} µs)", l / base);
+    println!("engine: fan-out 100 parts: {f:.2} µs per transition ({:.1}× the baseline)", f / base);
+
+    let cond_spec = conditions(10_000);
+    let start = Instant::now();
+    let cond_flow = CompiledFlow::new(&cond_spec).expect("valid");
+    let compiled = start.elapsed();
+    let (_, state) = drive(&cond_flow, json!({"n": 1}));
+    println!(
+        "engine: 10,000 condition steps: compiled in {:.0} ms, run in {:.0} ms in all ({:?})",
+        compiled.as_secs_f64() * 1e3,
+        start.elapsed().as_secs_f64() * 1e3,
+        state.phase
+    );
+
+    let loop_spec = looping(1000);
+    let loop_flow = CompiledFlow::new(&loop_spec).expect("valid");
+    let before = peak_rss_kib();
+    let (_, state) = drive(&loop_flow, json!({}));
+    let size = serde_json::to_vec(&state).map(|v| v.len()).unwrap_or(0);
+    println!(
+        "engine: 1,000 loop passes: record {} KiB serialized, {} attempts kept, peak RSS {} KiB (was {} KiB)",
+        size / 1024,
+        state.steps.get("body").map_or(0, |r| r.attempts.len()),
+        peak_rss_kib(),
+        before
+    );
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -34,8 +34,10 @@ fn data() -> Value {
 
 fn cel_context(d: &Value) -> cel::Context<'static, 'static> {
     let mut ctx = cel::Context::default();
-    ctx.add_variable("steps", d["steps"].clone()).expect("steps converts");
-    ctx.add_variable("pass", d["loop"].clone()).expect("loop converts");
+    ctx.add_variable("steps", d["steps"].clone())
+        .expect("steps converts");
+    ctx.add_variable("pass", d["loop"].clone())
+        .expect("loop converts");
     ctx
 }
 
@@ -70,26 +72,50 @@ fn main() {
     assert_eq!(expr.eval_bool(&d), Ok(true));
     let program = cel::Program::compile(CEL_EXPR).expect("cel expression compiles");
     let cel_ctx = cel_context(&d);
-    assert_eq!(program.execute(&cel_ctx).expect("cel evaluates"), cel::Value::Bool(true));
+    assert_eq!(
+        program.execute(&cel_ctx).expect("cel evaluates"),
+        cel::Value::Bool(true)
+    );
 
     let mut c = Criterion::default().configure_from_args();
     let mut g = c.benchmark_group("expr");
-    g.bench_function("eval", |b| b.iter(|| black_box(&expr).eval_bool(black_box(&d))));
-    g.bench_function("cel_eval", |b| b.iter(|| black_box(&program).execute(black_box(&cel_ctx))));
+    g.bench_function("eval", |b| {
+        b.iter(|| black_box(&expr).eval_bool(black_box(&d)))
+    });
+    g.bench_function("cel_eval", |b| {
+        b.iter(|| black_box(&program).execute(black_box(&cel_ctx)))
+    });
     g.bench_function("parse", |b| b.iter(|| parse(black_box(EXPR))));
-    g.bench_function("cel_compile", |b| b.iter(|| cel::Program::compile(black_box(CEL_EXPR))));
+    g.bench_function("cel_compile", |b| {
+        b.iter(|| cel::Program::compile(black_box(CEL_EXPR)))
+    });
     g.finish();
     c.final_summary();
 
     // `cargo test --benches` runs this binary in test mode; skip the summary there.
     if std::env::args().any(|a| a == "--bench") {
         let budget = Duration::from_secs(2);
-        let ours = per_iter(|| drop(black_box(black_box(&expr).eval_bool(black_box(&d)))), budget);
-        let theirs = per_iter(|| drop(black_box(black_box(&program).execute(black_box(&cel_ctx)))), budget);
+        let ours = per_iter(
+            || drop(black_box(black_box(&expr).eval_bool(black_box(&d)))),
+            budget,
+        );
+        let theirs = per_iter(
+            || drop(black_box(black_box(&program).execute(black_box(&cel_ctx)))),
+            budget,
+        );
         let p_ours = per_iter(|| drop(black_box(parse(black_box(EXPR)))), budget);
-        let p_theirs = per_iter(|| drop(black_box(cel::Program::compile(black_box(CEL_EXPR)))), budget);
+        let p_theirs = per_iter(
+            || drop(black_box(cel::Program::compile(black_box(CEL_EXPR)))),
+            budget,
+        );
         println!("summary (best batch mean, same process):");
-        println!("  eval  coxswain {ours:8.1} ns   cel {theirs:8.1} ns   ratio {:.1}x", theirs / ours);
-        println!("  parse coxswain {p_ours:8.1} ns   cel {p_theirs:8.1} ns   ratio {:.1}x", p_theirs / p_ours);
+        println!(
+            "  eval  coxswain {ours:8.1} ns   cel {theirs:8.1} ns   ratio {:.1}x",
+            theirs / ours
+        );
+        println!(
+            "  parse coxswain {p_ours:8.1} ns   cel {p_theirs:8.1} ns   ratio {:.1}x",
+            p_theirs / p_ours
+        );
     }
 }

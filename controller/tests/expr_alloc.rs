@@ -21,10 +21,22 @@ fn benchmark_condition_evaluates_without_allocating() {
         "loop": {"iteration": 2}
     });
     let cases = [
-        ("$steps.review.output.score >= 0.8 and $loop.iteration < 3", true),
-        ("$steps.review.output.approved == true or len($input.brief) > 3", true),
-        ("not (contains($input.brief, 'y') or startswith($input.brief, 'z'))", true),
-        ("$steps.missing.output.x != null and $steps.missing.output.x > 1", false),
+        (
+            "$steps.review.output.score >= 0.8 and $loop.iteration < 3",
+            true,
+        ),
+        (
+            "$steps.review.output.approved == true or len($input.brief) > 3",
+            true,
+        ),
+        (
+            "not (contains($input.brief, 'y') or startswith($input.brief, 'z'))",
+            true,
+        ),
+        (
+            "$steps.missing.output.x != null and $steps.missing.output.x > 1",
+            false,
+        ),
     ];
     // The counter does see allocations made in this thread.
     let region = Region::new(GLOBAL);

@@ -207,10 +207,16 @@ impl Fault {
                 got,
             } => format!("`contains` needs text or a list as its first argument, not {got}"),
             Fault::Arg { func, got } => {
-                format!("`{}` needs text as its first argument, not {got}", func.name())
+                format!(
+                    "`{}` needs text as its first argument, not {got}",
+                    func.name()
+                )
             }
             Fault::Needle { func, got } => {
-                format!("`{}` on text needs text to look for, not {got}", func.name())
+                format!(
+                    "`{}` on text needs text to look for, not {got}",
+                    func.name()
+                )
             }
         }
     }
@@ -236,7 +242,8 @@ pub(crate) fn lookup<'s, S: Scope + ?Sized>(r: &Reference, scope: &'s S) -> Opti
             Segment::Index(i) => {
                 let list = v.as_array()?;
                 let at = if *i < 0 {
-                    list.len().checked_sub(usize::try_from(i.unsigned_abs()).ok()?)?
+                    list.len()
+                        .checked_sub(usize::try_from(i.unsigned_abs()).ok()?)?
                 } else {
                     usize::try_from(*i).ok()?
                 };
@@ -249,7 +256,10 @@ pub(crate) fn lookup<'s, S: Scope + ?Sized>(r: &Reference, scope: &'s S) -> Opti
 
 impl Expr {
     /// Evaluates to a borrowed value: the allocation-free form the others use.
-    pub fn eval_borrowed<'a, S: Scope + ?Sized>(&'a self, scope: &'a S) -> Result<Val<'a>, EvalError> {
+    pub fn eval_borrowed<'a, S: Scope + ?Sized>(
+        &'a self,
+        scope: &'a S,
+    ) -> Result<Val<'a>, EvalError> {
         eval(self, &self.root, scope).map_err(|f| self.error(f))
     }
 
@@ -283,7 +293,11 @@ fn truth<S: Scope + ?Sized>(expr: &Expr, node: &Node, scope: &S) -> Result<bool,
     }
 }
 
-fn eval<'a, S: Scope + ?Sized>(expr: &'a Expr, node: &'a Node, scope: &'a S) -> Result<Val<'a>, Fault> {
+fn eval<'a, S: Scope + ?Sized>(
+    expr: &'a Expr,
+    node: &'a Node,
+    scope: &'a S,
+) -> Result<Val<'a>, Fault> {
     Ok(match &node.kind {
         NodeKind::Literal(l) => Val::from_literal(l),
         NodeKind::Ref(i) => expr

@@ -79,7 +79,11 @@ const ROOTS: &str = "$input, $steps, $previous, $loop, $item, $index or $run";
 
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str) -> Self {
-        Lexer { src, byte: 0, pos: 1 }
+        Lexer {
+            src,
+            byte: 0,
+            pos: 1,
+        }
     }
 
     /// 1-based character index of the next unread character.
@@ -128,7 +132,12 @@ impl<'a> Lexer<'a> {
         let start = self.byte;
         let pos = self.pos;
         let Some(c) = self.peek() else {
-            return Ok(Token { tok: Tok::End, pos, start, end: start });
+            return Ok(Token {
+                tok: Tok::End,
+                pos,
+                start,
+                end: start,
+            });
         };
         let tok = match c {
             '(' => {
@@ -158,7 +167,10 @@ impl<'a> Lexer<'a> {
                     self.bump();
                     Tok::Cmp(CompareOp::Ne)
                 } else {
-                    return self.err(pos, "`!` isn't an operator; write `not` to negate or `!=` to compare");
+                    return self.err(
+                        pos,
+                        "`!` isn't an operator; write `not` to negate or `!=` to compare",
+                    );
                 }
             }
             '<' | '>' => {
@@ -182,7 +194,12 @@ impl<'a> Lexer<'a> {
             c if is_ident_start(c) => Tok::Ident(self.ident()),
             c => return self.err(pos, format!("unexpected character `{c}`")),
         };
-        Ok(Token { tok, pos, start, end: self.byte })
+        Ok(Token {
+            tok,
+            pos,
+            start,
+            end: self.byte,
+        })
     }
 
     /// Reads letters, digits and `_` (callers check what the word must start with).
@@ -200,7 +217,10 @@ impl<'a> Lexer<'a> {
         if self.peek() == Some('-') {
             self.bump();
             if !matches!(self.peek(), Some('0'..='9')) {
-                return self.err(pos, "`-` can only start a negative number such as `-1`; there is no subtraction");
+                return self.err(
+                    pos,
+                    "`-` can only start a negative number such as `-1`; there is no subtraction",
+                );
             }
         }
         while matches!(self.peek(), Some('0'..='9')) {
@@ -210,7 +230,10 @@ impl<'a> Lexer<'a> {
         if self.peek() == Some('.') {
             self.bump();
             if !matches!(self.peek(), Some('0'..='9')) {
-                return self.err(self.pos, "a decimal point must be followed by digits, as in `0.5`");
+                return self.err(
+                    self.pos,
+                    "a decimal point must be followed by digits, as in `0.5`",
+                );
             }
             float = true;
             while matches!(self.peek(), Some('0'..='9')) {
@@ -218,7 +241,10 @@ impl<'a> Lexer<'a> {
             }
         }
         if matches!(self.peek(), Some(c) if is_ident_char(c) || c == '.') {
-            return self.err(self.pos, "a number must end with a digit, as in `3` or `0.75`");
+            return self.err(
+                self.pos,
+                "a number must end with a digit, as in `3` or `0.75`",
+            );
         }
         let text = &self.src[start..self.byte];
         if !float && let Ok(i) = text.parse::<i64>() {
@@ -305,7 +331,10 @@ impl<'a> Lexer<'a> {
                 return if known.contains(&lower.as_str()) {
                     self.err(name_pos, format!("write `${lower}` in lowercase"))
                 } else {
-                    self.err(name_pos, format!("unknown reference `${name}`; a reference starts with {ROOTS}"))
+                    self.err(
+                        name_pos,
+                        format!("unknown reference `${name}`; a reference starts with {ROOTS}"),
+                    )
                 };
             }
         };
@@ -313,7 +342,10 @@ impl<'a> Lexer<'a> {
         let (root, field) = match root {
             Root::Step { .. } => {
                 if self.peek() != Some('.') {
-                    return self.err(self.pos, "`$steps` needs a step key, as in `$steps.draft.output`");
+                    return self.err(
+                        self.pos,
+                        "`$steps` needs a step key, as in `$steps.draft.output`",
+                    );
                 }
                 self.bump();
                 key_position = self.pos;
@@ -330,19 +362,40 @@ impl<'a> Lexer<'a> {
                 if self.peek() == Some('-') {
                     return self.err(self.pos, "step keys use `_`, not `-`");
                 }
-                let field = self.fixed_field(&Field::STEP, "a step record has `output`, `text`, `status` and `error`", false)?;
-                (Root::Step { key: key.to_string() }, field)
+                let field = self.fixed_field(
+                    &Field::STEP,
+                    "a step record has `output`, `text`, `status` and `error`",
+                    false,
+                )?;
+                (
+                    Root::Step {
+                        key: key.to_string(),
+                    },
+                    field,
+                )
             }
             Root::Previous => {
-                let field = self.fixed_field(&Field::STEP, "`$previous` has `output`, `text`, `status` and `error`", false)?;
+                let field = self.fixed_field(
+                    &Field::STEP,
+                    "`$previous` has `output`, `text`, `status` and `error`",
+                    false,
+                )?;
                 (Root::Previous, field)
             }
             Root::Loop => {
-                let field = self.fixed_field(&Field::LOOP, "`$loop` has only `iteration`; write `$loop.iteration`", true)?;
+                let field = self.fixed_field(
+                    &Field::LOOP,
+                    "`$loop` has only `iteration`; write `$loop.iteration`",
+                    true,
+                )?;
                 (Root::Loop, field)
             }
             Root::Run => {
-                let field = self.fixed_field(&Field::RUN, "`$run` has `name`, `namespace`, `uid` and `since`", true)?;
+                let field = self.fixed_field(
+                    &Field::RUN,
+                    "`$run` has `name`, `namespace`, `uid` and `since`",
+                    true,
+                )?;
                 (Root::Run, field)
             }
             other => (other, None),
@@ -362,7 +415,9 @@ impl<'a> Lexer<'a> {
                     }
                     let name = self.ident();
                     path.push(Segment::Key(name.to_string()));
-                    if self.peek() == Some('-') && matches!(self.peek2(), Some(c) if c.is_alphanumeric()) {
+                    if self.peek() == Some('-')
+                        && matches!(self.peek2(), Some(c) if c.is_alphanumeric())
+                    {
                         return self.err(
                             self.pos,
                             "a field name with `-` or spaces goes in brackets and quotes, as in `[\"first-name\"]`",
@@ -377,7 +432,10 @@ impl<'a> Lexer<'a> {
                         Some('-' | '0'..='9') => match self.number()? {
                             Literal::Int(i) => path.push(Segment::Index(i)),
                             _ => {
-                                return self.err(at, "a list position is a whole number, as in `[0]` or `[-1]`");
+                                return self.err(
+                                    at,
+                                    "a list position is a whole number, as in `[0]` or `[-1]`",
+                                );
                             }
                         },
                         _ => {
@@ -413,14 +471,20 @@ impl<'a> Lexer<'a> {
         required: bool,
     ) -> Result<Option<Field>, SyntaxError> {
         if self.peek() != Some('.') {
-            return if required { self.err(self.pos, what.to_string()) } else { Ok(None) };
+            return if required {
+                self.err(self.pos, what.to_string())
+            } else {
+                Ok(None)
+            };
         }
         self.bump();
         let at = self.pos;
         let name = self.ident();
         match allowed.iter().find(|f| f.as_str() == name) {
             Some(f) => Ok(Some(*f)),
-            None if name.is_empty() => self.err(at, format!("expected a field name after `.`: {what}")),
+            None if name.is_empty() => {
+                self.err(at, format!("expected a field name after `.`: {what}"))
+            }
             None => self.err(at, format!("`{name}` isn't a field here: {what}")),
         }
     }

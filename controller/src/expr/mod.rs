@@ -20,7 +20,9 @@ mod lexer;
 mod parser;
 mod value;
 
-pub use ast::{CompareOp, Expr, Field, Function, Literal, Node, NodeKind, Reference, Root, Segment};
+pub use ast::{
+    CompareOp, Expr, Field, Function, Literal, Node, NodeKind, Reference, Root, Segment,
+};
 pub use error::{EvalError, SyntaxError, ValueError};
 pub use eval::Val;
 pub use lexer::MAX_CHARS;

@@ -66,7 +66,9 @@ impl<'a> Parser<'a> {
         if self.depth > MAX_DEPTH {
             return Err(SyntaxError::new(
                 pos,
-                format!("nested too deeply: parentheses, `not` and function calls can nest at most {MAX_DEPTH} levels"),
+                format!(
+                    "nested too deeply: parentheses, `not` and function calls can nest at most {MAX_DEPTH} levels"
+                ),
             ));
         }
         Ok(())
@@ -80,7 +82,10 @@ impl<'a> Parser<'a> {
     fn unexpected(&self, expected: &str) -> SyntaxError {
         let pos = self.tok.pos;
         match &self.tok.tok {
-            Tok::End => SyntaxError::new(pos, format!("the expression ends too soon; expected {expected}")),
+            Tok::End => SyntaxError::new(
+                pos,
+                format!("the expression ends too soon; expected {expected}"),
+            ),
             Tok::Ident(w) => {
                 let lower = w.to_ascii_lowercase();
                 if KEYWORDS.contains(&lower.as_str()) && lower != *w {
@@ -90,7 +95,9 @@ impl<'a> Parser<'a> {
                 } else {
                     SyntaxError::new(
                         pos,
-                        format!("unexpected word `{w}`; put text in quotes ('{w}') and start references with `$`"),
+                        format!(
+                            "unexpected word `{w}`; put text in quotes ('{w}') and start references with `$`"
+                        ),
                     )
                 }
             }
@@ -193,7 +200,9 @@ impl<'a> Parser<'a> {
                 self.advance()?;
                 let inner = self.or()?;
                 if self.tok.tok != Tok::RParen {
-                    return Err(self.unexpected(&format!("`)` to close the `(` at character {position}")));
+                    return Err(
+                        self.unexpected(&format!("`)` to close the `(` at character {position}"))
+                    );
                 }
                 self.advance()?;
                 self.leave();
@@ -275,7 +284,11 @@ impl<'a> Parser<'a> {
         if args.len() != arity {
             return Err(SyntaxError::new(
                 self.tok.pos,
-                format!("`{}` takes {arity} {plural}, not {}", func.name(), args.len()),
+                format!(
+                    "`{}` takes {arity} {plural}, not {}",
+                    func.name(),
+                    args.len()
+                ),
             ));
         }
         self.advance()?; // )

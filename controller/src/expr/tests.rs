@@ -61,7 +61,10 @@ fn syntax(src: &str) -> SyntaxError {
 }
 
 fn runtime(src: &str) -> EvalError {
-    match parse(src).unwrap_or_else(|e| panic!("{src}: {e}")).eval(&ctx()) {
+    match parse(src)
+        .unwrap_or_else(|e| panic!("{src}: {e}"))
+        .eval(&ctx())
+    {
         Ok(v) => panic!("{src} evaluated to {v}"),
         Err(e) => e,
     }
@@ -191,7 +194,10 @@ fn paths_fields_positions_negative_and_quoted() {
 
 #[test]
 fn paths_go_any_depth() {
-    assert_eq!(eval("$steps.research.output.companies[0].name"), json!("Acme"));
+    assert_eq!(
+        eval("$steps.research.output.companies[0].name"),
+        json!("Acme")
+    );
     assert_eq!(eval("$input.tags[2].a[-1]"), json!(2));
 }
 
@@ -245,7 +251,11 @@ fn loop_and_run_need_their_field() {
 #[test]
 fn path_mistakes_get_hints() {
     assert!(syntax("$input.items.0").message.contains("[0]"));
-    assert!(syntax("$input.first-name").message.contains("[\"first-name\"]"));
+    assert!(
+        syntax("$input.first-name")
+            .message
+            .contains("[\"first-name\"]")
+    );
     assert!(syntax("$input.items[0").message.contains("]"));
     assert!(syntax("$input.items[x]").message.contains("[0]"));
     assert!(syntax("$input.items[1.5]").message.contains("whole number"));
@@ -253,7 +263,8 @@ fn path_mistakes_get_hints() {
 
 #[test]
 fn references_report_root_key_and_position() {
-    let e = parse("$input.a == 1 and $steps.review.output.score > $steps.draft.output.score").unwrap();
+    let e =
+        parse("$input.a == 1 and $steps.review.output.score > $steps.draft.output.score").unwrap();
     let refs: Vec<_> = e.references().collect();
     assert_eq!(refs.len(), 3);
     assert_eq!(refs[0].root(), &Root::Input);
@@ -280,7 +291,9 @@ fn positions_count_characters_not_bytes() {
 fn seed_condition_examples() {
     assert!(truth("$steps.review.output.approved == true"));
     // draft score 0.9 >= 0.8, iteration 2 < 3
-    assert!(truth("$steps.draft.output.score >= 0.8 and $loop.iteration < 3"));
+    assert!(truth(
+        "$steps.draft.output.score >= 0.8 and $loop.iteration < 3"
+    ));
     // priority is "high" and dry_run false
     assert!(truth("not ($input.priority == \"low\" or $input.dry_run)"));
 }
@@ -318,7 +331,11 @@ fn chained_comparison_is_refused_with_a_hint() {
     let e = syntax("1 < $input.count < 5");
     assert_eq!(e.position, 18);
     assert!(e.message.contains("and"), "{}", e.message);
-    assert!(e.message.contains("1 < $input.count and $input.count < …"), "{}", e.message);
+    assert!(
+        e.message.contains("1 < $input.count and $input.count < …"),
+        "{}",
+        e.message
+    );
     assert!(syntax("1 == 1 == true").message.contains("chained"));
 }
 
@@ -358,8 +375,20 @@ fn truthiness_of_each_kind() {
     let data = json!({"input": {"f": false, "n": null, "z": 0, "zf": 0.0, "e": "", "l": [], "o": {},
         "t": true, "one": 1, "s": "x", "l1": [0], "o1": {"a": null}, "neg": -1}});
     for (path, want) in [
-        ("f", false), ("n", false), ("z", false), ("zf", false), ("e", false), ("l", false), ("o", false),
-        ("missing", false), ("t", true), ("one", true), ("s", true), ("l1", true), ("o1", true), ("neg", true),
+        ("f", false),
+        ("n", false),
+        ("z", false),
+        ("zf", false),
+        ("e", false),
+        ("l", false),
+        ("o", false),
+        ("missing", false),
+        ("t", true),
+        ("one", true),
+        ("s", true),
+        ("l1", true),
+        ("o1", true),
+        ("neg", true),
     ] {
         let e = parse(&format!("$input.{path}")).unwrap();
         assert_eq!(e.eval_bool(&data), Ok(want), "{path}");
@@ -399,7 +428,8 @@ fn lists_and_objects_are_equal_when_everything_inside_is() {
 
 #[test]
 fn large_integers_compare_exactly() {
-    let data = json!({"input": {"a": 9007199254740993u64, "b": 9007199254740992u64, "u": u64::MAX}});
+    let data =
+        json!({"input": {"a": 9007199254740993u64, "b": 9007199254740992u64, "u": u64::MAX}});
     let check = |src: &str| parse(src).unwrap().eval_bool(&data).unwrap();
     assert!(!check("$input.a == $input.b"));
     assert!(check("$input.a > $input.b"));
@@ -427,13 +457,26 @@ fn ordering_null_is_a_runtime_error_naming_the_expression() {
     let e = runtime("$steps.score.output.value > 0.8");
     assert_eq!(e.code(), "workflow.expression_error");
     assert_eq!(e.expression, "$steps.score.output.value > 0.8");
-    assert!(e.message.contains("null") && e.message.contains("number"), "{}", e.message);
-    assert!(e.to_string().contains("\"$steps.score.output.value > 0.8\""));
+    assert!(
+        e.message.contains("null") && e.message.contains("number"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.to_string()
+            .contains("\"$steps.score.output.value > 0.8\"")
+    );
 }
 
 #[test]
 fn ordering_mixed_types_bools_and_lists_is_a_runtime_error() {
-    for src in ["'1' < 2", "true < false", "$input.items > 1", "$input.customer >= $input.customer", "null <= null"] {
+    for src in [
+        "'1' < 2",
+        "true < false",
+        "$input.items > 1",
+        "$input.customer >= $input.customer",
+        "null <= null",
+    ] {
         let e = runtime(src);
         assert_eq!(e.code(), "workflow.expression_error");
     }
@@ -512,7 +555,11 @@ fn len_of_null_number_or_bool_is_a_runtime_error() {
 fn unknown_function_is_refused() {
     let e = syntax("$input.a and lower($input.b)");
     assert_eq!(e.position, 14);
-    assert!(e.message.contains("unknown function `lower`"), "{}", e.message);
+    assert!(
+        e.message.contains("unknown function `lower`"),
+        "{}",
+        e.message
+    );
     assert!(syntax("LEN($input.a)").message.contains("`len`"));
 }
 
@@ -529,7 +576,9 @@ fn wrong_number_of_arguments_is_refused() {
 
 #[test]
 fn function_results_compare() {
-    assert!(truth("len($input.items) == 3 and contains($input.brief, 'haiku') == true"));
+    assert!(truth(
+        "len($input.items) == 3 and contains($input.brief, 'haiku') == true"
+    ));
 }
 
 // ---- other syntax errors ----
@@ -561,7 +610,10 @@ fn incomplete_expression_reports_the_end() {
 
 #[test]
 fn syntax_error_display_names_the_character() {
-    assert_eq!(syntax("1 = 1").to_string(), "a single `=` isn't a comparison; write `==` (character 3)");
+    assert_eq!(
+        syntax("1 = 1").to_string(),
+        "a single `=` isn't a comparison; write `==` (character 3)"
+    );
 }
 
 #[test]
@@ -579,8 +631,13 @@ fn seed_examples_parse() {
     }
     assert!(truth("len($steps.search.output.results) > 0"));
     assert!(truth("$steps.lookup.status == \"failed\""));
-    assert!(!truth("$loop.iteration >= 3 or ($steps.review.output.score != null and $steps.review.output.score >= 0.9)"));
-    assert_eq!(eval("$steps.research.output.by_key.acme"), json!({"summary": "s"}));
+    assert!(!truth(
+        "$loop.iteration >= 3 or ($steps.review.output.score != null and $steps.review.output.score >= 0.9)"
+    ));
+    assert_eq!(
+        eval("$steps.research.output.by_key.acme"),
+        json!({"summary": "s"})
+    );
 }
 
 // ---- limits ----
@@ -636,16 +693,28 @@ fn nesting_limit_is_32_levels() {
     }
     assert!(syntax(&calls).message.contains("nest"));
     // mixed: 16 parentheses around 16 nots are 32 levels
-    let mixed = format!("{}{}true{}", "(".repeat(16), "not ".repeat(16), ")".repeat(16));
+    let mixed = format!(
+        "{}{}true{}",
+        "(".repeat(16),
+        "not ".repeat(16),
+        ")".repeat(16)
+    );
     assert!(parse(&mixed).is_ok());
-    let mixed_bad = format!("{}{}true{}", "(".repeat(17), "not ".repeat(16), ")".repeat(17));
+    let mixed_bad = format!(
+        "{}{}true{}",
+        "(".repeat(17),
+        "not ".repeat(16),
+        ")".repeat(17)
+    );
     assert!(parse(&mixed_bad).is_err());
 }
 
 // ---- values ----
 
 fn value(v: Value) -> Value {
-    parse_value(&v).unwrap_or_else(|e| panic!("{v}: {e:?}")).resolve(&ctx())
+    parse_value(&v)
+        .unwrap_or_else(|e| panic!("{v}: {e:?}"))
+        .resolve(&ctx())
 }
 
 #[test]
@@ -672,21 +741,33 @@ fn value_double_dollar_is_a_literal_dollar() {
 #[test]
 fn value_other_text_passes_through() {
     assert_eq!(value(json!("costs $5")), json!("costs $5"));
-    assert_eq!(value(json!({"n": 1, "b": true, "x": null, "s": "plain"})), json!({"n": 1, "b": true, "x": null, "s": "plain"}));
+    assert_eq!(
+        value(json!({"n": 1, "b": true, "x": null, "s": "plain"})),
+        json!({"n": 1, "b": true, "x": null, "s": "plain"})
+    );
     let t = parse_value(&json!({"a": [1, "x"]})).unwrap();
     assert!(t.is_fixed());
 }
 
 #[test]
 fn value_reference_keeps_the_json_type() {
-    assert_eq!(value(json!("$input.items")), json!(["first", "middle", "last"]));
+    assert_eq!(
+        value(json!("$input.items")),
+        json!(["first", "middle", "last"])
+    );
     assert_eq!(value(json!("$loop.iteration")), json!(2));
-    assert_eq!(value(json!({"findings": "$steps.research.output.parts"}))["findings"][0]["key"], json!("acme"));
+    assert_eq!(
+        value(json!({"findings": "$steps.research.output.parts"}))["findings"][0]["key"],
+        json!("acme")
+    );
 }
 
 #[test]
 fn value_missing_reference_is_null() {
-    assert_eq!(value(json!({"feedback": "$steps.nope.output.feedback"})), json!({"feedback": null}));
+    assert_eq!(
+        value(json!({"feedback": "$steps.nope.output.feedback"})),
+        json!({"feedback": null})
+    );
 }
 
 #[test]
@@ -711,18 +792,36 @@ fn value_reports_every_bad_string_with_its_path() {
     let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["input.a", "input[\"first-name\"]", "input.list[1]"]);
     assert_eq!(errs[2].position, 8);
-    assert_eq!(errs[0].to_string(), format!("input.a: {} (character 2)", errs[0].message));
+    assert_eq!(
+        errs[0].to_string(),
+        format!("input.a: {} (character 2)", errs[0].message)
+    );
 }
 
 #[test]
 fn value_references_are_listed_with_their_paths() {
-    let t = parse_value_at(&json!({"brief": "$input.brief", "s": ["$steps.review.output", "x"]}), "input").unwrap();
-    let located: Vec<_> = t.located_references().map(|(p, r)| (p.to_string(), r.text().to_string())).collect();
+    let t = parse_value_at(
+        &json!({"brief": "$input.brief", "s": ["$steps.review.output", "x"]}),
+        "input",
+    )
+    .unwrap();
+    let located: Vec<_> = t
+        .located_references()
+        .map(|(p, r)| (p.to_string(), r.text().to_string()))
+        .collect();
     assert_eq!(
         located,
-        [("input.brief".to_string(), "$input.brief".to_string()), ("input.s[0]".to_string(), "$steps.review.output".to_string())]
+        [
+            ("input.brief".to_string(), "$input.brief".to_string()),
+            ("input.s[0]".to_string(), "$steps.review.output".to_string())
+        ]
     );
-    assert_eq!(t.references().filter_map(|r| r.step_key()).collect::<Vec<_>>(), ["review"]);
+    assert_eq!(
+        t.references()
+            .filter_map(|r| r.step_key())
+            .collect::<Vec<_>>(),
+        ["review"]
+    );
 }
 
 #[test]
@@ -738,7 +837,10 @@ fn eval_borrowed_does_not_copy() {
     let data = ctx();
     let e = parse("$input.items").unwrap();
     match e.eval_borrowed(&data).unwrap() {
-        Val::List(l) => assert!(std::ptr::eq(l, data["input"]["items"].as_array().unwrap().as_slice())),
+        Val::List(l) => assert!(std::ptr::eq(
+            l,
+            data["input"]["items"].as_array().unwrap().as_slice()
+        )),
         other => panic!("{other:?}"),
     }
 }
@@ -747,8 +849,19 @@ fn eval_borrowed_does_not_copy() {
 fn eval_works_through_dyn_scope() {
     let data = ctx();
     let scope: &dyn crate::scope::Scope = &data;
-    assert_eq!(parse("$loop.iteration + 0").map(|_| ()).unwrap_err().position, 17);
-    assert!(parse("$loop.iteration == 2").unwrap().eval_bool(scope).unwrap());
+    assert_eq!(
+        parse("$loop.iteration + 0")
+            .map(|_| ())
+            .unwrap_err()
+            .position,
+        17
+    );
+    assert!(
+        parse("$loop.iteration == 2")
+            .unwrap()
+            .eval_bool(scope)
+            .unwrap()
+    );
 }
 
 #[test]

@@ -67,7 +67,12 @@ fn child_key(base: &str, key: &str) -> String {
     }
 }
 
-fn part(v: &Value, path: String, refs: &mut Vec<(String, Reference)>, errors: &mut Vec<ValueError>) -> Part {
+fn part(
+    v: &Value,
+    path: String,
+    refs: &mut Vec<(String, Reference)>,
+    errors: &mut Vec<ValueError>,
+) -> Part {
     match v {
         Value::String(s) if s.starts_with("$$") => Part::Fixed(Value::String(s[1..].to_string())),
         Value::String(s) if s.starts_with('$') => match single_reference(s) {

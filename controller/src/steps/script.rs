@@ -436,7 +436,7 @@ fn write_inputs(dir: &Path, input: &Value) -> Result<(), StepError> {
     };
     let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
     for (file, key, _) in &files {
-        if let Some(first) = taken.insert(file, key) {
+        if let Some(first) = taken.insert(file.as_str(), *key) {
             return Err(script_error(format!(
                 "inputs `{first}` and `{key}` would both be written to $INPUTS/{file}; rename one"
             )));

@@ -237,7 +237,7 @@ async fn non_zero_exit_fails_with_the_stderr_tail() {
         .run(&script_work(step, Value::Null))
         .await
         .unwrap_err();
-    assert!(err.message.ends_with("xxx\nEND"), "{}", err.message);
+    assert!(err.message.ends_with("xxxEND"), "{}", err.message);
     assert!(err.message.len() < 200, "{}", err.message);
 }
 
@@ -317,8 +317,8 @@ async fn dropping_the_future_kills_the_process_group() {
     let mut w = script_work(sleeper(&pid_file), Value::Null);
     w.timeout = None;
     let exec = executor();
-    let run = exec.run(&w);
-    tokio::pin!(run);
+    // Boxed, so that `drop` below drops the future itself.
+    let mut run = Box::pin(exec.run(&w));
     let pid = tokio::select! {
         _ = &mut run => panic!("the script ended on its own"),
         pid = read_pid(&pid_file) => pid,

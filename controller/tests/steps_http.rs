@@ -71,12 +71,12 @@ async fn placeholders_reach_the_server_encoded_for_their_place() {
     executor().run(&http_work(step)).await.unwrap();
     let seen = server.only();
     assert_eq!(seen.method, "POST");
-    assert_eq!(
-        seen.uri,
-        "/items/a%2Fb%3Fc%23d%40e%20f?q=x%26y%3Dz&who=ada"
-    );
+    assert_eq!(seen.uri, "/items/a%2Fb%3Fc%23d%40e%20f?q=x%26y%3Dz&who=ada");
     assert_eq!(seen.header("x-name").as_deref(), Some("n=a/b?c#d@e f"));
-    assert_eq!(seen.header("content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        seen.header("content-type").as_deref(),
+        Some("application/json")
+    );
     assert_eq!(
         seen.body_json(),
         json!({
@@ -113,7 +113,10 @@ async fn text_and_form_bodies() {
         method: Some("POST".into()),
         url: server.base.clone(),
         body: Some(HttpBody {
-            form: Some(vec![nv("a", "{{src.json.amp}}"), nv("b c", "{{src.json.name}}")]),
+            form: Some(vec![
+                nv("a", "{{src.json.amp}}"),
+                nv("b c", "{{src.json.name}}"),
+            ]),
             ..Default::default()
         }),
         ..Default::default()
@@ -188,7 +191,10 @@ async fn non_2xx_fails_with_status_and_preview() {
     assert_eq!(err.code, codes::HTTP);
     assert_eq!(
         err.message,
-        format!("GET {}/items/1 answered 404 Not Found: no such item", server.base)
+        format!(
+            "GET {}/items/1 answered 404 Not Found: no such item",
+            server.base
+        )
     );
 }
 
@@ -236,7 +242,10 @@ async fn secret_headers_reach_the_server_and_nothing_else() {
         .run(&http_work(secret_header_step(&server.base)))
         .await
         .unwrap();
-    assert_eq!(server.only().header("authorization").as_deref(), Some(SECRET));
+    assert_eq!(
+        server.only().header("authorization").as_deref(),
+        Some(SECRET)
+    );
     assert!(!done.output.to_string().contains(SECRET));
     assert!(!done.text.unwrap_or_default().contains(SECRET));
 
@@ -326,10 +335,6 @@ async fn a_configured_deny_list_applies_to_names_too() {
 
 #[tokio::test]
 async fn wrong_task_is_an_error_not_a_panic() {
-    let w = work(
-        Task::Script(Default::default()),
-        Value::Null,
-        &[],
-    );
+    let w = work(Task::Script(Default::default()), Value::Null, &[]);
     assert!(executor().run(&w).await.is_err());
 }

@@ -91,7 +91,12 @@ async fn webhook_without_an_id_gets_a_generated_one() {
         .run(&message_work(step))
         .await
         .unwrap();
-    assert!(done.output["messageId"].as_str().unwrap().starts_with("msg-"));
+    assert!(
+        done.output["messageId"]
+            .as_str()
+            .unwrap()
+            .starts_with("msg-")
+    );
 }
 
 #[tokio::test]
@@ -212,5 +217,9 @@ async fn a_metadata_webhook_is_refused() {
         .await
         .unwrap_err();
     assert_eq!(err.code, codes::MESSAGE);
-    assert!(err.message.starts_with("refused to connect"), "{}", err.message);
+    assert!(
+        err.message.starts_with("refused to connect"),
+        "{}",
+        err.message
+    );
 }

@@ -115,7 +115,10 @@ async fn environment_is_set() {
 #[tokio::test]
 async fn since_is_empty_without_a_schedule() {
     let step = source(r#"printf '{"since":"%s"}' "${SINCE-unset}""#);
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(done.output, json!({"since": ""}));
 }
 
@@ -147,7 +150,10 @@ async fn command_and_args() {
         args: vec!["a".into(), "b".into()],
         ..Default::default()
     };
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(done.text.as_deref(), Some("a-b"));
     assert_eq!(done.output, Value::Null);
 }
@@ -167,7 +173,10 @@ async fn declared_error(stdout: &str) -> String {
 async fn declared_fields_are_checked() {
     let mut step = source(r#"echo '{"id": 7, "title": "x"}'"#);
     step.output = fields(&[("id", "integer"), ("title", "string")]);
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(done.output, json!({"id": 7, "title": "x"}));
 
     let prefix = "The script must print one JSON object with the fields id, title";
@@ -197,11 +206,17 @@ async fn declared_fields_are_checked() {
 #[tokio::test]
 async fn data_is_unwrapped_and_non_json_is_null() {
     let step = source(r#"echo '{"data": {"a": [1]}}'"#);
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(done.output, json!({"a": [1]}));
 
     let step = source("echo hello world");
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(done.output, Value::Null);
     assert_eq!(done.text.as_deref(), Some("hello world\n"));
 }
@@ -211,7 +226,10 @@ async fn output_files_are_listed() {
     let step = source(
         r#"mkdir -p "$OUTPUTS/sub" && echo a > "$OUTPUTS/report.txt" && echo b > "$OUTPUTS/sub/b.csv" && echo '{"done": true}'"#,
     );
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(
         done.output,
         json!({"done": true, "files": ["report.txt", "sub/b.csv"]})
@@ -336,7 +354,10 @@ async fn background_processes_do_not_outlive_a_finished_script() {
         "sleep 1000 >/dev/null 2>&1 & echo $! > '{}'; echo done",
         pid_file.display()
     ));
-    let done = executor().run(&script_work(step, Value::Null)).await.unwrap();
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
     assert_eq!(done.text.as_deref(), Some("done\n"));
     let pid = read_pid(&pid_file).await;
     assert!(wait_gone(pid).await, "the background sleep {pid} survived");

@@ -115,8 +115,7 @@ impl HttpExecutor {
         let headers = self.headers(work, step)?;
 
         let timeout = match &step.timeout {
-            Some(text) => parse_duration(text)
-                .map_err(|e| http_error(format!("timeout: {e}")))?,
+            Some(text) => parse_duration(text).map_err(|e| http_error(format!("timeout: {e}")))?,
             None => DEFAULT_TIMEOUT,
         };
         let timeout = net::shortest(timeout, work.timeout);
@@ -130,9 +129,7 @@ impl HttpExecutor {
             match (&body.json, &body.text, &body.form) {
                 (Some(src), None, None) => {
                     let text = net::render(src, Place::Json, &work.data)?;
-                    request = request
-                        .header(CONTENT_TYPE, "application/json")
-                        .body(text);
+                    request = request.header(CONTENT_TYPE, "application/json").body(text);
                 }
                 (None, Some(src), None) => {
                     let text = net::render(src, Place::Text, &work.data)?;
@@ -182,9 +179,7 @@ impl HttpExecutor {
             } else {
                 preview
             };
-            return Err(http_error(format!(
-                "{shown} answered {status}: {preview}"
-            )));
+            return Err(http_error(format!("{shown} answered {status}: {preview}")));
         }
         let parsed = serde_json::from_slice::<Value>(&bytes).ok();
         let mut values = Map::new();
@@ -214,9 +209,8 @@ impl HttpExecutor {
         })?;
         headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), key);
         for header in &step.headers {
-            let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| {
-                http_error(format!("`{}` is not a valid header name", header.name))
-            })?;
+            let name = HeaderName::from_bytes(header.name.as_bytes())
+                .map_err(|_| http_error(format!("`{}` is not a valid header name", header.name)))?;
             let value = match (&header.value, &header.value_from) {
                 (Some(src), _) => {
                     let text = net::render(src, Place::Header, &work.data)?;
@@ -258,14 +252,12 @@ impl HttpExecutor {
 }
 
 impl Executor for HttpExecutor {
-    fn run(&self, work: &Work) -> impl Future<Output = WorkResult> + Send {
-        async move {
-            match &work.task {
-                Task::Http(step) => self.send(work, step).await,
-                _ => Err(http_error(
-                    "the http executor only runs http steps".to_string(),
-                )),
-            }
+    async fn run(&self, work: &Work) -> WorkResult {
+        match &work.task {
+            Task::Http(step) => self.send(work, step).await,
+            _ => Err(http_error(
+                "the http executor only runs http steps".to_string(),
+            )),
         }
     }
 }

@@ -113,7 +113,10 @@ impl MessageExecutor {
             if e.is_timeout() {
                 step_error(
                     codes::TIMEOUT,
-                    format!("posting to {shown} took longer than {}s", timeout.as_secs_f64()),
+                    format!(
+                        "posting to {shown} took longer than {}s",
+                        timeout.as_secs_f64()
+                    ),
                 )
             } else {
                 message_error(format!("posting to {shown} failed: {}", net::chain(&e)))
@@ -219,14 +222,12 @@ impl MessageExecutor {
 }
 
 impl Executor for MessageExecutor {
-    fn run(&self, work: &Work) -> impl Future<Output = WorkResult> + Send {
-        async move {
-            match &work.task {
-                Task::Message(step) => self.post(work, step).await,
-                _ => Err(message_error(
-                    "the message executor only runs message steps".to_string(),
-                )),
-            }
+    async fn run(&self, work: &Work) -> WorkResult {
+        match &work.task {
+            Task::Message(step) => self.post(work, step).await,
+            _ => Err(message_error(
+                "the message executor only runs message steps".to_string(),
+            )),
         }
     }
 }

@@ -42,7 +42,9 @@ impl IpBlock {
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip.to_canonical()) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
@@ -188,9 +190,8 @@ impl Resolve for GuardedResolver {
         let deny = self.deny.clone();
         Box::pin(async move {
             let host = name.as_str().to_string();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             for addr in &addrs {
                 if let Some(block) = deny.refuses(addr.ip()) {
                     return Err(refused_message(&host, addr.ip(), block).into());
@@ -270,7 +271,10 @@ pub enum ReadError {
 
 /// Reads a response body, refusing one larger than `limit` bytes without
 /// holding more than that in memory.
-pub async fn read_capped(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, ReadError> {
+pub async fn read_capped(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, ReadError> {
     if let Some(len) = response.content_length()
         && len > limit as u64
     {
@@ -288,9 +292,9 @@ pub async fn read_capped(mut response: reqwest::Response, limit: usize) -> Resul
 
 /// A byte count for messages: `10 MiB`, `64 KiB`, `300 bytes`.
 pub fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
         format!("{} KiB", bytes >> 10)
     } else {
         format!("{bytes} bytes")
@@ -338,10 +342,16 @@ mod tests {
             "fe80::1",
             "100.100.100.200",
         ] {
-            assert!(deny.refuses(refused.parse().unwrap()).is_some(), "{refused}");
+            assert!(
+                deny.refuses(refused.parse().unwrap()).is_some(),
+                "{refused}"
+            );
         }
         for allowed in ["127.0.0.1", "::1", "10.0.0.1", "93.184.216.34"] {
-            assert!(deny.refuses(allowed.parse().unwrap()).is_none(), "{allowed}");
+            assert!(
+                deny.refuses(allowed.parse().unwrap()).is_none(),
+                "{allowed}"
+            );
         }
     }
 

@@ -154,9 +154,9 @@ impl LocalScript {
             .process_group(0)
             .kill_on_drop(true);
 
-        let mut child = command.spawn().map_err(|e| {
-            script_error(format!("cannot start {}: {e}", program_name(step)))
-        })?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| script_error(format!("cannot start {}: {e}", program_name(step))))?;
         // From here on, leaving this function in any way (return, timeout,
         // the future being dropped) kills the whole group.
         let group = child.id().map(ProcessGroup);
@@ -229,8 +229,8 @@ impl LocalScript {
                 .map_err(|problem| step_error(codes::OUTPUT, problem))?,
             _ => undeclared_output(&text),
         };
-        let files = list_files(&outputs)
-            .map_err(|e| script_error(format!("cannot list $OUTPUTS: {e}")))?;
+        let files =
+            list_files(&outputs).map_err(|e| script_error(format!("cannot list $OUTPUTS: {e}")))?;
         if let Value::Object(map) = &mut output
             && !files.is_empty()
             && !map.contains_key("files")
@@ -249,14 +249,12 @@ impl LocalScript {
 }
 
 impl Executor for LocalScript {
-    fn run(&self, work: &Work) -> impl Future<Output = WorkResult> + Send {
-        async move {
-            match &work.task {
-                Task::Script(step) => self.run_script(work, step).await,
-                _ => Err(script_error(
-                    "the local script executor only runs script steps".to_string(),
-                )),
-            }
+    async fn run(&self, work: &Work) -> WorkResult {
+        match &work.task {
+            Task::Script(step) => self.run_script(work, step).await,
+            _ => Err(script_error(
+                "the local script executor only runs script steps".to_string(),
+            )),
         }
     }
 }
@@ -516,7 +514,9 @@ fn has_type(value: &Value, type_: &str) -> bool {
         "integer" => {
             value.is_i64()
                 || value.is_u64()
-                || value.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite())
+                || value
+                    .as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.is_finite())
         }
         "boolean" => value.is_boolean(),
         "array" => value.is_array(),

@@ -50,7 +50,8 @@ impl EnvSecrets {
 
     fn from_dir(dir: &Path, name: &str, key: &str) -> Option<Result<String, String>> {
         // A name or key that could leave the directory is never looked up.
-        let unsafe_part = |s: &str| s.is_empty() || s == "." || s == ".." || s.contains(['/', '\\']);
+        let unsafe_part =
+            |s: &str| s.is_empty() || s == "." || s == ".." || s.contains(['/', '\\']);
         if unsafe_part(name) || unsafe_part(key) {
             return None;
         }
@@ -145,7 +146,10 @@ mod tests {
         let err = EnvSecrets::new()
             .get("no-such-secret-xyz", "key")
             .unwrap_err();
-        assert!(err.contains("COXSWAIN_SECRET_NO_SUCH_SECRET_XYZ_KEY"), "{err}");
+        assert!(
+            err.contains("COXSWAIN_SECRET_NO_SUCH_SECRET_XYZ_KEY"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -338,3 +338,26 @@ async fn wrong_task_is_an_error_not_a_panic() {
     let w = work(Task::Script(Default::default()), Value::Null, &[]);
     assert!(executor().run(&w).await.is_err());
 }
+
+#[tokio::test]
+async fn a_redirect_to_a_metadata_address_is_refused() {
+    use axum::response::Redirect;
+    let app = axum::Router::new()
+        .fallback(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let step = HttpStep {
+        url: format!("http://{addr}/start"),
+        ..Default::default()
+    };
+    let err = executor().run(&http_work(step)).await.unwrap_err();
+    server.abort();
+    assert_eq!(err.code, codes::HTTP);
+    assert!(
+        err.message
+            .contains("refused to connect to 169.254.169.254"),
+        "{}",
+        err.message
+    );
+}

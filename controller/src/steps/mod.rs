@@ -18,3 +18,9 @@ pub trait Secrets: Send + Sync {
     /// The value of `key` in the secret `name`, or why it cannot be read.
     fn get(&self, name: &str, key: &str) -> Result<String, String>;
 }
+
+pub mod http;
+pub mod message;
+pub mod net;
+pub mod script;
+pub mod secrets;

@@ -1,0 +1,364 @@
+//! The local script executor against real processes.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::work;
+use coxswain::api::{EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
+use coxswain::engine::{Task, Work, codes};
+use coxswain::steps::Executor;
+use coxswain::steps::script::LocalScript;
+use coxswain::steps::secrets::MapSecrets;
+use serde_json::{Value, json};
+
+fn executor() -> LocalScript {
+    LocalScript::new(Arc::new(MapSecrets::new().with("db", "password", "s3cret")))
+}
+
+fn source(src: &str) -> ScriptStep {
+    ScriptStep {
+        source: Some(src.into()),
+        ..Default::default()
+    }
+}
+
+fn script_work(step: ScriptStep, input: Value) -> Work {
+    work(Task::Script(step), input, &[])
+}
+
+fn fields(list: &[(&str, &str)]) -> Option<ScriptOutput> {
+    Some(ScriptOutput {
+        fields: list
+            .iter()
+            .map(|(n, t)| Field {
+                name: n.to_string(),
+                type_: t.to_string(),
+                description: None,
+            })
+            .collect(),
+    })
+}
+
+#[tokio::test]
+async fn inputs_are_files_in_contract_form() {
+    let step = source(
+        r#"printf '{"ticket": %s, "note": %s, "list": %s, "count": %s}' "$(cat "$INPUTS/Jira_Ticket")" "$(cat "$INPUTS/note")" "$(cat "$INPUTS/list")" "$(ls "$INPUTS" | wc -l)""#,
+    );
+    let input = json!({
+        "Jira Ticket": {"key": "SHOP-12", "summary": "Checkout fails"},
+        "note": "plain text",
+        "list": [1, 2],
+    });
+    let done = executor().run(&script_work(step, input)).await.unwrap();
+    assert_eq!(
+        done.output,
+        json!({
+            "ticket": {"key": "SHOP-12", "summary": "Checkout fails"},
+            "note": {"data": "plain text"},
+            "list": {"data": [1, 2]},
+            "count": 3,
+        })
+    );
+}
+
+#[tokio::test]
+async fn an_input_that_is_not_an_object_is_one_file() {
+    let step = source(r#"cat "$INPUTS/input""#);
+    let done = executor()
+        .run(&script_work(step, json!("hello")))
+        .await
+        .unwrap();
+    // {"data": "hello"} on stdout unwraps to "hello".
+    assert_eq!(done.output, json!("hello"));
+    assert_eq!(done.text.as_deref(), Some(r#"{"data":"hello"}"#));
+}
+
+#[tokio::test]
+async fn environment_is_set() {
+    let mut step = source(
+        r#"printf '{"run":"%s","step":"%s","attempt":"%s","since":"%s","last":"%s","plain":"%s","secret":"%s","empty":%s,"ws":"%s"}' "$RUN_NAME" "$STEP_KEY" "$ATTEMPT" "$SINCE" "$LAST_RUN" "$PLAIN" "$DB_PASSWORD" "$(ls -A "$OUTPUTS" | wc -l)" "$(pwd)""#,
+    );
+    step.env = vec![
+        EnvVar {
+            name: "PLAIN".into(),
+            value: Some("a value".into()),
+            value_from: None,
+        },
+        EnvVar {
+            name: "DB_PASSWORD".into(),
+            value: None,
+            value_from: Some(ValueFrom {
+                secret_key_ref: SecretKeyRef {
+                    name: "db".into(),
+                    key: "password".into(),
+                },
+            }),
+        },
+    ];
+    let mut w = script_work(step, Value::Null);
+    w.run.since = Some("1700000000".into());
+    let done = executor().run(&w).await.unwrap();
+    let out = done.output;
+    assert_eq!(out["run"], "demo-run");
+    assert_eq!(out["step"], "step_one");
+    assert_eq!(out["attempt"], "2");
+    assert_eq!(out["since"], "1700000000");
+    assert_eq!(out["last"], "1700000000");
+    assert_eq!(out["plain"], "a value");
+    assert_eq!(out["secret"], "s3cret");
+    assert_eq!(out["empty"], 0);
+    assert!(out["ws"].as_str().unwrap().ends_with("/workspace"), "{out}");
+}
+
+#[tokio::test]
+async fn since_is_empty_without_a_schedule() {
+    let step = source(r#"printf '{"since":"%s"}' "${SINCE-unset}""#);
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(done.output, json!({"since": ""}));
+}
+
+#[tokio::test]
+async fn missing_secret_fails_with_secret_code() {
+    let mut step = source("true");
+    step.env = vec![EnvVar {
+        name: "X".into(),
+        value: None,
+        value_from: Some(ValueFrom {
+            secret_key_ref: SecretKeyRef {
+                name: "nope".into(),
+                key: "k".into(),
+            },
+        }),
+    }];
+    let err = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, codes::SECRET);
+    assert!(err.message.contains("nope"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn command_and_args() {
+    let step = ScriptStep {
+        command: vec!["printf".into(), "%s-%s".into()],
+        args: vec!["a".into(), "b".into()],
+        ..Default::default()
+    };
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(done.text.as_deref(), Some("a-b"));
+    assert_eq!(done.output, Value::Null);
+}
+
+async fn declared_error(stdout: &str) -> String {
+    let mut step = source(&format!("printf '%s' '{stdout}'"));
+    step.output = fields(&[("id", "integer"), ("title", "string")]);
+    let err = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, codes::OUTPUT);
+    err.message
+}
+
+#[tokio::test]
+async fn declared_fields_are_checked() {
+    let mut step = source(r#"echo '{"id": 7, "title": "x"}'"#);
+    step.output = fields(&[("id", "integer"), ("title", "string")]);
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(done.output, json!({"id": 7, "title": "x"}));
+
+    let prefix = "The script must print one JSON object with the fields id, title";
+    assert_eq!(
+        declared_error(r#"{"id": 7}"#).await,
+        format!("{prefix}: missing field `title`.")
+    );
+    assert_eq!(
+        declared_error(r#"{"id": "7", "title": "x"}"#).await,
+        format!("{prefix}: field `id` is a string, expected integer.")
+    );
+    assert_eq!(
+        declared_error(r#"{"id": 7, "title": "x", "more": 1}"#).await,
+        format!("{prefix}: unexpected field `more`.")
+    );
+    let not_json = declared_error("not json").await;
+    assert!(
+        not_json.starts_with(&format!("{prefix}; stdout is not JSON")),
+        "{not_json}"
+    );
+    assert_eq!(
+        declared_error("[1, 2]").await,
+        format!("{prefix}; it printed an array instead.")
+    );
+}
+
+#[tokio::test]
+async fn data_is_unwrapped_and_non_json_is_null() {
+    let step = source(r#"echo '{"data": {"a": [1]}}'"#);
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(done.output, json!({"a": [1]}));
+
+    let step = source("echo hello world");
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(done.output, Value::Null);
+    assert_eq!(done.text.as_deref(), Some("hello world\n"));
+}
+
+#[tokio::test]
+async fn output_files_are_listed() {
+    let step = source(
+        r#"mkdir -p "$OUTPUTS/sub" && echo a > "$OUTPUTS/report.txt" && echo b > "$OUTPUTS/sub/b.csv" && echo '{"done": true}'"#,
+    );
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.output,
+        json!({"done": true, "files": ["report.txt", "sub/b.csv"]})
+    );
+}
+
+#[tokio::test]
+async fn non_zero_exit_fails_with_the_stderr_tail() {
+    let step = source("echo first line >&2; echo 'last words' >&2; exit 3");
+    let err = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, codes::SCRIPT);
+    assert_eq!(
+        err.message,
+        "the script exited with status 3: first line\nlast words"
+    );
+
+    let step = source("head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2; exit 1");
+    let err = LocalScript::new(Arc::new(MapSecrets::new()))
+        .with_stderr_tail(100)
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err();
+    assert!(err.message.ends_with("xxxEND"), "{}", err.message);
+    assert!(err.message.len() < 200, "{}", err.message);
+}
+
+#[tokio::test]
+async fn stdout_is_capped() {
+    let step = source("yes");
+    let err = LocalScript::new(Arc::new(MapSecrets::new()))
+        .with_stdout_limit(1000)
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, codes::OUTPUT);
+    assert_eq!(
+        err.message,
+        "the script printed more than 1000 bytes on stdout and was stopped"
+    );
+}
+
+/// Whether a process is still alive (a zombie waiting for its parent to reap
+/// it counts as gone: it runs nothing).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+async fn wait_gone(pid: u32) -> bool {
+    for _ in 0..100 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn sleeper(pid_file: &std::path::Path) -> ScriptStep {
+    source(&format!(
+        "sleep 1000 & echo $! > '{}'; wait",
+        pid_file.display()
+    ))
+}
+
+async fn read_pid(pid_file: &std::path::Path) -> u32 {
+    for _ in 0..100 {
+        if let Ok(text) = std::fs::read_to_string(pid_file)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the script did not write its child's pid");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut w = script_work(sleeper(&pid_file), Value::Null);
+    w.timeout = Some(Duration::from_millis(500));
+    let err = executor().run(&w).await.unwrap_err();
+    assert_eq!(err.code, codes::TIMEOUT);
+    assert!(err.message.contains("timeout"), "{}", err.message);
+    let pid = read_pid(&pid_file).await;
+    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+}
+
+#[tokio::test]
+async fn dropping_the_future_kills_the_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut w = script_work(sleeper(&pid_file), Value::Null);
+    w.timeout = None;
+    let exec = executor();
+    // Boxed, so that `drop` below drops the future itself.
+    let mut run = Box::pin(exec.run(&w));
+    let pid = tokio::select! {
+        _ = &mut run => panic!("the script ended on its own"),
+        pid = read_pid(&pid_file) => pid,
+    };
+    assert!(alive(pid));
+    drop(run);
+    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+}
+
+#[tokio::test]
+async fn background_processes_do_not_outlive_a_finished_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let step = source(&format!(
+        "sleep 1000 >/dev/null 2>&1 & echo $! > '{}'; echo done",
+        pid_file.display()
+    ));
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(done.text.as_deref(), Some("done\n"));
+    let pid = read_pid(&pid_file).await;
+    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+}

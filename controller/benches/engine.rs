@@ -14,7 +14,9 @@ use jiff::Timestamp;
 use serde_json::json;
 
 fn linear(n: usize) -> FlowSpec {
-    let steps: Vec<_> = (0..n).map(|i| json!({"key": format!("s{i}"), "script": {"source": "x"}})).collect();
+    let steps: Vec<_> = (0..n)
+        .map(|i| json!({"key": format!("s{i}"), "script": {"source": "x"}}))
+        .collect();
     serde_json::from_value(json!({ "steps": steps })).expect("flow")
 }
 
@@ -68,10 +70,19 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("engine");
     group.sample_size(20);
-    group.bench_function("linear_1000_steps_run", |b| b.iter(|| drive(black_box(&linear_flow), json!({}))));
-    group.bench_function("fan_out_100_parts_run", |b| b.iter(|| drive(black_box(&fan_flow), fan_input.clone())));
-    let record = StepRecord { output: Some(json!({"ok": true})), ..Default::default() };
-    group.bench_function("baseline_serialize_one_record", |b| b.iter(|| serde_json::to_vec(black_box(&record))));
+    group.bench_function("linear_1000_steps_run", |b| {
+        b.iter(|| drive(black_box(&linear_flow), json!({})))
+    });
+    group.bench_function("fan_out_100_parts_run", |b| {
+        b.iter(|| drive(black_box(&fan_flow), fan_input.clone()))
+    });
+    let record = StepRecord {
+        output: Some(json!({"ok": true})),
+        ..Default::default()
+    };
+    group.bench_function("baseline_serialize_one_record", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&record)))
+    });
     group.finish();
 
     // Per-transition figures and the one-shot measurements, printed plainly.
@@ -93,8 +104,14 @@ fn bench(c: &mut Criterion) {
     };
     let l = per(&linear_flow, json!({}));
     let f = per(&fan_flow, fan_input);
-    println!("engine: linear 1000 steps: {l:.2} µs per transition ({:.1}× the baseline of {base:.2} µs)", l / base);
-    println!("engine: fan-out 100 parts: {f:.2} µs per transition ({:.1}× the baseline)", f / base);
+    println!(
+        "engine: linear 1000 steps: {l:.2} µs per transition ({:.1}× the baseline of {base:.2} µs)",
+        l / base
+    );
+    println!(
+        "engine: fan-out 100 parts: {f:.2} µs per transition ({:.1}× the baseline)",
+        f / base
+    );
 
     let cond_spec = conditions(10_000);
     let start = Instant::now();
@@ -125,7 +142,11 @@ fn bench(c: &mut Criterion) {
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
         .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         .unwrap_or(0)
 }

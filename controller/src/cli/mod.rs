@@ -4,6 +4,7 @@ mod crd;
 mod eval;
 mod lint;
 mod render;
+mod run;
 
 use std::process::ExitCode;
 
@@ -19,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a flow on this machine: scripts as processes, people at the terminal.
+    Run(run::Args),
     /// Check flows in YAML files or directories, as the admission webhook would.
     Lint(lint::Args),
     /// Evaluate one expression against a JSON context.
@@ -33,6 +36,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => run::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Render(args) => render::run(args),

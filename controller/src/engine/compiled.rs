@@ -86,7 +86,9 @@ impl<'a> CompiledFlow<'a> {
             None => None,
         };
         let composites = (0..graph.nodes.len())
-            .filter(|&n| graph.nodes[n].step.loop_.is_some() || graph.nodes[n].step.parallel.is_some())
+            .filter(|&n| {
+                graph.nodes[n].step.loop_.is_some() || graph.nodes[n].step.parallel.is_some()
+            })
             .collect();
         Ok(CompiledFlow {
             spec,

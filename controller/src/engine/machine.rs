@@ -124,7 +124,7 @@ pub struct RunMachine<'f> {
     actions: Vec<Action>,
     now: Timestamp,
     /// Steps whose record changed since [`RunMachine::take_touched`].
-    touched: std::collections::BTreeSet<String>,
+    touched: Vec<String>,
     /// Steps with a retry (of the step or of a part) waiting for its time.
     retrying: std::collections::BTreeSet<usize>,
 }
@@ -196,7 +196,7 @@ impl<'f> RunMachine<'f> {
 
     /// The steps whose record changed since the last call, for progress display.
     pub fn take_touched(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.touched).into_iter().collect()
+        std::mem::take(&mut self.touched)
     }
 
     /// Every attempt that should be running now, rebuilt from the record — a
@@ -1135,8 +1135,16 @@ impl<'f> RunMachine<'f> {
                     )
             });
         if open {
-            let waiting = self.state.steps.values().any(|r| r.status == StepStatus::Waiting)
-                && !self.state.steps.values().any(|r| r.status == StepStatus::Running);
+            let waiting = self
+                .state
+                .steps
+                .values()
+                .any(|r| r.status == StepStatus::Waiting)
+                && !self
+                    .state
+                    .steps
+                    .values()
+                    .any(|r| r.status == StepStatus::Running);
             self.state.phase = if waiting {
                 RunPhase::Waiting
             } else {
@@ -1416,8 +1424,8 @@ impl<'f> RunMachine<'f> {
 
     fn record_mut(&mut self, node: usize) -> &mut StepRecord {
         let key = self.flow.key(node);
-        if !self.touched.contains(key) {
-            self.touched.insert(key.to_string());
+        if self.touched.last().is_none_or(|last| last != key) {
+            self.touched.push(key.to_string());
         }
         self.state.steps.entry(key.to_string()).or_default()
     }

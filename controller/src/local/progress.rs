@@ -16,7 +16,10 @@ pub struct Progress {
 impl Progress {
     /// A progress printer; `quiet` prints nothing.
     pub fn new(quiet: bool) -> Self {
-        Progress { quiet, last: Default::default() }
+        Progress {
+            quiet,
+            last: Default::default(),
+        }
     }
 
     /// Prints the state of each step whose record just changed.
@@ -26,8 +29,14 @@ impl Progress {
         }
         let mut err = std::io::stderr().lock();
         for key in touched {
-            let Some(record) = state.steps.get(key) else { continue };
-            let seen = (record.status, record.attempts.len(), record.retry_at.is_some());
+            let Some(record) = state.steps.get(key) else {
+                continue;
+            };
+            let seen = (
+                record.status,
+                record.attempts.len(),
+                record.retry_at.is_some(),
+            );
             if self.last.get(key) == Some(&seen) {
                 continue;
             }

@@ -20,6 +20,7 @@ pub trait Secrets: Send + Sync {
 }
 
 pub mod http;
+pub mod local;
 pub mod message;
 pub mod net;
 pub mod script;

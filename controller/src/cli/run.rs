@@ -1,0 +1,181 @@
+//! `coxswain run`: run a flow on this machine, no cluster needed.
+
+use std::{path::PathBuf, process::ExitCode, sync::Arc};
+
+use serde_json::Value;
+
+use crate::api::RunPhase;
+use crate::engine::CompiledFlow;
+use crate::flow::{check_input, flows_in_yaml};
+use crate::local::{CommandLineApprover, Progress, run_flow};
+use crate::steps::local::{LocalConfig, LocalExecutors};
+
+/// Options of `coxswain run`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The flow file (the first Flow in it, or the one named by `--flow`).
+    file: PathBuf,
+    /// Which Flow of the file to run, by `metadata.name`.
+    #[arg(long)]
+    flow: Option<String>,
+    /// The run input: JSON, or `@FILE` to read it from a file.
+    #[arg(long, default_value = "{}")]
+    input: String,
+    /// An approval's answer: `STEP=DECISION[:FEEDBACK]`, or `STEP=JSON` for
+    /// an entry. Repeat it; answers for one step are used in order.
+    #[arg(long = "decide", value_name = "STEP=ANSWER")]
+    decide: Vec<String>,
+    /// `text`: progress on stderr, the run's output on stdout. `json`:
+    /// stdout is exactly the final record, as a Run's status holds it.
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
+    /// The OpenAI-compatible endpoint for agent steps (else
+    /// `COXSWAIN_AGENT_BASE_URL` or `OPENAI_BASE_URL`).
+    #[arg(long, value_name = "URL")]
+    agent_url: Option<String>,
+    /// The model id that `model: default` stands for (else `COXSWAIN_AGENT_MODEL`).
+    #[arg(long, value_name = "ID")]
+    agent_model: Option<String>,
+    /// Print no progress.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// Exit 0 when the run succeeded, 1 when it failed or was cancelled, 2 when
+/// the flow or the input is invalid (nothing ran).
+pub fn run(args: Args) -> ExitCode {
+    match prepare(&args) {
+        Ok((spec, input)) => execute(&args, &spec, input),
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
+    let file = args.file.display();
+    let text =
+        std::fs::read_to_string(&args.file).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let documents = flows_in_yaml(&text).map_err(|e| format!("{file}: not YAML: {e}"))?;
+    let document = match &args.flow {
+        Some(name) => documents.into_iter().find(|d| &d.name == name),
+        None => documents.into_iter().next(),
+    }
+    .ok_or_else(|| {
+        format!(
+            "{file}: no Flow{} in it",
+            args.flow
+                .as_ref()
+                .map(|n| format!(" named {n}"))
+                .unwrap_or_default()
+        )
+    })?;
+    let flow = document
+        .flow
+        .map_err(|e| format!("{file}: flow {}: {e}", document.name))?;
+    let raw = match args.input.strip_prefix('@') {
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read input {path}: {e}"))?
+        }
+        None => args.input.clone(),
+    };
+    let input: Value =
+        serde_json::from_str(&raw).map_err(|e| format!("the input is not JSON: {e}"))?;
+    if let Some(schema) = &flow.spec.input {
+        let problems = check_input(schema, &input);
+        if !problems.is_empty() {
+            let lines: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
+            return Err(format!(
+                "the input does not fit flow {}:\n{}",
+                document.name,
+                lines.join("\n")
+            ));
+        }
+    }
+    Ok((flow.spec, input))
+}
+
+fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
+    let file = args.file.display();
+    let flow = match CompiledFlow::new(spec) {
+        Ok(flow) => flow,
+        Err(problems) => {
+            for p in problems {
+                let step = if p.step.is_empty() {
+                    String::new()
+                } else {
+                    format!("step {}: ", p.step)
+                };
+                let field = if p.field.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", p.field)
+                };
+                let at = p
+                    .character
+                    .map(|c| format!(" (character {c})"))
+                    .unwrap_or_default();
+                eprintln!("{file}: {step}{field}{}{at}", p.message);
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let mut approver = match CommandLineApprover::new(&args.decide) {
+        Ok(a) => a,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let executors = match LocalConfig::from_env(args.agent_url.clone(), args.agent_model.clone())
+        .and_then(LocalExecutors::new)
+    {
+        Ok(e) => Arc::new(e),
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut progress = Progress::new(args.quiet);
+    let cancel = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let state = runtime.block_on(run_flow(
+        &flow,
+        input,
+        executors,
+        &mut approver,
+        &mut progress,
+        cancel,
+    ));
+    let printed = match args.output {
+        Output::Json => serde_json::to_string(&state),
+        Output::Text => serde_json::to_string_pretty(state.output.as_ref().unwrap_or(&Value::Null)),
+    };
+    match printed {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("cannot print the record: {e}"),
+    }
+    if state.phase == RunPhase::Succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

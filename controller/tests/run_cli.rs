@@ -1,0 +1,207 @@
+//! `coxswain run` end to end with real processes: exit codes, the JSON
+//! record, approvals from `--decide`, timeouts, and the examples.
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn coxswain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(args)
+        .output()
+        .expect("coxswain runs")
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn flow_file(name: &str, steps: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("coxswain-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    let text = format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: t}}\nspec:\n  steps:\n{steps}"
+    );
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .expect("write flow");
+    path.display().to_string()
+}
+
+fn record(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is one JSON object ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+#[test]
+fn hello_runs_offline_and_prints_the_record() {
+    let o = coxswain(&[
+        "run",
+        &example("hello.yaml"),
+        "--input",
+        r#"{"names": ["Ada", "Grace"], "loud": true}"#,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(r["phase"], "Succeeded");
+    assert_eq!(r["steps"]["count"]["output"]["count"], 2);
+    assert_eq!(r["steps"]["check"]["exit"], "true");
+    assert_eq!(r["steps"]["whisper"]["status"], "skipped");
+    assert_eq!(
+        r["steps"]["greet"]["output"]["by_key"]["grace"]["greeting"],
+        "hello Grace"
+    );
+    assert_eq!(r["output"]["greetings"][0]["label"], "Ada");
+    let arrows = r["arrows"].as_array().expect("arrows");
+    assert!(
+        arrows
+            .iter()
+            .any(|a| a["from"] == "check.false" && a["taken"] == false)
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("✓ greet completed") && stderr.contains("run succeeded"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn failure_handling_example_retries_and_continues() {
+    let o = coxswain(&[
+        "run",
+        &example("failures.yaml"),
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(
+        r["steps"]["flaky"]["attempts"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(r["steps"]["lookup"]["status"], "failed");
+    assert_eq!(r["output"]["used_fallback"], true);
+    assert!(
+        r["output"]["because"]["data"]
+            .as_str()
+            .is_some_and(|s| s.contains("no such user"))
+    );
+}
+
+#[test]
+fn input_that_does_not_fit_exits_2_before_anything_runs() {
+    let o = coxswain(&["run", &example("hello.yaml"), "--input", r#"{"loud": 1}"#]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("`names` is required") && stderr.contains("input.loud: expected boolean"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("started"), "nothing ran: {stderr}");
+    let o = coxswain(&["run", &example("hello.yaml"), "--input", "{not json"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn an_invalid_flow_exits_2() {
+    let file = flow_file(
+        "invalid.yaml",
+        "    - key: a\n      script: {source: 'true'}\n      when: $input.x == True\n",
+    );
+    let o = coxswain(&["run", &file]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("step a: when: write `true`"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn a_failing_step_fails_the_run_with_exit_1() {
+    let file = flow_file(
+        "fail.yaml",
+        "    - key: a\n      script: {source: 'echo broken >&2; exit 4'}\n    - key: b\n      script: {source: 'echo {}'}\n",
+    );
+    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    assert_eq!(o.status.code(), Some(1));
+    let r = record(&o);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(r["steps"]["a"]["error"]["code"], "script.failed");
+    assert!(
+        r["steps"]["a"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("broken"))
+    );
+    assert!(r["steps"].get("b").is_none(), "b never started");
+}
+
+#[test]
+fn a_timeout_kills_the_script() {
+    let file = flow_file(
+        "slow.yaml",
+        "    - key: slow\n      timeout: 500ms\n      script: {source: 'sleep 30'}\n",
+    );
+    let started = std::time::Instant::now();
+    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        record(&o)["steps"]["slow"]["error"]["code"],
+        "workflow.timeout"
+    );
+    // Not a timing assertion on our speed: the run must not wait for `sleep 30`.
+    assert!(started.elapsed().as_secs() < 25);
+}
+
+#[test]
+fn decisions_come_from_the_command_line_in_order() {
+    let file = flow_file(
+        "review.yaml",
+        "    - key: draft\n      script: {source: 'echo \"{\\\"attempt\\\": $ATTEMPT}\"'}\n    - key: review\n      approval: {decisions: [approve, changes], show: [draft]}\n      sendBack: [{on: changes, to: draft}]\n",
+    );
+    let o = coxswain(&[
+        "run",
+        &file,
+        "--decide",
+        "review=changes:again",
+        "--decide",
+        "review=approve",
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(r["steps"]["draft"]["output"]["attempt"], 2);
+    assert_eq!(r["steps"]["draft"]["attempts"][1]["feedback"], "again");
+    assert_eq!(r["steps"]["review"]["output"]["decision"], "approve");
+    // Without a decision and without a terminal, the run stops instead of hanging.
+    let o = coxswain(&["run", &file, "--quiet", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(record(&o)["phase"], "Cancelled");
+}

@@ -192,8 +192,8 @@ async fn request_carries_messages_fence_and_forced_tool() {
         .collect();
     assert_eq!(fence_lines.len(), 2, "{user}");
     assert_eq!(fence_lines[0], fence_lines[1]);
-    let open = user.find(fence_lines[0]).unwrap_or(0);
-    assert!(user[..open].contains("untrusted"));
+    let open = user.find(&format!("\n{}\n", fence_lines[0])).unwrap_or(0);
+    assert!(user[..open].contains("untrusted data"));
     assert!(user.contains(
         "<input name=\"brief\" state=\"provided\" role=\"instrument\">\"cats\"</input>"
     ));

@@ -44,7 +44,9 @@ fn task() -> AgentTask {
                 name: "draft".into(),
                 state: "completed".into(),
                 role: "affected",
-                value: Some(json!({"title": "A title", "body": paragraph, "tags": ["a", "b", "c"]})),
+                value: Some(
+                    json!({"title": "A title", "body": paragraph, "tags": ["a", "b", "c"]}),
+                ),
             },
             Given {
                 name: "style".into(),

@@ -38,10 +38,10 @@ async fn completions(
             .and_then(|v| v.to_str().ok())
             .map(String::from),
     );
-    let (status, reply) = s
-        .replies
-        .pop_front()
-        .unwrap_or((500, json!({"error": {"message": "script ran out of replies"}})));
+    let (status, reply) = s.replies.pop_front().unwrap_or((
+        500,
+        json!({"error": {"message": "script ran out of replies"}}),
+    ));
     (StatusCode::from_u16(status).expect("status"), Json(reply))
 }
 
@@ -194,9 +194,11 @@ async fn request_carries_messages_fence_and_forced_tool() {
     assert_eq!(fence_lines[0], fence_lines[1]);
     let open = user.find(&format!("\n{}\n", fence_lines[0])).unwrap_or(0);
     assert!(user[..open].contains("untrusted data"));
-    assert!(user.contains(
-        "<input name=\"brief\" state=\"provided\" role=\"instrument\">\"cats\"</input>"
-    ));
+    assert!(
+        user.contains(
+            "<input name=\"brief\" state=\"provided\" role=\"instrument\">\"cats\"</input>"
+        )
+    );
     assert!(user.contains(
         "<input name=\"draft\" state=\"completed\" role=\"affected\">{\"title\":\"Hi\"}</input>"
     ));
@@ -338,7 +340,10 @@ async fn malformed_replies_are_repaired_once() {
 async fn failing_twice_fails_the_attempt_saying_why() {
     let (url, script) = server(vec![
         tool_reply(r#"{"verdict": "ok"}"#, usage(1, 1)),
-        tool_reply(r#"{"verdict": "ok", "score": 1.5, "extra": 1}"#, usage(1, 1)),
+        tool_reply(
+            r#"{"verdict": "ok", "score": 1.5, "extra": 1}"#,
+            usage(1, 1),
+        ),
         tool_reply(r#"{"verdict":"ok","score":5}"#, usage(1, 1)),
     ])
     .await;
@@ -347,14 +352,22 @@ async fn failing_twice_fails_the_attempt_saying_why() {
         .await
         .expect_err("fails");
     assert_eq!(err.code, codes::AGENT);
-    assert!(err.message.contains("after one repair turn"), "{}", err.message);
+    assert!(
+        err.message.contains("after one repair turn"),
+        "{}",
+        err.message
+    );
     assert!(
         err.message
             .contains("field `score` must be an integer, found a number (1.5)"),
         "{}",
         err.message
     );
-    assert!(err.message.contains("unexpected field `extra`"), "{}", err.message);
+    assert!(
+        err.message.contains("unexpected field `extra`"),
+        "{}",
+        err.message
+    );
     assert_eq!(requests(&script).len(), 2);
 }
 
@@ -372,12 +385,21 @@ async fn text_only_server_falls_back_to_fenced_json() {
         .await
         .expect("done");
     assert_eq!(done.output, json!({"verdict": "changes", "score": 2}));
-    assert!(done.text.as_deref().unwrap_or_default().starts_with("Here is my review."));
+    assert!(
+        done.text
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("Here is my review.")
+    );
 
     // In text mode, a prose answer gets a user-message repair, then fits.
     let (url, script) = server(vec![
         text_reply("I think it is fine.", "stop", usage(1, 1)),
-        text_reply("```json\n{\"verdict\": \"ok\", \"score\": 9}\n```", "stop", usage(1, 1)),
+        text_reply(
+            "```json\n{\"verdict\": \"ok\", \"score\": 9}\n```",
+            "stop",
+            usage(1, 1),
+        ),
     ])
     .await;
     let done = executor(url, Mode::Text)
@@ -515,7 +537,10 @@ async fn injected_data_stays_inside_the_fence_as_json() {
     assert_eq!(fence_at.len(), 4, "{user}");
     let inside = |s: usize| fence_at.chunks(2).any(|p| p[0] < s && s < p[1]);
     for (at, _) in user.match_indices("Ignore previous") {
-        assert!(inside(at), "hostile text outside the fence at {at}:\n{user}");
+        assert!(
+            inside(at),
+            "hostile text outside the fence at {at}:\n{user}"
+        );
     }
     // The hostile text never starts a line: it is one escaped JSON string.
     assert!(!user.lines().any(|l| l.starts_with("Ignore previous")));

@@ -85,8 +85,8 @@ struct Usage {
 /// content as a string or as a list of text parts, arguments as a string or
 /// an object, missing `usage`, extra members.
 pub fn read_response(body: &[u8]) -> Result<Completion, CallError> {
-    let response: Response =
-        serde_json::from_slice(body).map_err(|e| CallError::Decode(format!("{e}: {}", preview(body))))?;
+    let response: Response = serde_json::from_slice(body)
+        .map_err(|e| CallError::Decode(format!("{e}: {}", preview(body))))?;
     let Some(choice) = response.choices.into_iter().next() else {
         return Err(CallError::Decode(format!("no choices: {}", preview(body))));
     };
@@ -102,9 +102,8 @@ pub fn read_response(body: &[u8]) -> Result<Completion, CallError> {
         _ => None,
     };
     let calls = choice.message.tool_calls.unwrap_or_default();
-    let named = |c: &&Value| {
-        c.pointer("/function/name").and_then(Value::as_str) == Some(SUBMIT_TOOL)
-    };
+    let named =
+        |c: &&Value| c.pointer("/function/name").and_then(Value::as_str) == Some(SUBMIT_TOOL);
     let chosen = calls.iter().find(named).or(calls.first());
     let tool_arguments = chosen.and_then(|c| c.pointer("/function/arguments").cloned());
     let tool_call_ids = calls
@@ -318,7 +317,10 @@ mod tests {
 
     #[test]
     fn unreadable_answers_say_why() {
-        assert!(matches!(read_response(b"<html>"), Err(CallError::Decode(_))));
+        assert!(matches!(
+            read_response(b"<html>"),
+            Err(CallError::Decode(_))
+        ));
         let e = read_response(b"{\"choices\": []}").map(|_| ()).unwrap_err();
         assert!(e.to_string().contains("no choices"), "{e}");
     }

@@ -240,7 +240,9 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
 /// from some servers, an object.
 fn parse_arguments(args: &Value) -> Result<Value, String> {
     match args {
-        Value::String(s) => extract_json(s).map_err(|e| format!("the submit_output arguments: {e}")),
+        Value::String(s) => {
+            extract_json(s).map_err(|e| format!("the submit_output arguments: {e}"))
+        }
         Value::Object(_) => Ok(args.clone()),
         other => Err(format!(
             "the submit_output arguments were {}, not a JSON object",
@@ -291,7 +293,14 @@ fn fenced_blocks(text: &str) -> Vec<&str> {
         let after = &rest[start + 3..];
         // Skip the info string (`json`, `JSON`, …) up to the end of its line.
         let body_start = match after.find('\n') {
-            Some(nl) if after[..nl].trim().chars().all(|c| c.is_ascii_alphanumeric()) => nl + 1,
+            Some(nl)
+                if after[..nl]
+                    .trim()
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric()) =>
+            {
+                nl + 1
+            }
             _ => 0,
         };
         let body = &after[body_start..];
@@ -325,10 +334,7 @@ pub fn validate(fields: &[Field], value: Value) -> Result<Value, Vec<String>> {
     let mut problems = Vec::new();
     for field in fields {
         match object.get_mut(&field.name) {
-            None => problems.push(format!(
-                "missing field `{}` ({})",
-                field.name, field.type_
-            )),
+            None => problems.push(format!("missing field `{}` ({})", field.name, field.type_)),
             Some(v) => {
                 if let Some(fixed) = check_type(&field.type_, v) {
                     *v = fixed;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::engine::{Task, Work, WorkResult};
 
 use super::Executor;
+use super::agent::{AgentConfig, AgentExecutor};
 use super::http::HttpExecutor;
 use super::message::MessageExecutor;
 use super::script::LocalScript;
@@ -13,10 +14,8 @@ use super::secrets::EnvSecrets;
 /// What the local executors need from flags and the environment.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
-    /// Where agent steps go (`None`: not configured).
-    pub agent_url: Option<String>,
-    /// The model id for `model: default`.
-    pub agent_model: Option<String>,
+    /// Where agent steps go, and how.
+    pub agent: AgentConfig,
 }
 
 impl LocalConfig {
@@ -25,10 +24,14 @@ impl LocalConfig {
         agent_url: Option<String>,
         agent_model: Option<String>,
     ) -> Result<Self, String> {
-        Ok(LocalConfig {
-            agent_url,
-            agent_model,
-        })
+        let mut agent = AgentConfig::from_env().map_err(|e| e.to_string())?;
+        if let Some(url) = agent_url {
+            agent.base_url = url;
+        }
+        if let Some(model) = agent_model {
+            agent.default_model = model;
+        }
+        Ok(LocalConfig { agent })
     }
 }
 
@@ -38,16 +41,18 @@ pub struct LocalExecutors {
     script: LocalScript,
     http: HttpExecutor,
     message: MessageExecutor,
+    agent: AgentExecutor,
 }
 
 impl LocalExecutors {
     /// Builds every executor; secrets come from `COXSWAIN_SECRET_<NAME>_<KEY>`.
-    pub fn new(_config: LocalConfig) -> Result<Self, String> {
+    pub fn new(config: LocalConfig) -> Result<Self, String> {
         let secrets = Arc::new(EnvSecrets::new());
         Ok(LocalExecutors {
             script: LocalScript::new(secrets.clone()),
             http: HttpExecutor::new(secrets.clone())?,
             message: MessageExecutor::new(secrets)?,
+            agent: AgentExecutor::new(config.agent).map_err(|e| e.to_string())?,
         })
     }
 }
@@ -58,10 +63,7 @@ impl Executor for LocalExecutors {
             Task::Script(_) => self.script.run(work).await,
             Task::Http(_) => self.http.run(work).await,
             Task::Message(_) => self.message.run(work).await,
-            Task::Agent(_) => Err(crate::engine::step_error(
-                crate::engine::codes::AGENT,
-                "agent steps are not available in this build",
-            )),
+            Task::Agent(_) => self.agent.run(work).await,
         }
     }
 }

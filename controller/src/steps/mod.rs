@@ -1,6 +1,8 @@
 //! Executors: the code that carries out one attempt of a step. The same
 //! executors serve `coxswain run` and the controller.
 
+pub mod agent;
+
 use std::future::Future;
 
 use crate::engine::{Work, WorkResult};

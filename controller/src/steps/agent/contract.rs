@@ -1,0 +1,605 @@
+//! The output contract: the JSON Schema of the declared fields, and reading
+//! a model's reply back into a step output.
+//!
+//! Everything here is pure so the parsing rules can be tested without a
+//! server and measured on their own (`benches/agent.rs`).
+
+use serde_json::{Map, Value, json};
+
+use crate::api::{Field, ReplyFormat};
+
+/// The name of the tool the model hands its output in through.
+pub const SUBMIT_TOOL: &str = "submit_output";
+
+/// How the output contract is put to the provider. Servers differ: most
+/// support forced tool calls, some only a JSON-schema response format, a
+/// few nothing but text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// A `submit_output` tool with the schema, forced through `tool_choice`.
+    #[default]
+    Tools,
+    /// `response_format: {type: json_schema}`, for servers without tools.
+    JsonSchema,
+    /// No structured-output support: a fenced JSON block in the text.
+    Text,
+}
+
+impl Mode {
+    /// Reads a mode from configuration (`tools`, `json_schema`, `text`).
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "tools" | "tool" => Some(Mode::Tools),
+            "json_schema" | "jsonschema" | "schema" => Some(Mode::JsonSchema),
+            "text" | "none" => Some(Mode::Text),
+            _ => None,
+        }
+    }
+}
+
+/// What the step expects back: text, or an object with declared fields.
+/// Derived once per attempt from the step's `reply`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contract {
+    /// Text or JSON.
+    pub format: ReplyFormat,
+    /// The declared fields (empty with `format: json` means any object).
+    pub fields: Vec<Field>,
+}
+
+impl Contract {
+    /// The contract of an agent step's `reply` (text when absent).
+    pub fn of(reply: Option<&crate::api::Reply>) -> Contract {
+        match reply {
+            Some(r) => Contract {
+                format: r.format,
+                fields: r.fields.clone(),
+            },
+            None => Contract {
+                format: ReplyFormat::Text,
+                fields: Vec::new(),
+            },
+        }
+    }
+
+    /// Whether the reply must be structured (so tools or a schema apply).
+    pub fn is_json(&self) -> bool {
+        self.format == ReplyFormat::Json
+    }
+
+    /// The JSON Schema of the declared fields: an object with exactly those
+    /// properties, all required. Unknown field types are left unconstrained
+    /// (the validator of the flow refuses them before a run starts).
+    pub fn schema(&self) -> Value {
+        if self.fields.is_empty() {
+            return json!({"type": "object"});
+        }
+        let mut properties = Map::new();
+        for field in &self.fields {
+            let mut prop = Map::new();
+            if let Some(t) = json_type(&field.type_) {
+                prop.insert("type".into(), Value::String(t.into()));
+            }
+            if let Some(d) = &field.description {
+                prop.insert("description".into(), Value::String(d.clone()));
+            }
+            properties.insert(field.name.clone(), Value::Object(prop));
+        }
+        let required: Vec<Value> = self
+            .fields
+            .iter()
+            .map(|f| Value::String(f.name.clone()))
+            .collect();
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
+
+    /// The request-body members that put the contract to the provider in
+    /// `mode`: `tools` + forced `tool_choice`, or `response_format`, or none.
+    pub fn request_members(&self, mode: Mode) -> Vec<(&'static str, Value)> {
+        if !self.is_json() {
+            return Vec::new();
+        }
+        match mode {
+            Mode::Tools => vec![
+                (
+                    "tools",
+                    json!([{
+                        "type": "function",
+                        "function": {
+                            "name": SUBMIT_TOOL,
+                            "description": "Hand in the result of your task. Call it exactly once, with every field.",
+                            "parameters": self.schema(),
+                        }
+                    }]),
+                ),
+                (
+                    "tool_choice",
+                    json!({"type": "function", "function": {"name": SUBMIT_TOOL}}),
+                ),
+            ],
+            Mode::JsonSchema => vec![(
+                "response_format",
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "output", "schema": self.schema(), "strict": true}
+                }),
+            )],
+            Mode::Text => Vec::new(),
+        }
+    }
+}
+
+/// The JSON Schema type of a declared field type.
+fn json_type(t: &str) -> Option<&'static str> {
+    match t {
+        "string" => Some("string"),
+        "number" => Some("number"),
+        "integer" => Some("integer"),
+        "boolean" => Some("boolean"),
+        "array" => Some("array"),
+        "object" => Some("object"),
+        _ => None,
+    }
+}
+
+/// The parts of one reply that matter to the contract, taken off the wire.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplyParts {
+    /// The message text, if any.
+    pub content: Option<String>,
+    /// Arguments of the `submit_output` call (or of the only tool call), as
+    /// sent: usually a JSON string, sometimes an object.
+    pub tool_arguments: Option<Value>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, …).
+    pub finish_reason: Option<String>,
+}
+
+impl ReplyParts {
+    /// The step's `text`: the message content, or the tool arguments as text
+    /// when the model said nothing else.
+    pub fn text(&self) -> String {
+        match (&self.content, &self.tool_arguments) {
+            (Some(c), _) if !c.trim().is_empty() => c.clone(),
+            (_, Some(Value::String(s))) => s.clone(),
+            (_, Some(v)) => v.to_string(),
+            (Some(c), None) => c.clone(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// Why a reply does not fit the contract, in words the model (on the repair
+/// turn) and the person reading the run can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It fits poorly enough to ask once more: each entry is one problem.
+    Misfit(Vec<String>),
+    /// The provider refused to answer; asking again will not help.
+    Refused(String),
+}
+
+/// Reads a reply as the step's output, or says what was wrong with it.
+pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdict> {
+    let cut = reply.finish_reason.as_deref() == Some("length");
+    if reply.finish_reason.as_deref() == Some("content_filter") {
+        return Err(Verdict::Refused(
+            "the provider's content filter stopped the reply (finish_reason: content_filter)"
+                .into(),
+        ));
+    }
+    let cut_note = || {
+        "the reply was cut off because it reached the token limit (finish_reason: length); \
+         give a shorter answer"
+            .to_string()
+    };
+    if !contract.is_json() {
+        let text = reply.text();
+        if cut {
+            return Err(Verdict::Misfit(vec![cut_note()]));
+        }
+        if text.trim().is_empty() {
+            return Err(Verdict::Misfit(vec!["the reply was empty".into()]));
+        }
+        return Ok(Value::String(text));
+    }
+    let found = match &reply.tool_arguments {
+        Some(args) => parse_arguments(args),
+        None => match &reply.content {
+            Some(c) if !c.trim().is_empty() => extract_json(c),
+            _ => Err("the reply held neither a submit_output call nor any text".into()),
+        },
+    };
+    let value = match found {
+        Ok(v) => v,
+        Err(why) => {
+            let mut problems = Vec::with_capacity(2);
+            if cut {
+                problems.push(cut_note());
+            }
+            problems.push(why);
+            return Err(Verdict::Misfit(problems));
+        }
+    };
+    match validate(&contract.fields, value) {
+        Ok(v) => Ok(v),
+        Err(mut problems) => {
+            if cut {
+                problems.insert(0, cut_note());
+            }
+            Err(Verdict::Misfit(problems))
+        }
+    }
+}
+
+/// Tool-call arguments: a JSON string (perhaps padded, perhaps fenced) or,
+/// from some servers, an object.
+fn parse_arguments(args: &Value) -> Result<Value, String> {
+    match args {
+        Value::String(s) => {
+            extract_json(s).map_err(|e| format!("the submit_output arguments: {e}"))
+        }
+        Value::Object(_) => Ok(args.clone()),
+        other => Err(format!(
+            "the submit_output arguments were {}, not a JSON object",
+            kind_of(other)
+        )),
+    }
+}
+
+/// Finds the JSON object in a text: the whole text, a fenced block (```json
+/// or plain ```), or the span from the first `{` to the last `}`.
+pub fn extract_json(text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    let mut not_object = None;
+    let mut parse_error = None;
+    let mut candidates: Vec<&str> = Vec::with_capacity(3);
+    candidates.push(trimmed);
+    candidates.extend(fenced_blocks(trimmed));
+    if let (Some(a), Some(b)) = (trimmed.find('{'), trimmed.rfind('}'))
+        && a < b
+    {
+        candidates.push(&trimmed[a..=b]);
+    }
+    for candidate in candidates {
+        match serde_json::from_str::<Value>(candidate.trim()) {
+            Ok(v @ Value::Object(_)) => return Ok(v),
+            Ok(other) => {
+                not_object.get_or_insert_with(|| {
+                    format!("found {} where a JSON object was expected", kind_of(&other))
+                });
+            }
+            Err(e) => {
+                parse_error.get_or_insert_with(|| format!("not valid JSON ({e})"));
+            }
+        }
+    }
+    Err(match (not_object, parse_error) {
+        (Some(e), _) => e,
+        (None, Some(e)) if trimmed.contains('{') || trimmed.contains("```") => e,
+        _ => "no JSON object found: expected one JSON object in a ```json code block".into(),
+    })
+}
+
+/// The bodies of the fenced code blocks in a text, in order.
+fn fenced_blocks(text: &str) -> Vec<&str> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("```") {
+        let after = &rest[start + 3..];
+        // Skip the info string (`json`, `JSON`, …) up to the end of its line.
+        let body_start = match after.find('\n') {
+            Some(nl)
+                if after[..nl]
+                    .trim()
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric()) =>
+            {
+                nl + 1
+            }
+            _ => 0,
+        };
+        let body = &after[body_start..];
+        match body.find("```") {
+            Some(end) => {
+                blocks.push(&body[..end]);
+                rest = &body[end + 3..];
+            }
+            None => {
+                blocks.push(body);
+                break;
+            }
+        }
+    }
+    blocks
+}
+
+/// Checks an object against the declared fields: each present with its type,
+/// nothing else. Integers written as `3.0` become `3`. With no declared
+/// fields any object is accepted as it is.
+pub fn validate(fields: &[Field], value: Value) -> Result<Value, Vec<String>> {
+    let Value::Object(mut object) = value else {
+        return Err(vec![format!(
+            "expected a JSON object, found {}",
+            kind_of(&value)
+        )]);
+    };
+    if fields.is_empty() {
+        return Ok(Value::Object(object));
+    }
+    let mut problems = Vec::new();
+    for field in fields {
+        match object.get_mut(&field.name) {
+            None => problems.push(format!("missing field `{}` ({})", field.name, field.type_)),
+            Some(v) => {
+                if let Some(fixed) = check_type(&field.type_, v) {
+                    *v = fixed;
+                } else if !has_type(&field.type_, v) {
+                    problems.push(format!(
+                        "field `{}` must be {} {}, found {}",
+                        field.name,
+                        article(&field.type_),
+                        field.type_,
+                        describe(v)
+                    ));
+                }
+            }
+        }
+    }
+    let mut extras: Vec<&String> = object
+        .keys()
+        .filter(|k| !fields.iter().any(|f| &f.name == *k))
+        .collect();
+    extras.sort();
+    if !extras.is_empty() {
+        let names: Vec<String> = extras.iter().map(|k| format!("`{k}`")).collect();
+        let allowed: Vec<String> = fields.iter().map(|f| format!("`{}`", f.name)).collect();
+        problems.push(format!(
+            "unexpected field{} {}: only {} may be given",
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            allowed.join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(Value::Object(object))
+    } else {
+        Err(problems)
+    }
+}
+
+/// A normalised value when `v` is an integer written as a whole float.
+fn check_type(t: &str, v: &Value) -> Option<Value> {
+    if t != "integer" {
+        return None;
+    }
+    let f = v.as_f64()?;
+    if v.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Some(Value::from(f as i64))
+    } else {
+        None
+    }
+}
+
+fn has_type(t: &str, v: &Value) -> bool {
+    match t {
+        "string" => v.is_string(),
+        "number" => v.is_number(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "boolean" => v.is_boolean(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        _ => true,
+    }
+}
+
+fn article(t: &str) -> &'static str {
+    match t.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
+/// The JSON kind of a value, for messages.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The kind and a short preview of a value, for messages.
+fn describe(v: &Value) -> String {
+    let mut shown = v.to_string();
+    if shown.len() > 60 {
+        let mut cut = 57;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push('…');
+    }
+    format!("{} ({shown})", kind_of(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(name: &str, t: &str) -> Field {
+        Field {
+            name: name.into(),
+            type_: t.into(),
+            description: Some(format!("the {name}")),
+        }
+    }
+
+    fn json_contract(fields: Vec<Field>) -> Contract {
+        Contract {
+            format: ReplyFormat::Json,
+            fields,
+        }
+    }
+
+    fn args(s: &str) -> ReplyParts {
+        ReplyParts {
+            content: None,
+            tool_arguments: Some(Value::String(s.into())),
+            finish_reason: Some("tool_calls".into()),
+        }
+    }
+
+    #[test]
+    fn schema_lists_every_field_required_and_closed() {
+        let c = json_contract(vec![field("n", "integer"), field("ok", "boolean")]);
+        assert_eq!(
+            c.schema(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer", "description": "the n"},
+                    "ok": {"type": "boolean", "description": "the ok"},
+                },
+                "required": ["n", "ok"],
+                "additionalProperties": false,
+            })
+        );
+    }
+
+    #[test]
+    fn text_contract_adds_nothing_to_the_request() {
+        let c = Contract::of(None);
+        assert!(c.request_members(Mode::Tools).is_empty());
+        assert!(c.request_members(Mode::JsonSchema).is_empty());
+    }
+
+    #[test]
+    fn arguments_with_odd_spacing_and_fences_parse() {
+        let c = json_contract(vec![field("n", "integer")]);
+        for raw in [
+            "{\"n\":1}",
+            "  {\n  \"n\" :   1 }\n\n",
+            "```json\n{\"n\": 1}\n```",
+            "Here you go: {\"n\": 1.0} done",
+        ] {
+            assert_eq!(interpret(&c, &args(raw)), Ok(json!({"n": 1})), "{raw}");
+        }
+        let object = ReplyParts {
+            tool_arguments: Some(json!({"n": 1})),
+            ..Default::default()
+        };
+        assert_eq!(interpret(&c, &object), Ok(json!({"n": 1})));
+    }
+
+    #[test]
+    fn content_with_fenced_block_or_bare_object_parses() {
+        let c = json_contract(vec![field("s", "string")]);
+        let fenced = ReplyParts {
+            content: Some("Sure.\n```json\n{\"s\": \"x\"}\n```\nBye".into()),
+            ..Default::default()
+        };
+        assert_eq!(interpret(&c, &fenced), Ok(json!({"s": "x"})));
+        let bare = ReplyParts {
+            content: Some("{\"s\": \"y\"}".into()),
+            ..Default::default()
+        };
+        assert_eq!(interpret(&c, &bare), Ok(json!({"s": "y"})));
+    }
+
+    #[test]
+    fn problems_are_named() {
+        let c = json_contract(vec![field("n", "integer"), field("s", "string")]);
+        let Err(Verdict::Misfit(p)) = interpret(&c, &args("{\"n\": 1.5, \"x\": 2}")) else {
+            panic!("expected a misfit")
+        };
+        assert_eq!(
+            p,
+            vec![
+                "field `n` must be an integer, found a number (1.5)".to_string(),
+                "missing field `s` (string)".to_string(),
+                "unexpected field `x`: only `n`, `s` may be given".to_string(),
+            ]
+        );
+        let Err(Verdict::Misfit(p)) = interpret(&c, &args("not json at all")) else {
+            panic!("expected a misfit")
+        };
+        assert!(p[0].contains("no JSON object found"), "{p:?}");
+        let Err(Verdict::Misfit(p)) = interpret(&c, &args("[1, 2]")) else {
+            panic!("expected a misfit")
+        };
+        assert!(p[0].contains("an array"), "{p:?}");
+    }
+
+    #[test]
+    fn finish_reasons() {
+        let c = json_contract(vec![field("n", "integer")]);
+        let mut cut = args("{\"n\": ");
+        cut.finish_reason = Some("length".into());
+        let Err(Verdict::Misfit(p)) = interpret(&c, &cut) else {
+            panic!("expected a misfit")
+        };
+        assert!(p[0].contains("cut off"), "{p:?}");
+        let mut filtered = args("{\"n\": 1}");
+        filtered.finish_reason = Some("content_filter".into());
+        assert!(matches!(interpret(&c, &filtered), Err(Verdict::Refused(_))));
+    }
+
+    #[test]
+    fn text_reply_is_the_output() {
+        let c = Contract::of(None);
+        let r = ReplyParts {
+            content: Some("Hello".into()),
+            finish_reason: Some("stop".into()),
+            ..Default::default()
+        };
+        assert_eq!(interpret(&c, &r), Ok(json!("Hello")));
+        assert!(matches!(
+            interpret(&c, &ReplyParts::default()),
+            Err(Verdict::Misfit(_))
+        ));
+    }
+
+    #[test]
+    fn text_falls_back_to_tool_arguments() {
+        assert_eq!(args("{\"a\":1}").text(), "{\"a\":1}");
+        let both = ReplyParts {
+            content: Some("said".into()),
+            tool_arguments: Some(json!({"a": 1})),
+            finish_reason: None,
+        };
+        assert_eq!(both.text(), "said");
+    }
+
+    #[test]
+    fn every_type_is_checked() {
+        let fields = vec![
+            field("s", "string"),
+            field("n", "number"),
+            field("i", "integer"),
+            field("b", "boolean"),
+            field("a", "array"),
+            field("o", "object"),
+        ];
+        let good = json!({"s": "x", "n": 1.5, "i": 2, "b": true, "a": [1], "o": {"k": 1}});
+        assert_eq!(validate(&fields, good.clone()), Ok(good));
+        let bad = json!({"s": 1, "n": "1", "i": true, "b": "yes", "a": {}, "o": []});
+        assert_eq!(validate(&fields, bad).map_err(|p| p.len()), Err(6));
+    }
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(Mode::parse("Tools"), Some(Mode::Tools));
+        assert_eq!(Mode::parse("json-schema"), Some(Mode::JsonSchema));
+        assert_eq!(Mode::parse("text"), Some(Mode::Text));
+        assert_eq!(Mode::parse("xml"), None);
+    }
+}

@@ -1,0 +1,386 @@
+//! The `agent` step: one attempt asks an OpenAI-compatible Chat Completions
+//! endpoint, reads the reply against the step's declared fields, and gives a
+//! reply that does not fit one repair turn (DESIGN 5.4).
+//!
+//! - [`prompt`] builds the messages (fenced, untrusted inputs);
+//! - [`contract`] turns declared fields into a JSON Schema and reads replies;
+//! - [`client`] sends the calls, with timeouts and retries.
+
+pub mod client;
+pub mod contract;
+pub mod prompt;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use self::client::{CallError, ChatClient, Completion};
+use self::contract::{Contract, Verdict};
+use self::prompt::Message;
+use super::Executor;
+use crate::api::TokenUsage;
+use crate::engine::{AgentTask, Done, Task, Work, WorkResult, codes, step_error};
+
+pub use self::contract::Mode;
+
+/// Where agent steps send their calls, and how. One per provider; the
+/// controller reads it from its config, `coxswain run` from flags or env.
+#[derive(Clone, PartialEq)]
+pub struct AgentConfig {
+    /// The API root, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer`; none for local servers.
+    pub api_key: Option<String>,
+    /// Flow model names (`model:` in a step) to provider model ids. A name
+    /// not listed is sent as it is.
+    pub models: BTreeMap<String, String>,
+    /// The provider model id for `model: default` (or no `model`).
+    pub default_model: String,
+    /// How the output contract is put to this provider.
+    pub mode: Mode,
+    /// The longest one HTTP call may take.
+    pub timeout: Duration,
+    /// How many times a call is repeated after a connection failure, a
+    /// timeout, 429 or 5xx.
+    pub max_retries: u32,
+    /// The wait before the first retry, doubling after each.
+    pub retry_backoff: Duration,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("models", &self.models)
+            .field("default_model", &self.default_model)
+            .field("mode", &self.mode)
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_backoff", &self.retry_backoff)
+            .finish()
+    }
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: None,
+            models: BTreeMap::new(),
+            default_model: "gpt-4o-mini".into(),
+            mode: Mode::Tools,
+            timeout: Duration::from_secs(120),
+            max_retries: 2,
+            retry_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// A configuration value that could not be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A variable holds something we cannot read.
+    #[error("{name}={value:?}: {why}")]
+    Invalid {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What is accepted.
+        why: String,
+    },
+}
+
+impl AgentConfig {
+    /// Reads the configuration from the environment: `COXSWAIN_AGENT_BASE_URL`
+    /// (or `OPENAI_BASE_URL`), `COXSWAIN_AGENT_API_KEY` (or `OPENAI_API_KEY`),
+    /// `COXSWAIN_AGENT_MODEL`, `COXSWAIN_AGENT_MODE` (`tools`, `json_schema`,
+    /// `text`), `COXSWAIN_AGENT_TIMEOUT` (seconds) and
+    /// `COXSWAIN_AGENT_MAX_RETRIES`. Unset ones keep their defaults.
+    pub fn from_env() -> Result<AgentConfig, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`AgentConfig::from_env`] over any lookup, so it can be tested.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<AgentConfig, ConfigError> {
+        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let mut config = AgentConfig::default();
+        if let Some(url) = get("COXSWAIN_AGENT_BASE_URL").or_else(|| get("OPENAI_BASE_URL")) {
+            config.base_url = url.trim().to_string();
+        }
+        config.api_key = get("COXSWAIN_AGENT_API_KEY").or_else(|| get("OPENAI_API_KEY"));
+        if let Some(model) = get("COXSWAIN_AGENT_MODEL") {
+            config.default_model = model.trim().to_string();
+        }
+        let invalid = |name: &str, value: String, why: &str| ConfigError::Invalid {
+            name: name.into(),
+            value,
+            why: why.into(),
+        };
+        if let Some(mode) = get("COXSWAIN_AGENT_MODE") {
+            config.mode = Mode::parse(&mode).ok_or_else(|| {
+                invalid(
+                    "COXSWAIN_AGENT_MODE",
+                    mode,
+                    "expected tools, json_schema or text",
+                )
+            })?;
+        }
+        if let Some(t) = get("COXSWAIN_AGENT_TIMEOUT") {
+            let secs: f64 = t
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| {
+                    invalid(
+                        "COXSWAIN_AGENT_TIMEOUT",
+                        t.clone(),
+                        "expected a positive number of seconds",
+                    )
+                })?;
+            config.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(r) = get("COXSWAIN_AGENT_MAX_RETRIES") {
+            config.max_retries = r.trim().parse().map_err(|_| {
+                invalid(
+                    "COXSWAIN_AGENT_MAX_RETRIES",
+                    r.clone(),
+                    "expected a whole number",
+                )
+            })?;
+        }
+        Ok(config)
+    }
+
+    /// The provider model id for a step's `model` (absent means `default`).
+    pub fn model_for(&self, name: Option<&str>) -> String {
+        let name = name.unwrap_or("default");
+        match self.models.get(name) {
+            Some(id) => id.clone(),
+            None if name == "default" => self.default_model.clone(),
+            None => name.to_string(),
+        }
+    }
+}
+
+/// Runs agent steps against one provider.
+#[derive(Debug, Clone)]
+pub struct AgentExecutor {
+    config: AgentConfig,
+    client: ChatClient,
+}
+
+/// The executor could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the HTTP client for agent steps: {0}")]
+pub struct SetupError(#[from] reqwest::Error);
+
+impl AgentExecutor {
+    /// An executor for the provider in `config`.
+    pub fn new(config: AgentConfig) -> Result<AgentExecutor, SetupError> {
+        let client = ChatClient::new(
+            &config.base_url,
+            config.api_key.clone(),
+            config.timeout,
+            config.max_retries,
+            config.retry_backoff,
+        )?;
+        Ok(AgentExecutor { config, client })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    async fn attempt(&self, task: &AgentTask, input: &Value) -> WorkResult {
+        let contract = Contract::of(task.spec.reply.as_ref());
+        let mode = self.config.mode;
+        let model = self.config.model_for(task.spec.model.as_deref());
+        let mut messages = prompt::build(task, input, &contract, mode).messages;
+        let mut usage: Option<TokenUsage> = None;
+        let mut turn = 0;
+        loop {
+            let body = request_body(&model, &messages, &contract, mode);
+            let completion = self
+                .client
+                .complete(&body)
+                .await
+                .map_err(|e| call_failed(&e))?;
+            add_usage(&mut usage, completion.usage.as_ref());
+            match contract::interpret(&contract, &completion.parts) {
+                Ok(output) => {
+                    return Ok(Done {
+                        output,
+                        text: Some(completion.parts.text()),
+                        usage,
+                    });
+                }
+                Err(Verdict::Refused(why)) => return Err(step_error(codes::AGENT, why)),
+                Err(Verdict::Misfit(problems)) if turn == 0 => {
+                    turn += 1;
+                    repair(&mut messages, completion, &problems, &contract, mode);
+                }
+                Err(Verdict::Misfit(problems)) => {
+                    return Err(step_error(
+                        codes::AGENT,
+                        format!(
+                            "the model's reply did not fit after one repair turn: {}",
+                            problems.join("; ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl Executor for AgentExecutor {
+    async fn run(&self, work: &Work) -> WorkResult {
+        let Task::Agent(task) = &work.task else {
+            return Err(step_error(
+                codes::AGENT,
+                "the agent executor was handed a step that is not an agent step",
+            ));
+        };
+        match work.timeout {
+            Some(limit) => tokio::time::timeout(limit, self.attempt(task, &work.input))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(step_error(
+                        codes::TIMEOUT,
+                        format!("the agent step took longer than its timeout ({limit:?})"),
+                    ))
+                }),
+            None => self.attempt(task, &work.input).await,
+        }
+    }
+}
+
+/// The JSON body of one call: model, messages and the contract's members.
+pub fn request_body(model: &str, messages: &[Message], contract: &Contract, mode: Mode) -> Value {
+    let mut body = Map::with_capacity(5);
+    body.insert("model".into(), Value::String(model.into()));
+    body.insert(
+        "messages".into(),
+        serde_json::to_value(messages).unwrap_or(Value::Null),
+    );
+    body.insert("stream".into(), Value::Bool(false));
+    for (name, value) in contract.request_members(mode) {
+        body.insert(name.into(), value);
+    }
+    Value::Object(body)
+}
+
+/// Appends the reply and the message saying what was wrong with it: a tool
+/// result when the model called tools (the protocol wants one per call), a
+/// user message otherwise.
+fn repair(
+    messages: &mut Vec<Message>,
+    completion: Completion,
+    problems: &[String],
+    contract: &Contract,
+    mode: Mode,
+) {
+    let how = match (contract.is_json(), mode) {
+        (false, _) => "Answer again in plain text, shorter if it was cut off.",
+        (true, Mode::Tools) => {
+            "Hand it in again: call the `submit_output` tool once, with exactly the declared fields."
+        }
+        (true, Mode::JsonSchema) => {
+            "Reply again with one JSON object holding exactly the declared fields."
+        }
+        (true, Mode::Text) => {
+            "Reply again with one JSON object holding exactly the declared fields, inside a ```json code block."
+        }
+    };
+    let what = format!(
+        "Your reply did not fit what was asked:\n{}\n{how}",
+        problems
+            .iter()
+            .map(|p| format!("- {p}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let ids = completion.tool_call_ids;
+    messages.push(completion.assistant);
+    if ids.is_empty() {
+        messages.push(Message::text("user", what));
+        return;
+    }
+    for (i, id) in ids.into_iter().enumerate() {
+        messages.push(Message {
+            role: "tool",
+            content: Some(if i == 0 {
+                what.clone()
+            } else {
+                "Not used: only one submit_output call is read.".into()
+            }),
+            tool_calls: None,
+            tool_call_id: Some(id),
+        });
+    }
+}
+
+fn add_usage(total: &mut Option<TokenUsage>, call: Option<&TokenUsage>) {
+    if let Some(call) = call {
+        let sum = total.get_or_insert_with(TokenUsage::default);
+        sum.prompt_tokens += call.prompt_tokens;
+        sum.completion_tokens += call.completion_tokens;
+    }
+}
+
+fn call_failed(e: &CallError) -> crate::api::StepError {
+    step_error(codes::AGENT, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_from_lookup() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = AgentConfig::from_lookup(env(&[
+            ("OPENAI_BASE_URL", "http://o/v1"),
+            ("OPENAI_API_KEY", "sk-o"),
+            ("COXSWAIN_AGENT_API_KEY", "sk-c"),
+            ("COXSWAIN_AGENT_MODEL", "smol"),
+            ("COXSWAIN_AGENT_MODE", "json_schema"),
+            ("COXSWAIN_AGENT_TIMEOUT", "2.5"),
+            ("COXSWAIN_AGENT_MAX_RETRIES", "0"),
+        ]))
+        .expect("valid");
+        assert_eq!(c.base_url, "http://o/v1");
+        assert_eq!(c.api_key.as_deref(), Some("sk-c"));
+        assert_eq!(c.model_for(None), "smol");
+        assert_eq!(c.model_for(Some("gpt-x")), "gpt-x");
+        assert_eq!(c.mode, Mode::JsonSchema);
+        assert_eq!(c.timeout, Duration::from_millis(2500));
+        assert_eq!(c.max_retries, 0);
+        assert!(!format!("{c:?}").contains("sk-c"));
+        let bad = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MODE", "xml")]));
+        assert!(matches!(bad, Err(ConfigError::Invalid { .. })));
+        let d = AgentConfig::from_lookup(env(&[])).expect("defaults");
+        assert_eq!(d, AgentConfig::default());
+    }
+
+    #[test]
+    fn model_map() {
+        let mut c = AgentConfig::default();
+        c.models.insert("fast".into(), "provider-fast".into());
+        c.models.insert("default".into(), "provider-default".into());
+        assert_eq!(c.model_for(Some("fast")), "provider-fast");
+        assert_eq!(c.model_for(None), "provider-default");
+    }
+}

@@ -1,0 +1,105 @@
+package node
+
+// mounts.go: mount points on the host. A container's mount namespace can only
+// bind a volume onto a path that exists, and the host filesystem stands in for
+// the image, so missing mount points (e.g. /config, /dev/termination-log,
+// /var/run/secrets/kubernetes.io/serviceaccount) are created on the host,
+// reference-counted across containers, and removed again — only what this
+// node created, only when no container still uses it — when the last user
+// exits (and at shutdown).
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+type mountPoints struct {
+	mu      sync.Mutex
+	refs    map[string]int  // path -> users
+	created map[string]bool // paths this node created
+}
+
+func newMountPoints() *mountPoints {
+	return &mountPoints{refs: map[string]int{}, created: map[string]bool{}}
+}
+
+// acquire makes sure path exists (as a file when file is true), creating
+// missing components, and returns the list of paths the caller must release.
+func (m *mountPoints) acquire(path string, file bool) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	path = filepath.Clean(path)
+	var chain []string // path first, then its ancestors
+	for p := path; p != "/" && p != "."; p = filepath.Dir(p) {
+		chain = append(chain, p)
+	}
+	// Create from the top down.
+	for i := len(chain) - 1; i >= 0; i-- {
+		p := chain[i]
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		} else if !os.IsNotExist(err) {
+			return nil, err
+		}
+		if i == 0 && file {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				return nil, err
+			}
+			f.Close()
+		} else if err := os.Mkdir(p, 0o755); err != nil && !os.IsExist(err) {
+			// e.g. /var/run is a symlink to /run: follow it via MkdirAll.
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		m.created[p] = true
+	}
+	for _, p := range chain {
+		m.refs[p]++
+	}
+	return chain, nil
+}
+
+// release drops one use of each path; created paths without users are removed
+// (deepest first).
+func (m *mountPoints) release(chain []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range chain {
+		m.refs[p]--
+		if m.refs[p] > 0 {
+			continue
+		}
+		delete(m.refs, p)
+		if m.created[p] {
+			if err := os.Remove(p); err == nil || os.IsNotExist(err) {
+				delete(m.created, p)
+			}
+		}
+	}
+}
+
+// releaseAll removes whatever this node created (at shutdown).
+func (m *mountPoints) releaseAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	paths := make([]string, 0, len(m.created))
+	for p := range m.created {
+		paths = append(paths, p)
+	}
+	// Deepest first.
+	for changed := true; changed; {
+		changed = false
+		for _, p := range paths {
+			if m.created[p] {
+				if err := os.Remove(p); err == nil || os.IsNotExist(err) {
+					delete(m.created, p)
+					changed = true
+				}
+			}
+		}
+	}
+	m.refs = map[string]int{}
+}

@@ -6,22 +6,75 @@ package node
 // /var/run/secrets/kubernetes.io/serviceaccount) are created on the host,
 // reference-counted across containers, and removed again — only what this
 // node created, only when no container still uses it — when the last user
-// exits (and at shutdown).
+// exits (and at shutdown). Every created path is also appended to a journal
+// in journalDir, so a harness that was SIGKILLed has its leftovers removed by
+// the next one (empty files and empty directories only).
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 )
+
+// journalDir holds one journal per running harness, named by its pid.
+const journalDir = "/run/coxswain-e2e-mountpoints"
 
 type mountPoints struct {
 	mu      sync.Mutex
 	refs    map[string]int  // path -> users
 	created map[string]bool // paths this node created
+	journal *os.File
 }
 
 func newMountPoints() *mountPoints {
-	return &mountPoints{refs: map[string]int{}, created: map[string]bool{}}
+	m := &mountPoints{refs: map[string]int{}, created: map[string]bool{}}
+	cleanStaleJournals()
+	if err := os.MkdirAll(journalDir, 0o755); err == nil {
+		m.journal, _ = os.OpenFile(filepath.Join(journalDir, strconv.Itoa(os.Getpid())),
+			os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	}
+	return m
+}
+
+// removeIfEmpty removes an empty directory or an empty regular file.
+func removeIfEmpty(p string) {
+	st, err := os.Lstat(p)
+	if err != nil || (st.Mode().IsRegular() && st.Size() > 0) || (!st.Mode().IsRegular() && !st.IsDir()) {
+		return
+	}
+	_ = os.Remove(p) // fails on non-empty directories, as it should
+}
+
+// cleanStaleJournals removes what harnesses that died without cleaning up
+// had created.
+func cleanStaleJournals() {
+	entries, err := os.ReadDir(journalDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // still running
+		}
+		j := filepath.Join(journalDir, e.Name())
+		b, _ := os.ReadFile(j)
+		paths := strings.Split(strings.TrimSpace(string(b)), "\n")
+		sort.Slice(paths, func(a, b int) bool { return len(paths[a]) > len(paths[b]) }) // deepest first
+		for _, p := range paths {
+			if p != "" {
+				removeIfEmpty(p)
+			}
+		}
+		_ = os.Remove(j)
+	}
 }
 
 // acquire makes sure path exists (as a file when file is true), creating
@@ -55,6 +108,9 @@ func (m *mountPoints) acquire(path string, file bool) ([]string, error) {
 			}
 		}
 		m.created[p] = true
+		if m.journal != nil {
+			_, _ = m.journal.WriteString(p + "\n")
+		}
 	}
 	for _, p := range chain {
 		m.refs[p]++
@@ -102,4 +158,9 @@ func (m *mountPoints) releaseAll() {
 		}
 	}
 	m.refs = map[string]int{}
+	if m.journal != nil && len(m.created) == 0 {
+		_ = m.journal.Close()
+		_ = os.Remove(m.journal.Name())
+		m.journal = nil
+	}
 }

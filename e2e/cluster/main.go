@@ -1,0 +1,243 @@
+// main.go: the harness entry point. One multi-call binary:
+//
+//	harness [flags]                     supervisor: etcd (embedded), kube-apiserver and
+//	                                    kube-controller-manager (children), the stand-in node
+//	harness kube-apiserver ARGS…        the real kube-apiserver command
+//	harness kube-controller-manager …   the real kube-controller-manager command
+//	harness pod-exec SPEC.json          runs one container inside its mount namespace
+//
+// The supervisor prints `KUBECONFIG=/path` on stdout once the cluster serves,
+// and on SIGTERM/SIGINT (or stdin EOF with --exit-on-stdin-eof) stops
+// everything it started.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/component-base/cli"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+
+	"github.com/coxswain/coxswain/e2e/cluster/node"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "kube-apiserver":
+			c := apiserver.NewAPIServerCommand()
+			c.SetArgs(os.Args[2:])
+			os.Exit(cli.Run(c))
+		case "kube-controller-manager":
+			c := kcm.NewControllerManagerCommand()
+			c.SetArgs(os.Args[2:])
+			os.Exit(cli.Run(c))
+		case "pod-exec":
+			node.PodExecMain(os.Args[2:])
+			return
+		}
+	}
+	if err := supervise(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// child is a component process started by the supervisor.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startChild(name, logPath string, args []string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, append([]string{name}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Die with the supervisor even if it is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan error, 1)}
+	go func() { c.done <- cmd.Wait(); logf.Close() }()
+	return c, nil
+}
+
+// stop sends SIGTERM, waits up to grace, then SIGKILLs the child's group.
+func (c *child) stop(grace time.Duration) {
+	if c == nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.done
+	}
+}
+
+func supervise() error {
+	fs := flag.NewFlagSet("harness", flag.ExitOnError)
+	dir := fs.String("dir", "", "state directory (default: a new temporary directory)")
+	port := fs.Int("port", 0, "kube-apiserver port on 127.0.0.1 (default: a free port)")
+	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "stop the cluster when stdin reaches EOF")
+	noKCM := fs.Bool("no-controller-manager", false, "do not run kube-controller-manager")
+	noNode := fs.Bool("no-node", false, "do not run the stand-in node")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "coxswain-e2e-")
+		if err != nil {
+			return err
+		}
+		*dir = d
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	*dir = abs
+	p := func(n string) string { return filepath.Join(*dir, n) }
+	// A fresh cluster every start: old etcd data would hold stale tokens.
+	for _, n := range []string{"etcd", "kubeconfig", "pods"} {
+		_ = os.RemoveAll(p(n))
+	}
+	if err := os.MkdirAll(p("logs"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p("harness.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(p("harness.pid"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		s := <-sigs
+		fmt.Fprintln(os.Stderr, "harness: got", s, "- stopping")
+		cancel()
+	}()
+	if *stdinEOF {
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			fmt.Fprintln(os.Stderr, "harness: stdin closed - stopping")
+			cancel()
+		}()
+	}
+
+	start := time.Now()
+	creds, err := makeCredentials(p)
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	etcd, etcdURL, err := startEtcd(p("etcd"), p("logs/etcd.log"))
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	fmt.Fprintf(os.Stderr, "harness: etcd at %s (%.1fs)\n", etcdURL, time.Since(start).Seconds())
+
+	var api *child
+	apiPort := *port
+	for attempt := 0; ; attempt++ {
+		if *port == 0 {
+			apiPort = freePort()
+		}
+		api, err = startChild("kube-apiserver", p("logs/kube-apiserver.log"), apiserverArgs(etcdURL, apiPort, creds, p("certs")))
+		if err != nil {
+			return err
+		}
+		err = waitReady(fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort), creds.caPEM, creds.token, api.done, 3*time.Minute)
+		if err == nil || attempt >= 2 || *port != 0 || ctx.Err() != nil {
+			break
+		}
+		api.stop(5 * time.Second) // a lost port race: try another port
+	}
+	defer api.stop(15 * time.Second)
+	if err != nil {
+		return fmt.Errorf("%w (see %s)", err, p("logs/kube-apiserver.log"))
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	kubeconfig := p("kubeconfig")
+	if err := writeKubeconfig(kubeconfig, server, creds); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "harness: kube-apiserver at %s (%.1fs)\n", server, time.Since(start).Seconds())
+
+	if !*noKCM {
+		kc, err := startChild("kube-controller-manager", p("logs/kube-controller-manager.log"), kcmArgs(kubeconfig, creds))
+		if err != nil {
+			return err
+		}
+		defer kc.stop(10 * time.Second)
+		go func() {
+			err := <-kc.done
+			kc.done <- err // for kc.stop
+			if ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "harness: kube-controller-manager exited:", err)
+				cancel()
+			}
+		}()
+	}
+	nodeDone := make(chan error, 1)
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	defer func() { stopNode(); <-nodeDone }()
+	if *noNode {
+		nodeDone <- nil
+	} else {
+		n, err := node.New(node.Config{Kubeconfig: kubeconfig, StateDir: p("pods"), APIServerPort: apiPort,
+			LogFile: p("logs/node.log")})
+		if err != nil {
+			nodeDone <- nil
+			return err
+		}
+		if err := n.Register(ctx); err != nil {
+			nodeDone <- nil
+			return fmt.Errorf("node: %w", err)
+		}
+		go func() { nodeDone <- n.Run(nodeCtx) }()
+	}
+	fmt.Fprintf(os.Stderr, "harness: ready (%.1fs); state in %s\n", time.Since(start).Seconds(), *dir)
+	fmt.Println("KUBECONFIG=" + kubeconfig)
+
+	select {
+	case <-ctx.Done():
+	case err := <-api.done:
+		api.done <- err
+		return fmt.Errorf("kube-apiserver exited: %v (see %s)", err, p("logs/kube-apiserver.log"))
+	}
+	return nil
+}

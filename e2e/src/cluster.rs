@@ -1,0 +1,149 @@
+//! Starting the cluster once per test binary. The harness is started with
+//! `--exit-on-stdin-eof` and its stdin is held open for the life of the test
+//! process, so the cluster dies with the tests however they end.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::{Mutex, OnceLock},
+};
+
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::{Error, Result};
+
+/// The running harness; kept (never dropped) so its stdin stays open.
+struct Harness {
+    _child: Child,
+    _stdin: ChildStdin,
+}
+
+static KUBECONFIG: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+static HARNESS: Mutex<Option<Harness>> = Mutex::new(None);
+
+/// The workspace root (where `target/` and `e2e/cluster/` are), so the harness
+/// is found and built the same way from any test binary.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("e2e/ has a parent")
+        .to_path_buf()
+}
+
+/// The admin kubeconfig of the cluster, starting the cluster on first use
+/// (or `KUBECONFIG` when set), so tests share one control plane per binary.
+pub fn kubeconfig() -> Result<PathBuf> {
+    KUBECONFIG
+        .get_or_init(|| start().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(Error::Start)
+}
+
+fn harness_binary(root: &Path) -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("E2E_HARNESS") {
+        return Ok(PathBuf::from(p));
+    }
+    let bin = root.join("target/e2e/harness");
+    if bin.exists() && std::env::var_os("E2E_REBUILD").is_none() {
+        return Ok(bin);
+    }
+    let status = Command::new(root.join("e2e/cluster/build"))
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| Error::Build(format!("running e2e/cluster/build: {e}")))?;
+    if !status.success() {
+        return Err(Error::Build(format!(
+            "e2e/cluster/build exited with {status}"
+        )));
+    }
+    Ok(bin)
+}
+
+/// Removes run directories of test processes that are gone.
+fn prune_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.rsplit('-').next().unwrap_or_default();
+        if !pid.is_empty() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+fn start() -> Result<PathBuf> {
+    if let Some(k) = std::env::var_os("KUBECONFIG") {
+        return Ok(PathBuf::from(k));
+    }
+    let root = workspace_root();
+    let bin = harness_binary(&root)?;
+    let runs = root.join("target/e2e/runs");
+    prune_runs(&runs);
+    let exe = std::env::current_exe()?;
+    let stem = exe
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "test".into());
+    let dir = runs.join(format!("{stem}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let log = std::fs::File::create(dir.join("harness.log"))?;
+    let mut child = Command::new(&bin)
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--exit-on-stdin-eof")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| Error::Start(format!("{}: {e}", bin.display())))?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let kubeconfig = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(path) = line.strip_prefix("KUBECONFIG=") {
+                    break PathBuf::from(path);
+                }
+            }
+            _ => {
+                let _ = child.wait();
+                return Err(Error::Start(format!(
+                    "harness exited before it was ready; see {}",
+                    dir.join("harness.log").display()
+                )));
+            }
+        }
+    };
+    // Drain stdout so the harness never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    *HARNESS.lock().unwrap_or_else(|e| e.into_inner()) = Some(Harness {
+        _child: child,
+        _stdin: stdin,
+    });
+    Ok(kubeconfig)
+}
+
+/// Installs ring as rustls' process-wide provider, since kube (ring) and the
+/// webhook server's rustls would otherwise clash (see notes/kube-rs.md).
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A client for the cluster (admin), created for the calling runtime: every
+/// `#[tokio::test]` has its own runtime, so clients are not shared.
+pub async fn client() -> Result<Client> {
+    install_crypto_provider();
+    let path = tokio::task::spawn_blocking(kubeconfig)
+        .await
+        .map_err(|e| Error::Start(e.to_string()))??;
+    let kc = Kubeconfig::read_from(&path)?;
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(cfg)?)
+}

@@ -1,0 +1,27 @@
+//! Errors of the test support, typed so a failing test says what broke:
+//! building, starting, talking to, or waiting on the cluster.
+
+use std::time::Duration;
+
+/// Why the test support could not give a test its cluster or condition.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `e2e/cluster/build` failed (Go toolchain, module download or compile).
+    #[error("building the e2e cluster harness failed: {0}")]
+    Build(String),
+    /// The harness did not start or did not print its readiness line.
+    #[error("starting the e2e cluster failed: {0}")]
+    Start(String),
+    /// A local file or process operation failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The kubeconfig could not be read or used.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    /// An API call failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// A condition was not reached in time (a bound, not a timing assertion).
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, String),
+}

@@ -1,0 +1,55 @@
+//! Polling helpers: the cluster converges asynchronously, so tests wait for a
+//! state with a generous bound instead of asserting on timing.
+
+use std::{future::Future, time::Duration};
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+
+use crate::{Error, Result};
+
+/// Polls `check` every 250 ms until it returns `Some`, failing after
+/// `timeout` with a message naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Timeout(timeout, what.to_string()));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until the Job has condition `kind` (e.g. `Complete`, `Failed`) with
+/// status True and returns the Job; returns early with the Job if it reached
+/// the *other* terminal condition, so tests fail fast with its status.
+pub async fn wait_for_job_condition(
+    jobs: &Api<Job>,
+    name: &str,
+    kind: &str,
+    timeout: Duration,
+) -> Result<Job> {
+    wait_for(&format!("job {name} condition {kind}"), timeout, || async {
+        let job = jobs.get(name).await?;
+        let terminal = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|cs| {
+                cs.iter().any(|c| {
+                    c.status == "True"
+                        && (c.type_ == "Complete" || c.type_ == "Failed" || c.type_ == kind)
+                })
+            })
+            .unwrap_or(false);
+        Ok(terminal.then_some(job))
+    })
+    .await
+}

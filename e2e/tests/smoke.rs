@@ -721,7 +721,7 @@ async fn deleting_a_pod_kills_its_process_and_removes_it() {
     .expect("pod removed after the node killed it");
     let cmdline = std::fs::read_to_string(proc_dir.join("cmdline")).unwrap_or_default();
     assert!(
-        !cmdline.starts_with("sleep\0300"),
+        !cmdline.starts_with("sleep\x00300"),
         "process {pid} was killed"
     );
 }

@@ -647,3 +647,81 @@ async fn active_deadline_kills_the_pod() {
     assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
     assert_ne!(terminated(&done).exit_code, 0);
 }
+
+#[tokio::test]
+async fn on_failure_pod_restarts_until_it_succeeds() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "flaky"},
+        "spec": {"restartPolicy": "OnFailure",
+                 "volumes": [{"name": "state", "emptyDir": {}}],
+                 "containers": [{"name": "main", "image": "host",
+                    "command": ["sh", "-c", "n=$(cat /e2e-state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /e2e-state/n; exit $((n < 3))"],
+                    "volumeMounts": [{"name": "state", "mountPath": "/e2e-state"}]}]}
+    }))
+    .expect("valid pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    let done = wait_pod_terminal(&pods, "flaky").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"));
+    let cs = status
+        .container_statuses
+        .expect("container statuses")
+        .remove(0);
+    assert_eq!(cs.restart_count, 2);
+    let last = cs
+        .last_state
+        .and_then(|s| s.terminated)
+        .expect("last state terminated");
+    assert_eq!(last.exit_code, 1);
+}
+
+#[tokio::test]
+async fn deleting_a_pod_kills_its_process_and_removes_it() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "victim"},
+        "spec": {"restartPolicy": "Always",
+                 "containers": [{"name": "main", "image": "host", "command": ["sleep", "300"]}]}
+    }))
+    .expect("valid pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    // The stand-in node reports the container's host pid as its container ID.
+    let pid = wait_for("victim running", BOUND, || async {
+        let p = pods.get("victim").await?;
+        let cs = p
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default();
+        Ok(cs
+            .first()
+            .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            .and_then(|c| c.container_id.clone()))
+    })
+    .await
+    .expect("running")
+    .strip_prefix("stand-in://")
+    .expect("stand-in container id")
+    .to_string();
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc_dir.exists(), "process {pid} runs");
+    pods.delete("victim", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("victim gone", BOUND, || async {
+        Ok(pods.get_opt("victim").await?.is_none().then_some(()))
+    })
+    .await
+    .expect("pod removed after the node killed it");
+    let cmdline = std::fs::read_to_string(proc_dir.join("cmdline")).unwrap_or_default();
+    assert!(
+        !cmdline.starts_with("sleep\x00300"),
+        "process {pid} was killed"
+    );
+}

@@ -477,7 +477,10 @@ impl<'f> RunMachine<'f> {
                     .collect(),
                 Value::Null => Vec::new(),
                 other => {
-                    let message = format!("items must be a list; it is {}", type_name(&other));
+                    let message = format!(
+                        "items must be a list; it is {}",
+                        crate::flow::describe_type(&other)
+                    );
                     return self.fail(node, step_error(codes::EXPRESSION, message));
                 }
             }
@@ -636,10 +639,10 @@ impl<'f> RunMachine<'f> {
 
     fn attempt_failed(&mut self, node: usize, error: StepError) {
         let compiled = &self.flow.steps[node];
+        let now = self.now.to_string();
         let record = self.record_mut(node);
         let tries = record.attempts.len() as i32 - record.round_start;
-        if let Some(last) = record.attempts.last_mut() {
-            last.status = StepStatus::Failed;
+        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
             last.error = Some(error.clone());
         }
         if (tries as u32) < compiled.max_attempts {
@@ -666,12 +669,11 @@ impl<'f> RunMachine<'f> {
             .map_or(super::compiled::DEFAULT_BACKOFF, |c| c.backoff);
         let now = self.now;
         let p = &mut self.record_mut(node).parts[part];
-        let finished = Some(now.to_string());
+        let finished = now.to_string();
         match result {
             Ok(done) => {
-                if let Some(last) = p.attempts.last_mut() {
-                    last.status = StepStatus::Completed;
-                    last.finished_at = finished;
+                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Completed, &finished)
+                {
                     last.output = Some(done.output.clone());
                     last.text = done.text.clone();
                     last.usage = done.usage;
@@ -682,9 +684,7 @@ impl<'f> RunMachine<'f> {
                 p.error = None;
             }
             Err(error) => {
-                if let Some(last) = p.attempts.last_mut() {
-                    last.status = StepStatus::Failed;
-                    last.finished_at = finished;
+                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Failed, &finished) {
                     last.error = Some(error.clone());
                 }
                 p.error = Some(error);
@@ -744,13 +744,7 @@ impl<'f> RunMachine<'f> {
     ) {
         let now = self.now.to_string();
         let record = self.record_mut(node);
-        if let Some(last) = record
-            .attempts
-            .last_mut()
-            .filter(|a| a.status == StepStatus::Running)
-        {
-            last.status = StepStatus::Completed;
-            last.finished_at = Some(now.clone());
+        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Completed, &now) {
             last.output = Some(output.clone());
             last.text = text.clone();
             last.usage = usage;
@@ -787,13 +781,7 @@ impl<'f> RunMachine<'f> {
     fn fail(&mut self, node: usize, error: StepError) {
         let now = self.now.to_string();
         let record = self.record_mut(node);
-        if let Some(last) = record
-            .attempts
-            .last_mut()
-            .filter(|a| a.status == StepStatus::Running)
-        {
-            last.status = StepStatus::Failed;
-            last.finished_at = Some(now.clone());
+        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
             last.error = Some(error.clone());
         }
         record.error = Some(error.clone());
@@ -824,6 +812,7 @@ impl<'f> RunMachine<'f> {
         if !self.is_active() && self.state.phase != RunPhase::Pending {
             return;
         }
+        let now = self.now.to_string();
         for node in 0..self.flow.graph.nodes.len() {
             let key = self.flow.key(node).to_string();
             let Some(record) = self.state.steps.get_mut(&key) else {
@@ -855,13 +844,7 @@ impl<'f> RunMachine<'f> {
                 record
                     .error
                     .get_or_insert_with(|| step_error(codes::CANCELLED, "stopped: the run ended"));
-                if let Some(last) = record
-                    .attempts
-                    .last_mut()
-                    .filter(|a| a.status == StepStatus::Running)
-                {
-                    last.status = StepStatus::Failed;
-                }
+                close_attempt(&mut record.attempts, StepStatus::Failed, &now);
                 self.refresh_view(&key);
             }
         }
@@ -1474,6 +1457,21 @@ impl StepRecord {
     }
 }
 
+/// Closes the latest attempt if it is still running, with its end time, and
+/// hands it back so the caller can add what it produced.
+fn close_attempt<'a>(
+    attempts: &'a mut [Attempt],
+    status: StepStatus,
+    now: &str,
+) -> Option<&'a mut Attempt> {
+    let last = attempts
+        .last_mut()
+        .filter(|a| a.status == StepStatus::Running)?;
+    last.status = status;
+    last.finished_at = Some(now.to_string());
+    Some(last)
+}
+
 fn part_record(index: usize, item: Value) -> PartRecord {
     let (key, label) = match &item {
         Value::String(s) => (slug(s, index), s.clone()),
@@ -1533,17 +1531,6 @@ fn compact(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "text",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -46,7 +46,7 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<InputProb
             push(format!(
                 "expected {}, got {}",
                 types.join(" or "),
-                type_of(value)
+                describe_type(value)
             ));
             return;
         }
@@ -147,7 +147,8 @@ fn has_type(value: &Value, t: &str) -> bool {
     }
 }
 
-fn type_of(value: &Value) -> &'static str {
+/// How a JSON value's type is named in messages: `text`, `a list`, `null`…
+pub fn describe_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -12,5 +12,5 @@ mod validate;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
-pub use input_schema::{InputProblem, check_input};
+pub use input_schema::{InputProblem, check_input, describe_type};
 pub use validate::{Limits, validate, validate_with};

@@ -380,7 +380,7 @@ impl<'a> Checker<'a, '_> {
     /// Two send-backs whose stretches of steps share a step cannot be run
     /// safely together, so they are refused.
     fn check_overlapping_send_backs(&mut self) {
-        let mut stretches: Vec<(usize, usize, usize)> = Vec::new(); // (from, to, first problem-free index)
+        let mut stretches: Vec<(usize, usize)> = Vec::new(); // (sender, target)
         for node in 0..self.graph.nodes.len() {
             let step = self.graph.nodes[node].step;
             for back in &step.send_back {
@@ -392,27 +392,27 @@ impl<'a> Checker<'a, '_> {
                 {
                     continue;
                 }
-                if stretches.iter().any(|&(f, t, _)| f == node && t == target) {
+                if stretches.iter().any(|&(f, t)| f == node && t == target) {
                     continue;
                 }
                 let (lo, hi) = (
                     self.graph.nodes[target].position,
                     self.graph.nodes[node].position,
                 );
-                let clash = stretches.iter().find(|&&(f, t, _)| {
+                let clash = stretches.iter().find(|&&(f, t)| {
                     let (a, b) = (self.graph.nodes[t].position, self.graph.nodes[f].position);
                     self.graph.nodes[f].parent == self.graph.nodes[node].parent
                         && a <= hi
                         && lo <= b
                 });
-                if let Some(&(f, t, _)) = clash {
+                if let Some(&(f, t)) = clash {
                     let message = format!(
                         "this send-back to `{}` overlaps the one from `{}` to `{}`; only one send-back may cover a stretch of steps",
                         back.to, self.graph.nodes[f].key, self.graph.nodes[t].key
                     );
                     self.report(step.key.as_str(), "sendBack", message, None);
                 }
-                stretches.push((node, target, 0));
+                stretches.push((node, target));
             }
         }
     }

@@ -205,3 +205,43 @@ fn decisions_come_from_the_command_line_in_order() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(record(&o)["phase"], "Cancelled");
 }
+
+#[test]
+fn ctrl_c_cancels_the_run_and_kills_its_processes() {
+    let marker = format!("coxswain-cancel-{}", std::process::id());
+    let file = flow_file(
+        "cancel.yaml",
+        &format!("    - key: wait\n      script: {{source: 'sleep 300 # {marker}'}}\n"),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["run", &file, "--output", "json", "--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("coxswain starts");
+    let running = |marker: &str| {
+        Command::new("pgrep")
+            .args(["-f", marker])
+            .output()
+            .is_ok_and(|o| !o.stdout.is_empty())
+    };
+    // Wait (boundedly) until the script is running, then press Ctrl-C.
+    for _ in 0..100 {
+        if running(&marker) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(running(&marker), "the script started");
+    let pid = child.id().to_string();
+    Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    let o = child.wait_with_output().expect("coxswain ends");
+    assert_eq!(o.status.code(), Some(1));
+    let r = record(&o);
+    assert_eq!(r["phase"], "Cancelled");
+    assert_eq!(r["steps"]["wait"]["status"], "failed");
+    assert!(!running(&marker), "the script's process was killed");
+}

@@ -10,14 +10,20 @@ use crate::api::{RunPhase, RunStatus, StepStatus};
 #[derive(Debug, Default)]
 pub struct Progress {
     quiet: bool,
+    /// On a terminal, a status line under the step lines is redrawn in place.
+    tty: bool,
+    status_shown: bool,
     last: std::collections::HashMap<String, (StepStatus, usize, bool)>,
 }
 
 impl Progress {
     /// A progress printer; `quiet` prints nothing.
     pub fn new(quiet: bool) -> Self {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
         Progress {
             quiet,
+            tty,
+            status_shown: false,
             last: Default::default(),
         }
     }
@@ -28,6 +34,10 @@ impl Progress {
             return;
         }
         let mut err = std::io::stderr().lock();
+        if self.status_shown {
+            let _ = write!(err, "\r\x1b[K");
+            self.status_shown = false;
+        }
         for key in touched {
             let Some(record) = state.steps.get(key) else {
                 continue;
@@ -84,10 +94,19 @@ impl Progress {
             };
             let _ = writeln!(err, "{line}");
         }
+        if self.tty {
+            let _ = write!(err, "{}", status_line(state));
+            let _ = err.flush();
+            self.status_shown = true;
+        }
     }
 
     /// Makes room for an interactive prompt.
     pub fn suspend(&mut self) {
+        if self.status_shown {
+            eprint!("\r\x1b[K");
+            self.status_shown = false;
+        }
         let _ = std::io::stderr().flush();
     }
 
@@ -103,6 +122,7 @@ impl Progress {
         if self.quiet {
             return;
         }
+        self.suspend();
         let took = duration(state.started_at.as_deref(), state.finished_at.as_deref());
         let phase = match state.phase {
             RunPhase::Succeeded => "succeeded",
@@ -116,6 +136,33 @@ impl Progress {
             eprintln!("  {}: {}", e.code, e.message);
         }
     }
+}
+
+/// `⋯ 3 settled, 2 running (draft, review), 1 waiting for a person`
+fn status_line(state: &RunStatus) -> String {
+    let mut settled = 0;
+    let mut running = Vec::new();
+    let mut waiting = Vec::new();
+    for (key, record) in &state.steps {
+        match record.status {
+            StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped => settled += 1,
+            StepStatus::Running => running.push(key.as_str()),
+            StepStatus::Waiting => waiting.push(key.as_str()),
+            StepStatus::Pending => {}
+        }
+    }
+    let mut line = format!("  ⋯ {settled} settled");
+    if !running.is_empty() {
+        line.push_str(&format!(
+            ", {} running ({})",
+            running.len(),
+            running.join(", ")
+        ));
+    }
+    if !waiting.is_empty() {
+        line.push_str(&format!(", {} waiting for a person", waiting.len()));
+    }
+    line
 }
 
 fn duration(start: Option<&str>, end: Option<&str>) -> String {

@@ -1118,21 +1118,8 @@ impl<'f> RunMachine<'f> {
                     )
             });
         if open {
-            let waiting = self
-                .state
-                .steps
-                .values()
-                .any(|r| r.status == StepStatus::Waiting)
-                && !self
-                    .state
-                    .steps
-                    .values()
-                    .any(|r| r.status == StepStatus::Running);
-            self.state.phase = if waiting {
-                RunPhase::Waiting
-            } else {
-                RunPhase::Running
-            };
+            // Running or Waiting is settled in `update_summary`: telling them
+            // apart walks every record, too much for every event.
             return;
         }
         let scope = self.scope_at_end();
@@ -1430,6 +1417,15 @@ impl<'f> RunMachine<'f> {
     }
 
     fn update_summary(&mut self) {
+        if self.is_active() {
+            let any = |status| self.state.steps.values().any(|r| r.status == status);
+            let waiting = any(StepStatus::Waiting) && !any(StepStatus::Running);
+            self.state.phase = if waiting {
+                RunPhase::Waiting
+            } else {
+                RunPhase::Running
+            };
+        }
         let total = self.flow.graph.nodes.len();
         let settled = (0..total)
             .filter(|&n| {

@@ -9,22 +9,22 @@ use criterion::{Criterion, criterion_group, criterion_main};
 /// 200 steps of every common kind, each with an expression, a value and a
 /// template reading earlier steps, so every rule has work to do.
 fn flow_yaml(steps: usize) -> String {
-    let mut yaml = String::from("steps:\n");
+    let mut yaml = String::from("steps:\n  - key: start\n    script: {source: echo}\n");
     for i in 0..steps {
-        let prev = i.saturating_sub(1);
+        let prev = if i == 0 { "start".to_string() } else { format!("s{}", i - 1) };
         match i % 4 {
             0 => yaml.push_str(&format!(
-                "  - key: s{i}\n    agent: {{prompt: Write., give: [s{prev}], reply: {{format: json, fields: [{{name: score, type: number}}]}}}}\n    input: {{brief: $input.brief, before: $steps.s{prev}.output}}\n"
+                "  - key: s{i}\n    agent: {{prompt: Write., give: [{prev}], reply: {{format: json, fields: [{{name: score, type: number}}]}}}}\n    input: {{brief: $input.brief, before: $steps.{prev}.output}}\n"
             )),
             1 => yaml.push_str(&format!(
-                "  - key: s{i}\n    condition: {{when: \"$steps.s{prev}.output.score >= 0.8 and $input.n < 3\"}}\n"
+                "  - key: s{i}\n    condition: {{when: \"$steps.{prev}.output.score >= 0.8 and $input.n < 3\"}}\n"
             )),
             2 => yaml.push_str(&format!(
-                "  - key: s{i}\n    after: [s{prev}.true]\n    http:\n      method: POST\n      url: \"https://x.example/items/{{{{s{}.json.id}}}}\"\n      body: {{json: '{{\"a\": \"{{{{s{}.json.score}}}}\", \"b\": {{{{input.json.n}}}}}}'}}\n",
+                "  - key: s{i}\n    after: [{prev}.true]\n    http:\n      method: POST\n      url: \"https://x.example/items/{{{{s{}.json.id}}}}\"\n      body: {{json: '{{\"a\": \"{{{{s{}.json.score}}}}\", \"b\": {{{{input.json.n}}}}}}'}}\n",
                 i - 2, i - 2
             )),
             _ => yaml.push_str(&format!(
-                "  - key: s{i}\n    when: $steps.s{prev}.output.ok == true or len($input.list) > 2\n    script: {{source: echo ok}}\n"
+                "  - key: s{i}\n    when: $steps.{prev}.output.ok == true or len($input.list) > 2\n    script: {{source: echo ok}}\n"
             )),
         }
     }

@@ -11,7 +11,11 @@ use criterion::{Criterion, criterion_group, criterion_main};
 fn flow_yaml(steps: usize) -> String {
     let mut yaml = String::from("steps:\n  - key: start\n    script: {source: echo}\n");
     for i in 0..steps {
-        let prev = if i == 0 { "start".to_string() } else { format!("s{}", i - 1) };
+        let prev = if i == 0 {
+            "start".to_string()
+        } else {
+            format!("s{}", i - 1)
+        };
         match i % 4 {
             0 => yaml.push_str(&format!(
                 "  - key: s{i}\n    agent: {{prompt: Write., give: [{prev}], reply: {{format: json, fields: [{{name: score, type: number}}]}}}}\n    input: {{brief: $input.brief, before: $steps.{prev}.output}}\n"

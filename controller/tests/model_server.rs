@@ -69,6 +69,9 @@ struct Proxy {
     upstream: String,
     client: reqwest::Client,
     seen: Exchanges,
+    /// Spoil the first reply (its tool arguments lose their fields), so
+    /// the repair turn that follows goes to the real server.
+    spoil_first: bool,
 }
 
 async fn forward(State(p): State<Proxy>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
@@ -89,18 +92,33 @@ async fn forward(State(p): State<Proxy>, Json(body): Json<Value>) -> (StatusCode
             json!({"error": {"message": e.to_string()}}),
         ),
     };
-    p.seen.lock().expect("lock").push((body, reply.clone()));
+    let mut seen = p.seen.lock().expect("lock");
+    let mut reply = reply;
+    let spoil = p.spoil_first && seen.is_empty();
+    if let Some(args) = reply
+        .pointer_mut("/choices/0/message/tool_calls/0/function/arguments")
+        .filter(|_| spoil)
+    {
+        *args = Value::String("{\"title\": 7}".into());
+    }
+    seen.push((body, reply.clone()));
     (status, Json(reply))
 }
 
 /// A recording proxy on 127.0.0.1 in front of the real server.
 async fn proxy(upstream: String) -> (String, Exchanges) {
+    proxy_with(upstream, false).await
+}
+
+/// [`proxy`], optionally spoiling the first reply.
+async fn proxy_with(upstream: String, spoil_first: bool) -> (String, Exchanges) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let seen: Exchanges = Arc::default();
     let state = Proxy {
         upstream,
         client: reqwest::Client::new(),
         seen: seen.clone(),
+        spoil_first,
     };
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(forward))
@@ -115,7 +133,13 @@ async fn proxy(upstream: String) -> (String, Exchanges) {
     (format!("http://{addr}/v1"), seen)
 }
 
-async fn run_flow(url: &str, name: &str, steps: &str, input: &str) -> (Option<i32>, Value, String) {
+async fn run_flow(
+    url: &str,
+    name: &str,
+    steps: &str,
+    input: &str,
+    flags: &[&str],
+) -> (Option<i32>, Value, String) {
     let dir = std::env::temp_dir().join(format!("coxswain-model-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join(format!("{name}.yaml"));
@@ -136,9 +160,11 @@ async fn run_flow(url: &str, name: &str, steps: &str, input: &str) -> (Option<i3
             "--output",
             "json",
         ])
+        .args(flags)
         .env_remove("COXSWAIN_AGENT_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .env_remove("COXSWAIN_AGENT_MODE")
+        .env_remove("COXSWAIN_AGENT_PROVIDER")
         .output()
         .await
         .expect("coxswain runs");
@@ -162,12 +188,12 @@ fn reported_usage(seen: &[(Value, Value)]) -> (i64, i64) {
 async fn declared_fields_come_back_typed_and_usage_matches_the_server() {
     let Some(upstream) = with_model() else { return };
     let (url, seen) = proxy(upstream).await;
-    let steps = "    - key: review\n      agent:\n        prompt: Review the text. Give it a title, say whether it is approved, and add tags.\n        reply:\n          format: json\n          fields:\n            - {name: title, type: string}\n            - {name: approved, type: boolean}\n            - {name: tags, type: array}\n      input: {text: $input.text}\n      attempts: 2\n";
     let (code, record, stderr) = run_flow(
         &url,
         "typed",
-        steps,
+        TYPED,
         r#"{"text": "The quick brown fox jumps over the lazy dog."}"#,
+        &[],
     )
     .await;
     assert_eq!(code, Some(0), "{stderr}\n{record:#}");
@@ -200,6 +226,101 @@ async fn declared_fields_come_back_typed_and_usage_matches_the_server() {
     assert!(prompt > 0 && completion > 0);
 }
 
+const TYPED: &str = "    - key: review\n      agent:\n        prompt: Review the text. Give it a title, say whether it is approved, and add tags.\n        reply:\n          format: json\n          fields:\n            - {name: title, type: string}\n            - {name: approved, type: boolean}\n            - {name: tags, type: array}\n      input: {text: $input.text}\n      attempts: 2\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_provider_preset_uses_its_json_mode_and_fields_come_back_typed() {
+    let Some(upstream) = with_model() else { return };
+    let (url, seen) = proxy(upstream).await;
+    let input = r#"{"text": "Rivers carry water to the sea."}"#;
+    let flags = [
+        "--agent-provider",
+        "llama-cpp-python",
+        "--agent-mode",
+        "json_object",
+    ];
+    let (code, record, stderr) = run_flow(&url, "jsonobject", TYPED, input, &flags).await;
+    assert_eq!(code, Some(0), "{stderr}\n{record:#}");
+    let output = &record["steps"]["review"]["output"];
+    assert!(output["title"].is_string(), "{output}");
+    assert!(output["approved"].is_boolean(), "{output}");
+    assert!(output["tags"].is_array(), "{output}");
+    let seen = seen.lock().expect("lock").clone();
+    let (request, reply) = &seen[0];
+    assert_eq!(request["response_format"]["type"], "json_object");
+    assert_eq!(
+        request["response_format"]["schema"]["required"],
+        json!(["title", "approved", "tags"])
+    );
+    assert!(request.get("tools").is_none(), "no tools in JSON mode");
+    assert!(
+        reply["choices"][0]["message"]["content"].is_string(),
+        "the server answered in the message text: {reply}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_json_mode_the_server_lacks_fails_with_its_own_words() {
+    let Some(upstream) = with_model() else { return };
+    let (url, seen) = proxy(upstream).await;
+    let input = r#"{"text": "Rivers carry water to the sea."}"#;
+    let flags = ["--agent-mode", "json_schema"];
+    let (code, record, stderr) = run_flow(&url, "jsonschema", TYPED, input, &flags).await;
+    assert_eq!(code, Some(1), "{stderr}\n{record:#}");
+    let message = record["steps"]["review"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("HTTP 500"), "{message}");
+    assert!(
+        message.contains("json_object"),
+        "the server's reason reaches the user: {message}"
+    );
+    let seen = seen.lock().expect("lock").clone();
+    assert!(
+        seen.iter()
+            .all(|(r, _)| r["response_format"]["type"] == "json_schema")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_repair_turn_is_a_conversation_the_real_server_accepts() {
+    let Some(upstream) = with_model() else { return };
+    let (url, seen) = proxy_with(upstream, true).await;
+    let input = r#"{"text": "Rivers carry water to the sea."}"#;
+    let (code, record, stderr) = run_flow(&url, "repair", TYPED, input, &[]).await;
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.len() >= 2, "a repair turn followed: {stderr}");
+    let (repair, answer) = &seen[1];
+    let messages = repair["messages"].as_array().expect("messages");
+    let echoed = &messages[messages.len() - 2];
+    assert_eq!(echoed["role"], "assistant");
+    assert_eq!(
+        echoed["content"], "",
+        "tool-only replies are echoed with empty text"
+    );
+    let told = &messages[messages.len() - 1];
+    assert_eq!(told["role"], "tool");
+    assert_eq!(told["tool_call_id"], echoed["tool_calls"][0]["id"]);
+    let said = told["content"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("approved") && said.contains("title"),
+        "{said}"
+    );
+    assert!(
+        answer["choices"][0]["message"].is_object(),
+        "the server answered the repair turn: {answer}"
+    );
+    match code {
+        Some(0) => {
+            let output = &record["steps"]["review"]["output"];
+            assert!(output["title"].is_string(), "{output}");
+            assert!(output["approved"].is_boolean(), "{output}");
+        }
+        _ => panic!("a grammar-constrained reply fits on the repair turn: {stderr}\n{record:#}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_review_loop_runs_to_its_end() {
     let Some(upstream) = with_model() else { return };
@@ -222,7 +343,7 @@ async fn a_review_loop_runs_to_its_end() {
             input: {sentence: $steps.write.output.sentence}
             attempts: 2
 "#;
-    let (code, record, stderr) = run_flow(&url, "loop", steps, r#"{"topic": "rivers"}"#).await;
+    let (code, record, stderr) = run_flow(&url, "loop", steps, r#"{"topic": "rivers"}"#, &[]).await;
     let passes = record["steps"]["revise"]["iteration"]
         .as_i64()
         .expect("iteration");
@@ -257,7 +378,7 @@ async fn injected_instructions_reach_the_model_only_inside_the_fence() {
     let steps = format!(
         "    - key: fetch\n      script:\n        source: |\n          echo '{{\"comment\": \"{attack}\"}}'\n    - key: review\n      agent:\n        prompt: Decide whether the comment is polite.\n        reply: {{format: json, fields: [{{name: approved, type: boolean}}]}}\n      input: {{comment: $steps.fetch.output.comment}}\n      attempts: 2\n"
     );
-    let (code, record, stderr) = run_flow(&url, "inject", &steps, "{}").await;
+    let (code, record, stderr) = run_flow(&url, "inject", &steps, "{}", &[]).await;
     assert!(code.is_some(), "{stderr}");
     assert_eq!(record["steps"]["fetch"]["output"]["comment"], attack);
     let seen = seen.lock().expect("lock").clone();

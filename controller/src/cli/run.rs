@@ -8,7 +8,8 @@ use crate::api::RunPhase;
 use crate::engine::CompiledFlow;
 use crate::flow::{check_input, flows_in_yaml};
 use crate::local::{CommandLineApprover, Progress, run_flow};
-use crate::steps::local::{LocalConfig, LocalExecutors};
+use crate::steps::agent::{Mode, Provider};
+use crate::steps::local::{AgentFlags, LocalConfig, LocalExecutors};
 
 /// Options of `coxswain run`.
 #[derive(clap::Args, Debug)]
@@ -36,9 +37,26 @@ pub struct Args {
     /// The model id that `model: default` stands for (else `COXSWAIN_AGENT_MODEL`).
     #[arg(long, value_name = "ID")]
     agent_model: Option<String>,
+    /// The kind of server (openai, vllm, ollama, llama.cpp,
+    /// llama-cpp-python); it picks how a reply's fields are asked for
+    /// (else `COXSWAIN_AGENT_PROVIDER`; default: forced tool calls).
+    #[arg(long, value_name = "NAME", value_parser = parse_provider)]
+    agent_provider: Option<Provider>,
+    /// How a reply's fields are asked for: tools, json_schema, json_object
+    /// or text (else `COXSWAIN_AGENT_MODE`; wins over the provider's).
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    agent_mode: Option<Mode>,
     /// Print no progress.
     #[arg(long, short)]
     quiet: bool,
+}
+
+fn parse_provider(s: &str) -> Result<Provider, String> {
+    Provider::parse(s).ok_or_else(|| format!("expected {}", Provider::NAMES))
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    Mode::parse(s).ok_or_else(|| format!("expected {}", Mode::NAMES))
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,9 +152,13 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let executors = match LocalConfig::from_env(args.agent_url.clone(), args.agent_model.clone())
-        .and_then(LocalExecutors::new)
-    {
+    let flags = AgentFlags {
+        url: args.agent_url.clone(),
+        model: args.agent_model.clone(),
+        provider: args.agent_provider,
+        mode: args.agent_mode,
+    };
+    let executors = match LocalConfig::from_env(flags).and_then(LocalExecutors::new) {
         Ok(e) => Arc::new(e),
         Err(message) => {
             eprintln!("{message}");

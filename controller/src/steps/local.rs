@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::engine::{Task, Work, WorkResult};
 
 use super::Executor;
-use super::agent::{AgentConfig, AgentExecutor};
+use super::agent::{AgentConfig, AgentExecutor, Mode, Provider};
 use super::http::HttpExecutor;
 use super::message::MessageExecutor;
 use super::script::LocalScript;
@@ -18,18 +18,35 @@ pub struct LocalConfig {
     pub agent: AgentConfig,
 }
 
+/// What the command line says about the agent provider; each one set wins
+/// over its environment variable.
+#[derive(Debug, Clone, Default)]
+pub struct AgentFlags {
+    /// The endpoint.
+    pub url: Option<String>,
+    /// The model id for `model: default`.
+    pub model: Option<String>,
+    /// The kind of server, which picks its best mode.
+    pub provider: Option<Provider>,
+    /// How the output contract is put (wins over the provider's mode).
+    pub mode: Option<Mode>,
+}
+
 impl LocalConfig {
     /// Flags win over the environment (`COXSWAIN_AGENT_*`, `OPENAI_*`).
-    pub fn from_env(
-        agent_url: Option<String>,
-        agent_model: Option<String>,
-    ) -> Result<Self, String> {
+    pub fn from_env(flags: AgentFlags) -> Result<Self, String> {
         let mut agent = AgentConfig::from_env().map_err(|e| e.to_string())?;
-        if let Some(url) = agent_url {
+        if let Some(url) = flags.url {
             agent.base_url = url;
         }
-        if let Some(model) = agent_model {
+        if let Some(model) = flags.model {
             agent.default_model = model;
+        }
+        if let Some(provider) = flags.provider {
+            agent.mode = provider.default_mode();
+        }
+        if let Some(mode) = flags.mode {
+            agent.mode = mode;
         }
         Ok(LocalConfig { agent })
     }

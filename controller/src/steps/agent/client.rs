@@ -110,9 +110,12 @@ pub fn read_response(body: &[u8]) -> Result<Completion, CallError> {
         .iter()
         .filter_map(|c| c.get("id").and_then(Value::as_str).map(String::from))
         .collect();
+    // Echoed with `content: ""` when the model only called tools: OpenAI
+    // takes that, and llama-cpp-python's chat templates fail (HTTP 500) on
+    // an assistant message whose content is missing or null.
     let assistant = Message {
         role: "assistant",
-        content: content.clone(),
+        content: Some(content.clone().unwrap_or_default()),
         tool_calls: if calls.is_empty() {
             None
         } else {
@@ -302,6 +305,9 @@ mod tests {
         assert_eq!(c.parts.tool_arguments, Some(json!(" { \"n\" : 1 } ")));
         assert_eq!(c.parts.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(c.tool_call_ids, vec!["a", "b"]);
+        let echoed = serde_json::to_value(&c.assistant).expect("serializes");
+        assert_eq!(echoed["content"], "", "tool-only replies echo empty text");
+        assert_eq!(echoed["tool_calls"][1]["id"], "b");
         assert_eq!(
             c.usage,
             Some(TokenUsage {

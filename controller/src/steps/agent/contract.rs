@@ -19,20 +19,79 @@ pub enum Mode {
     /// A `submit_output` tool with the schema, forced through `tool_choice`.
     #[default]
     Tools,
-    /// `response_format: {type: json_schema}`, for servers without tools.
+    /// `response_format: {type: json_schema, json_schema: {schema}}`, the
+    /// OpenAI shape, for servers without (forced) tools: Ollama, llama-server.
     JsonSchema,
+    /// `response_format: {type: json_object, schema}`, the shape
+    /// llama-cpp-python accepts (it answers `json_schema` with a 500).
+    JsonObject,
     /// No structured-output support: a fenced JSON block in the text.
     Text,
 }
 
 impl Mode {
-    /// Reads a mode from configuration (`tools`, `json_schema`, `text`).
+    /// Every mode, as configuration spells it.
+    pub const NAMES: &'static str = "tools, json_schema, json_object or text";
+
+    /// Reads a mode from configuration (`tools`, `json_schema`,
+    /// `json_object`, `text`).
     pub fn parse(s: &str) -> Option<Mode> {
         match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "tools" | "tool" => Some(Mode::Tools),
             "json_schema" | "jsonschema" | "schema" => Some(Mode::JsonSchema),
+            "json_object" | "jsonobject" => Some(Mode::JsonObject),
             "text" | "none" => Some(Mode::Text),
             _ => None,
+        }
+    }
+}
+
+/// Servers we know, and the mode each handles best. Every one of them
+/// speaks Chat Completions; they differ in which structured-output switch
+/// they honour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// api.openai.com and servers that follow it closely: forced tools.
+    OpenAi,
+    /// vLLM: forced `tool_choice` is grammar-guided, so tools.
+    Vllm,
+    /// Ollama ignores a forced `tool_choice` but honours a JSON-schema
+    /// `response_format` (0.5 and later).
+    Ollama,
+    /// llama.cpp's own `llama-server`: JSON-schema `response_format`
+    /// (tools need `--jinja`, which not every deployment sets).
+    LlamaCpp,
+    /// llama-cpp-python's server: forced tools work; its JSON mode is
+    /// `json_object` with a `schema`.
+    LlamaCppPython,
+}
+
+impl Provider {
+    /// Every provider, as configuration spells it.
+    pub const NAMES: &'static str = "openai, vllm, ollama, llama.cpp or llama-cpp-python";
+
+    /// Reads a provider name from configuration.
+    pub fn parse(s: &str) -> Option<Provider> {
+        match s
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['-', '_', '.'], "")
+            .as_str()
+        {
+            "openai" => Some(Provider::OpenAi),
+            "vllm" => Some(Provider::Vllm),
+            "ollama" => Some(Provider::Ollama),
+            "llamacpp" | "llamaserver" => Some(Provider::LlamaCpp),
+            "llamacpppython" => Some(Provider::LlamaCppPython),
+            _ => None,
+        }
+    }
+
+    /// The mode used with this provider unless one is configured.
+    pub fn default_mode(self) -> Mode {
+        match self {
+            Provider::OpenAi | Provider::Vllm | Provider::LlamaCppPython => Mode::Tools,
+            Provider::Ollama | Provider::LlamaCpp => Mode::JsonSchema,
         }
     }
 }
@@ -128,6 +187,10 @@ impl Contract {
                     "type": "json_schema",
                     "json_schema": {"name": "output", "schema": self.schema(), "strict": true}
                 }),
+            )],
+            Mode::JsonObject => vec![(
+                "response_format",
+                json!({"type": "json_object", "schema": self.schema()}),
             )],
             Mode::Text => Vec::new(),
         }
@@ -600,6 +663,29 @@ mod tests {
         assert_eq!(Mode::parse("Tools"), Some(Mode::Tools));
         assert_eq!(Mode::parse("json-schema"), Some(Mode::JsonSchema));
         assert_eq!(Mode::parse("text"), Some(Mode::Text));
+        assert_eq!(Mode::parse("json_object"), Some(Mode::JsonObject));
         assert_eq!(Mode::parse("xml"), None);
+        assert_eq!(Provider::parse("llama.cpp"), Some(Provider::LlamaCpp));
+        assert_eq!(
+            Provider::parse("llama_cpp_python"),
+            Some(Provider::LlamaCppPython)
+        );
+        assert_eq!(Provider::parse("OpenAI"), Some(Provider::OpenAi));
+        assert_eq!(Provider::parse("bard"), None);
+    }
+
+    #[test]
+    fn json_object_mode_puts_the_schema_beside_the_type() {
+        let c = Contract {
+            format: ReplyFormat::Json,
+            fields: vec![field("ok", "boolean")],
+        };
+        let members = c.request_members(Mode::JsonObject);
+        assert_eq!(members.len(), 1);
+        assert_eq!(members[0].0, "response_format");
+        assert_eq!(members[0].1["type"], "json_object");
+        assert_eq!(members[0].1["schema"], c.schema());
+        assert_eq!(Provider::LlamaCppPython.default_mode(), Mode::Tools);
+        assert_eq!(Provider::Ollama.default_mode(), Mode::JsonSchema);
     }
 }

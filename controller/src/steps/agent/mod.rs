@@ -22,7 +22,7 @@ use super::Executor;
 use crate::api::TokenUsage;
 use crate::engine::{AgentTask, Done, Task, Work, WorkResult, codes, step_error};
 
-pub use self::contract::Mode;
+pub use self::contract::{Mode, Provider};
 
 /// Where agent steps send their calls, and how. One per provider; the
 /// controller reads it from its config, `coxswain run` from flags or env.
@@ -96,9 +96,11 @@ pub enum ConfigError {
 impl AgentConfig {
     /// Reads the configuration from the environment: `COXSWAIN_AGENT_BASE_URL`
     /// (or `OPENAI_BASE_URL`), `COXSWAIN_AGENT_API_KEY` (or `OPENAI_API_KEY`),
-    /// `COXSWAIN_AGENT_MODEL`, `COXSWAIN_AGENT_MODE` (`tools`, `json_schema`,
-    /// `text`), `COXSWAIN_AGENT_TIMEOUT` (seconds) and
-    /// `COXSWAIN_AGENT_MAX_RETRIES`. Unset ones keep their defaults.
+    /// `COXSWAIN_AGENT_MODEL`, `COXSWAIN_AGENT_PROVIDER` (which picks the
+    /// mode a server handles best), `COXSWAIN_AGENT_MODE` (`tools`,
+    /// `json_schema`, `json_object`, `text`; wins over the provider's),
+    /// `COXSWAIN_AGENT_TIMEOUT` (seconds) and `COXSWAIN_AGENT_MAX_RETRIES`.
+    /// Unset ones keep their defaults.
     pub fn from_env() -> Result<AgentConfig, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -119,12 +121,22 @@ impl AgentConfig {
             value,
             why: why.into(),
         };
+        if let Some(name) = get("COXSWAIN_AGENT_PROVIDER") {
+            let provider = Provider::parse(&name).ok_or_else(|| {
+                invalid(
+                    "COXSWAIN_AGENT_PROVIDER",
+                    name,
+                    &format!("expected {}", Provider::NAMES),
+                )
+            })?;
+            config.mode = provider.default_mode();
+        }
         if let Some(mode) = get("COXSWAIN_AGENT_MODE") {
             config.mode = Mode::parse(&mode).ok_or_else(|| {
                 invalid(
                     "COXSWAIN_AGENT_MODE",
                     mode,
-                    "expected tools, json_schema or text",
+                    &format!("expected {}", Mode::NAMES),
                 )
             })?;
         }
@@ -290,7 +302,7 @@ fn repair(
         (true, Mode::Tools) => {
             "Hand it in again: call the `submit_output` tool once, with exactly the declared fields."
         }
-        (true, Mode::JsonSchema) => {
+        (true, Mode::JsonSchema | Mode::JsonObject) => {
             "Reply again with one JSON object holding exactly the declared fields."
         }
         (true, Mode::Text) => {
@@ -371,6 +383,18 @@ mod tests {
         assert!(!format!("{c:?}").contains("sk-c"));
         let bad = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MODE", "xml")]));
         assert!(matches!(bad, Err(ConfigError::Invalid { .. })));
+        let ollama = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_PROVIDER", "Ollama")]));
+        assert_eq!(ollama.expect("valid").mode, Mode::JsonSchema);
+        let chosen = AgentConfig::from_lookup(env(&[
+            ("COXSWAIN_AGENT_PROVIDER", "llama-cpp-python"),
+            ("COXSWAIN_AGENT_MODE", "json_object"),
+        ]));
+        assert_eq!(chosen.expect("valid").mode, Mode::JsonObject);
+        let unknown = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_PROVIDER", "gemini")]));
+        let Err(ConfigError::Invalid { why, .. }) = unknown else {
+            panic!("an unknown provider is refused");
+        };
+        assert!(why.contains("ollama"), "{why}");
         let d = AgentConfig::from_lookup(env(&[])).expect("defaults");
         assert_eq!(d, AgentConfig::default());
     }

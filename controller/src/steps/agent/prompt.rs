@@ -18,7 +18,8 @@ use crate::engine::AgentTask;
 pub struct Message {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: &'static str,
-    /// The text; absent on an assistant message that only called tools.
+    /// The text (empty, never absent, on an assistant message that only
+    /// called tools).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// An assistant's tool calls, echoed back verbatim on the repair turn.
@@ -225,7 +226,9 @@ fn push_contract(out: &mut String, contract: &Contract, mode: Mode) {
     }
     let how = match mode {
         Mode::Tools => format!("Hand in your work by calling the `{SUBMIT_TOOL}` tool once"),
-        Mode::JsonSchema => "Reply with one JSON object and nothing else".to_string(),
+        Mode::JsonSchema | Mode::JsonObject => {
+            "Reply with one JSON object and nothing else".to_string()
+        }
         Mode::Text => "Reply with one JSON object inside a ```json code block".to_string(),
     };
     if contract.fields.is_empty() {

@@ -1,0 +1,278 @@
+//! Our overhead around REAL agent calls (target ≤ 5 ms at p50): a one-step
+//! agent flow run by the local engine against llama-cpp-python serving
+//! SmolLM2 (`e2e/model/up`), minus the time the server itself took.
+//!
+//! A timing proxy in this process stands between us and the server and
+//! measures each upstream exchange (request sent to response body read).
+//! For every call: overhead = wall time of the whole run − upstream time.
+//! The baseline, interleaved call for call with the same request body, is
+//! a bare `reqwest` POST through the same proxy: what any client pays for
+//! the HTTP hop. Coxswain's own cost is the difference of the two.
+//!
+//! `cargo bench -p coxswain --bench agent_overhead` (server URL from
+//! `COXSWAIN_MODEL_URL`, else `e2e/model/up` is run; calls from
+//! `COXSWAIN_BENCH_CALLS`, default 20).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use coxswain::api::{FlowSpec, RunPhase};
+use coxswain::engine::CompiledFlow;
+use coxswain::local::{CommandLineApprover, Progress, run_flow};
+use coxswain::steps::agent::{AgentConfig, AgentExecutor, Mode};
+use serde_json::{Value, json};
+
+const FLOW: &str = r#"
+steps:
+  - key: review
+    agent:
+      prompt: Review the text. Give it a title, say whether it is approved, and add tags.
+      reply:
+        format: json
+        fields:
+          - {name: title, type: string}
+          - {name: approved, type: boolean}
+          - {name: tags, type: array}
+    input: {text: $input.text}
+"#;
+
+/// Upstream exchanges seen by the proxy: (request body, upstream time).
+type Seen = Arc<Mutex<Vec<(Value, Duration)>>>;
+
+#[derive(Clone)]
+struct Proxy {
+    upstream: String,
+    client: reqwest::Client,
+    seen: Seen,
+}
+
+async fn forward(State(p): State<Proxy>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+    let start = Instant::now();
+    let sent = p
+        .client
+        .post(format!("{}/chat/completions", p.upstream))
+        .json(&body)
+        .send()
+        .await;
+    let (status, reply) = match sent {
+        Ok(r) => {
+            let status =
+                StatusCode::from_u16(r.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            json!({"error": {"message": e.to_string()}}),
+        ),
+    };
+    let took = start.elapsed();
+    if let Ok(mut seen) = p.seen.lock() {
+        seen.push((body, took));
+    }
+    (status, Json(reply))
+}
+
+async fn start_proxy(upstream: String) -> Result<(String, Seen), String> {
+    let seen: Seen = Arc::default();
+    let state = Proxy {
+        upstream,
+        client: reqwest::Client::new(),
+        seen: seen.clone(),
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(forward))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("bind: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((format!("http://{addr}/v1"), seen))
+}
+
+/// The server's URL: `COXSWAIN_MODEL_URL`, or what `e2e/model/up` prints.
+fn model_url() -> Result<String, String> {
+    if let Ok(url) = std::env::var("COXSWAIN_MODEL_URL") {
+        return Ok(url);
+    }
+    let up = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/model/up");
+    eprintln!("starting the model server ({up}) …");
+    let out = std::process::Command::new(up)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {up}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("COXSWAIN_AGENT_BASE_URL="))
+    {
+        Some(url) if out.status.success() => Ok(url.to_string()),
+        _ => Err(format!("{up} failed ({})", out.status)),
+    }
+}
+
+/// Takes the upstream time of every exchange recorded since `from`.
+fn upstream_since(seen: &Seen, from: usize) -> (Duration, usize, Option<Value>) {
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    let new = seen.get(from..).unwrap_or(&[]);
+    let total = new.iter().map(|(_, d)| *d).sum();
+    (total, new.len(), new.first().map(|(b, _)| b.clone()))
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn report(name: &str, mut overheads: Vec<f64>, upstream: &[f64]) -> f64 {
+    overheads.sort_by(f64::total_cmp);
+    let mut up = upstream.to_vec();
+    up.sort_by(f64::total_cmp);
+    let p50 = percentile(&overheads, 0.5);
+    println!(
+        "{name:<28} overhead p50 {:>8.0} µs  p90 {:>8.0} µs  max {:>8.0} µs   (server p50 {:>7.0} ms)",
+        p50,
+        percentile(&overheads, 0.9),
+        percentile(&overheads, 1.0),
+        percentile(&up, 0.5) / 1000.0,
+    );
+    p50
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("agent_overhead: bench");
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let calls: usize = std::env::var("COXSWAIN_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let upstream = match model_url() {
+        Ok(url) => url,
+        Err(why) => {
+            eprintln!("agent_overhead needs a real model server: {why}");
+            std::process::exit(2);
+        }
+    };
+    let (url, seen) = match start_proxy(upstream).await {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("cannot start the timing proxy: {why}");
+            std::process::exit(2);
+        }
+    };
+    let spec: FlowSpec = match serde_yaml::from_str(FLOW) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("bench flow: {e}");
+            std::process::exit(2);
+        }
+    };
+    let executor = match AgentExecutor::new(AgentConfig {
+        base_url: url.clone(),
+        default_model: "smollm2".into(),
+        mode: Mode::Tools,
+        timeout: Duration::from_secs(600),
+        ..Default::default()
+    }) {
+        Ok(e) => Arc::new(e),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let raw = reqwest::Client::new();
+    let input = json!({"text": "The quick brown fox jumps over the lazy dog."});
+
+    let mut ours = Vec::new();
+    let mut ours_up = Vec::new();
+    let mut bare = Vec::new();
+    let mut bare_up = Vec::new();
+    let mut repairs = 0;
+    let mut body: Option<Value> = None;
+    println!("{calls} calls each, interleaved; first (warm-up) pair not counted");
+    for i in 0..=calls {
+        // Coxswain: validate + compile the flow, run it, read the reply.
+        let from = seen.lock().map(|s| s.len()).unwrap_or(0);
+        let start = Instant::now();
+        let flow = match CompiledFlow::new(&spec) {
+            Ok(f) => f,
+            Err(p) => {
+                eprintln!("bench flow refused: {p:?}");
+                std::process::exit(2);
+            }
+        };
+        let mut approver = CommandLineApprover::new(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let mut progress = Progress::new(true);
+        let status = run_flow(
+            &flow,
+            input.clone(),
+            executor.clone(),
+            &mut approver,
+            &mut progress,
+            std::future::pending(),
+        )
+        .await;
+        let wall = start.elapsed();
+        let (up, exchanges, first) = upstream_since(&seen, from);
+        if body.is_none() {
+            body = first;
+        }
+        if exchanges > 1 {
+            repairs += 1;
+        }
+        if i > 0 {
+            ours.push(micros(wall.saturating_sub(up)));
+            ours_up.push(micros(up));
+        }
+        if status.phase != RunPhase::Succeeded {
+            eprintln!(
+                "call {i}: run ended {:?} ({:?})",
+                status.phase, status.error
+            );
+        }
+
+        // Baseline: the same request body, a bare POST, the JSON read back.
+        let Some(b) = body.clone() else { continue };
+        let from = seen.lock().map(|s| s.len()).unwrap_or(0);
+        let start = Instant::now();
+        let reply = raw
+            .post(format!("{url}/chat/completions"))
+            .json(&b)
+            .send()
+            .await;
+        if let Ok(r) = reply {
+            let _ = r.json::<Value>().await;
+        }
+        let wall = start.elapsed();
+        let (up, _, _) = upstream_since(&seen, from);
+        if i > 0 {
+            bare.push(micros(wall.saturating_sub(up)));
+            bare_up.push(micros(up));
+        }
+    }
+    let base = report("baseline: bare reqwest POST", bare, &bare_up);
+    let cox = report("coxswain: one-step agent run", ours, &ours_up);
+    println!(
+        "coxswain's own work at p50: {:.0} µs ({:.2}× the baseline's hop); runs with a repair turn: {repairs}",
+        cox - base,
+        cox / base
+    );
+}

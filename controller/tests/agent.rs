@@ -261,6 +261,33 @@ async fn json_schema_mode_sends_response_format() {
 }
 
 #[tokio::test]
+async fn max_tokens_is_sent_only_when_configured() {
+    let reply = || text_reply(r#"{"verdict": "ok", "score": 4}"#, "stop", usage(5, 5));
+    let (url, script) = server(vec![reply(), reply()]).await;
+    let w = work(Some(verdict_fields()), Value::Null, vec![]);
+    executor(url.clone(), Mode::JsonObject)
+        .run(&w)
+        .await
+        .expect("done");
+    let limited = AgentExecutor::new(AgentConfig {
+        base_url: url,
+        mode: Mode::JsonObject,
+        max_tokens: Some(256),
+        ..Default::default()
+    })
+    .expect("executor");
+    limited.run(&w).await.expect("done");
+    let sent = requests(&script);
+    assert!(sent[0].get("max_tokens").is_none(), "left to the server");
+    assert_eq!(sent[1]["max_tokens"], 256);
+    assert_eq!(sent[1]["response_format"]["type"], "json_object");
+    assert_eq!(
+        sent[1]["response_format"]["schema"]["required"],
+        json!(["verdict", "score"])
+    );
+}
+
+#[tokio::test]
 async fn every_field_type_comes_back_typed() {
     let fields = vec![
         field("s", "string"),

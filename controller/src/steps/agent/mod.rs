@@ -46,6 +46,9 @@ pub struct AgentConfig {
     pub max_retries: u32,
     /// The wait before the first retry, doubling after each.
     pub retry_backoff: Duration,
+    /// The most tokens one reply may have (`max_tokens`); none leaves it to
+    /// the server, which for some local servers means the whole context.
+    pub max_tokens: Option<u32>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -59,6 +62,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_backoff", &self.retry_backoff)
+            .field("max_tokens", &self.max_tokens)
             .finish()
     }
 }
@@ -74,6 +78,7 @@ impl Default for AgentConfig {
             timeout: Duration::from_secs(120),
             max_retries: 2,
             retry_backoff: Duration::from_millis(500),
+            max_tokens: None,
         }
     }
 }
@@ -99,7 +104,8 @@ impl AgentConfig {
     /// `COXSWAIN_AGENT_MODEL`, `COXSWAIN_AGENT_PROVIDER` (which picks the
     /// mode a server handles best), `COXSWAIN_AGENT_MODE` (`tools`,
     /// `json_schema`, `json_object`, `text`; wins over the provider's),
-    /// `COXSWAIN_AGENT_TIMEOUT` (seconds) and `COXSWAIN_AGENT_MAX_RETRIES`.
+    /// `COXSWAIN_AGENT_TIMEOUT` (seconds), `COXSWAIN_AGENT_MAX_RETRIES` and
+    /// `COXSWAIN_AGENT_MAX_TOKENS`.
     /// Unset ones keep their defaults.
     pub fn from_env() -> Result<AgentConfig, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -164,6 +170,16 @@ impl AgentConfig {
                 )
             })?;
         }
+        if let Some(n) = get("COXSWAIN_AGENT_MAX_TOKENS") {
+            let n = n.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                invalid(
+                    "COXSWAIN_AGENT_MAX_TOKENS",
+                    n.clone(),
+                    "expected a positive whole number",
+                )
+            })?;
+            config.max_tokens = Some(n);
+        }
         Ok(config)
     }
 
@@ -216,7 +232,10 @@ impl AgentExecutor {
         let mut usage: Option<TokenUsage> = None;
         let mut turn = 0;
         loop {
-            let body = request_body(&model, &messages, &contract, mode);
+            let mut body = request_body(&model, &messages, &contract, mode);
+            if let (Some(n), Some(members)) = (self.config.max_tokens, body.as_object_mut()) {
+                members.insert("max_tokens".into(), n.into());
+            }
             let completion = self
                 .client
                 .complete(&body)
@@ -371,6 +390,7 @@ mod tests {
             ("COXSWAIN_AGENT_MODE", "json_schema"),
             ("COXSWAIN_AGENT_TIMEOUT", "2.5"),
             ("COXSWAIN_AGENT_MAX_RETRIES", "0"),
+            ("COXSWAIN_AGENT_MAX_TOKENS", "300"),
         ]))
         .expect("valid");
         assert_eq!(c.base_url, "http://o/v1");
@@ -380,6 +400,9 @@ mod tests {
         assert_eq!(c.mode, Mode::JsonSchema);
         assert_eq!(c.timeout, Duration::from_millis(2500));
         assert_eq!(c.max_retries, 0);
+        assert_eq!(c.max_tokens, Some(300));
+        let zero = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MAX_TOKENS", "0")]));
+        assert!(matches!(zero, Err(ConfigError::Invalid { .. })));
         assert!(!format!("{c:?}").contains("sk-c"));
         let bad = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MODE", "xml")]));
         assert!(matches!(bad, Err(ConfigError::Invalid { .. })));

@@ -415,3 +415,33 @@ async fn injected_instructions_reach_the_model_only_inside_the_fence() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_offline_demo_in_the_readme_runs() {
+    let Some(upstream) = with_model() else { return };
+    let (url, seen) = proxy(upstream).await;
+    let flow = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/critique.yaml");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["run", flow, "--output", "json", "--input"])
+        .arg(r#"{"product": "a kayak that folds into a backpack"}"#)
+        .env("COXSWAIN_AGENT_BASE_URL", &url)
+        .env("COXSWAIN_AGENT_MAX_TOKENS", "300")
+        .env_remove("COXSWAIN_AGENT_MODE")
+        .env_remove("COXSWAIN_AGENT_PROVIDER")
+        .output()
+        .await
+        .expect("coxswain runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let record: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("record ({e}); stderr: {stderr}"));
+    match out.status.code() {
+        Some(0) => {
+            assert!(record["output"]["tagline"].is_string(), "{record:#}");
+            assert_eq!(record["output"]["approved"], true);
+        }
+        Some(1) => assert_eq!(record["error"]["code"], "workflow.loop_limit", "{record:#}"),
+        other => panic!("exit {other:?}: {stderr}"),
+    }
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.iter().all(|(request, _)| request["max_tokens"] == 300));
+}

@@ -857,10 +857,15 @@ impl<'f> RunMachine<'f> {
 
     // ---- retries, loops, parallel steps, send-backs ---------------------------
 
+    /// Starts the retries whose time has come. Only the steps in `retrying`
+    /// are looked at, so the cost does not grow with the flow.
     fn retry_due(&mut self) -> bool {
+        if self.retrying.is_empty() {
+            return false;
+        }
         let now = self.now;
         let mut progressed = false;
-        for node in 0..self.flow.graph.nodes.len() {
+        for node in std::mem::take(&mut self.retrying) {
             let Some(record) = self.state.steps.get(self.flow.key(node)) else {
                 continue;
             };
@@ -882,6 +887,13 @@ impl<'f> RunMachine<'f> {
             for part in parts {
                 self.start_part(node, part);
                 progressed = true;
+            }
+            let still_waiting = self.state.steps.get(self.flow.key(node)).is_some_and(|r| {
+                r.status == StepStatus::Running
+                    && (r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some()))
+            });
+            if still_waiting {
+                self.retrying.insert(node);
             }
         }
         progressed

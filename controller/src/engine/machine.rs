@@ -17,7 +17,7 @@ use crate::api::{
 use crate::expr::EvalError;
 
 use super::compiled::{CompiledFlow, CompiledStep};
-use super::scope::EvalScope;
+use super::scope::{EvalScope, StepViews};
 use super::work::{
     AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult,
     codes, step_error,
@@ -113,18 +113,25 @@ pub struct ApprovalRequest {
 pub struct RunMachine<'f> {
     flow: &'f CompiledFlow<'f>,
     /// The run's record; what the controller writes to the Run's status.
-    pub state: RunStatus,
+    /// Private: the machine's indexes (`recorded`, `views`) follow it.
+    state: RunStatus,
     input: Value,
     run: RunInfo,
     run_value: Value,
-    /// `{status, output, text, error}` per step, kept in step with `state`.
-    views: BTreeMap<String, Value>,
+    /// `{status, output, text, error}` per node (by index), kept in step
+    /// with `state`.
+    views: Vec<Value>,
     /// Nodes to look at on the next pass of the scheduler.
     candidates: Vec<usize>,
     actions: Vec<Action>,
     now: Timestamp,
+    /// `now` as records write it, printed once per event.
+    now_text: String,
     /// Steps whose record changed since [`RunMachine::take_touched`].
-    touched: Vec<String>,
+    touched: Vec<usize>,
+    /// Which nodes have a record in `state.steps` (records are never
+    /// removed), so finding one for writing is a single lookup.
+    recorded: Vec<bool>,
     /// Steps with a retry (of the step or of a part) waiting for its time.
     retrying: std::collections::BTreeSet<usize>,
 }
@@ -133,21 +140,26 @@ impl<'f> RunMachine<'f> {
     /// Picks a run up from its record (empty for a new run).
     pub fn new(flow: &'f CompiledFlow<'f>, input: Value, run: RunInfo, state: RunStatus) -> Self {
         let run_value = json!({"name": run.name, "namespace": run.namespace, "uid": run.uid, "since": run.since});
+        let recorded = (0..flow.graph.nodes.len())
+            .map(|n| state.steps.contains_key(flow.key(n)))
+            .collect();
         let mut machine = RunMachine {
             flow,
             state,
             input,
             run,
             run_value,
-            views: BTreeMap::new(),
+            views: vec![Value::Null; flow.graph.nodes.len()],
             candidates: (0..flow.graph.nodes.len()).collect(),
             actions: Vec::new(),
             now: Timestamp::UNIX_EPOCH,
+            now_text: Timestamp::UNIX_EPOCH.to_string(),
             touched: Default::default(),
+            recorded,
             retrying: Default::default(),
         };
         for node in 0..flow.graph.nodes.len() {
-            machine.refresh_view(flow.key(node));
+            machine.refresh_view(node);
             let waiting = machine.state.steps.get(flow.key(node)).is_some_and(|r| {
                 r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some())
             });
@@ -161,7 +173,10 @@ impl<'f> RunMachine<'f> {
 
     /// Applies one event at time `now` and returns the actions it leads to.
     pub fn handle(&mut self, event: Event, now: Timestamp) -> Vec<Action> {
-        self.now = now;
+        if now != self.now {
+            self.now = now;
+            self.now_text = now.to_string();
+        }
         match event {
             Event::Start => self.start(),
             Event::Finished {
@@ -194,9 +209,24 @@ impl<'f> RunMachine<'f> {
         &self.state
     }
 
+    /// The record as it stands (phase and output settle on every event; the
+    /// summary and arrows only in [`RunMachine::record`]).
+    pub fn state(&self) -> &RunStatus {
+        &self.state
+    }
+
+    /// The record, once the run is over or handed on.
+    pub fn into_state(self) -> RunStatus {
+        self.state
+    }
+
     /// The steps whose record changed since the last call, for progress display.
     pub fn take_touched(&mut self) -> Vec<String> {
+        let flow = self.flow;
         std::mem::take(&mut self.touched)
+            .into_iter()
+            .map(|n| flow.key(n).to_string())
+            .collect()
     }
 
     /// Every attempt that should be running now, rebuilt from the record — a
@@ -239,7 +269,7 @@ impl<'f> RunMachine<'f> {
             return;
         }
         self.state.phase = RunPhase::Running;
-        self.state.started_at = Some(self.now.to_string());
+        self.state.started_at = Some(self.now_text.clone());
         let top: Vec<usize> = self.flow.graph.lists[0].clone();
         for node in top {
             self.state.due.insert(self.flow.key(node).to_string());
@@ -334,7 +364,7 @@ impl<'f> RunMachine<'f> {
         let key = self.flow.key(node);
         self.state.due.remove(key);
         let iteration = self.iteration_of(node);
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         {
             let record = self.record_mut(node);
             record.started_at = Some(now);
@@ -538,7 +568,7 @@ impl<'f> RunMachine<'f> {
 
     fn start_part(&mut self, node: usize, part: usize) {
         let iteration = self.iteration_of(node);
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         let inner = self.flow.steps[node].part.as_deref();
         // A part's `when` false skips just that part.
         if let Some(when) = inner.and_then(|c| c.when.as_ref()) {
@@ -585,7 +615,7 @@ impl<'f> RunMachine<'f> {
 
     fn push_attempt(&mut self, node: usize, feedback: Option<String>) -> u32 {
         let iteration = self.iteration_of(node);
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         let record = self.record_mut(node);
         let number = record.attempts.len() as i32 + 1;
         record.attempts.push(Attempt {
@@ -639,7 +669,7 @@ impl<'f> RunMachine<'f> {
 
     fn attempt_failed(&mut self, node: usize, error: StepError) {
         let compiled = &self.flow.steps[node];
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         let record = self.record_mut(node);
         let tries = record.attempts.len() as i32 - record.round_start;
         if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
@@ -668,8 +698,8 @@ impl<'f> RunMachine<'f> {
             .as_ref()
             .map_or(super::compiled::DEFAULT_BACKOFF, |c| c.backoff);
         let now = self.now;
+        let finished = self.now_text.clone();
         let p = &mut self.record_mut(node).parts[part];
-        let finished = now.to_string();
         match result {
             Ok(done) => {
                 if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Completed, &finished)
@@ -742,7 +772,7 @@ impl<'f> RunMachine<'f> {
         exit: Option<String>,
         usage: Option<crate::api::TokenUsage>,
     ) {
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         let record = self.record_mut(node);
         if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Completed, &now) {
             last.output = Some(output.clone());
@@ -766,7 +796,7 @@ impl<'f> RunMachine<'f> {
     fn skip(&mut self, node: usize, reason: &str) {
         let key = self.flow.key(node);
         self.state.due.remove(key);
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         let record = self.record_mut(node);
         record.output = None;
         record.text = None;
@@ -779,7 +809,7 @@ impl<'f> RunMachine<'f> {
     }
 
     fn fail(&mut self, node: usize, error: StepError) {
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         let record = self.record_mut(node);
         if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
             last.error = Some(error.clone());
@@ -812,7 +842,7 @@ impl<'f> RunMachine<'f> {
         if !self.is_active() && self.state.phase != RunPhase::Pending {
             return;
         }
-        let now = self.now.to_string();
+        let now = self.now_text.clone();
         for node in 0..self.flow.graph.nodes.len() {
             let key = self.flow.key(node).to_string();
             let Some(record) = self.state.steps.get_mut(&key) else {
@@ -845,12 +875,12 @@ impl<'f> RunMachine<'f> {
                     .error
                     .get_or_insert_with(|| step_error(codes::CANCELLED, "stopped: the run ended"));
                 close_attempt(&mut record.attempts, StepStatus::Failed, &now);
-                self.refresh_view(&key);
+                self.refresh_view(node);
             }
         }
         self.state.phase = phase;
         self.state.error = Some(error);
-        self.state.finished_at = Some(self.now.to_string());
+        self.state.finished_at = Some(self.now_text.clone());
         self.state.due.clear();
         self.candidates.clear();
     }
@@ -1150,7 +1180,7 @@ impl<'f> RunMachine<'f> {
                 .unwrap_or(Value::Null),
         });
         self.state.phase = RunPhase::Succeeded;
-        self.state.finished_at = Some(self.now.to_string());
+        self.state.finished_at = Some(self.now_text.clone());
     }
 
     // ---- work -----------------------------------------------------------------
@@ -1158,6 +1188,11 @@ impl<'f> RunMachine<'f> {
     fn step_work(&self, node: usize, attempt: u32) -> Option<Work> {
         let compiled = &self.flow.steps[node];
         let task = self.task(node, compiled)?;
+        let data = if task.has_placeholders() {
+            self.data_view(node, None, &compiled.placeholder_keys)
+        } else {
+            DataView::default()
+        };
         let scope = self.scope(node, None);
         let input = match &compiled.input {
             Some(t) => t.resolve(&scope),
@@ -1171,7 +1206,7 @@ impl<'f> RunMachine<'f> {
             task,
             input,
             timeout: compiled.timeout,
-            data: self.data_view(node, None, &compiled.placeholder_keys),
+            data,
             run: self.run.clone(),
         })
     }
@@ -1181,6 +1216,11 @@ impl<'f> RunMachine<'f> {
         let record = self.state.steps.get(self.flow.key(node))?;
         let p = record.parts.get(part)?;
         let task = self.task(node, inner)?;
+        let data = if task.has_placeholders() {
+            self.data_view(node, Some(part), &inner.placeholder_keys)
+        } else {
+            DataView::default()
+        };
         let scope = self.scope(node, Some(part));
         let input = match &inner.input {
             Some(t) => t.resolve(&scope),
@@ -1197,7 +1237,7 @@ impl<'f> RunMachine<'f> {
             task,
             input,
             timeout: inner.timeout,
-            data: self.data_view(node, Some(part), &inner.placeholder_keys),
+            data,
             run: self.run.clone(),
         })
     }
@@ -1286,7 +1326,7 @@ impl<'f> RunMachine<'f> {
             ..Default::default()
         };
         for key in keys {
-            if let Some(v) = self.views.get(key) {
+            if let Some(v) = self.flow.node(key).and_then(|n| self.views.get(n)) {
                 view.steps.insert(key.clone(), v.clone());
             }
         }
@@ -1302,9 +1342,7 @@ impl<'f> RunMachine<'f> {
     // ---- scopes -----------------------------------------------------------------
 
     fn scope(&self, node: usize, part: Option<usize>) -> EvalScope<'_> {
-        let previous = self
-            .previous_node(node)
-            .and_then(|p| self.views.get(self.flow.key(p)));
+        let previous = self.previous_node(node).and_then(|p| self.views.get(p));
         let loop_iteration = self.flow.graph.enclosing_loops(node).next().and_then(|l| {
             self.state
                 .steps
@@ -1324,7 +1362,10 @@ impl<'f> RunMachine<'f> {
         };
         EvalScope::new(
             &self.input,
-            &self.views,
+            StepViews {
+                graph: &self.flow.graph,
+                values: &self.views,
+            },
             previous,
             loop_iteration,
             item,
@@ -1334,14 +1375,13 @@ impl<'f> RunMachine<'f> {
     }
 
     fn scope_inside_loop(&self, node: usize, iteration: i32) -> EvalScope<'_> {
-        let last = self
-            .flow
-            .body(node)
-            .last()
-            .and_then(|&n| self.views.get(self.flow.key(n)));
+        let last = self.flow.body(node).last().and_then(|&n| self.views.get(n));
         EvalScope::new(
             &self.input,
-            &self.views,
+            StepViews {
+                graph: &self.flow.graph,
+                values: &self.views,
+            },
             last,
             Some(iteration),
             None,
@@ -1353,10 +1393,13 @@ impl<'f> RunMachine<'f> {
     fn scope_at_end(&self) -> EvalScope<'_> {
         let last = self.flow.graph.lists[0]
             .last()
-            .and_then(|&n| self.views.get(self.flow.key(n)));
+            .and_then(|&n| self.views.get(n));
         EvalScope::new(
             &self.input,
-            &self.views,
+            StepViews {
+                graph: &self.flow.graph,
+                values: &self.views,
+            },
             last,
             None,
             None,
@@ -1406,26 +1449,63 @@ impl<'f> RunMachine<'f> {
 
     fn record_mut(&mut self, node: usize) -> &mut StepRecord {
         let key = self.flow.key(node);
-        if self.touched.last().is_none_or(|last| last != key) {
-            self.touched.push(key.to_string());
+        if self.touched.last() != Some(&node) {
+            self.touched.push(node);
         }
-        self.state.steps.entry(key.to_string()).or_default()
+        // `entry` would allocate the key on every call; insert only once.
+        if !self.recorded[node] {
+            self.recorded[node] = true;
+            self.state.steps.entry(key.to_string()).or_default();
+        }
+        self.state.steps.get_mut(key).expect("recorded above")
     }
 
     fn set_status(&mut self, node: usize, status: StepStatus) {
         self.record_mut(node).status = status;
-        let key = self.flow.key(node);
-        self.refresh_view(key);
+        self.refresh_view(node);
     }
 
-    fn refresh_view(&mut self, key: &str) {
-        let view = match self.state.steps.get(key) {
-            Some(r) => {
-                json!({"status": r.status, "output": r.output, "text": r.text, "error": r.error})
-            }
-            None => json!({"status": "pending", "output": null, "text": null, "error": null}),
+    /// Brings the view expressions read (`$steps.KEY`) in line with the
+    /// record, in place when it exists (this runs on every transition).
+    fn refresh_view(&mut self, node: usize) {
+        let record = self.state.steps.get(self.flow.key(node));
+        let fields = [
+            (
+                "status",
+                json!(record.map_or(StepStatus::Pending, |r| r.status)),
+            ),
+            (
+                "output",
+                record.and_then(|r| r.output.clone()).unwrap_or(Value::Null),
+            ),
+            (
+                "text",
+                record
+                    .and_then(|r| r.text.clone())
+                    .map_or(Value::Null, Value::String),
+            ),
+            ("error", json!(record.and_then(|r| r.error.as_ref()))),
+        ];
+        let Some(slot) = self.views.get_mut(node) else {
+            return;
         };
-        self.views.insert(key.to_string(), view);
+        match slot {
+            Value::Object(view) => {
+                for (name, value) in fields {
+                    if let Some(slot) = view.get_mut(name) {
+                        *slot = value;
+                    }
+                }
+            }
+            _ => {
+                *slot = Value::Object(
+                    fields
+                        .into_iter()
+                        .map(|(n, v)| (n.to_string(), v))
+                        .collect(),
+                )
+            }
+        }
     }
 
     fn update_summary(&mut self) {

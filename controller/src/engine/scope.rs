@@ -1,16 +1,31 @@
 //! The data an expression sees while a run is in progress, borrowed from
 //! the engine's state: nothing is copied to answer a condition.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
+use crate::flow::FlowGraph;
 use crate::scope::Scope;
+
+/// The `$steps.KEY` views, one per node of the flow, found by key.
+#[derive(Clone, Copy)]
+pub struct StepViews<'a> {
+    /// Keys to node indexes.
+    pub graph: &'a FlowGraph<'a>,
+    /// The view of each node, by index.
+    pub values: &'a [Value],
+}
+
+impl<'a> StepViews<'a> {
+    /// The view of the step called `key`.
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
+        self.graph.find(key).and_then(|n| self.values.get(n))
+    }
+}
 
 /// Roots of the expression language, borrowed from a [`super::RunMachine`].
 pub struct EvalScope<'a> {
     input: &'a Value,
-    views: &'a BTreeMap<String, Value>,
+    views: StepViews<'a>,
     previous: Option<&'a Value>,
     loop_: Option<Value>,
     item: Option<&'a Value>,
@@ -23,7 +38,7 @@ impl<'a> EvalScope<'a> {
     /// values made here; everything else is borrowed.
     pub fn new(
         input: &'a Value,
-        views: &'a BTreeMap<String, Value>,
+        views: StepViews<'a>,
         previous: Option<&'a Value>,
         loop_iteration: Option<i32>,
         item: Option<&'a Value>,

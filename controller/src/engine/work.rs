@@ -74,6 +74,14 @@ pub enum Task {
     Message(MessageStep),
 }
 
+impl Task {
+    /// Whether the executor fills `{{…}}` placeholders (and so needs the
+    /// run data in [`Work::data`]): HTTP and message steps do.
+    pub fn has_placeholders(&self) -> bool {
+        matches!(self, Task::Http(_) | Task::Message(_))
+    }
+}
+
 /// An agent step with everything its prompt is built from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentTask {

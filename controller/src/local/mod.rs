@@ -53,7 +53,7 @@ where
         while let Some(event) = events.pop() {
             let actions = machine.handle(event, Timestamp::now());
             let touched = machine.take_touched();
-            progress.changed(&machine.state, &touched);
+            progress.changed(machine.state(), &touched);
             for action in actions {
                 match action {
                     Action::Run(work) => {
@@ -90,7 +90,7 @@ where
             }
         }
         let ended = !matches!(
-            machine.state.phase,
+            machine.state().phase,
             RunPhase::Running | RunPhase::Waiting | RunPhase::Pending
         );
         if ended {
@@ -126,8 +126,8 @@ where
         }
     }
     machine.record();
-    progress.finished(&machine.state);
-    machine.state
+    progress.finished(machine.state());
+    machine.into_state()
 }
 
 fn random_uid() -> String {

@@ -90,7 +90,9 @@ async fn flows_runs_and_approvals_round_trip() {
         "phase": "Running", "progress": "1/7", "currentStep": "check",
         "due": ["check", "shout"], "sendBacks": {"review->draft": 1},
         "steps": {"count": {"status": "completed", "output": {"count": 2, "any": [true, {"k": "v"}]}, "text": "{\"count\": 2}",
-                   "attempts": [{"number": 1, "status": "completed", "output": {"count": 2}}], "roundStart": 0}},
+                   "attempts": [{"number": 1, "status": "completed", "output": {"count": 2}}], "roundStart": 0},
+                  "quiet": {"status": "completed", "output": null,
+                   "attempts": [{"number": 1, "status": "completed", "output": null}]}},
         "arrows": [{"from": "count", "to": "check", "taken": true, "detail": "control only"}]
     }))
     .expect("status");
@@ -104,6 +106,12 @@ async fn flows_runs_and_approvals_round_trip() {
         .await
         .expect("status patch");
     assert_eq!(patched.status, Some(status), "status kept exactly");
+    let quiet = &patched.status.as_ref().expect("status").steps["quiet"];
+    assert_eq!(
+        quiet.output,
+        Some(serde_json::Value::Null),
+        "an output of null is kept, not dropped"
+    );
 
     // An Approval with free JSON in `show` and `response`.
     let approval: Approval = serde_json::from_value(json!({

@@ -96,7 +96,11 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrows: Vec<Arrow>,
     /// The run's output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::schema::keep_null"
+    )]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
     /// The reason a run failed, when it did.
@@ -169,7 +173,11 @@ pub struct StepRecord {
     #[serde(default)]
     pub status: StepStatus,
     /// The output of the latest attempt (`$steps.KEY.output`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::schema::keep_null"
+    )]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
     /// The raw text of the latest attempt (`$steps.KEY.text`).
@@ -231,7 +239,11 @@ pub struct PartRecord {
     #[serde(default)]
     pub status: StepStatus,
     /// Its output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::schema::keep_null"
+    )]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
     /// Its raw text.
@@ -267,7 +279,11 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
     /// What it produced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::schema::keep_null"
+    )]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
     /// Its raw text.

@@ -9,7 +9,18 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 
 /// Any JSON value, kept as written.
 pub fn any_json(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
+    // `nullable`: a step may produce `null`, and the API server would
+    // otherwise drop it, so a restarted controller would read "no output".
+    json_schema!({ "x-kubernetes-preserve-unknown-fields": true, "nullable": true })
+}
+
+/// Reads a present `null` as `Some(Value::Null)` (serde's default reads it
+/// as `None`), so an output of `null` survives a round trip through the
+/// API server. Use with `#[serde(default)]`: absent stays `None`.
+pub fn keep_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    <serde_json::Value as serde::Deserialize>::deserialize(d).map(Some)
 }
 
 /// A JSON object whose content is free.

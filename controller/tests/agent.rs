@@ -366,18 +366,27 @@ async fn malformed_replies_are_repaired_once() {
 #[tokio::test]
 async fn failing_twice_fails_the_attempt_saying_why() {
     let (url, script) = server(vec![
-        tool_reply(r#"{"verdict": "ok"}"#, usage(1, 1)),
+        tool_reply(r#"{"verdict": "ok"}"#, usage(3, 2)),
         tool_reply(
             r#"{"verdict": "ok", "score": 1.5, "extra": 1}"#,
-            usage(1, 1),
+            usage(5, 4),
         ),
         tool_reply(r#"{"verdict":"ok","score":5}"#, usage(1, 1)),
     ])
     .await;
-    let err = executor(url, Mode::Tools)
+    let failed = executor(url, Mode::Tools)
         .run(&work(Some(verdict_fields()), Value::Null, vec![]))
         .await
         .expect_err("fails");
+    assert_eq!(
+        failed.usage,
+        Some(TokenUsage {
+            prompt_tokens: 8,
+            completion_tokens: 6
+        }),
+        "a failed attempt still reports the tokens of both calls"
+    );
+    let err = failed.error;
     assert_eq!(err.code, codes::AGENT);
     assert!(
         err.message.contains("after one repair turn"),
@@ -462,7 +471,8 @@ async fn server_errors_are_retried_and_client_errors_are_not() {
     let err = executor(url, Mode::Tools)
         .run(&work(Some(verdict_fields()), Value::Null, vec![]))
         .await
-        .expect_err("4xx fails");
+        .expect_err("4xx fails")
+        .error;
     assert_eq!(err.code, codes::AGENT);
     assert!(err.message.contains("HTTP 400"), "{}", err.message);
     assert!(err.message.contains("bad model name"), "{}", err.message);
@@ -472,7 +482,8 @@ async fn server_errors_are_retried_and_client_errors_are_not() {
     let err = executor(url, Mode::Tools)
         .run(&work(None, Value::Null, vec![]))
         .await
-        .expect_err("gives up");
+        .expect_err("gives up")
+        .error;
     assert!(err.message.contains("HTTP 500"), "{}", err.message);
     assert_eq!(requests(&script).len(), 3, "one call and two retries");
 }
@@ -488,7 +499,8 @@ async fn unreachable_server_fails_naming_it() {
     let err = executor(format!("http://{addr}/v1"), Mode::Tools)
         .run(&work(None, Value::Null, vec![]))
         .await
-        .expect_err("fails");
+        .expect_err("fails")
+        .error;
     assert_eq!(err.code, codes::AGENT);
     assert!(err.message.contains("could not reach"), "{}", err.message);
 }
@@ -503,14 +515,16 @@ async fn finish_reasons_are_reported() {
     let err = executor(url, Mode::JsonSchema)
         .run(&work(Some(verdict_fields()), Value::Null, vec![]))
         .await
-        .expect_err("cut twice");
+        .expect_err("cut twice")
+        .error;
     assert!(err.message.contains("cut off"), "{}", err.message);
 
     let (url, script) = server(vec![text_reply("", "content_filter", usage(1, 0))]).await;
     let err = executor(url, Mode::Tools)
         .run(&work(None, Value::Null, vec![]))
         .await
-        .expect_err("filtered");
+        .expect_err("filtered")
+        .error;
     assert!(err.message.contains("content filter"), "{}", err.message);
     assert_eq!(requests(&script).len(), 1, "no repair turn after a refusal");
 }
@@ -619,6 +633,7 @@ async fn work_timeout_fails_with_the_timeout_code() {
     let err = executor(format!("http://{addr}/v1"), Mode::Tools)
         .run(&w)
         .await
-        .expect_err("times out");
+        .expect_err("times out")
+        .error;
     assert_eq!(err.code, codes::TIMEOUT);
 }

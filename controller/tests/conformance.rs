@@ -6,9 +6,10 @@ use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use coxswain::api::{FlowSpec, RunPhase, RunStatus, StepError};
+use coxswain::api::{FlowSpec, RunPhase, RunStatus, StepError, TokenUsage};
 use coxswain::engine::{
-    Action, ApprovalRequest, CompiledFlow, Done, Event, RunInfo, RunMachine, Task, Work, WorkResult,
+    Action, ApprovalRequest, CompiledFlow, Done, Event, Failed, RunInfo, RunMachine, Task, Work,
+    WorkResult,
 };
 use coxswain::local::{Approver, CommandLineApprover, Progress, run_flow};
 use coxswain::steps::Executor;
@@ -41,6 +42,8 @@ struct Reply {
     text: Option<String>,
     #[serde(default)]
     error: Option<StepError>,
+    #[serde(default)]
+    usage: Option<TokenUsage>,
 }
 
 /// Answers work from the case's replies, in order per step; with no reply
@@ -95,11 +98,15 @@ impl Scripted {
             replies.get_mut(&key).and_then(VecDeque::pop_front)
         };
         match reply {
-            Some(Reply { error: Some(e), .. }) => Err(e),
+            Some(Reply {
+                error: Some(error),
+                usage,
+                ..
+            }) => Err(Failed { error, usage }),
             Some(r) => Ok(Done {
                 output: r.output,
                 text: r.text,
-                usage: None,
+                usage: r.usage,
             }),
             None => Ok(Done::output(work.input.clone())),
         }

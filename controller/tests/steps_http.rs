@@ -187,7 +187,7 @@ async fn non_2xx_fails_with_status_and_preview() {
         url: format!("{}/items/1?key=hidden", server.base),
         ..Default::default()
     };
-    let err = executor().run(&http_work(step)).await.unwrap_err();
+    let err = executor().run(&http_work(step)).await.unwrap_err().error;
     assert_eq!(err.code, codes::HTTP);
     assert_eq!(
         err.message,
@@ -209,7 +209,8 @@ async fn responses_are_capped() {
         .with_response_limit(1024)
         .run(&http_work(step))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::HTTP);
     assert!(
         err.message.ends_with("is larger than the 1 KiB limit"),
@@ -253,7 +254,8 @@ async fn secret_headers_reach_the_server_and_nothing_else() {
     let err = executor()
         .run(&http_work(secret_header_step(&server.base)))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert!(!err.message.contains(SECRET), "{}", err.message);
     assert!(!format!("{err:?}").contains(SECRET));
     assert!(!format!("{:?}", executor()).contains(SECRET));
@@ -266,7 +268,7 @@ async fn a_missing_value_fails_with_the_exact_message() {
         url: format!("{}/{{{{ghost.json.id}}}}", server.base),
         ..Default::default()
     };
-    let err = executor().run(&http_work(step)).await.unwrap_err();
+    let err = executor().run(&http_work(step)).await.unwrap_err().error;
     assert_eq!(err.code, codes::PLACEHOLDER);
     assert_eq!(
         err.message,
@@ -287,7 +289,7 @@ async fn a_line_break_in_a_header_value_is_refused() {
         }],
         ..Default::default()
     };
-    let err = executor().run(&http_work(step)).await.unwrap_err();
+    let err = executor().run(&http_work(step)).await.unwrap_err().error;
     assert_eq!(err.code, codes::PLACEHOLDER);
     assert!(err.message.contains("line break"), "{}", err.message);
     assert!(server.requests().is_empty());
@@ -304,7 +306,7 @@ async fn link_local_and_metadata_addresses_are_refused() {
             url: url.into(),
             ..Default::default()
         };
-        let err = executor().run(&http_work(step)).await.unwrap_err();
+        let err = executor().run(&http_work(step)).await.unwrap_err().error;
         assert_eq!(err.code, codes::HTTP, "{url}");
         assert!(
             err.message.starts_with("refused to connect to"),
@@ -324,7 +326,7 @@ async fn a_configured_deny_list_applies_to_names_too() {
         url: format!("http://localhost:{port}/"),
         ..Default::default()
     };
-    let err = exec.run(&http_work(step)).await.unwrap_err();
+    let err = exec.run(&http_work(step)).await.unwrap_err().error;
     assert!(
         err.message.starts_with("refused to connect to localhost"),
         "{}",
@@ -351,7 +353,7 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
         url: format!("http://{addr}/start"),
         ..Default::default()
     };
-    let err = executor().run(&http_work(step)).await.unwrap_err();
+    let err = executor().run(&http_work(step)).await.unwrap_err().error;
     server.abort();
     assert_eq!(err.code, codes::HTTP);
     assert!(

@@ -112,7 +112,8 @@ async fn webhook_errors_fail_the_attempt() {
     let err = executor("http://unused.invalid")
         .run(&message_work(step))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::MESSAGE);
     assert!(err.message.contains("500"), "{}", err.message);
 }
@@ -161,7 +162,8 @@ async fn slack_ok_false_fails_naming_the_error() {
     let err = executor(&slack.base)
         .run(&message_work(slack_step()))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::MESSAGE);
     assert_eq!(
         err.message,
@@ -176,7 +178,11 @@ async fn a_missing_slack_token_is_a_secret_error() {
     let exec = MessageExecutor::new(Arc::new(MapSecrets::new()))
         .unwrap()
         .with_slack_api(&slack.base);
-    let err = exec.run(&message_work(slack_step())).await.unwrap_err();
+    let err = exec
+        .run(&message_work(slack_step()))
+        .await
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::SECRET);
     assert!(slack.requests().is_empty());
 }
@@ -194,7 +200,8 @@ async fn a_missing_value_fails_before_sending() {
     let err = executor("http://unused.invalid")
         .run(&message_work(step))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::PLACEHOLDER);
     assert_eq!(
         err.message,
@@ -215,7 +222,8 @@ async fn a_metadata_webhook_is_refused() {
     let err = executor("http://unused.invalid")
         .run(&message_work(step))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::MESSAGE);
     assert!(
         err.message.starts_with("refused to connect"),

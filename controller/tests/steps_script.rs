@@ -138,7 +138,8 @@ async fn missing_secret_fails_with_secret_code() {
     let err = executor()
         .run(&script_work(step, Value::Null))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::SECRET);
     assert!(err.message.contains("nope"), "{}", err.message);
 }
@@ -164,7 +165,8 @@ async fn declared_error(stdout: &str) -> String {
     let err = executor()
         .run(&script_work(step, Value::Null))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::OUTPUT);
     err.message
 }
@@ -242,7 +244,8 @@ async fn non_zero_exit_fails_with_the_stderr_tail() {
     let err = executor()
         .run(&script_work(step, Value::Null))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::SCRIPT);
     assert_eq!(
         err.message,
@@ -254,7 +257,8 @@ async fn non_zero_exit_fails_with_the_stderr_tail() {
         .with_stderr_tail(100)
         .run(&script_work(step, Value::Null))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert!(err.message.ends_with("xxxEND"), "{}", err.message);
     assert!(err.message.len() < 200, "{}", err.message);
 }
@@ -266,7 +270,8 @@ async fn stdout_is_capped() {
         .with_stdout_limit(1000)
         .run(&script_work(step, Value::Null))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert_eq!(err.code, codes::OUTPUT);
     assert_eq!(
         err.message,
@@ -321,7 +326,7 @@ async fn timeout_kills_the_process_group() {
     let pid_file = dir.path().join("pid");
     let mut w = script_work(sleeper(&pid_file), Value::Null);
     w.timeout = Some(Duration::from_millis(500));
-    let err = executor().run(&w).await.unwrap_err();
+    let err = executor().run(&w).await.unwrap_err().error;
     assert_eq!(err.code, codes::TIMEOUT);
     assert!(err.message.contains("timeout"), "{}", err.message);
     let pid = read_pid(&pid_file).await;

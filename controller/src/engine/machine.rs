@@ -19,8 +19,8 @@ use crate::expr::EvalError;
 use super::compiled::{CompiledFlow, CompiledStep};
 use super::scope::{EvalScope, StepViews};
 use super::work::{
-    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult,
-    codes, step_error,
+    AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,
+    WorkResult, codes, step_error,
 };
 
 /// Most times one send-back arrow may be taken in a run.
@@ -573,7 +573,7 @@ impl<'f> RunMachine<'f> {
         // A part's `when` false skips just that part.
         if let Some(when) = inner.and_then(|c| c.when.as_ref()) {
             match when.eval_bool(&self.scope(node, Some(part))) {
-                Err(e) => return self.settle_part(node, part, Err(expression_error(&e))),
+                Err(e) => return self.settle_part(node, part, Err(expression_error(&e).into())),
                 Ok(false) => {
                     let p = &mut self.record_mut(node).parts[part];
                     p.status = StepStatus::Skipped;
@@ -661,19 +661,21 @@ impl<'f> RunMachine<'f> {
                         let usage = done.usage.clone();
                         self.complete(node, done.output, done.text, None, usage);
                     }
-                    Err(error) => self.attempt_failed(node, error),
+                    Err(failed) => self.attempt_failed(node, failed),
                 }
             }
         }
     }
 
-    fn attempt_failed(&mut self, node: usize, error: StepError) {
+    fn attempt_failed(&mut self, node: usize, failed: Failed) {
+        let Failed { error, usage } = failed;
         let compiled = &self.flow.steps[node];
         let now = self.now_text.clone();
         let record = self.record_mut(node);
         let tries = record.attempts.len() as i32 - record.round_start;
         if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
             last.error = Some(error.clone());
+            last.usage = usage;
         }
         if (tries as u32) < compiled.max_attempts {
             let wait = backoff(compiled.backoff, tries as u32);
@@ -713,9 +715,10 @@ impl<'f> RunMachine<'f> {
                 p.text = done.text;
                 p.error = None;
             }
-            Err(error) => {
+            Err(Failed { error, usage }) => {
                 if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Failed, &finished) {
                     last.error = Some(error.clone());
+                    last.usage = usage;
                 }
                 p.error = Some(error);
                 if (p.attempts.len() as u32) < max {

@@ -18,6 +18,6 @@ pub use machine::{
     Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine, status_name,
 };
 pub use work::{
-    AgentTask, ChangeRequest, DataView, Done, Given, PartRef, RunInfo, Task, Work, WorkResult,
-    codes, step_error,
+    AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,
+    WorkResult, codes, step_error,
 };

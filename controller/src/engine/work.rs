@@ -169,8 +169,24 @@ pub struct Done {
     pub usage: Option<TokenUsage>,
 }
 
+/// A failed attempt: why, and what it had cost by then (an agent that
+/// answered twice and still did not fit has used tokens all the same).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed {
+    /// Why it failed.
+    pub error: StepError,
+    /// Tokens used before it failed, for agents.
+    pub usage: Option<TokenUsage>,
+}
+
+impl From<StepError> for Failed {
+    fn from(error: StepError) -> Self {
+        Failed { error, usage: None }
+    }
+}
+
 /// The result of one attempt.
-pub type WorkResult = Result<Done, StepError>;
+pub type WorkResult = Result<Done, Failed>;
 
 /// Error codes executors fail with, so runs can be searched by cause.
 pub mod codes {

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use super::net::{self, DenyList, ReadError};
 use super::{Executor, Secrets};
 use crate::api::{HttpStep, StepError};
-use crate::engine::{Done, Task, Work, WorkResult, codes, step_error};
+use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
 use crate::flow::parse_duration;
 use crate::template::Place;
 
@@ -78,7 +78,7 @@ impl HttpExecutor {
         self
     }
 
-    async fn send(&self, work: &Work, step: &HttpStep) -> WorkResult {
+    async fn send(&self, work: &Work, step: &HttpStep) -> Result<Done, StepError> {
         let method_name = step.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
         let method = match method_name.as_str() {
             "GET" => Method::GET,
@@ -254,10 +254,8 @@ impl HttpExecutor {
 impl Executor for HttpExecutor {
     async fn run(&self, work: &Work) -> WorkResult {
         match &work.task {
-            Task::Http(step) => self.send(work, step).await,
-            _ => Err(http_error(
-                "the http executor only runs http steps".to_string(),
-            )),
+            Task::Http(step) => self.send(work, step).await.map_err(Failed::from),
+            _ => Err(http_error("the http executor only runs http steps".to_string()).into()),
         }
     }
 }

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::net::{self, DenyList, ReadError};
 use super::{Executor, Secrets};
 use crate::api::{MessageStep, SlackTarget, StepError, WebhookTarget};
-use crate::engine::{Done, Task, Work, WorkResult, codes, step_error};
+use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
 use crate::template::Place;
 
 /// Slack's Web API, where `chat.postMessage` lives.
@@ -78,7 +78,7 @@ impl MessageExecutor {
         self
     }
 
-    async fn post(&self, work: &Work, step: &MessageStep) -> WorkResult {
+    async fn post(&self, work: &Work, step: &MessageStep) -> Result<Done, StepError> {
         let text = net::render(&step.text, Place::Message, &work.data)?;
         match (&step.webhook, &step.slack) {
             (Some(hook), None) => self.webhook(work, hook, &text).await,
@@ -148,7 +148,12 @@ impl MessageExecutor {
         Ok((status, bytes))
     }
 
-    async fn webhook(&self, work: &Work, hook: &WebhookTarget, text: &str) -> WorkResult {
+    async fn webhook(
+        &self,
+        work: &Work,
+        hook: &WebhookTarget,
+        text: &str,
+    ) -> Result<Done, StepError> {
         let url = Url::parse(&hook.url)
             .map_err(|e| message_error(format!("`{}` is not a valid URL: {e}", hook.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -173,7 +178,7 @@ impl MessageExecutor {
         })
     }
 
-    async fn slack(&self, work: &Work, slack: &SlackTarget, text: &str) -> WorkResult {
+    async fn slack(&self, work: &Work, slack: &SlackTarget, text: &str) -> Result<Done, StepError> {
         let r = &slack.token_secret_ref;
         let token = self
             .secrets
@@ -224,10 +229,10 @@ impl MessageExecutor {
 impl Executor for MessageExecutor {
     async fn run(&self, work: &Work) -> WorkResult {
         match &work.task {
-            Task::Message(step) => self.post(work, step).await,
-            _ => Err(message_error(
-                "the message executor only runs message steps".to_string(),
-            )),
+            Task::Message(step) => self.post(work, step).await.map_err(Failed::from),
+            _ => Err(
+                message_error("the message executor only runs message steps".to_string()).into(),
+            ),
         }
     }
 }

@@ -41,7 +41,7 @@ use tokio::process::Command;
 
 use super::{Executor, Secrets};
 use crate::api::{Field, ScriptStep, StepError};
-use crate::engine::{Done, Task, Work, WorkResult, codes, step_error};
+use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
 
 /// Default cap on captured stdout; a bigger output fails the attempt.
 pub const DEFAULT_STDOUT_LIMIT: usize = 1 << 20;
@@ -99,7 +99,7 @@ impl LocalScript {
         self
     }
 
-    async fn run_script(&self, work: &Work, step: &ScriptStep) -> WorkResult {
+    async fn run_script(&self, work: &Work, step: &ScriptStep) -> Result<Done, StepError> {
         let scratch = match &self.scratch {
             Some(dir) => tempfile::Builder::new()
                 .prefix("coxswain-script-")
@@ -251,10 +251,10 @@ impl LocalScript {
 impl Executor for LocalScript {
     async fn run(&self, work: &Work) -> WorkResult {
         match &work.task {
-            Task::Script(step) => self.run_script(work, step).await,
-            _ => Err(script_error(
-                "the local script executor only runs script steps".to_string(),
-            )),
+            Task::Script(step) => self.run_script(work, step).await.map_err(Failed::from),
+            _ => Err(
+                script_error("the local script executor only runs script steps".to_string()).into(),
+            ),
         }
     }
 }

@@ -20,7 +20,7 @@ use self::contract::{Contract, Verdict};
 use self::prompt::Message;
 use super::Executor;
 use crate::api::TokenUsage;
-use crate::engine::{AgentTask, Done, Task, Work, WorkResult, codes, step_error};
+use crate::engine::{AgentTask, Done, Failed, Task, Work, WorkResult, codes, step_error};
 
 pub use self::contract::{Mode, Provider};
 
@@ -236,11 +236,10 @@ impl AgentExecutor {
             if let (Some(n), Some(members)) = (self.config.max_tokens, body.as_object_mut()) {
                 members.insert("max_tokens".into(), n.into());
             }
-            let completion = self
-                .client
-                .complete(&body)
-                .await
-                .map_err(|e| call_failed(&e))?;
+            let completion = match self.client.complete(&body).await {
+                Ok(c) => c,
+                Err(e) => return Err(failed(call_failed(&e), usage)),
+            };
             add_usage(&mut usage, completion.usage.as_ref());
             match contract::interpret(&contract, &completion.parts) {
                 Ok(output) => {
@@ -250,19 +249,19 @@ impl AgentExecutor {
                         usage,
                     });
                 }
-                Err(Verdict::Refused(why)) => return Err(step_error(codes::AGENT, why)),
+                Err(Verdict::Refused(why)) => {
+                    return Err(failed(step_error(codes::AGENT, why), usage));
+                }
                 Err(Verdict::Misfit(problems)) if turn == 0 => {
                     turn += 1;
                     repair(&mut messages, completion, &problems, &contract, mode);
                 }
                 Err(Verdict::Misfit(problems)) => {
-                    return Err(step_error(
-                        codes::AGENT,
-                        format!(
-                            "the model's reply did not fit after one repair turn: {}",
-                            problems.join("; ")
-                        ),
-                    ));
+                    let why = format!(
+                        "the model's reply did not fit after one repair turn: {}",
+                        problems.join("; ")
+                    );
+                    return Err(failed(step_error(codes::AGENT, why), usage));
                 }
             }
         }
@@ -275,7 +274,8 @@ impl Executor for AgentExecutor {
             return Err(step_error(
                 codes::AGENT,
                 "the agent executor was handed a step that is not an agent step",
-            ));
+            )
+            .into());
         };
         match work.timeout {
             Some(limit) => tokio::time::timeout(limit, self.attempt(task, &work.input))
@@ -284,7 +284,8 @@ impl Executor for AgentExecutor {
                     Err(step_error(
                         codes::TIMEOUT,
                         format!("the agent step took longer than its timeout ({limit:?})"),
-                    ))
+                    )
+                    .into())
                 }),
             None => self.attempt(task, &work.input).await,
         }
@@ -362,6 +363,11 @@ fn add_usage(total: &mut Option<TokenUsage>, call: Option<&TokenUsage>) {
         sum.prompt_tokens += call.prompt_tokens;
         sum.completion_tokens += call.completion_tokens;
     }
+}
+
+/// A failed attempt that keeps what its calls cost.
+fn failed(error: crate::api::StepError, usage: Option<TokenUsage>) -> Failed {
+    Failed { error, usage }
 }
 
 fn call_failed(e: &CallError) -> crate::api::StepError {

@@ -13,13 +13,9 @@
 //! `COXSWAIN_MODEL_URL`, else `e2e/model/up` is run; calls from
 //! `COXSWAIN_BENCH_CALLS`, default 20).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::post;
 use coxswain::api::{FlowSpec, RunPhase};
 use coxswain::engine::CompiledFlow;
 use coxswain::local::{CommandLineApprover, Progress, run_flow};
@@ -40,61 +36,14 @@ steps:
     input: {text: $input.text}
 "#;
 
-/// Upstream exchanges seen by the proxy: (request body, upstream time).
-type Seen = Arc<Mutex<Vec<(Value, Duration)>>>;
+#[path = "../tests/support/recording_proxy.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with another target; each reads its own fields"
+)]
+mod recording_proxy;
 
-#[derive(Clone)]
-struct Proxy {
-    upstream: String,
-    client: reqwest::Client,
-    seen: Seen,
-}
-
-async fn forward(State(p): State<Proxy>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
-    let start = Instant::now();
-    let sent = p
-        .client
-        .post(format!("{}/chat/completions", p.upstream))
-        .json(&body)
-        .send()
-        .await;
-    let (status, reply) = match sent {
-        Ok(r) => {
-            let status =
-                StatusCode::from_u16(r.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-            (status, r.json::<Value>().await.unwrap_or(Value::Null))
-        }
-        Err(e) => (
-            StatusCode::BAD_GATEWAY,
-            json!({"error": {"message": e.to_string()}}),
-        ),
-    };
-    let took = start.elapsed();
-    if let Ok(mut seen) = p.seen.lock() {
-        seen.push((body, took));
-    }
-    (status, Json(reply))
-}
-
-async fn start_proxy(upstream: String) -> Result<(String, Seen), String> {
-    let seen: Seen = Arc::default();
-    let state = Proxy {
-        upstream,
-        client: reqwest::Client::new(),
-        seen: seen.clone(),
-    };
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(forward))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("bind: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok((format!("http://{addr}/v1"), seen))
-}
+use recording_proxy::Exchanges;
 
 /// The server's URL: `COXSWAIN_MODEL_URL`, or what `e2e/model/up` prints.
 fn model_url() -> Result<String, String> {
@@ -119,11 +68,11 @@ fn model_url() -> Result<String, String> {
 }
 
 /// Takes the upstream time of every exchange recorded since `from`.
-fn upstream_since(seen: &Seen, from: usize) -> (Duration, usize, Option<Value>) {
+fn upstream_since(seen: &Exchanges, from: usize) -> (Duration, usize, Option<Value>) {
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     let new = seen.get(from..).unwrap_or(&[]);
-    let total = new.iter().map(|(_, d)| *d).sum();
-    (total, new.len(), new.first().map(|(b, _)| b.clone()))
+    let total = new.iter().map(|x| x.upstream).sum();
+    (total, new.len(), new.first().map(|x| x.request.clone()))
 }
 
 fn micros(d: Duration) -> f64 {
@@ -159,7 +108,6 @@ async fn main() {
         println!("agent_overhead: bench");
         return;
     }
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let calls: usize = std::env::var("COXSWAIN_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -171,7 +119,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let (url, seen) = match start_proxy(upstream).await {
+    let (url, seen) = match recording_proxy::start(upstream, false).await {
         Ok(p) => p,
         Err(why) => {
             eprintln!("cannot start the timing proxy: {why}");

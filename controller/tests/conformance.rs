@@ -200,29 +200,39 @@ async fn run_case(path: &Path) -> Result<(), String> {
     }
 }
 
-#[tokio::test]
-async fn conformance_suite() {
+/// Fails with every failing case, or says how many passed.
+fn report(cases: usize, failures: &[String]) {
+    assert!(cases >= 10, "the suite has {cases} cases");
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    println!("{cases} conformance cases passed");
+}
+
+/// The suite's case files, in order.
+fn case_files() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("suite dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     files.sort();
+    files
+}
+
+#[tokio::test]
+async fn conformance_suite() {
+    let files = case_files();
     let mut failures = Vec::new();
     for file in &files {
         if let Err(e) = run_case(file).await {
             failures.push(format!("== {}\n{e}", file.display()));
         }
     }
-    assert!(files.len() >= 10, "the suite has {} cases", files.len());
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
-    println!("{} conformance cases passed", files.len());
+    report(files.len(), &failures);
 }
 
 /// Every path where `a` and `b` differ, with both values.
@@ -347,12 +357,7 @@ fn drive(case: &Case, flow: &CompiledFlow<'_>, restart: bool) -> Result<Value, S
 /// lost or started twice.
 #[test]
 fn every_case_survives_a_restart_after_every_event() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("suite dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
+    let files = case_files();
     let mut failures = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).expect("case");
@@ -380,12 +385,5 @@ fn every_case_survives_a_restart_after_every_event() {
             failures.push(format!("== {}\n{}", file.display(), outcome.join("\n")));
         }
     }
-    assert!(files.len() >= 10);
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
+    report(files.len(), &failures);
 }

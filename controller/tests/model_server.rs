@@ -10,12 +10,8 @@
 //! missing server into a failure.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::post;
 use serde_json::{Value, json};
 
 /// The real server's base URL, or why there is none.
@@ -62,75 +58,32 @@ fn with_model() -> Option<String> {
     }
 }
 
-type Exchanges = Arc<Mutex<Vec<(Value, Value)>>>;
+#[path = "support/recording_proxy.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with another target; each reads its own fields"
+)]
+mod recording_proxy;
 
-#[derive(Clone)]
-struct Proxy {
-    upstream: String,
-    client: reqwest::Client,
-    seen: Exchanges,
-    /// Spoil the first reply (its tool arguments lose their fields), so
-    /// the repair turn that follows goes to the real server.
-    spoil_first: bool,
-}
+use recording_proxy::Exchange;
 
-async fn forward(State(p): State<Proxy>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
-    let sent = p
-        .client
-        .post(format!("{}/chat/completions", p.upstream))
-        .json(&body)
-        .send()
-        .await;
-    let (status, reply) = match sent {
-        Ok(r) => {
-            let status =
-                StatusCode::from_u16(r.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-            (status, r.json::<Value>().await.unwrap_or(Value::Null))
-        }
-        Err(e) => (
-            StatusCode::BAD_GATEWAY,
-            json!({"error": {"message": e.to_string()}}),
-        ),
-    };
-    let mut seen = p.seen.lock().expect("lock");
-    let mut reply = reply;
-    let spoil = p.spoil_first && seen.is_empty();
-    if let Some(args) = reply
-        .pointer_mut("/choices/0/message/tool_calls/0/function/arguments")
-        .filter(|_| spoil)
-    {
-        *args = Value::String("{\"title\": 7}".into());
-    }
-    seen.push((body, reply.clone()));
-    (status, Json(reply))
-}
-
-/// A recording proxy on 127.0.0.1 in front of the real server.
-async fn proxy(upstream: String) -> (String, Exchanges) {
+/// A recording proxy in front of the real server.
+async fn proxy(upstream: String) -> (String, recording_proxy::Exchanges) {
     proxy_with(upstream, false).await
 }
 
 /// [`proxy`], optionally spoiling the first reply.
-async fn proxy_with(upstream: String, spoil_first: bool) -> (String, Exchanges) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let seen: Exchanges = Arc::default();
-    let state = Proxy {
-        upstream,
-        client: reqwest::Client::new(),
-        seen: seen.clone(),
-        spoil_first,
-    };
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(forward))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+async fn proxy_with(upstream: String, spoil_first: bool) -> (String, recording_proxy::Exchanges) {
+    recording_proxy::start(upstream, spoil_first)
         .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}/v1"), seen)
+        .expect("proxy starts")
+}
+
+/// What the typed-fields flow's step must have produced.
+fn assert_typed(output: &Value) {
+    assert!(output["title"].is_string(), "{output}");
+    assert!(output["approved"].is_boolean(), "{output}");
+    assert!(output["tags"].is_array(), "{output}");
 }
 
 async fn run_flow(
@@ -175,8 +128,8 @@ async fn run_flow(
 }
 
 /// Tokens the server reported, summed over the exchanges.
-fn reported_usage(seen: &[(Value, Value)]) -> (i64, i64) {
-    seen.iter().fold((0, 0), |(p, c), (_, reply)| {
+fn reported_usage(seen: &[Exchange]) -> (i64, i64) {
+    seen.iter().fold((0, 0), |(p, c), Exchange { reply, .. }| {
         (
             p + reply["usage"]["prompt_tokens"].as_i64().unwrap_or(0),
             c + reply["usage"]["completion_tokens"].as_i64().unwrap_or(0),
@@ -197,15 +150,12 @@ async fn declared_fields_come_back_typed_and_usage_matches_the_server() {
     )
     .await;
     assert_eq!(code, Some(0), "{stderr}\n{record:#}");
-    let output = &record["steps"]["review"]["output"];
-    assert!(output["title"].is_string(), "{output}");
-    assert!(output["approved"].is_boolean(), "{output}");
-    assert!(output["tags"].is_array(), "{output}");
+    assert_typed(&record["steps"]["review"]["output"]);
 
     let seen = seen.lock().expect("lock").clone();
     assert!(!seen.is_empty());
     assert_eq!(
-        seen[0].0["tool_choice"]["function"]["name"], "submit_output",
+        seen[0].request["tool_choice"]["function"]["name"], "submit_output",
         "forced tool call"
     );
     let (prompt, completion) = reported_usage(&seen);
@@ -241,12 +191,9 @@ async fn the_provider_preset_uses_its_json_mode_and_fields_come_back_typed() {
     ];
     let (code, record, stderr) = run_flow(&url, "jsonobject", TYPED, input, &flags).await;
     assert_eq!(code, Some(0), "{stderr}\n{record:#}");
-    let output = &record["steps"]["review"]["output"];
-    assert!(output["title"].is_string(), "{output}");
-    assert!(output["approved"].is_boolean(), "{output}");
-    assert!(output["tags"].is_array(), "{output}");
+    assert_typed(&record["steps"]["review"]["output"]);
     let seen = seen.lock().expect("lock").clone();
-    let (request, reply) = &seen[0];
+    let Exchange { request, reply, .. } = &seen[0];
     assert_eq!(request["response_format"]["type"], "json_object");
     assert_eq!(
         request["response_format"]["schema"]["required"],
@@ -279,7 +226,7 @@ async fn a_json_mode_the_server_lacks_fails_with_its_own_words() {
     let seen = seen.lock().expect("lock").clone();
     assert!(
         seen.iter()
-            .all(|(r, _)| r["response_format"]["type"] == "json_schema")
+            .all(|x| x.request["response_format"]["type"] == "json_schema")
     );
 }
 
@@ -291,7 +238,11 @@ async fn the_repair_turn_is_a_conversation_the_real_server_accepts() {
     let (code, record, stderr) = run_flow(&url, "repair", TYPED, input, &[]).await;
     let seen = seen.lock().expect("lock").clone();
     assert!(seen.len() >= 2, "a repair turn followed: {stderr}");
-    let (repair, answer) = &seen[1];
+    let Exchange {
+        request: repair,
+        reply: answer,
+        ..
+    } = &seen[1];
     let messages = repair["messages"].as_array().expect("messages");
     let echoed = &messages[messages.len() - 2];
     assert_eq!(echoed["role"], "assistant");
@@ -383,7 +334,7 @@ async fn injected_instructions_reach_the_model_only_inside_the_fence() {
     assert_eq!(record["steps"]["fetch"]["output"]["comment"], attack);
     let seen = seen.lock().expect("lock").clone();
     assert!(!seen.is_empty(), "the model was called");
-    for (request, _) in &seen {
+    for Exchange { request, .. } in &seen {
         for message in request["messages"].as_array().expect("messages") {
             let content = message["content"].as_str().unwrap_or("");
             if !content.contains("IGNORE YOUR INSTRUCTIONS") {
@@ -443,5 +394,5 @@ async fn the_offline_demo_in_the_readme_runs() {
         other => panic!("exit {other:?}: {stderr}"),
     }
     let seen = seen.lock().expect("lock").clone();
-    assert!(seen.iter().all(|(request, _)| request["max_tokens"] == 300));
+    assert!(seen.iter().all(|x| x.request["max_tokens"] == 300));
 }

@@ -120,6 +120,10 @@ pub struct RunStatus {
     /// How often each send-back arrow (`from->to`) was taken.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub send_backs: BTreeMap<String, i32>,
+    /// How many passes took each arrow (`from[.exit]->to`), counted as the
+    /// step it reaches starts; `arrows[].count` reads it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arrow_counts: BTreeMap<String, i32>,
     /// A send-back waiting for the steps in progress to finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_send_back: Option<ReviewNote>,

@@ -43,16 +43,25 @@ pub fn arrows(flow: &CompiledFlow<'_>, state: &RunStatus) -> Vec<Arrow> {
                     moved(flow, to, from_key, from.and_then(|r| r.output.as_ref())),
                 ),
             };
+            let count = state
+                .arrow_counts
+                .get(&count_key(&label, node.key))
+                .copied();
             out.push(Arrow {
                 from: label,
                 to: node.key.to_string(),
                 taken,
                 detail: Some(detail),
-                count: None,
+                count,
             });
         }
     }
     out
+}
+
+/// The key of an arrow in `arrowCounts`: `from[.exit]->to`.
+pub fn count_key(from_label: &str, to: &str) -> String {
+    format!("{from_label}->{to}")
 }
 
 /// Which references of the target read the source, with size and preview.

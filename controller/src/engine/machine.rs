@@ -383,6 +383,7 @@ impl<'f> RunMachine<'f> {
                 Ok(true) => {}
             }
         }
+        self.count_taken_arrows(node);
         let Some(kind) = compiled.step.kind() else {
             return self.fail(node, step_error(codes::OUTPUT, "the step has no kind"));
         };
@@ -396,6 +397,26 @@ impl<'f> RunMachine<'f> {
                 self.record_mut(node).round_start_now();
                 self.start_attempt(node)
             }
+        }
+    }
+
+    /// Adds one pass to every arrow into `node` that was taken.
+    fn count_taken_arrows(&mut self, node: usize) {
+        let to = self.flow.key(node);
+        for arrow in &self.flow.graph.nodes[node].preds {
+            if self.arrow_state(arrow.from, arrow.exit) != Some(true) {
+                continue;
+            }
+            let from = self.flow.key(arrow.from);
+            let label = match arrow.exit {
+                Some(exit) => format!("{from}.{exit}"),
+                None => from.to_string(),
+            };
+            *self
+                .state
+                .arrow_counts
+                .entry(super::arrows::count_key(&label, to))
+                .or_insert(0) += 1;
         }
     }
 

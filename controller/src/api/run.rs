@@ -302,6 +302,11 @@ pub struct Attempt {
     /// Tokens an agent used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
+    /// Its output, text and feedback were dropped to keep the Run small:
+    /// only the latest attempts of a step keep theirs (a long loop would
+    /// otherwise outgrow what etcd stores). Status, times, error and usage stay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trimmed: bool,
 }
 
 /// Tokens an agent attempt used, as the provider reported them.

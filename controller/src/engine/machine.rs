@@ -26,6 +26,10 @@ use super::work::{
 /// Most times one send-back arrow may be taken in a run.
 pub const MAX_SEND_BACKS: i32 = 10;
 
+/// How many of a step's latest attempts keep their output and text in the
+/// record; older ones keep status, times, error and usage (DESIGN 10).
+pub const ATTEMPTS_WITH_OUTPUT: usize = 5;
+
 /// Something that happened to a run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -605,6 +609,7 @@ impl<'f> RunMachine<'f> {
         }
         let p = &mut self.record_mut(node).parts[part];
         let number = p.attempts.len() as i32 + 1;
+        trim_old_attempts(&mut p.attempts);
         p.attempts.push(Attempt {
             number,
             iteration,
@@ -639,6 +644,7 @@ impl<'f> RunMachine<'f> {
         let now = self.now_text.clone();
         let record = self.record_mut(node);
         let number = record.attempts.len() as i32 + 1;
+        trim_old_attempts(&mut record.attempts);
         record.attempts.push(Attempt {
             number,
             iteration,
@@ -1569,6 +1575,22 @@ impl StepRecord {
     }
 }
 
+/// Before a new attempt is added: the one that falls out of the latest
+/// [`ATTEMPTS_WITH_OUTPUT`] gives up its output, text and feedback.
+fn trim_old_attempts(attempts: &mut [Attempt]) {
+    let Some(index) = attempts.len().checked_sub(ATTEMPTS_WITH_OUTPUT) else {
+        return;
+    };
+    if let Some(old) = attempts.get_mut(index)
+        && !old.trimmed
+    {
+        old.output = None;
+        old.text = None;
+        old.feedback = None;
+        old.trimmed = true;
+    }
+}
+
 /// Closes the latest attempt if it is still running, with its end time, and
 /// hands it back so the caller can add what it produced.
 fn close_attempt<'a>(
@@ -1665,5 +1687,36 @@ impl Done {
             output,
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_latest_attempts_keep_their_output() {
+        let mut attempts: Vec<Attempt> = Vec::new();
+        for n in 1..=7 {
+            trim_old_attempts(&mut attempts);
+            attempts.push(Attempt {
+                number: n,
+                output: Some(json!(n)),
+                text: Some(format!("text {n}")),
+                feedback: Some("shorter".into()),
+                error: Some(step_error(codes::AGENT, "kept")),
+                ..Default::default()
+            });
+        }
+        for a in &attempts[..2] {
+            assert!(a.trimmed, "attempt {} is trimmed", a.number);
+            assert_eq!((&a.output, &a.text, &a.feedback), (&None, &None, &None));
+            assert!(a.error.is_some(), "the error stays");
+        }
+        for a in &attempts[2..] {
+            assert!(!a.trimmed);
+            assert_eq!(a.output, Some(json!(a.number)));
+        }
+        assert_eq!(attempts.len() - 2, ATTEMPTS_WITH_OUTPUT);
     }
 }

@@ -1,5 +1,5 @@
-//! The command-line contracts of `coxswain eval`, `render` and `lint`: exit
-//! codes, stdout and the first words of stderr, exactly as documented.
+//! The command-line contracts of `coxswain eval`, `render`, `lint` and
+//! `graph`: exit codes, stdout and the first words of stderr, as documented.
 
 use std::io::Write;
 use std::process::{Command, Output};
@@ -227,4 +227,75 @@ fn lint_of_a_missing_path_fails() {
     let o = coxswain(&["lint", "/nonexistent/flows"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("cannot read"), "{}", stdout(&o));
+}
+
+#[test]
+fn graph_draws_a_run_from_its_record() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let hello = format!("{examples}/hello.yaml");
+    let run = coxswain(&[
+        "run",
+        &hello,
+        "--input",
+        r#"{"names": ["Ada"], "loud": false}"#,
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let record = temp_file("hello-record.json", &stdout(&run));
+    let record = record.display().to_string();
+
+    let m = coxswain(&["graph", &hello, "--record", &record]);
+    assert_eq!(m.status.code(), Some(0), "{}", stderr(&m));
+    let m = stdout(&m);
+    assert!(m.starts_with("flowchart TD\n"), "{m}");
+    assert!(m.contains("n3[\"whisper<br/>script · completed\"]"), "{m}");
+    assert!(m.contains("n2[\"shout<br/>script · skipped\"]"), "{m}");
+    assert!(m.contains("n1 ==>|\"false: "), "the taken exit: {m}");
+    assert!(
+        m.contains("n1 -.->|\"true: #96;check#96; took exit #96;false#96;\"| n2"),
+        "{m}"
+    );
+    assert!(m.contains("class n2 skipped"), "{m}");
+
+    // A whole Run object works too, and DOT is the other language.
+    let as_run = format!(
+        r#"{{"apiVersion": "coxswain.dev/v1alpha1", "kind": "Run", "metadata": {{"name": "r"}}, "spec": {{"flowRef": {{"name": "hello"}}}}, "status": {}}}"#,
+        stdout(&run)
+    );
+    let run_file = temp_file("hello-run.json", &as_run);
+    let d = coxswain(&[
+        "graph",
+        &hello,
+        "--record",
+        &run_file.display().to_string(),
+        "--format",
+        "dot",
+    ]);
+    assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
+    let d = stdout(&d);
+    assert!(d.starts_with("digraph flow {"), "{d}");
+    assert!(
+        d.contains("n3 [label=\"whisper\\nscript · completed\", fillcolor=\"#d3f9d8\"];"),
+        "{d}"
+    );
+    assert!(d.contains("style=dashed"), "{d}");
+}
+
+#[test]
+fn graph_says_what_is_wrong_with_its_input() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let hello = format!("{examples}/hello.yaml");
+    let bad = temp_file("not-a-record.json", r#"{"phase": 7}"#);
+    let o = coxswain(&["graph", &hello, "--record", &bad.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is not a run's record"),
+        "{}",
+        stderr(&o)
+    );
+    let o = coxswain(&["graph", &hello, "--flow", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no Flow named nope"), "{}", stderr(&o));
 }

@@ -2,6 +2,7 @@
 
 mod crd;
 mod eval;
+mod graph;
 mod lint;
 mod render;
 mod run;
@@ -30,6 +31,8 @@ enum Command {
     Render(render::Args),
     /// Write the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::Args),
+    /// Draw a flow (Mermaid or DOT), with what happened on a run when given its record.
+    Graph(graph::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -41,7 +44,32 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => eval::run(args),
         Command::Render(args) => render::run(args),
         Command::Crd(args) => crd::run(args),
+        Command::Graph(args) => graph::run(args),
     }
+}
+
+/// The flow named `name` in a YAML file (the first one when no name is
+/// given), with its name; or what is wrong, naming the file.
+fn load_flow(
+    path: &std::path::Path,
+    name: Option<&str>,
+) -> Result<(String, crate::api::FlowSpec), String> {
+    let file = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let documents =
+        crate::flow::flows_in_yaml(&text).map_err(|e| format!("{file}: not YAML: {e}"))?;
+    let document = match name {
+        Some(name) => documents.into_iter().find(|d| d.name == name),
+        None => documents.into_iter().next(),
+    }
+    .ok_or_else(|| {
+        let named = name.map(|n| format!(" named {n}")).unwrap_or_default();
+        format!("{file}: no Flow{named} in it")
+    })?;
+    let flow = document
+        .flow
+        .map_err(|e| format!("{file}: flow {}: {e}", document.name))?;
+    Ok((document.name, flow.spec))
 }
 
 /// Reads a JSON context file for `eval` and `render`; no file means `{}`.

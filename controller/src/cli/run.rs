@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::api::RunPhase;
 use crate::engine::CompiledFlow;
-use crate::flow::{check_input, flows_in_yaml};
+use crate::flow::check_input;
 use crate::local::{CommandLineApprover, Progress, run_flow};
 use crate::steps::agent::{Mode, Provider};
 use crate::steps::local::{AgentFlags, LocalConfig, LocalExecutors};
@@ -78,26 +78,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
-    let file = args.file.display();
-    let text =
-        std::fs::read_to_string(&args.file).map_err(|e| format!("cannot read {file}: {e}"))?;
-    let documents = flows_in_yaml(&text).map_err(|e| format!("{file}: not YAML: {e}"))?;
-    let document = match &args.flow {
-        Some(name) => documents.into_iter().find(|d| &d.name == name),
-        None => documents.into_iter().next(),
-    }
-    .ok_or_else(|| {
-        format!(
-            "{file}: no Flow{} in it",
-            args.flow
-                .as_ref()
-                .map(|n| format!(" named {n}"))
-                .unwrap_or_default()
-        )
-    })?;
-    let flow = document
-        .flow
-        .map_err(|e| format!("{file}: flow {}: {e}", document.name))?;
+    let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let raw = match args.input.strip_prefix('@') {
         Some(path) => {
             std::fs::read_to_string(path).map_err(|e| format!("cannot read input {path}: {e}"))?
@@ -106,18 +87,18 @@ fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
     };
     let input: Value =
         serde_json::from_str(&raw).map_err(|e| format!("the input is not JSON: {e}"))?;
-    if let Some(schema) = &flow.spec.input {
+    if let Some(schema) = &flow.input {
         let problems = check_input(schema, &input);
         if !problems.is_empty() {
             let lines: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
             return Err(format!(
                 "the input does not fit flow {}:\n{}",
-                document.name,
+                name,
                 lines.join("\n")
             ));
         }
     }
-    Ok((flow.spec, input))
+    Ok((flow, input))
 }
 
 fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {

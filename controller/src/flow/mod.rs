@@ -4,6 +4,7 @@
 //! way wherever it is caught.
 
 mod documents;
+pub mod draw;
 mod duration;
 mod graph;
 mod input_schema;

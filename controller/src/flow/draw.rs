@@ -1,0 +1,414 @@
+//! A flow as a diagram, Mermaid or Graphviz DOT; given a run's record, also
+//! what happened on it: each step's status, each arrow taken or not, and
+//! what moved along it (DESIGN 9). Pure text out, so the CLI, docs and a
+//! future `kubectl` plugin draw the same picture.
+
+use std::fmt::Write;
+
+use crate::api::{Arrow as RecordArrow, RunStatus, Step, StepKind, StepStatus};
+
+use super::graph::FlowGraph;
+
+/// The diagram language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Mermaid `flowchart` (renders on GitHub and in most wikis).
+    Mermaid,
+    /// Graphviz `digraph`.
+    Dot,
+}
+
+/// How an edge is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// No record: just the shape of the flow.
+    Plain,
+    /// The arrow was taken on its latest pass.
+    Taken,
+    /// It was not (the label says why).
+    NotTaken,
+    /// A send-back arrow, or a loop starting its body.
+    Back,
+}
+
+struct Edge {
+    from: usize,
+    to: usize,
+    label: String,
+    style: Style,
+}
+
+/// Longest arrow label kept; the rest is cut with an ellipsis.
+const LABEL_CHARS: usize = 60;
+
+/// Draws the steps of a flow, with the record of a run when there is one.
+pub fn draw(steps: &[Step], record: Option<&RunStatus>, format: Format) -> String {
+    let graph = FlowGraph::new(steps);
+    let edges = edges(&graph, record);
+    match format {
+        Format::Mermaid => mermaid(&graph, record, &edges),
+        Format::Dot => dot(&graph, record, &edges),
+    }
+}
+
+fn edges(graph: &FlowGraph<'_>, record: Option<&RunStatus>) -> Vec<Edge> {
+    let mut out = Vec::new();
+    for (to, node) in graph.nodes.iter().enumerate() {
+        for arrow in &node.preds {
+            let from_key = graph.nodes[arrow.from].key;
+            let from = match arrow.exit {
+                Some(exit) => format!("{from_key}.{exit}"),
+                None => from_key.to_string(),
+            };
+            let seen = record.and_then(|r| find(&r.arrows, &from, node.key));
+            let (style, label) = match seen {
+                None => (Style::Plain, arrow.exit.unwrap_or("").to_string()),
+                Some(a) => (
+                    if a.taken {
+                        Style::Taken
+                    } else {
+                        Style::NotTaken
+                    },
+                    record_label(arrow.exit, a),
+                ),
+            };
+            out.push(Edge {
+                from: arrow.from,
+                to,
+                label,
+                style,
+            });
+        }
+        for back in &node.step.send_back {
+            if let Some(target) = graph.find(&back.to) {
+                out.push(Edge {
+                    from: to,
+                    to: target,
+                    label: format!("{}: send back", back.on),
+                    style: Style::Back,
+                });
+            }
+        }
+        if let Some(first) = graph
+            .body_of
+            .get(&to)
+            .and_then(|&list| graph.lists.get(list))
+            .and_then(|l| l.first())
+        {
+            out.push(Edge {
+                from: to,
+                to: *first,
+                label: "each pass".into(),
+                style: Style::Back,
+            });
+        }
+    }
+    out
+}
+
+fn find<'r>(arrows: &'r [RecordArrow], from: &str, to: &str) -> Option<&'r RecordArrow> {
+    arrows.iter().find(|a| a.from == from && a.to == to)
+}
+
+/// The exit, what moved (or why not), and how many passes took it.
+fn record_label(exit: Option<&str>, arrow: &RecordArrow) -> String {
+    let mut label = String::new();
+    if let Some(exit) = exit {
+        label.push_str(exit);
+        label.push_str(": ");
+    }
+    label.push_str(arrow.detail.as_deref().unwrap_or(""));
+    if let Some(n) = arrow.count.filter(|&n| n > 1) {
+        let _ = write!(label, " (×{n})");
+    }
+    shorten(&label)
+}
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= LABEL_CHARS {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(LABEL_CHARS - 1).collect();
+    format!("{cut}…")
+}
+
+fn kind_name(step: &Step) -> &'static str {
+    match step.kind() {
+        Some(StepKind::Agent(_)) => "agent",
+        Some(StepKind::Script(_)) => "script",
+        Some(StepKind::Http(_)) => "http",
+        Some(StepKind::Message(_)) => "message",
+        Some(StepKind::Condition(_)) => "condition",
+        Some(StepKind::Approval(_)) => "approval",
+        Some(StepKind::Join(_)) => "join",
+        Some(StepKind::Loop(_)) => "loop",
+        Some(StepKind::Parallel(_)) => "parallel",
+        None => "?",
+    }
+}
+
+fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepStatus> {
+    record.map(|r| r.steps.get(key).map_or(StepStatus::Pending, |s| s.status))
+}
+
+fn status_name(status: StepStatus) -> &'static str {
+    match status {
+        StepStatus::Pending => "pending",
+        StepStatus::Running => "running",
+        StepStatus::Waiting => "waiting",
+        StepStatus::Completed => "completed",
+        StepStatus::Failed => "failed",
+        StepStatus::Skipped => "skipped",
+    }
+}
+
+/// The two lines of a node: its key, then `kind · status`.
+fn node_lines(graph: &FlowGraph<'_>, node: usize, record: Option<&RunStatus>) -> [String; 2] {
+    let n = &graph.nodes[node];
+    let mut second = kind_name(n.step).to_string();
+    if let Some(status) = status_of(record, n.key) {
+        second.push_str(" · ");
+        second.push_str(status_name(status));
+    }
+    [n.key.to_string(), second]
+}
+
+/// The nodes of one list, loop bodies nested as subgraphs.
+fn visit_lists(graph: &FlowGraph<'_>, list: usize, emit: &mut dyn FnMut(Visit)) {
+    for &node in &graph.lists[list] {
+        emit(Visit::Node(node));
+        if let Some(&body) = graph.body_of.get(&node) {
+            emit(Visit::Open(node));
+            visit_lists(graph, body, emit);
+            emit(Visit::Close);
+        }
+    }
+}
+
+enum Visit {
+    Node(usize),
+    Open(usize),
+    Close,
+}
+
+fn mermaid(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) -> String {
+    let mut out = String::from("flowchart TD\n");
+    let mut depth = 1;
+    visit_lists(graph, 0, &mut |visit| {
+        let pad = "  ".repeat(depth);
+        match visit {
+            Visit::Node(n) => {
+                let [key, second] = node_lines(graph, n, record);
+                let text = format!("{}<br/>{}", mermaid_text(&key), mermaid_text(&second));
+                let _ = writeln!(out, "{pad}n{n}[\"{text}\"]");
+            }
+            Visit::Open(n) => {
+                let title = mermaid_text(&format!("{}: each pass", graph.nodes[n].key));
+                let _ = writeln!(out, "{pad}subgraph body{n}[\"{title}\"]");
+                depth += 1;
+            }
+            Visit::Close => {
+                depth -= 1;
+                let _ = writeln!(out, "{}end", "  ".repeat(depth));
+            }
+        }
+    });
+    for e in edges {
+        let arrow = match e.style {
+            Style::Plain => "-->",
+            Style::Taken => "==>",
+            Style::NotTaken | Style::Back => "-.->",
+        };
+        if e.label.is_empty() {
+            let _ = writeln!(out, "  n{} {arrow} n{}", e.from, e.to);
+        } else {
+            let label = mermaid_text(&e.label);
+            let _ = writeln!(out, "  n{} {arrow}|\"{label}\"| n{}", e.from, e.to);
+        }
+    }
+    if record.is_some() {
+        out.push_str(concat!(
+            "  classDef completed fill:#d3f9d8,stroke:#2b8a3e\n",
+            "  classDef failed fill:#ffe3e3,stroke:#c92a2a\n",
+            "  classDef skipped fill:#f1f3f5,stroke:#868e96,color:#868e96\n",
+            "  classDef running fill:#fff3bf,stroke:#e67700\n",
+            "  classDef waiting fill:#e7f5ff,stroke:#1971c2\n",
+        ));
+        for (n, node) in graph.nodes.iter().enumerate() {
+            match status_of(record, node.key) {
+                Some(StepStatus::Pending) | None => {}
+                Some(status) => {
+                    let _ = writeln!(out, "  class n{n} {}", status_name(status));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Text inside a quoted Mermaid label: quotes, backticks and angle brackets
+/// as entities (Mermaid reads `#quot;` and friends), line breaks as spaces.
+fn mermaid_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("#quot;"),
+            '<' => out.push_str("#lt;"),
+            '>' => out.push_str("#gt;"),
+            // A label opening with "` would be read as a markdown string.
+            '`' => out.push_str("#96;"),
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn dot(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) -> String {
+    let mut out = String::from(
+        "digraph flow {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"sans-serif\"];\n  edge [fontname=\"sans-serif\", fontsize=10];\n",
+    );
+    let mut depth = 1;
+    visit_lists(graph, 0, &mut |visit| {
+        let pad = "  ".repeat(depth);
+        match visit {
+            Visit::Node(n) => {
+                let text = dot_text(&node_lines(graph, n, record).join("\n"));
+                let fill = status_of(record, graph.nodes[n].key).map_or("white", dot_fill);
+                let _ = writeln!(out, "{pad}n{n} [label=\"{text}\", fillcolor=\"{fill}\"];");
+            }
+            Visit::Open(n) => {
+                let title = dot_text(&format!("{}: each pass", graph.nodes[n].key));
+                let _ = writeln!(
+                    out,
+                    "{pad}subgraph cluster_{n} {{\n{pad}  label=\"{title}\";"
+                );
+                depth += 1;
+            }
+            Visit::Close => {
+                depth -= 1;
+                let _ = writeln!(out, "{}}}", "  ".repeat(depth));
+            }
+        }
+    });
+    for e in edges {
+        let style = match e.style {
+            Style::Plain => "solid",
+            Style::Taken => "bold",
+            Style::NotTaken => "dashed",
+            Style::Back => "dotted",
+        };
+        let label = dot_text(&e.label);
+        let _ = writeln!(
+            out,
+            "  n{} -> n{} [label=\"{label}\", style={style}];",
+            e.from, e.to
+        );
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn dot_fill(status: StepStatus) -> &'static str {
+    match status {
+        StepStatus::Pending => "white",
+        StepStatus::Running => "#fff3bf",
+        StepStatus::Waiting => "#e7f5ff",
+        StepStatus::Completed => "#d3f9d8",
+        StepStatus::Failed => "#ffe3e3",
+        StepStatus::Skipped => "#f1f3f5",
+    }
+}
+
+/// Text inside a quoted DOT string: backslashes and quotes escaped, line
+/// breaks as DOT's `\n`.
+fn dot_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn steps() -> Vec<Step> {
+        serde_json::from_value(json!([
+            {"key": "draft", "agent": {"prompt": "Write."}},
+            {"key": "review", "approval": {"decisions": ["approve", "changes"]},
+             "sendBack": [{"on": "changes", "to": "draft"}]},
+            {"key": "publish", "after": ["review.approve"], "script": {"source": "x"}},
+            {"key": "again", "loop": {"until": "true", "maxIterations": 2, "steps": [{"key": "inner", "script": {"source": "x"}}]}}
+        ]))
+        .expect("steps")
+    }
+
+    #[test]
+    fn the_shape_of_a_flow_without_a_record() {
+        let m = draw(&steps(), None, Format::Mermaid);
+        assert!(m.starts_with("flowchart TD\n"), "{m}");
+        assert!(m.contains("n0[\"draft<br/>agent\"]"), "{m}");
+        assert!(m.contains("n0 --> n1"), "{m}");
+        assert!(m.contains("n1 -->|\"approve\"| n2"), "{m}");
+        assert!(m.contains("n1 -.->|\"changes: send back\"| n0"), "{m}");
+        assert!(m.contains("subgraph body3[\"again: each pass\"]"), "{m}");
+        assert!(m.contains("n3 -.->|\"each pass\"| n4"), "{m}");
+        assert!(!m.contains("classDef"), "no statuses without a record");
+    }
+
+    #[test]
+    fn a_record_colours_steps_and_labels_arrows() {
+        let record: RunStatus = serde_json::from_value(json!({
+            "phase": "Succeeded",
+            "steps": {"draft": {"status": "completed"}, "review": {"status": "completed", "exit": "approve"},
+                      "publish": {"status": "skipped"}},
+            "arrows": [
+                {"from": "draft", "to": "review", "taken": true, "detail": "its \"output\" (12 bytes)", "count": 2},
+                {"from": "review.approve", "to": "publish", "taken": false, "detail": "`publish` did not run"}
+            ]
+        }))
+        .expect("record");
+        let m = draw(&steps(), Some(&record), Format::Mermaid);
+        assert!(m.contains("n0[\"draft<br/>agent · completed\"]"), "{m}");
+        assert!(
+            m.contains("n0 ==>|\"its #quot;output#quot; (12 bytes) (×2)\"| n1"),
+            "{m}"
+        );
+        assert!(
+            m.contains("n1 -.->|\"approve: #96;publish#96; did not run\"| n2"),
+            "{m}"
+        );
+        assert!(m.contains("class n0 completed"), "{m}");
+        assert!(m.contains("class n2 skipped"), "{m}");
+        let d = draw(&steps(), Some(&record), Format::Dot);
+        assert!(d.starts_with("digraph flow {"), "{d}");
+        assert!(
+            d.contains("n0 [label=\"draft\\nagent · completed\", fillcolor=\"#d3f9d8\"];"),
+            "{d}"
+        );
+        assert!(
+            d.contains("n0 -> n1 [label=\"its \\\"output\\\" (12 bytes) (×2)\", style=bold];"),
+            "{d}"
+        );
+        assert!(d.contains("subgraph cluster_3 {"), "{d}");
+        assert!(d.trim_end().ends_with('}'));
+    }
+
+    #[test]
+    fn long_labels_are_cut_with_an_ellipsis() {
+        let long = "x".repeat(200);
+        let s = shorten(&long);
+        assert_eq!(s.chars().count(), LABEL_CHARS);
+        assert!(s.ends_with('…'));
+    }
+}

@@ -637,3 +637,50 @@ async fn work_timeout_fails_with_the_timeout_code() {
         .error;
     assert_eq!(err.code, codes::TIMEOUT);
 }
+
+#[tokio::test]
+async fn a_timeout_keeps_the_tokens_already_spent() {
+    // The first reply does not fit (and costs tokens); the repair turn's
+    // answer never comes within the step's timeout.
+    let calls = Arc::new(Mutex::new(0));
+    let counter = calls.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let counter = counter.clone();
+            async move {
+                let first = {
+                    let mut n = counter.lock().expect("lock");
+                    *n += 1;
+                    *n == 1
+                };
+                if !first {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                Json(tool_reply(r#"{"verdict": "ok"}"#, usage(11, 4)).1)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut w = work(Some(verdict_fields()), Value::Null, vec![]);
+    w.timeout = Some(Duration::from_millis(500));
+    let failed = executor(format!("http://{addr}/v1"), Mode::Tools)
+        .run(&w)
+        .await
+        .expect_err("times out");
+    assert_eq!(failed.error.code, codes::TIMEOUT);
+    assert_eq!(*calls.lock().expect("lock"), 2, "the repair turn was sent");
+    assert_eq!(
+        failed.usage,
+        Some(TokenUsage {
+            prompt_tokens: 11,
+            completion_tokens: 4
+        })
+    );
+}

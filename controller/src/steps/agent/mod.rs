@@ -19,7 +19,7 @@ use self::client::{CallError, ChatClient, Completion};
 use self::contract::{Contract, Verdict};
 use self::prompt::Message;
 use super::Executor;
-use crate::api::TokenUsage;
+use crate::api::{StepError, TokenUsage};
 use crate::engine::{AgentTask, Done, Failed, Task, Work, WorkResult, codes, step_error};
 
 pub use self::contract::{Mode, Provider};
@@ -224,34 +224,40 @@ impl AgentExecutor {
         &self.config
     }
 
-    async fn attempt(&self, task: &AgentTask, input: &Value) -> WorkResult {
+    /// One attempt: the call, and one repair turn when the reply does not
+    /// fit. Tokens are added to `usage` as each reply arrives, so they are
+    /// known even when the attempt fails or its timeout cuts it short.
+    async fn attempt(
+        &self,
+        task: &AgentTask,
+        input: &Value,
+        usage: &mut Option<TokenUsage>,
+    ) -> Result<Done, StepError> {
         let contract = Contract::of(task.spec.reply.as_ref());
         let mode = self.config.mode;
         let model = self.config.model_for(task.spec.model.as_deref());
         let mut messages = prompt::build(task, input, &contract, mode).messages;
-        let mut usage: Option<TokenUsage> = None;
         let mut turn = 0;
         loop {
             let mut body = request_body(&model, &messages, &contract, mode);
             if let (Some(n), Some(members)) = (self.config.max_tokens, body.as_object_mut()) {
                 members.insert("max_tokens".into(), n.into());
             }
-            let completion = match self.client.complete(&body).await {
-                Ok(c) => c,
-                Err(e) => return Err(failed(call_failed(&e), usage)),
-            };
-            add_usage(&mut usage, completion.usage.as_ref());
+            let completion = self
+                .client
+                .complete(&body)
+                .await
+                .map_err(|e| call_failed(&e))?;
+            add_usage(usage, completion.usage.as_ref());
             match contract::interpret(&contract, &completion.parts) {
                 Ok(output) => {
                     return Ok(Done {
                         output,
                         text: Some(completion.parts.text()),
-                        usage,
+                        usage: usage.clone(),
                     });
                 }
-                Err(Verdict::Refused(why)) => {
-                    return Err(failed(step_error(codes::AGENT, why), usage));
-                }
+                Err(Verdict::Refused(why)) => return Err(step_error(codes::AGENT, why)),
                 Err(Verdict::Misfit(problems)) if turn == 0 => {
                     turn += 1;
                     repair(&mut messages, completion, &problems, &contract, mode);
@@ -261,7 +267,7 @@ impl AgentExecutor {
                         "the model's reply did not fit after one repair turn: {}",
                         problems.join("; ")
                     );
-                    return Err(failed(step_error(codes::AGENT, why), usage));
+                    return Err(step_error(codes::AGENT, why));
                 }
             }
         }
@@ -277,18 +283,19 @@ impl Executor for AgentExecutor {
             )
             .into());
         };
-        match work.timeout {
-            Some(limit) => tokio::time::timeout(limit, self.attempt(task, &work.input))
+        let mut usage = None;
+        let outcome = match work.timeout {
+            Some(limit) => tokio::time::timeout(limit, self.attempt(task, &work.input, &mut usage))
                 .await
                 .unwrap_or_else(|_| {
                     Err(step_error(
                         codes::TIMEOUT,
                         format!("the agent step took longer than its timeout ({limit:?})"),
-                    )
-                    .into())
+                    ))
                 }),
-            None => self.attempt(task, &work.input).await,
-        }
+            None => self.attempt(task, &work.input, &mut usage).await,
+        };
+        outcome.map_err(|error| Failed { error, usage })
     }
 }
 
@@ -365,12 +372,7 @@ fn add_usage(total: &mut Option<TokenUsage>, call: Option<&TokenUsage>) {
     }
 }
 
-/// A failed attempt that keeps what its calls cost.
-fn failed(error: crate::api::StepError, usage: Option<TokenUsage>) -> Failed {
-    Failed { error, usage }
-}
-
-fn call_failed(e: &CallError) -> crate::api::StepError {
+fn call_failed(e: &CallError) -> StepError {
     step_error(codes::AGENT, e.to_string())
 }
 

@@ -52,11 +52,7 @@ impl Progress {
             }
             self.last.insert(key.clone(), seen);
             let took = duration(record.started_at.as_deref(), record.finished_at.as_deref());
-            let attempt = if record.attempts.len() > 1 {
-                format!(" (attempt {})", record.attempts.len())
-            } else {
-                String::new()
-            };
+            let attempt = which_try(record);
             let line = match record.status {
                 StepStatus::Running if record.retry_at.is_some() => {
                     let why = record
@@ -182,4 +178,52 @@ fn duration(start: Option<&str>, end: Option<&str>) -> String {
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
+}
+
+/// ` (pass 3)`, ` (pass 3, attempt 2)` inside a loop, ` (attempt 2)`
+/// outside one; nothing for a first try.
+fn which_try(record: &crate::api::StepRecord) -> String {
+    let in_round = record.attempts.len() as i32 - record.round_start;
+    let notes: Vec<String> = match record.iteration {
+        Some(pass) if pass > 1 || in_round > 1 => [
+            Some(format!("pass {pass}")),
+            (in_round > 1).then(|| format!("attempt {in_round}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        Some(_) => Vec::new(),
+        None if record.attempts.len() > 1 => vec![format!("attempt {}", record.attempts.len())],
+        None => Vec::new(),
+    };
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Attempt, StepRecord};
+
+    fn record(attempts: usize, round_start: i32, iteration: Option<i32>) -> StepRecord {
+        StepRecord {
+            attempts: vec![Attempt::default(); attempts],
+            round_start,
+            iteration,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tries_are_named_by_pass_and_attempt() {
+        assert_eq!(which_try(&record(1, 0, None)), "");
+        assert_eq!(which_try(&record(2, 0, None)), " (attempt 2)");
+        assert_eq!(which_try(&record(1, 0, Some(1))), "");
+        assert_eq!(which_try(&record(3, 2, Some(3))), " (pass 3)");
+        assert_eq!(which_try(&record(4, 2, Some(3))), " (pass 3, attempt 2)");
+        assert_eq!(which_try(&record(2, 0, Some(1))), " (pass 1, attempt 2)");
+    }
 }

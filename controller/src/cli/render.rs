@@ -4,45 +4,22 @@ use std::{io::Write, path::PathBuf, process::ExitCode};
 
 use crate::template::{self, Place};
 
-/// Where a template stands, which decides how values are inserted.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum Where {
-    /// A URL: values are percent-encoded.
-    Url,
-    /// A header value: text; a line break is refused.
-    Header,
-    /// A JSON body: escaped inside quotes, JSON outside.
-    Json,
-    /// A query parameter value: text.
-    Query,
-    /// A form field value: text.
-    Form,
-    /// A text body: text.
-    Text,
-    /// A chat message: text.
-    Message,
-}
-
-impl From<Where> for Place {
-    fn from(w: Where) -> Place {
-        match w {
-            Where::Url => Place::Url,
-            Where::Header => Place::Header,
-            Where::Json => Place::Json,
-            Where::Query => Place::Query,
-            Where::Form => Place::Form,
-            Where::Text => Place::Text,
-            Where::Message => Place::Message,
-        }
-    }
+/// Reads `--where`: the names are [`Place::ALL`]'s, listed in `--help`.
+fn place_parser() -> impl clap::builder::TypedValueParser<Value = Place> {
+    use clap::builder::TypedValueParser;
+    let names: Vec<&'static str> = Place::ALL.iter().map(|&(n, _)| n).collect();
+    clap::builder::PossibleValuesParser::new(names)
+        .try_map(|name| Place::named(&name).ok_or_else(|| format!("unknown place {name}")))
 }
 
 /// Options of `coxswain render`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Where the template stands.
-    #[arg(long = "where", value_enum, value_name = "PLACE")]
-    place: Where,
+    /// Where the template stands: a URL (values percent-encoded), a header
+    /// (a line break is refused), a JSON body (escaped inside quotes, JSON
+    /// outside), or a query, form, text or message value (text).
+    #[arg(long = "where", value_name = "PLACE", value_parser = place_parser())]
+    place: Place,
     /// A JSON context file, as for `coxswain eval`.
     #[arg(long, value_name = "FILE")]
     context: Option<PathBuf>,
@@ -60,7 +37,7 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let place = Place::from(args.place);
+    let place = args.place;
     let parsed = match template::parse(&args.template, place) {
         Ok(parsed) => parsed,
         Err(e) => {

@@ -55,6 +55,27 @@ pub enum Place {
     Message,
 }
 
+impl Place {
+    /// Every place with the name tools and messages use for it.
+    pub const ALL: [(&'static str, Place); 7] = [
+        ("url", Place::Url),
+        ("header", Place::Header),
+        ("json", Place::Json),
+        ("query", Place::Query),
+        ("form", Place::Form),
+        ("text", Place::Text),
+        ("message", Place::Message),
+    ];
+
+    /// The place called `name` (`url`, `header`, …).
+    pub fn named(name: &str) -> Option<Place> {
+        Place::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, place)| place)
+    }
+}
+
 /// One `{{key.path}}` in a template, exposed so the flow validator can check
 /// that the key names a step that runs earlier on the path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

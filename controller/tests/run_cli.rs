@@ -154,6 +154,18 @@ fn a_failing_step_fails_the_run_with_exit_1() {
             .is_some_and(|m| m.contains("broken"))
     );
     assert!(r["steps"].get("b").is_none(), "b never started");
+
+    // In text mode a failed run prints no output at all, and says why on stderr.
+    let text = coxswain(&["run", &file]);
+    assert_eq!(text.status.code(), Some(1));
+    assert!(
+        text.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    let said = String::from_utf8_lossy(&text.stderr);
+    assert!(said.contains("run failed"), "{said}");
+    assert!(said.contains("script.failed"), "{said}");
 }
 
 #[test]

@@ -168,13 +168,19 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
         &mut progress,
         cancel,
     ));
-    let printed = match args.output {
-        Output::Json => serde_json::to_string(&state),
-        Output::Text => serde_json::to_string_pretty(state.output.as_ref().unwrap_or(&Value::Null)),
+    // Text mode prints the output of a run that succeeded, and nothing
+    // otherwise: a failed run's `null` would read like a result.
+    let printed = match (args.output, state.phase) {
+        (Output::Json, _) => Some(serde_json::to_string(&state)),
+        (Output::Text, RunPhase::Succeeded) => Some(serde_json::to_string_pretty(
+            state.output.as_ref().unwrap_or(&Value::Null),
+        )),
+        (Output::Text, _) => None,
     };
     match printed {
-        Ok(text) => println!("{text}"),
-        Err(e) => eprintln!("cannot print the record: {e}"),
+        Some(Ok(text)) => println!("{text}"),
+        Some(Err(e)) => eprintln!("cannot print the record: {e}"),
+        None => {}
     }
     if state.phase == RunPhase::Succeeded {
         ExitCode::SUCCESS

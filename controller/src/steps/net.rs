@@ -247,17 +247,22 @@ pub fn redact(url: &Url) -> String {
 /// An error and its causes on one line; reqwest's own Display stops at the
 /// outermost layer, which rarely says what went wrong.
 pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        let text = e.to_string();
+        // reqwest's outer "error sending request for url (…)" repeats the
+        // URL our own message already names; the causes say what happened.
+        let generic = text.starts_with("error sending request for url");
+        if !generic && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
         }
-        source = cause.source();
+        next = e.source();
     }
-    text
+    if parts.is_empty() {
+        return err.to_string();
+    }
+    parts.join(": ")
 }
 
 /// Why reading an answer stopped.

@@ -236,7 +236,7 @@ impl ChatClient {
             let reason = if e.is_timeout() {
                 format!("no answer within {:?}", self.timeout)
             } else {
-                error_chain(&e)
+                crate::steps::net::chain(&e)
             };
             (
                 CallError::Transport {
@@ -272,17 +272,6 @@ impl ChatClient {
 
 /// An error with its causes, since reqwest's own message is often just
 /// "error sending request".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

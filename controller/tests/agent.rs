@@ -54,6 +54,11 @@ async fn server(replies: Vec<(u16, Value)>) -> (String, Shared) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(completions))
         .with_state(script.clone());
+    (serve(app).await, script)
+}
+
+/// Serves `app` on a free port of 127.0.0.1; returns its `/v1` base URL.
+async fn serve(app: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -61,7 +66,7 @@ async fn server(replies: Vec<(u16, Value)>) -> (String, Shared) {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    (format!("http://{addr}/v1"), script)
+    format!("http://{addr}/v1")
 }
 
 fn usage(p: i64, c: i64) -> Value {
@@ -614,10 +619,6 @@ async fn injected_data_stays_inside_the_fence_as_json() {
 #[tokio::test]
 async fn work_timeout_fails_with_the_timeout_code() {
     // A server that never answers within the step's timeout.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         post(|| async {
@@ -625,12 +626,10 @@ async fn work_timeout_fails_with_the_timeout_code() {
             "late"
         }),
     );
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let url = serve(app).await;
     let mut w = work(None, Value::Null, vec![]);
     w.timeout = Some(Duration::from_millis(200));
-    let err = executor(format!("http://{addr}/v1"), Mode::Tools)
+    let err = executor(url, Mode::Tools)
         .run(&w)
         .await
         .expect_err("times out")
@@ -661,16 +660,10 @@ async fn a_timeout_keeps_the_tokens_already_spent() {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let url = serve(app).await;
     let mut w = work(Some(verdict_fields()), Value::Null, vec![]);
     w.timeout = Some(Duration::from_millis(500));
-    let failed = executor(format!("http://{addr}/v1"), Mode::Tools)
+    let failed = executor(url, Mode::Tools)
         .run(&w)
         .await
         .expect_err("times out");

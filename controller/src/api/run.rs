@@ -169,6 +169,20 @@ pub enum StepStatus {
     Skipped,
 }
 
+impl StepStatus {
+    /// The status as records and messages write it (`completed`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Running => "running",
+            StepStatus::Waiting => "waiting",
+            StepStatus::Completed => "completed",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+        }
+    }
+}
+
 /// Everything a step did.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

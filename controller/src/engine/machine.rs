@@ -1287,7 +1287,7 @@ impl<'f> RunMachine<'f> {
                         Given {
                             name: key.clone(),
                             state: record
-                                .map_or("pending".into(), |r| status_name(r.status).to_string()),
+                                .map_or("pending".into(), |r| r.status.as_str().to_string()),
                             role: "instrument",
                             value: if ran {
                                 record.and_then(|r| r.output.clone())
@@ -1665,18 +1665,6 @@ fn compact(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    }
-}
-
-/// The status as written in records.
-pub fn status_name(status: StepStatus) -> &'static str {
-    match status {
-        StepStatus::Pending => "pending",
-        StepStatus::Running => "running",
-        StepStatus::Waiting => "waiting",
-        StepStatus::Completed => "completed",
-        StepStatus::Failed => "failed",
-        StepStatus::Skipped => "skipped",
     }
 }
 

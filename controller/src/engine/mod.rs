@@ -14,9 +14,7 @@ mod scope;
 mod work;
 
 pub use compiled::{CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
-pub use machine::{
-    Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine, status_name,
-};
+pub use machine::{Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine};
 pub use work::{
     AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,
     WorkResult, codes, step_error,

@@ -151,24 +151,13 @@ fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepStatus> {
     record.map(|r| r.steps.get(key).map_or(StepStatus::Pending, |s| s.status))
 }
 
-fn status_name(status: StepStatus) -> &'static str {
-    match status {
-        StepStatus::Pending => "pending",
-        StepStatus::Running => "running",
-        StepStatus::Waiting => "waiting",
-        StepStatus::Completed => "completed",
-        StepStatus::Failed => "failed",
-        StepStatus::Skipped => "skipped",
-    }
-}
-
 /// The two lines of a node: its key, then `kind · status`.
 fn node_lines(graph: &FlowGraph<'_>, node: usize, record: Option<&RunStatus>) -> [String; 2] {
     let n = &graph.nodes[node];
     let mut second = kind_name(n.step).to_string();
     if let Some(status) = status_of(record, n.key) {
         second.push_str(" · ");
-        second.push_str(status_name(status));
+        second.push_str(status.as_str());
     }
     [n.key.to_string(), second]
 }
@@ -238,7 +227,7 @@ fn mermaid(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) ->
             match status_of(record, node.key) {
                 Some(StepStatus::Pending) | None => {}
                 Some(status) => {
-                    let _ = writeln!(out, "  class n{n} {}", status_name(status));
+                    let _ = writeln!(out, "  class n{n} {}", status.as_str());
                 }
             }
         }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::api::{FlowSpec, OnFailure, Step, StepKind, StepProblem};
-use crate::expr::{self, Expr, ValueTemplate};
+use crate::expr::{self, Expr, Reference, Root, ValueTemplate};
 use crate::flow::{FlowGraph, exits, parse_duration, validate};
 use crate::template::{self, Place};
 
@@ -26,6 +26,11 @@ pub struct CompiledFlow<'a> {
     pub output: Option<ValueTemplate>,
     /// The loops and parallel steps, which settle when their work does.
     pub composites: Vec<usize>,
+    /// Per node: whether anything reads its `$steps.KEY` view (an expression,
+    /// a value, a placeholder, the flow's output), or every node when some
+    /// expression reads `$previous`. The engine keeps only these views
+    /// current, which spares a copy of each output on every transition.
+    pub observed: Vec<bool>,
 }
 
 /// One step's parsed parts.
@@ -90,6 +95,7 @@ impl<'a> CompiledFlow<'a> {
                 graph.nodes[n].step.loop_.is_some() || graph.nodes[n].step.parallel.is_some()
             })
             .collect();
+        let observed = observed(&graph, &steps, output.as_ref());
         Ok(CompiledFlow {
             spec,
             graph,
@@ -97,6 +103,7 @@ impl<'a> CompiledFlow<'a> {
             successors,
             output,
             composites,
+            observed,
         })
     }
 
@@ -124,6 +131,59 @@ impl<'a> CompiledFlow<'a> {
         match self.graph.body_of.get(&node) {
             Some(&list) => &self.graph.lists[list],
             None => &[],
+        }
+    }
+}
+
+/// See [`CompiledFlow::observed`].
+fn observed(
+    graph: &FlowGraph<'_>,
+    steps: &[CompiledStep<'_>],
+    output: Option<&ValueTemplate>,
+) -> Vec<bool> {
+    let mut observed = vec![false; graph.nodes.len()];
+    let mut previous = false;
+    let mut references: Vec<&Reference> = output.into_iter().flat_map(|o| o.references()).collect();
+    let mut keys: Vec<&str> = Vec::new();
+    for step in steps {
+        step.collect_reads(&mut references, &mut keys);
+    }
+    for reference in references {
+        match reference.root() {
+            Root::Previous => previous = true,
+            Root::Step { key } => keys.push(key),
+            _ => {}
+        }
+    }
+    for key in keys {
+        if let Some(node) = graph.find(key) {
+            observed[node] = true;
+        }
+    }
+    if previous {
+        observed.fill(true);
+    }
+    observed
+}
+
+impl<'a> CompiledStep<'a> {
+    /// Every reference in the step's expressions and values, and the step
+    /// keys its placeholders read, its parallel part's included.
+    fn collect_reads<'s>(&'s self, references: &mut Vec<&'s Reference>, keys: &mut Vec<&'s str>) {
+        references.extend(self.when.iter().flat_map(|e| e.references()));
+        references.extend(self.input.iter().flat_map(|v| v.references()));
+        references.extend(self.condition.iter().flat_map(|(_, e)| e.references()));
+        references.extend(self.until.iter().flat_map(|e| e.references()));
+        references.extend(self.items.iter().flat_map(|v| v.references()));
+        references.extend(
+            self.parts
+                .iter()
+                .filter_map(|(_, _, v)| v.as_ref())
+                .flat_map(|v| v.references()),
+        );
+        keys.extend(self.placeholder_keys.iter().map(String::as_str));
+        if let Some(part) = &self.part {
+            part.collect_reads(references, keys);
         }
     }
 }
@@ -232,4 +292,55 @@ fn placeholder_keys(sources: &[(&str, Place)]) -> Vec<String> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn observed_in(steps: serde_json::Value, output: Option<serde_json::Value>) -> Vec<bool> {
+        let mut flow = json!({ "steps": steps });
+        if let Some(o) = output {
+            flow["output"] = o;
+        }
+        let spec: FlowSpec = serde_json::from_value(flow).expect("flow");
+        CompiledFlow::new(&spec).expect("valid").observed
+    }
+
+    #[test]
+    fn only_steps_something_reads_are_observed() {
+        let steps = json!([
+            {"key": "a", "script": {"source": "x"}},
+            {"key": "b", "script": {"source": "x"}, "when": "$steps.a.status == 'completed'"},
+            {"key": "c", "script": {"source": "x"}},
+            {"key": "d", "http": {"url": "https://example.com/{{c.json.id}}"}},
+            {"key": "e", "script": {"source": "x"}}
+        ]);
+        assert_eq!(
+            observed_in(steps.clone(), None),
+            [true, false, true, false, false]
+        );
+        assert_eq!(
+            observed_in(steps, Some(json!({"last": "$steps.e.output"}))),
+            [true, false, true, false, true]
+        );
+    }
+
+    #[test]
+    fn previous_or_a_part_reading_a_step_counts() {
+        let previous = json!([
+            {"key": "a", "script": {"source": "x"}},
+            {"key": "b", "script": {"source": "x"}, "input": {"p": "$previous.output"}}
+        ]);
+        assert_eq!(observed_in(previous, None), [true, true]);
+        let part = json!([
+            {"key": "a", "script": {"source": "x"}},
+            {"key": "b", "script": {"source": "x"}},
+            {"key": "each", "parallel": {"items": "$input.xs",
+              "step": {"script": {"source": "x"}, "input": {"from": "$steps.a.output"}}}}
+        ]);
+        assert_eq!(observed_in(part, None), [true, false, false]);
+    }
 }

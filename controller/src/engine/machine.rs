@@ -1498,6 +1498,9 @@ impl<'f> RunMachine<'f> {
     /// Brings the view expressions read (`$steps.KEY`) in line with the
     /// record, in place when it exists (this runs on every transition).
     fn refresh_view(&mut self, node: usize) {
+        if !self.flow.observed[node] {
+            return;
+        }
         let record = self.state.steps.get(self.flow.key(node));
         let fields = [
             (

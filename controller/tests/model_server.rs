@@ -114,6 +114,9 @@ async fn run_flow(
             "json",
         ])
         .args(flags)
+        // A tiny model can ramble up to its whole context; the tests share
+        // one server that answers one request at a time.
+        .env("COXSWAIN_AGENT_MAX_TOKENS", "256")
         .env_remove("COXSWAIN_AGENT_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .env_remove("COXSWAIN_AGENT_MODE")
@@ -158,6 +161,7 @@ async fn declared_fields_come_back_typed_and_usage_matches_the_server() {
         seen[0].request["tool_choice"]["function"]["name"], "submit_output",
         "forced tool call"
     );
+    assert!(seen.iter().all(|x| x.request["max_tokens"] == 256));
     let (prompt, completion) = reported_usage(&seen);
     let attempts = record["steps"]["review"]["attempts"]
         .as_array()

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use coxswain::api::{Approval, Flow, Run, RunStatus};
+use coxswain::api::{Approval, Flow, Run, RunSpec, RunStatus};
 use coxswain_e2e::{TestNamespace, wait_for};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -142,4 +142,56 @@ async fn flows_runs_and_approvals_round_trip() {
         Err(kube::Error::Api(e)) => assert!(e.message.contains("attempts"), "{}", e.message),
         other => panic!("a string for `attempts` must be refused, got {other:?}"),
     }
+}
+
+#[allow(
+    dead_code,
+    reason = "shared with the controller's tests; each uses its own parts"
+)]
+#[path = "../../controller/tests/support/conformance_driver.rs"]
+mod driver;
+
+/// Every conformance case, with its record written to a real Run's status
+/// after every event and the engine restarted from what the API server gives
+/// back: the schema keeps everything a restarted controller needs (nothing
+/// pruned, no null dropped), and the run still ends exactly as it would have.
+#[tokio::test]
+async fn every_case_resumes_from_the_status_the_api_server_kept() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    install_crds(ns.client()).await;
+    let runs: Api<Run> = ns.api();
+    let files = driver::case_files();
+    let mut failures = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let case = driver::read_case(file).expect("case");
+        let name = format!("case-{i}");
+        let run = Run::new(
+            &name,
+            RunSpec {
+                flow_ref: coxswain::api::FlowRef {
+                    name: "case".into(),
+                },
+                ..Default::default()
+            },
+        );
+        create(&runs, &run).await;
+        let store = |state: RunStatus| {
+            let (runs, name) = (runs.clone(), name.clone());
+            async move {
+                let patch =
+                    json!({"apiVersion": "coxswain.dev/v1alpha1", "kind": "Run", "status": state});
+                let params = PatchParams::apply("coxswain-engine").force();
+                let kept = runs
+                    .patch_status(&name, &params, &Patch::Apply(&patch))
+                    .await
+                    .map_err(|e| format!("status patch: {e}"))?;
+                kept.status
+                    .ok_or_else(|| "the API server kept no status".to_string())
+            }
+        };
+        if let Err(e) = driver::check_restarts(&case, store).await {
+            failures.push(format!("== {}\n{e}", file.display()));
+        }
+    }
+    driver::report(files.len(), &failures);
 }

@@ -482,16 +482,7 @@ impl<'f> RunMachine<'f> {
             return;
         };
         let attempt = self.push_attempt(node, None);
-        let mut show = BTreeMap::new();
-        for key in &a.show {
-            let output = self
-                .state
-                .steps
-                .get(key)
-                .and_then(|r| r.output.clone())
-                .unwrap_or(Value::Null);
-            show.insert(key.clone(), output);
-        }
+        let show = self.outputs_of(&a.show).into_iter().collect();
         self.set_status(node, StepStatus::Waiting);
         self.actions.push(Action::Ask(ApprovalRequest {
             step: self.flow.key(node).to_string(),
@@ -1009,17 +1000,15 @@ impl<'f> RunMachine<'f> {
         };
         let max = compiled.step.loop_.as_ref().map_or(1, |l| l.max_iterations);
         if done {
-            let mut steps = Map::new();
-            for &child in self.flow.body(node) {
-                let key = self.flow.key(child);
-                let output = self
-                    .state
-                    .steps
-                    .get(key)
-                    .and_then(|r| r.output.clone())
-                    .unwrap_or(Value::Null);
-                steps.insert(key.to_string(), output);
-            }
+            let steps: Map<String, Value> = self
+                .flow
+                .body(node)
+                .iter()
+                .map(|&child| {
+                    let key = self.flow.key(child);
+                    (key.to_string(), self.output_of(key))
+                })
+                .collect();
             self.complete(
                 node,
                 json!({"iterations": iteration, "steps": steps}),
@@ -1121,23 +1110,10 @@ impl<'f> RunMachine<'f> {
                 step_error(codes::SEND_BACK_LIMIT, message),
             );
         }
-        let reviewed = step.approval.as_ref().map(|a| {
-            let shown: Map<String, Value> = a
-                .show
-                .iter()
-                .map(|k| {
-                    (
-                        k.clone(),
-                        self.state
-                            .steps
-                            .get(k)
-                            .and_then(|r| r.output.clone())
-                            .unwrap_or(Value::Null),
-                    )
-                })
-                .collect();
-            Value::Object(shown)
-        });
+        let reviewed = step
+            .approval
+            .as_ref()
+            .map(|a| Value::Object(self.outputs_of(&a.show)));
         self.state.pending_send_back = Some(ReviewNote {
             from: from.clone(),
             to: back.to.clone(),
@@ -1201,13 +1177,7 @@ impl<'f> RunMachine<'f> {
                 .iter()
                 .rev()
                 .find(|&&n| self.status(n) == StepStatus::Completed)
-                .and_then(|&n| {
-                    self.state
-                        .steps
-                        .get(self.flow.key(n))
-                        .and_then(|r| r.output.clone())
-                })
-                .unwrap_or(Value::Null),
+                .map_or(Value::Null, |&n| self.output_of(self.flow.key(n))),
         });
         self.state.phase = RunPhase::Succeeded;
         self.state.finished_at = Some(self.now_text.clone());
@@ -1333,13 +1303,7 @@ impl<'f> RunMachine<'f> {
         let Some(previous) = self.previous_node(node) else {
             return self.input.clone();
         };
-        let output = self
-            .state
-            .steps
-            .get(self.flow.key(previous))
-            .and_then(|r| r.output.clone())
-            .unwrap_or(Value::Null);
-        match (&self.input, output) {
+        match (&self.input, self.output_of(self.flow.key(previous))) {
             (Value::Object(input), Value::Object(out)) => {
                 let mut merged = input.clone();
                 merged.extend(out);
@@ -1469,6 +1433,22 @@ impl<'f> RunMachine<'f> {
     }
 
     // ---- records ---------------------------------------------------------------
+
+    /// A step's latest output (`null` when it has none), copied.
+    fn output_of(&self, key: &str) -> Value {
+        self.state
+            .steps
+            .get(key)
+            .and_then(|r| r.output.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// The outputs of the steps an approval shows, by key.
+    fn outputs_of(&self, keys: &[String]) -> Map<String, Value> {
+        keys.iter()
+            .map(|k| (k.clone(), self.output_of(k)))
+            .collect()
+    }
 
     fn status(&self, node: usize) -> StepStatus {
         self.state

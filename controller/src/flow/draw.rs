@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::api::{Arrow as RecordArrow, RunStatus, Step, StepKind, StepStatus};
+use crate::api::{Arrow as RecordArrow, RunStatus, Step, StepStatus};
 
 use super::graph::FlowGraph;
 
@@ -132,21 +132,6 @@ fn shorten(text: &str) -> String {
     format!("{cut}…")
 }
 
-fn kind_name(step: &Step) -> &'static str {
-    match step.kind() {
-        Some(StepKind::Agent(_)) => "agent",
-        Some(StepKind::Script(_)) => "script",
-        Some(StepKind::Http(_)) => "http",
-        Some(StepKind::Message(_)) => "message",
-        Some(StepKind::Condition(_)) => "condition",
-        Some(StepKind::Approval(_)) => "approval",
-        Some(StepKind::Join(_)) => "join",
-        Some(StepKind::Loop(_)) => "loop",
-        Some(StepKind::Parallel(_)) => "parallel",
-        None => "?",
-    }
-}
-
 fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepStatus> {
     record.map(|r| r.steps.get(key).map_or(StepStatus::Pending, |s| s.status))
 }
@@ -154,7 +139,7 @@ fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepStatus> {
 /// The two lines of a node: its key, then `kind · status`.
 fn node_lines(graph: &FlowGraph<'_>, node: usize, record: Option<&RunStatus>) -> [String; 2] {
     let n = &graph.nodes[node];
-    let mut second = kind_name(n.step).to_string();
+    let mut second = n.step.kind().map_or("?", |k| k.name()).to_string();
     if let Some(status) = status_of(record, n.key) {
         second.push_str(" · ");
         second.push_str(status.as_str());

@@ -14,3 +14,4 @@ pub mod local;
 pub mod scope;
 pub mod steps;
 pub mod template;
+pub mod text;

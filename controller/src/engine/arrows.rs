@@ -85,11 +85,9 @@ fn moved(flow: &CompiledFlow<'_>, to: usize, from_key: &str, output: Option<&Val
         return reads.join(", ");
     };
     let text = output.to_string();
-    let preview: String = text.chars().take(PREVIEW).collect();
-    let cut = if text.chars().count() > PREVIEW {
-        "… (preview)"
-    } else {
-        ""
+    let (preview, cut) = match crate::text::cut(&text, PREVIEW) {
+        Some(start) => (start, "… (preview)"),
+        None => (text.as_str(), ""),
     };
     format!(
         "{} ({} bytes: {preview}{cut})",

@@ -125,11 +125,12 @@ fn record_label(exit: Option<&str>, arrow: &RecordArrow) -> String {
 }
 
 fn shorten(text: &str) -> String {
-    if text.chars().count() <= LABEL_CHARS {
+    if crate::text::cut(text, LABEL_CHARS).is_none() {
         return text.to_string();
     }
-    let cut: String = text.chars().take(LABEL_CHARS - 1).collect();
-    format!("{cut}…")
+    // One character gives way to the ellipsis: the label keeps its length.
+    let start = crate::text::cut(text, LABEL_CHARS - 1).unwrap_or(text);
+    format!("{start}…")
 }
 
 fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepStatus> {

@@ -326,9 +326,8 @@ pub fn shortest(a: Duration, b: Option<Duration>) -> Duration {
 
 /// The first `max` characters of a text, saying when it was cut.
 pub fn preview(text: &str, max: usize) -> String {
-    let mut chars = text.char_indices();
-    match chars.nth(max) {
-        Some((cut, _)) => format!("{}… (cut)", &text[..cut]),
+    match crate::text::cut(text, max) {
+        Some(start) => format!("{start}… (cut)"),
         None => text.to_string(),
     }
 }

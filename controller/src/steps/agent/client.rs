@@ -142,11 +142,10 @@ pub fn read_response(body: &[u8]) -> Result<Completion, CallError> {
 /// The first 300 characters of a body, for error messages.
 fn preview(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
-    let mut out: String = text.chars().take(300).collect();
-    if text.chars().nth(300).is_some() {
-        out.push('…');
+    match crate::text::cut(&text, 300) {
+        Some(start) => format!("{start}…"),
+        None => text.into_owned(),
     }
-    out
 }
 
 /// A Chat Completions endpoint with its retry policy.

@@ -599,15 +599,7 @@ impl<'f> RunMachine<'f> {
             }
         }
         let p = &mut self.record_mut(node).parts[part];
-        let number = p.attempts.len() as i32 + 1;
-        trim_old_attempts(&mut p.attempts);
-        p.attempts.push(Attempt {
-            number,
-            iteration,
-            status: StepStatus::Running,
-            started_at: Some(now),
-            ..Default::default()
-        });
+        open_attempt(&mut p.attempts, iteration, now, None);
         p.status = StepStatus::Running;
         p.retry_at = None;
         if let Some(work) = self.part_work(node, part) {
@@ -633,18 +625,12 @@ impl<'f> RunMachine<'f> {
     fn push_attempt(&mut self, node: usize, feedback: Option<String>) -> u32 {
         let iteration = self.iteration_of(node);
         let now = self.now_text.clone();
-        let record = self.record_mut(node);
-        let number = record.attempts.len() as i32 + 1;
-        trim_old_attempts(&mut record.attempts);
-        record.attempts.push(Attempt {
-            number,
+        open_attempt(
+            &mut self.record_mut(node).attempts,
             iteration,
-            status: StepStatus::Running,
-            started_at: Some(now),
+            now,
             feedback,
-            ..Default::default()
-        });
-        number as u32
+        )
     }
 
     // ---- results ------------------------------------------------------------
@@ -1556,6 +1542,27 @@ impl StepRecord {
     fn round_start_now(&mut self) {
         self.round_start = self.attempts.len() as i32;
     }
+}
+
+/// Adds a running attempt (trimming the one that falls out of the latest
+/// [`ATTEMPTS_WITH_OUTPUT`]); returns its number.
+fn open_attempt(
+    attempts: &mut Vec<Attempt>,
+    iteration: Option<i32>,
+    started_at: String,
+    feedback: Option<String>,
+) -> u32 {
+    let number = attempts.len() as i32 + 1;
+    trim_old_attempts(attempts);
+    attempts.push(Attempt {
+        number,
+        iteration,
+        status: StepStatus::Running,
+        started_at: Some(started_at),
+        feedback,
+        ..Default::default()
+    });
+    number as u32
 }
 
 /// Before a new attempt is added: the one that falls out of the latest

@@ -90,6 +90,52 @@ fn eval_refused_expression_exits_2_naming_the_character() {
 }
 
 #[test]
+fn eval_takes_an_expression_that_starts_with_a_minus() {
+    let o = coxswain(&["eval", "-1 < 0"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (Some(0), "true\n".to_string(), String::new())
+    );
+    let ctx = temp_file("minus.json", CONTEXT);
+    let o = coxswain(&[
+        "eval",
+        "-3 == 0 - $input.count",
+        "--context",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = coxswain(&[
+        "eval",
+        "-3 < $input.count",
+        "--context",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "true\n".to_string())
+    );
+}
+
+#[test]
+fn render_takes_a_template_that_starts_with_a_minus() {
+    let ctx = temp_file("minus-render.json", CONTEXT);
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "text",
+        "-{{input.json.count}}",
+        "--context",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "-3".to_string()),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn render_encodes_for_each_place() {
     let ctx = temp_file("render.json", CONTEXT);
     let ctx = ctx.to_str().unwrap();

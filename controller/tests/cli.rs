@@ -345,3 +345,104 @@ fn graph_says_what_is_wrong_with_its_input() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no Flow named nope"), "{}", stderr(&o));
 }
+
+/// Runs coxswain, killing it if it has not finished after a minute: a walk
+/// or a read that never ends fails the test instead of hanging it.
+fn coxswain_or_kill(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("coxswain starts");
+    for _ in 0..600 {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().expect("kill");
+    let o = child.wait_with_output().expect("output");
+    panic!("coxswain {args:?} never finished: {}", stderr(&o));
+}
+
+const SMALL_FLOW: &str = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: small}\nspec:\n  steps:\n  - key: a\n    script: {source: 'true'}\n";
+
+#[test]
+fn lint_does_not_follow_links_to_directories() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("flow.yaml"), SMALL_FLOW).expect("flow");
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).expect("sub");
+    std::os::unix::fs::symlink("..", sub.join("up1")).expect("link");
+    std::os::unix::fs::symlink("..", sub.join("up2")).expect("link");
+    // A link to a file is read like the file.
+    std::os::unix::fs::symlink("../flow.yaml", sub.join("again.yaml")).expect("link");
+    let o = coxswain_or_kill(&["lint", dir.path().to_str().unwrap()]);
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (
+            Some(0),
+            String::new(),
+            "checked 2 flows in 2 files: 0 problems\n".to_string()
+        )
+    );
+}
+
+#[test]
+fn lint_reports_a_fifo_without_opening_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("flow.yaml");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    for path in [dir.path(), fifo.as_path()] {
+        let o = coxswain_or_kill(&["lint", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(
+            stdout(&o),
+            format!(
+                "{}: flow ?: flow {} is not a regular file (it is a FIFO)\n",
+                fifo.display(),
+                fifo.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn lint_reads_a_character_device_named_on_the_command_line_no_further_than_saying_what_it_is() {
+    let o = coxswain_or_kill(&["lint", "/dev/zero"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (
+            Some(1),
+            "/dev/zero: flow ?: flow /dev/zero is not a regular file (it is a device)\n"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn graph_record_and_eval_context_stop_reading_at_16_mib() {
+    let hello = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hello.yaml");
+    let o = coxswain_or_kill(&["graph", hello, "--record", "/dev/zero"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            "record /dev/zero is larger than 16 MiB: reading stopped there\n".to_string()
+        )
+    );
+    let o = coxswain_or_kill(&["eval", "1", "--context", "/dev/zero"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            "coxswain eval: context /dev/zero is larger than 16 MiB: reading stopped there\n"
+                .to_string()
+        )
+    );
+    let o = coxswain_or_kill(&["render", "--where", "text", "x", "--context", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("larger than 16 MiB"), "{}", stderr(&o));
+}

@@ -257,3 +257,33 @@ fn ctrl_c_cancels_the_run_and_kills_its_processes() {
     assert_eq!(r["steps"]["wait"]["status"], "failed");
     assert!(!running(&marker), "the script's process was killed");
 }
+
+#[test]
+fn a_flow_or_input_file_stops_reading_at_16_mib() {
+    let o = coxswain(&["run", "/dev/zero"]);
+    assert_eq!(
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            "flow /dev/zero is larger than 16 MiB: reading stopped there\n".to_string()
+        )
+    );
+    let flow = flow_file(
+        "capped-input.yaml",
+        "  - key: a\n    script: {source: 'true'}\n",
+    );
+    let o = coxswain(&["run", &flow, "--input", "@/dev/zero"]);
+    assert_eq!(
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            "input /dev/zero is larger than 16 MiB: reading stopped there\n".to_string()
+        )
+    );
+}

@@ -2,7 +2,6 @@
 //! record (`coxswain run --output json`, or `kubectl get run NAME -o json`),
 //! each step's status and what moved along each arrow.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,14 +60,11 @@ fn diagram(args: &Args) -> Result<String, String> {
 fn read_record(path: &std::path::Path) -> Result<RunStatus, String> {
     let shown = path.display();
     let text = if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read the record from standard input: {e}"))?;
-        text
+        super::read::read_stdin("record")
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read record {shown}: {e}"))?
-    };
+        super::read::read_text(path, "record")
+    }
+    .map_err(|e| e.to_string())?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| format!("record {shown} is not JSON: {e}"))?;
     let status = match value.get("status") {

@@ -80,9 +80,7 @@ pub fn run(args: Args) -> ExitCode {
 fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let raw = match args.input.strip_prefix('@') {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read input {path}: {e}"))?
-        }
+        Some(path) => super::read::read_text(path.as_ref(), "input").map_err(|e| e.to_string())?,
         None => args.input.clone(),
     };
     let input: Value =

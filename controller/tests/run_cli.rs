@@ -287,3 +287,21 @@ fn a_flow_or_input_file_stops_reading_at_16_mib() {
         )
     );
 }
+
+#[test]
+fn a_number_out_of_range_in_a_script_output_fails_the_step_naming_it() {
+    let file = flow_file(
+        "huge-number.yaml",
+        "    - key: a\n      script: {source: 'echo \"{\\\"ok\\\": 1, \\\"big\\\": 1e400}\"'}\n",
+    );
+    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    let r = record(&o);
+    assert_eq!(
+        (o.status.code(), &r["phase"], &r["steps"]["a"]["output"]),
+        (Some(1), &Value::from("Failed"), &Value::Null),
+    );
+    assert_eq!(
+        r["steps"]["a"]["error"]["message"],
+        "stdout is JSON but holds a number out of range (beyond ±1.8e308) ending at line 1 column 22; print it as a string to keep it"
+    );
+}

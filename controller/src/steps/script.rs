@@ -223,6 +223,9 @@ impl LocalScript {
         }
 
         let text = String::from_utf8_lossy(&stdout).into_owned();
+        if let Some(e) = crate::expr::numbers::number_out_of_range(&text) {
+            return Err(step_error(codes::OUTPUT, e.to_string()));
+        }
         let declared = step.output.as_ref().map(|o| o.fields.as_slice());
         let mut output = match declared {
             Some(fields) if !fields.is_empty() => check_declared(&text, fields)

@@ -446,3 +446,53 @@ fn graph_record_and_eval_context_stop_reading_at_16_mib() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("larger than 16 MiB"), "{}", stderr(&o));
 }
+
+#[test]
+fn graph_refuses_a_record_that_is_not_of_this_flow() {
+    let hello = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hello.yaml");
+    let empty = temp_file("empty-record.json", "{}");
+    let o = coxswain(&["graph", hello, "--record", empty.to_str().unwrap()]);
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (
+            Some(2),
+            String::new(),
+            format!(
+                "record {} is not a run's record: it has no `phase`\n",
+                empty.display()
+            )
+        )
+    );
+    let other = temp_file(
+        "other-record.json",
+        r#"{"phase": "Succeeded", "steps": {"draft": {"status": "completed"}}}"#,
+    );
+    let o = coxswain(&["graph", hello, "--record", other.to_str().unwrap()]);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            format!(
+                "record {} is not a run of flow hello: it names steps the flow does not have: `draft`\n",
+                other.display()
+            )
+        )
+    );
+    let nothing_ran = temp_file("nothing-ran.json", r#"{"phase": "Succeeded"}"#);
+    let o = coxswain(&["graph", hello, "--record", nothing_ran.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).ends_with("none of the flow's steps ran\n"),
+        "{}",
+        stderr(&o)
+    );
+    // A fresh record, before any step ran, is drawn: every step pending.
+    let fresh = temp_file("fresh.json", r#"{"phase": "Pending"}"#);
+    let o = coxswain(&["graph", hello, "--record", fresh.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("check<br/>condition · pending"),
+        "{}",
+        stdout(&o)
+    );
+}

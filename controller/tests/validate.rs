@@ -438,3 +438,44 @@ fn a_200_step_flow_validates() {
     // Every step but none reads $loop outside a loop: one problem each, none missed.
     assert_eq!(problems.len(), 200 + 1, "{:#?}", &problems[..3]);
 }
+
+#[test]
+fn a_parallel_part_is_an_agent_script_http_or_message_step() {
+    let refused = [
+        ("condition: {when: 'true'}", "condition"),
+        ("approval: {decisions: [ok]}", "approval"),
+        ("join: {}", "join"),
+        (
+            "loop: {until: 'true', maxIterations: 2, steps: [{key: i, script: {source: x}}]}",
+            "loop",
+        ),
+        (
+            "parallel: {parts: [{key: x}], step: {script: {source: x}}}",
+            "parallel",
+        ),
+    ];
+    for (part, kind) in refused {
+        let problems = check(&format!(
+            "steps:\n  - key: fan\n    parallel:\n      parts: [{{key: a}}, {{key: b}}]\n      step: {{{part}}}\n"
+        ));
+        assert_one(
+            &problems,
+            "fan",
+            &format!("parallel.step.{kind}"),
+            &format!(
+                "a parallel part runs an agent, script, http or message step, not a {kind} step"
+            ),
+        );
+    }
+    for part in [
+        "script: {source: x}",
+        "agent: {prompt: x}",
+        "http: {url: 'https://x.example'}",
+        "message: {text: hi, webhook: {url: 'https://x.example'}}",
+    ] {
+        let problems = check(&format!(
+            "steps:\n  - key: fan\n    parallel:\n      parts: [{{key: a}}]\n      step: {{{part}}}\n"
+        ));
+        assert!(problems.is_empty(), "{part}: {problems:#?}");
+    }
+}

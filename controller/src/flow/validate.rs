@@ -706,11 +706,41 @@ impl<'a> Checker<'a, '_> {
                 None,
             );
         }
+        if !self.check_part_kind(key, &inner, part) {
+            return;
+        }
         let part_reader = Reader {
             in_part: true,
             ..reader
         };
         self.check_step(part_reader, key, &inner, part);
+    }
+
+    /// A part runs one agent, script, http or message step. The engine
+    /// cannot run a condition, approval, join, loop or parallel step as a
+    /// part (the run would stall), so they are refused here, when the flow
+    /// is saved. Returns whether the part's kind can run.
+    fn check_part_kind(&mut self, key: &str, inner: &str, part: &Step) -> bool {
+        let Some(kind) = part.kind() else {
+            return true; // no kind, or several: check_step says so
+        };
+        match kind {
+            StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) => {
+                true
+            }
+            StepKind::Condition(_)
+            | StepKind::Approval(_)
+            | StepKind::Join(_)
+            | StepKind::Loop(_)
+            | StepKind::Parallel(_) => {
+                let message = format!(
+                    "a parallel part runs an agent, script, http or message step, not a {} step",
+                    kind.name()
+                );
+                self.report(key, &format!("{inner}{}", kind.name()), message, None);
+                false
+            }
+        }
     }
 
     fn check_loop(&mut self, reader: Reader, key: &str, prefix: &str, l: &LoopStep) {

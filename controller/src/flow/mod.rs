@@ -8,10 +8,12 @@ pub mod draw;
 mod duration;
 mod graph;
 mod input_schema;
+mod schedule;
 mod validate;
 
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
-pub use input_schema::{InputProblem, check_input, describe_type};
+pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
+pub use schedule::check_schedule;
 pub use validate::{Limits, validate, validate_with};

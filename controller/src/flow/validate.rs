@@ -14,6 +14,8 @@ use crate::template::{self, Place};
 
 use super::duration::parse_duration;
 use super::graph::{FlowGraph, exits, split_after};
+use super::input_schema::check_schema;
+use super::schedule::check_schedule;
 
 /// Keys no step may take: they are the roots of references.
 pub const RESERVED_KEYS: [&str; 7] = ["input", "steps", "previous", "loop", "item", "index", "run"];
@@ -128,13 +130,13 @@ impl<'a> Checker<'a, '_> {
             self.check_value(reader, "", "output", output);
         }
         if let Some(schedule) = &spec.schedule {
-            let fields = schedule.cron.split_whitespace().count();
-            if fields != 5 {
-                let message = format!(
-                    "`{}` has {fields} fields; a cron schedule has five: minute, hour, day of month, month, day of week",
-                    schedule.cron
-                );
-                self.report("", "schedule.cron", message, None);
+            for (field, message) in check_schedule(schedule) {
+                self.report("", field, message, None);
+            }
+        }
+        if let Some(schema) = &spec.input {
+            for problem in check_schema(schema) {
+                self.report("", &problem.path, problem.message, None);
             }
         }
     }

@@ -305,3 +305,74 @@ fn a_number_out_of_range_in_a_script_output_fails_the_step_naming_it() {
         "stdout is JSON but holds a number out of range (beyond ±1.8e308) ending at line 1 column 22; print it as a string to keep it"
     );
 }
+
+#[test]
+fn decide_answers_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = dir.path().join("ran");
+    let file = flow_file(
+        "decide-check.yaml",
+        &format!(
+            "    - key: touch\n      script: {{source: 'touch {}; echo {{}}'}}\n    - key: review\n      approval: {{decisions: [approve, changes]}}\n    - key: assign\n      approval: {{mode: entry, fields: [{{name: owner, type: string}}]}}\n",
+            marker.display()
+        ),
+    );
+    let refused = [
+        (
+            "revew=approve",
+            "--decide revew=approve: the flow has no step `revew`; its approval steps are `assign`, `review`",
+        ),
+        (
+            "review=aprove",
+            "--decide review=aprove: `aprove` is not a decision of step `review`; choose one of approve, changes",
+        ),
+        (
+            "touch=approve",
+            "--decide touch=approve: step `touch` is a script step, not an approval; its approval steps are `assign`, `review`",
+        ),
+        (
+            "assign=ana",
+            "--decide assign=ana: the entry for step `assign` is not JSON",
+        ),
+        ("review", "--decide review: write STEP=DECISION"),
+    ];
+    for (answer, message) in refused {
+        let o = coxswain(&[
+            "run",
+            &file,
+            "--decide",
+            "review=approve",
+            "--decide",
+            answer,
+            "--decide",
+            r#"assign={"owner": "ana"}"#,
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{answer}: {stderr}");
+        assert!(stderr.starts_with(message), "{answer}: {stderr}");
+        assert!(!marker.exists(), "{answer}: the script step ran");
+    }
+}
+
+#[test]
+fn an_answer_no_step_asked_for_is_named_in_a_warning() {
+    let file = flow_file(
+        "decide-unused.yaml",
+        "    - key: review\n      approval: {decisions: [approve, changes]}\n",
+    );
+    let o = coxswain(&[
+        "run",
+        &file,
+        "--quiet",
+        "--decide",
+        "review=approve",
+        "--decide",
+        "review=changes:later",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stderr,
+        "warning: --decide review=changes:later was never used: no step asked for it\n"
+    );
+}

@@ -1,6 +1,7 @@
 //! The `coxswain` command line: one binary, one subcommand per job.
 
 mod crd;
+mod decide;
 mod eval;
 mod graph;
 mod lint;

@@ -32,8 +32,22 @@ pub fn check_schedule(schedule: &Schedule) -> Vec<(&'static str, String)> {
             ),
         ));
     }
+    if let Some(seconds) = schedule.starting_deadline_seconds
+        && !(0..=MAX_STARTING_DEADLINE).contains(&seconds)
+    {
+        problems.push((
+            "schedule.startingDeadlineSeconds",
+            format!(
+                "{seconds} is out of range; it is between 0 and {MAX_STARTING_DEADLINE} seconds (30 days)"
+            ),
+        ));
+    }
     problems
 }
+
+/// The longest `startingDeadlineSeconds`: a start missed by longer is
+/// missed; a larger number would only overflow the scheduler's arithmetic.
+const MAX_STARTING_DEADLINE: i64 = 30 * 86_400;
 
 /// A parser for exactly five fields (no seconds, no year), as Kubernetes
 /// CronJobs and crontab read them; `@daily` and friends are allowed.
@@ -131,6 +145,25 @@ mod tests {
             assert!(
                 problems[0].1.contains("a cron schedule has five"),
                 "{problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_starting_deadline_is_bounded_with_the_bound_in_the_message() {
+        let mut s = schedule("0 9 * * *", None);
+        s.starting_deadline_seconds = Some(2_592_000);
+        assert_eq!(check_schedule(&s), []);
+        for seconds in [-1, 2_592_001, i64::MAX] {
+            s.starting_deadline_seconds = Some(seconds);
+            assert_eq!(
+                check_schedule(&s),
+                [(
+                    "schedule.startingDeadlineSeconds",
+                    format!(
+                        "{seconds} is out of range; it is between 0 and 2592000 seconds (30 days)"
+                    )
+                )]
             );
         }
     }

@@ -114,7 +114,7 @@ pub fn read_stdin(what: &'static str) -> Result<String, ReadError> {
 /// `16 MiB` for whole mebibytes, else `N bytes`.
 fn size(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes % MIB == 0 {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         format!("{bytes} bytes")

@@ -84,7 +84,7 @@ fn edges(graph: &FlowGraph<'_>, record: Option<&RunStatus>) -> Vec<Edge> {
                 out.push(Edge {
                     from: to,
                     to: target,
-                    label: format!("{}: send back", back.on),
+                    label: format!("{}: send back", back.exit),
                     style: Style::Back,
                 });
             }
@@ -321,7 +321,7 @@ mod tests {
         serde_json::from_value(json!([
             {"key": "draft", "agent": {"prompt": "Write."}},
             {"key": "review", "approval": {"decisions": ["approve", "changes"]},
-             "sendBack": [{"on": "changes", "to": "draft"}]},
+             "sendBack": [{"exit": "changes", "to": "draft"}]},
             {"key": "publish", "after": ["review.approve"], "script": {"source": "x"}},
             {"key": "again", "loop": {"until": "true", "maxIterations": 2, "steps": [{"key": "inner", "script": {"source": "x"}}]}}
         ]))

@@ -66,11 +66,18 @@ mod tests {
             let value = serde_json::to_value(&crd).expect("a CRD serializes");
             field_names(&value, &crd.spec.names.kind, &mut found);
         }
-        assert!(found.len() > 100, "the walk found only {} fields", found.len());
+        assert!(
+            found.len() > 100,
+            "the walk found only {} fields",
+            found.len()
+        );
         let booleans: Vec<_> = found
             .iter()
             .filter(|(_, name)| YAML_1_1_BOOLEANS.contains(&name.as_str()))
             .collect();
-        assert!(booleans.is_empty(), "fields named like YAML 1.1 booleans: {booleans:?}");
+        assert!(
+            booleans.is_empty(),
+            "fields named like YAML 1.1 booleans: {booleans:?}"
+        );
     }
 }

@@ -63,7 +63,11 @@ pub fn needs_quotes(s: &str) -> bool {
 /// scalar: printable, and not one of the Unicode line breaks (NEL, LS, PS)
 /// that YAML 1.1 counts as new lines, nor a byte-order mark.
 fn printable_in_line(c: char) -> bool {
-    !(c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'))
+    !(c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+        ))
 }
 
 fn write_map(out: &mut String, map: &Map<String, Value>, indent: usize) {

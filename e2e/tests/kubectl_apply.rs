@@ -69,10 +69,8 @@ impl Kubectl {
             .await
             .expect("kubeconfig task")
             .expect("a test cluster");
-        let cache = workspace_root().join(format!(
-            "target/e2e/kubectl-cache-{}",
-            std::process::id()
-        ));
+        let cache =
+            workspace_root().join(format!("target/e2e/kubectl-cache-{}", std::process::id()));
         Self {
             binary: kubectl_binary(),
             kubeconfig,
@@ -95,7 +93,11 @@ impl Kubectl {
         if output.status.success() {
             Ok(stdout)
         } else {
-            Err(format!("kubectl {}: {}\n{stdout}{stderr}", args.join(" "), output.status))
+            Err(format!(
+                "kubectl {}: {}\n{stdout}{stderr}",
+                args.join(" "),
+                output.status
+            ))
         }
     }
 
@@ -131,8 +133,14 @@ fn examples() -> Vec<PathBuf> {
 /// run prints the object as parsed, with no server defaults; it only fills in
 /// the namespace of a namespaced object that names none, which is dropped.
 fn kubectl_reads(kubectl: &Kubectl, file: &Path) -> Value {
-    let mut object =
-        kubectl.json(&["create", "--dry-run=client", "-o", "json", "-f", path_str(file)]);
+    let mut object = kubectl.json(&[
+        "create",
+        "--dry-run=client",
+        "-o",
+        "json",
+        "-f",
+        path_str(file),
+    ]);
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
         && metadata.get("namespace") == Some(&Value::from("default"))
     {
@@ -160,7 +168,10 @@ async fn apply_crds(kubectl: &Kubectl, mode: Mode) {
     kubectl.run(&wait).unwrap_or_else(|e| panic!("{e}"));
     // kubectl's discovery can lag the Established condition by a moment.
     wait_for("flows served", BOUND, || async {
-        Ok(kubectl.run(&["get", "flows", "-A", "-o", "name"]).ok().map(drop))
+        Ok(kubectl
+            .run(&["get", "flows", "-A", "-o", "name"])
+            .ok()
+            .map(drop))
     })
     .await
     .expect("the Flow resource is served");
@@ -184,8 +195,8 @@ async fn apply_examples(kubectl: &Kubectl, mode: Mode) {
             panic!("{mode:?}: kubectl cannot apply {}: {e}", file.display());
         }
         let text = std::fs::read_to_string(&file).expect("readable example");
-        let flow: Flow = serde_yaml::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let flow: Flow =
+            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let name = flow.metadata.name.clone().expect("examples are named");
         let kept = kubectl.json(&["get", "flow", &name, "-n", ns.name(), "-o", "json"]);
         let ours = serde_json::to_value(&flow.spec).expect("a spec serializes");

@@ -5,10 +5,54 @@ use super::{needs_quotes, to_string};
 /// Strings a YAML 1.1 reader (go-yaml v2, as in kubectl and Argo CD) reads
 /// as a boolean, a null or a number when they are written bare.
 const YAML_1_1_NON_STRINGS: &[&str] = &[
-    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false",
-    "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "~", "null", "Null", "NULL", "",
-    "0x1f", "0o17", "017", "0b101", "1_000", "1:20", "190:20:30", "-1:20", "+12", "1.5e+3",
-    "1.", ".5", ".inf", "-.inf", "+.INF", ".nan", ".NaN", "1e3", "2001-12-14", "=", "<<",
+    "y",
+    "Y",
+    "yes",
+    "Yes",
+    "YES",
+    "n",
+    "N",
+    "no",
+    "No",
+    "NO",
+    "true",
+    "True",
+    "TRUE",
+    "false",
+    "False",
+    "FALSE",
+    "on",
+    "On",
+    "ON",
+    "off",
+    "Off",
+    "OFF",
+    "~",
+    "null",
+    "Null",
+    "NULL",
+    "",
+    "0x1f",
+    "0o17",
+    "017",
+    "0b101",
+    "1_000",
+    "1:20",
+    "190:20:30",
+    "-1:20",
+    "+12",
+    "1.5e+3",
+    "1.",
+    ".5",
+    ".inf",
+    "-.inf",
+    "+.INF",
+    ".nan",
+    ".NaN",
+    "1e3",
+    "2001-12-14",
+    "=",
+    "<<",
 ];
 
 fn serde_yaml_writes_bare(s: &str) -> bool {
@@ -28,8 +72,29 @@ fn serde_yaml_leaves_these_yaml_1_1_forms_bare() {
     assert_eq!(
         bare,
         [
-            "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off",
-            "Off", "OFF", "1_000", "1:20", "190:20:30", "-1:20", "2001-12-14", "=", "<<"
+            "y",
+            "Y",
+            "yes",
+            "Yes",
+            "YES",
+            "n",
+            "N",
+            "no",
+            "No",
+            "NO",
+            "on",
+            "On",
+            "ON",
+            "off",
+            "Off",
+            "OFF",
+            "1_000",
+            "1:20",
+            "190:20:30",
+            "-1:20",
+            "2001-12-14",
+            "=",
+            "<<"
         ]
     );
 }
@@ -66,9 +131,32 @@ fn words_and_sentences_stay_bare() {
 #[test]
 fn indicators_and_separators_are_quoted() {
     for s in [
-        "- item", "? key", ": x", "a: b", "a #b", "trailing ", "ends:", "#x", "&anchor", "*alias",
-        "!tag", "|", ">", "'q'", "\"q\"", "%x", "@x", "`x", "[a]", "{a}", ",", " lead", "tab\there",
-        "nel\u{85}here", "ls\u{2028}here", "\u{feff}bom",
+        "- item",
+        "? key",
+        ": x",
+        "a: b",
+        "a #b",
+        "trailing ",
+        "ends:",
+        "#x",
+        "&anchor",
+        "*alias",
+        "!tag",
+        "|",
+        ">",
+        "'q'",
+        "\"q\"",
+        "%x",
+        "@x",
+        "`x",
+        "[a]",
+        "{a}",
+        ",",
+        " lead",
+        "tab\there",
+        "nel\u{85}here",
+        "ls\u{2028}here",
+        "\u{feff}bom",
     ] {
         assert!(needs_quotes(s), "`{s}` would be written bare");
     }
@@ -150,8 +238,8 @@ fn every_string_reads_back_the_same() {
 fn the_crds_read_back_the_same() {
     for crd in crate::crds::all() {
         let value = serde_json::to_value(&crd).expect("serializes");
-        let back: Value = serde_yaml::from_str(&to_string(&crd).expect("serializes"))
-            .expect("reads back");
+        let back: Value =
+            serde_yaml::from_str(&to_string(&crd).expect("serializes")).expect("reads back");
         assert_eq!(back, value);
     }
 }

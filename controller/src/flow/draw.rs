@@ -1,6 +1,6 @@
 //! A flow as a diagram, Mermaid or Graphviz DOT; given a run's record, also
 //! what happened on it: each step's status, each arrow taken or not, and
-//! what moved along it (DESIGN 9). Pure text out, so the CLI, docs and a
+//! what moved along it, or why nothing did. Pure text out, so the CLI, docs and a
 //! future `kubectl` plugin draw the same picture.
 
 use std::fmt::Write;

@@ -189,7 +189,7 @@ fn a_timeout_kills_the_script() {
 fn decisions_come_from_the_command_line_in_order() {
     let file = flow_file(
         "review.yaml",
-        "    - key: draft\n      script: {source: 'echo \"{\\\"attempt\\\": $ATTEMPT}\"'}\n    - key: review\n      approval: {decisions: [approve, changes], show: [draft]}\n      sendBack: [{on: changes, to: draft}]\n",
+        "    - key: draft\n      script: {source: 'echo \"{\\\"attempt\\\": $ATTEMPT}\"'}\n    - key: review\n      approval: {decisions: [approve, changes], show: [draft]}\n      sendBack: [{exit: changes, to: draft}]\n",
     );
     let o = coxswain(&[
         "run",

@@ -1,8 +1,9 @@
 //! `script` steps as local processes, for `coxswain run`.
 //!
 //! In a cluster a script is a Job; on a laptop the host stands in for the
-//! image. Everything else is the same contract (DESIGN 5.5), so a flow tried
-//! locally behaves the same in the cluster:
+//! image. Everything else is the same contract (inputs, outputs, exit code
+//! and environment, as below), so a flow tried locally behaves the same in
+//! the cluster:
 //!
 //! - Each input is a file in `$INPUTS`. When the step's input is a JSON
 //!   object, each of its keys is one input, in a file named after the key

@@ -4,7 +4,9 @@
 //! sent and what it reported. The model is tiny and often says silly
 //! things: these tests check the protocol and our handling, not its wisdom.
 //!
-//! The server URL comes from `COXSWAIN_MODEL_URL`, or `e2e/model/up` is run.
+//! The server URL comes from `COXSWAIN_MODEL_URL`, or `e2e/model/up` is run
+//! (and the server it started, if it was not up already, is stopped with
+//! `e2e/model/down` when this test binary ends).
 //! When the server cannot be built the tests say so and pass as skipped;
 //! `.ci/run` builds it and sets `COXSWAIN_REQUIRE_MODEL=1`, which turns a
 //! missing server into a failure.
@@ -14,17 +16,24 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-/// The real server's base URL, or why there is none.
+/// The real server's base URL, or why there is none. A server this test
+/// binary starts is stopped when the binary ends; one that was already up
+/// (`COXSWAIN_MODEL_URL`, or a live server from `e2e/model/up`'s pid file)
+/// is left alone.
 fn model_url() -> Result<String, String> {
     static URL: OnceLock<Result<String, String>> = OnceLock::new();
     URL.get_or_init(|| {
         if let Ok(url) = std::env::var("COXSWAIN_MODEL_URL") {
             return Ok(url);
         }
+        let was_up = server_is_up();
         let up = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/model/up");
         let out = std::process::Command::new(up)
             .output()
             .map_err(|e| format!("cannot run {up}: {e}"))?;
+        if !was_up {
+            stop_server_when_done();
+        }
         let stdout = String::from_utf8_lossy(&out.stdout);
         let url = stdout
             .lines()
@@ -43,6 +52,30 @@ fn model_url() -> Result<String, String> {
     })
     .clone()
 }
+
+/// Whether `e2e/model/up`'s pid file names a live model server.
+fn server_is_up() -> bool {
+    let pid_file = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/model/server.pid");
+    std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|pid| std::fs::read(format!("/proc/{}/cmdline", pid.trim())).ok())
+        .is_some_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("llama_cpp.server"))
+}
+
+/// Runs `e2e/model/down` once this test binary has ended (it stops only
+/// the server of the pid file, the one `up` just started).
+fn stop_server_when_done() {
+    static WATCHER: OnceLock<Option<when_gone::WhenGone>> = OnceLock::new();
+    WATCHER.get_or_init(|| {
+        let down = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/model/down");
+        when_gone::WhenGone::run(down, &[])
+            .inspect_err(|e| eprintln!("cannot arrange to stop the model server: {e}"))
+            .ok()
+    });
+}
+
+#[path = "support/when_gone.rs"]
+mod when_gone;
 
 /// Runs the test body with the server URL, or reports the skip.
 fn with_model() -> Option<String> {
@@ -93,9 +126,11 @@ async fn run_flow(
     input: &str,
     flags: &[&str],
 ) -> (Option<i32>, Value, String) {
-    let dir = std::env::temp_dir().join(format!("coxswain-model-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(format!("{name}.yaml"));
+    let dir = tempfile::Builder::new()
+        .prefix("coxswain-model-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(format!("{name}.yaml"));
     let text = format!(
         "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n  steps:\n{steps}"
     );

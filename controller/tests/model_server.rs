@@ -8,24 +8,33 @@
 //! server nor reports a pass it did not earn; run them with
 //! `cargo test -p coxswain --test model_server -- --ignored` (`.ci/run` does,
 //! after starting the server). The server URL comes from `COXSWAIN_MODEL_URL`,
-//! or `e2e/model/up` is run; a test that cannot reach a server fails.
+//! or `e2e/model/up` is run (and the server it started, if it was not up
+//! already, is stopped with `e2e/model/down` when this test binary ends); a
+//! test that cannot reach a server fails.
 
 use std::io::Write;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-/// The real server's base URL, or why there is none.
+/// The real server's base URL, or why there is none. A server this test
+/// binary starts is stopped when the binary ends; one that was already up
+/// (`COXSWAIN_MODEL_URL`, or a live server from `e2e/model/up`'s pid file)
+/// is left alone.
 fn model_url() -> Result<String, String> {
     static URL: OnceLock<Result<String, String>> = OnceLock::new();
     URL.get_or_init(|| {
         if let Ok(url) = std::env::var("COXSWAIN_MODEL_URL") {
             return Ok(url);
         }
+        let was_up = server_is_up();
         let up = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/model/up");
         let out = std::process::Command::new(up)
             .output()
             .map_err(|e| format!("cannot run {up}: {e}"))?;
+        if !was_up {
+            stop_server_when_done();
+        }
         let stdout = String::from_utf8_lossy(&out.stdout);
         let url = stdout
             .lines()
@@ -50,6 +59,30 @@ fn model_url() -> Result<String, String> {
 fn model() -> String {
     model_url().unwrap_or_else(|why| panic!("these tests need a model server: {why}"))
 }
+
+/// Whether `e2e/model/up`'s pid file names a live model server.
+fn server_is_up() -> bool {
+    let pid_file = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/model/server.pid");
+    std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|pid| std::fs::read(format!("/proc/{}/cmdline", pid.trim())).ok())
+        .is_some_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("llama_cpp.server"))
+}
+
+/// Runs `e2e/model/down` once this test binary has ended (it stops only
+/// the server of the pid file, the one `up` just started).
+fn stop_server_when_done() {
+    static WATCHER: OnceLock<Option<when_gone::WhenGone>> = OnceLock::new();
+    WATCHER.get_or_init(|| {
+        let down = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/model/down");
+        when_gone::WhenGone::run(down, &[])
+            .inspect_err(|e| eprintln!("cannot arrange to stop the model server: {e}"))
+            .ok()
+    });
+}
+
+#[path = "support/when_gone.rs"]
+mod when_gone;
 
 #[path = "support/recording_proxy.rs"]
 #[allow(
@@ -86,9 +119,11 @@ async fn run_flow(
     input: &str,
     flags: &[&str],
 ) -> (Option<i32>, Value, String) {
-    let dir = std::env::temp_dir().join(format!("coxswain-model-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(format!("{name}.yaml"));
+    let dir = tempfile::Builder::new()
+        .prefix("coxswain-model-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(format!("{name}.yaml"));
     let text = format!(
         "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n  steps:\n{steps}"
     );

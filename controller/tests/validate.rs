@@ -438,3 +438,15 @@ fn a_200_step_flow_validates() {
     // Every step but none reads $loop outside a loop: one problem each, none missed.
     assert_eq!(problems.len(), 200 + 1, "{:#?}", &problems[..3]);
 }
+
+#[test]
+fn webhook_url_placeholders_are_checked_like_an_http_url() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, webhook: {{url: 'https://hooks.example/{{{{zz.text}}}}'}}}}\n"
+    ));
+    assert_one(&problems, "b", "message.webhook.url", "`zz`");
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, webhook: {{url: 'https://hooks.example/{{{{a.text}}}}'}}}}\n"
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
+}

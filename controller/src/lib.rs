@@ -11,6 +11,7 @@ pub mod engine;
 pub mod expr;
 pub mod flow;
 pub mod local;
+pub mod portable_yaml;
 pub mod scope;
 pub mod steps;
 pub mod template;

@@ -19,15 +19,31 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A temporary file in a folder of its own, both removed when the value is
+/// dropped (at the end of the test that made it).
+struct TempFile {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
 /// A temporary file that lives as long as the test needs it.
-fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("coxswain-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(name);
+fn temp_file(name: &str, content: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("coxswain-cli-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(name);
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(content.as_bytes()))
         .expect("temp file");
-    path
+    TempFile { _dir: dir, path }
 }
 
 const CONTEXT: &str = r#"{

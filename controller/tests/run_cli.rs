@@ -17,17 +17,36 @@ fn example(name: &str) -> String {
     format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn flow_file(name: &str, steps: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("coxswain-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(name);
+/// A flow file in a folder of its own, both removed when the value is
+/// dropped (at the end of the test that made it).
+struct FlowFile {
+    _dir: tempfile::TempDir,
+    path: String,
+}
+
+impl std::ops::Deref for FlowFile {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.path
+    }
+}
+
+fn flow_file(name: &str, steps: &str) -> FlowFile {
+    let dir = tempfile::Builder::new()
+        .prefix("coxswain-run-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(name);
     let text = format!(
         "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: t}}\nspec:\n  steps:\n{steps}"
     );
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .expect("write flow");
-    path.display().to_string()
+    FlowFile {
+        _dir: dir,
+        path: path.display().to_string(),
+    }
 }
 
 fn record(o: &Output) -> Value {
@@ -189,7 +208,7 @@ fn a_timeout_kills_the_script() {
 fn decisions_come_from_the_command_line_in_order() {
     let file = flow_file(
         "review.yaml",
-        "    - key: draft\n      script: {source: 'echo \"{\\\"attempt\\\": $ATTEMPT}\"'}\n    - key: review\n      approval: {decisions: [approve, changes], show: [draft]}\n      sendBack: [{on: changes, to: draft}]\n",
+        "    - key: draft\n      script: {source: 'echo \"{\\\"attempt\\\": $ATTEMPT}\"'}\n    - key: review\n      approval: {decisions: [approve, changes], show: [draft]}\n      sendBack: [{exit: changes, to: draft}]\n",
     );
     let o = coxswain(&[
         "run",
@@ -375,4 +394,38 @@ fn an_answer_no_step_asked_for_is_named_in_a_warning() {
         stderr,
         "warning: --decide review=changes:later was never used: no step asked for it\n"
     );
+}
+
+#[test]
+fn a_script_sees_none_of_the_runners_keys() {
+    let file = flow_file("env.yaml", "    - key: show\n      script: {source: env}\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["run", &file, "--output", "json", "--quiet"])
+        .env("COXSWAIN_AGENT_API_KEY", "sk-runner-key")
+        .env("OPENAI_API_KEY", "sk-openai-key")
+        .env("COXSWAIN_SECRET_DB_PASSWORD", "s3cret")
+        .output()
+        .expect("coxswain runs");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = record(&o)["steps"]["show"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.contains("RUN_NAME="), "{text}");
+    for leaked in [
+        "sk-runner-key",
+        "sk-openai-key",
+        "s3cret",
+        "COXSWAIN_AGENT_API_KEY",
+    ] {
+        assert!(
+            !text.contains(leaked),
+            "{leaked} reached the script:\n{text}"
+        );
+    }
 }

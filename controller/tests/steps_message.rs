@@ -231,3 +231,49 @@ async fn a_metadata_webhook_is_refused() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn placeholders_in_the_webhook_url_are_filled_url_encoded() {
+    let server = StandIn::start(Answer::json(200, json!({"id": "m-2"}))).await;
+    let step = MessageStep {
+        text: "hello".into(),
+        webhook: Some(WebhookTarget {
+            url: format!(
+                "{}/hooks/{{{{route.text}}}}?room={{{{route.text}}}}",
+                server.base
+            ),
+        }),
+        ..Default::default()
+    };
+    let w = work(
+        Task::Message(step),
+        json!({}),
+        &[("route", json!(null), "team a/b?c")],
+    );
+    let done = executor("http://unused.invalid").run(&w).await.unwrap();
+    assert_eq!(
+        server.only().uri,
+        "/hooks/team%20a%2Fb%3Fc?room=team%20a%2Fb%3Fc"
+    );
+    assert_eq!(done.output["messageId"], "m-2");
+}
+
+#[tokio::test]
+async fn a_webhook_url_placeholder_without_a_value_fails_before_sending() {
+    let server = StandIn::start(Answer::json(200, json!({}))).await;
+    let step = MessageStep {
+        text: "hello".into(),
+        webhook: Some(WebhookTarget {
+            url: format!("{}/hooks/{{{{nowhere.text}}}}", server.base),
+        }),
+        ..Default::default()
+    };
+    let err = executor("http://unused.invalid")
+        .run(&message_work(step))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::PLACEHOLDER);
+    assert!(err.message.contains("nowhere"), "{}", err.message);
+    assert!(server.requests().is_empty());
+}

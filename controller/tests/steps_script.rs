@@ -9,7 +9,7 @@ use common::work;
 use coxswain::api::{EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
 use coxswain::engine::{Task, Work, codes};
 use coxswain::steps::Executor;
-use coxswain::steps::script::LocalScript;
+use coxswain::steps::script::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, HostEnv, LocalScript};
 use coxswain::steps::secrets::MapSecrets;
 use serde_json::{Value, json};
 
@@ -366,4 +366,164 @@ async fn background_processes_do_not_outlive_a_finished_script() {
     assert_eq!(done.text.as_deref(), Some("done\n"));
     let pid = read_pid(&pid_file).await;
     assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+}
+
+#[tokio::test]
+async fn the_environment_holds_only_what_the_contract_gives() {
+    let mut step = source("env");
+    step.env = vec![EnvVar {
+        name: "PLAIN".into(),
+        value: Some("a value".into()),
+        value_from: None,
+    }];
+    let host = HostEnv::from_vars([
+        ("PATH", "/usr/bin:/bin"),
+        ("TZ", "Europe/Paris"),
+        ("COXSWAIN_AGENT_API_KEY", "sk-never-shown"),
+        ("COXSWAIN_SECRET_DB_PASSWORD", "s3cret"),
+        ("OPENAI_API_KEY", "sk-other"),
+    ]);
+    let done = executor()
+        .with_host_env(host)
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    let text = done.text.unwrap();
+    let mut names: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        // The shell adds its own few.
+        .filter(|name| !matches!(*name, "PWD" | "SHLVL" | "_" | "OLDPWD"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "ATTEMPT",
+            "HOME",
+            "INPUTS",
+            "LAST_RUN",
+            "OUTPUTS",
+            "PATH",
+            "PLAIN",
+            "RUN_NAME",
+            "SINCE",
+            "STEP_KEY",
+            "TMPDIR",
+            "TZ",
+            "WORKSPACE"
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("sk-"), "{text}");
+}
+
+#[tokio::test]
+async fn folders_and_input_files_are_private() {
+    let step = source(
+        r#"printf '{"file":"%s","inputs":"%s","outputs":"%s","workspace":"%s","home":"%s","tmp":"%s"}' "$(stat -c %a "$INPUTS/doc")" "$(stat -c %a "$INPUTS")" "$(stat -c %a "$OUTPUTS")" "$(stat -c %a "$WORKSPACE")" "$(stat -c %a "$HOME")" "$(stat -c %a "$TMPDIR")""#,
+    );
+    let done = executor()
+        .run(&script_work(step, json!({"doc": {"secret": "yes"}})))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.output,
+        json!({"file": "600", "inputs": "700", "outputs": "700", "workspace": "700", "home": "700", "tmp": "700"})
+    );
+}
+
+/// Runs `w`, giving up (a hang, which fails the test once the caller has
+/// cleaned up) if the attempt does not end on its own.
+async fn ends(
+    exec: &LocalScript,
+    w: &Work,
+) -> Result<coxswain::engine::WorkResult, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(60), exec.run(w)).await
+}
+
+/// Kills a process the test left running (one that escaped the group).
+fn kill(pid: u32) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+#[tokio::test]
+async fn a_process_that_left_the_group_does_not_hold_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    // setsid puts the sleep in a session of its own, out of reach of the
+    // group kill, and it keeps stdout open.
+    let step = source(&format!(
+        "setsid sleep 1000 & echo $! > '{}'; echo '{{\"done\": true}}'",
+        pid_file.display()
+    ));
+    let exec = executor().with_drain_grace(Duration::from_millis(200));
+    let result = ends(&exec, &script_work(step, Value::Null)).await;
+    kill(read_pid(&pid_file).await);
+    let done = result.expect("the attempt hung").unwrap();
+    assert_eq!(done.output, json!({"done": true}));
+}
+
+#[tokio::test]
+async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    // The script exits at once; the escaped sleep keeps stdout open, and the
+    // grace period is longer than the timeout: the timeout ends the attempt.
+    let step = source(&format!(
+        "setsid sleep 1000 & echo $! > '{}'; echo started",
+        pid_file.display()
+    ));
+    let mut w = script_work(step, Value::Null);
+    w.timeout = Some(Duration::from_millis(300));
+    let exec = executor().with_drain_grace(Duration::from_secs(600));
+    let result = ends(&exec, &w).await;
+    kill(read_pid(&pid_file).await);
+    let err = result.expect("the attempt hung").unwrap_err().error;
+    assert_eq!(err.code, codes::TIMEOUT);
+    assert!(err.message.contains("300ms"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn a_background_child_holding_stdout_is_killed_with_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let step = source(&format!(
+        "sleep 1000 & echo $! > '{}'; echo '{{\"done\": true}}'",
+        pid_file.display()
+    ));
+    let mut w = script_work(step, Value::Null);
+    w.timeout = Some(Duration::from_secs(30));
+    let done = ends(&executor(), &w)
+        .await
+        .expect("the attempt hung")
+        .unwrap();
+    assert_eq!(done.output, json!({"done": true}));
+    let pid = read_pid(&pid_file).await;
+    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+}
+
+#[tokio::test]
+async fn twenty_thousand_output_files_give_a_capped_marked_list() {
+    let step = source(r#"cd "$OUTPUTS" && seq -w 1 20000 | xargs touch && echo '{"ok": true}'"#);
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    let out = &done.output;
+    let files = out["files"].as_array().unwrap();
+    assert_eq!(files.len(), DEFAULT_MAX_FILES);
+    assert_eq!(files[0], "00001");
+    assert_eq!(out["filesTruncated"], true);
+    assert_eq!(out["filesTotal"], 20000);
+    assert!(
+        serde_json::to_vec(out).unwrap().len() <= DEFAULT_MAX_LISTING_BYTES + 100,
+        "{} bytes",
+        serde_json::to_vec(out).unwrap().len()
+    );
 }

@@ -35,7 +35,7 @@ steps:
     input: {{brief: $input.brief, price: "$$5"}}
   - key: review
     approval: {{decisions: [approve, changes], show: [draft]}}
-    sendBack: [{{on: changes, to: draft}}]
+    sendBack: [{{exit: changes, to: draft}}]
   - key: publish
     after: [review.approve]
     http:
@@ -212,7 +212,7 @@ fn arrows_point_forward() {
 #[test]
 fn send_back_must_target_an_earlier_step_on_the_path() {
     let problems = check(&format!(
-        "steps:\n  - key: review\n    approval: {{decisions: [ok, redo]}}\n    sendBack: [{{on: redo, to: later}}]\n  - key: later\n    {WRITE}\n"
+        "steps:\n  - key: review\n    approval: {{decisions: [ok, redo]}}\n    sendBack: [{{exit: redo, to: later}}]\n  - key: later\n    {WRITE}\n"
     ));
     assert_one(&problems, "review", "sendBack[0].to", "earlier on the path");
 }
@@ -220,9 +220,9 @@ fn send_back_must_target_an_earlier_step_on_the_path() {
 #[test]
 fn send_back_needs_an_exit_of_the_step() {
     let problems = check(&format!(
-        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    {WRITE}\n    sendBack: [{{on: changes, to: a}}]\n"
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    {WRITE}\n    sendBack: [{{exit: changes, to: a}}]\n"
     ));
-    assert_one(&problems, "b", "sendBack[0].on", "only a step with exits");
+    assert_one(&problems, "b", "sendBack[0].exit", "only a step with exits");
 }
 
 #[test]
@@ -236,10 +236,10 @@ steps:
     {WRITE}
   - key: r1
     approval: {{decisions: [ok, redo]}}
-    sendBack: [{{on: redo, to: b}}]
+    sendBack: [{{exit: redo, to: b}}]
   - key: r2
     approval: {{decisions: [ok, redo]}}
-    sendBack: [{{on: redo, to: a}}]
+    sendBack: [{{exit: redo, to: a}}]
 "#
     ));
     assert_one(
@@ -259,12 +259,12 @@ steps:
     {WRITE}
   - key: r1
     approval: {{decisions: [ok, redo]}}
-    sendBack: [{{on: redo, to: a}}]
+    sendBack: [{{exit: redo, to: a}}]
   - key: b
     {WRITE}
   - key: r2
     approval: {{decisions: [ok, redo]}}
-    sendBack: [{{on: redo, to: b}}]
+    sendBack: [{{exit: redo, to: b}}]
 "#
     ));
     assert!(problems.is_empty(), "{problems:#?}");
@@ -533,4 +533,16 @@ fn an_input_schema_keyword_that_would_not_be_checked_is_refused() {
         "input.oneOf",
         "`oneOf` is not supported",
     );
+}
+
+#[test]
+fn webhook_url_placeholders_are_checked_like_an_http_url() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, webhook: {{url: 'https://hooks.example/{{{{zz.text}}}}'}}}}\n"
+    ));
+    assert_one(&problems, "b", "message.webhook.url", "`zz`");
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, webhook: {{url: 'https://hooks.example/{{{{a.text}}}}'}}}}\n"
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
 }

@@ -193,7 +193,10 @@ pub enum OnFailure {
 pub struct SendBack {
     /// The exit of this step that sends work back (an approval decision such
     /// as `changes`, a condition path, or `true`/`false`).
-    pub on: String,
+    // Named `exit`, not `on`: a YAML 1.1 reader (kubectl, Argo CD) reads a bare
+    // `on` key as the boolean true, so no field name may be a YAML 1.1 boolean
+    // (a test in `crds` walks the schemas for them).
+    pub exit: String,
     /// The earlier step to redo; it and every step after it run again.
     pub to: String,
 }

@@ -1076,7 +1076,7 @@ impl<'f> RunMachine<'f> {
         instructions: Option<String>,
     ) {
         let step = self.flow.steps[node].step;
-        let Some(back) = step.send_back.iter().find(|b| b.on == exit) else {
+        let Some(back) = step.send_back.iter().find(|b| b.exit == exit) else {
             return;
         };
         let from = self.flow.key(node).to_string();

@@ -1,4 +1,5 @@
-//! One test per rule of the expression language (DESIGN 5.1, 5.2 and seed 002).
+//! One test per rule of the expression language: references, operators,
+//! functions, conditions and values, and the error each misuse gets.
 
 use serde_json::{Value, json};
 
@@ -286,7 +287,7 @@ fn positions_count_characters_not_bytes() {
 // ---- operators ----
 
 #[test]
-fn seed_condition_examples() {
+fn typical_conditions_hold() {
     assert!(truth("$steps.review.output.approved == true"));
     // draft score 0.9 >= 0.8, iteration 2 < 3
     assert!(truth(
@@ -642,7 +643,7 @@ fn syntax_error_display_names_the_character() {
 }
 
 #[test]
-fn seed_examples_parse() {
+fn typical_expressions_parse() {
     for src in [
         "len($steps.search.output.results) > 0",
         "$steps.review.output.approved == true",
@@ -753,7 +754,7 @@ fn value(v: Value) -> Value {
 }
 
 #[test]
-fn value_seed_example() {
+fn a_value_with_references_resolves() {
     let got = value(json!({
         "brief": "$input.brief",
         "feedback": "$steps.review.output.feedback",

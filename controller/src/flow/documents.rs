@@ -3,6 +3,7 @@
 
 use serde::Deserialize;
 
+use super::check_nesting;
 use crate::api::Flow;
 
 /// One `kind: Flow` document found in a YAML stream.
@@ -15,8 +16,11 @@ pub struct FlowDocument {
 }
 
 /// Every Flow in a YAML stream, in order. Documents of other kinds and empty
-/// documents are skipped; a stream that is not YAML at all is an error.
+/// documents are skipped; a stream that is not YAML at all is an error, and
+/// so is one whose brackets nest absurdly deep (refused before serde_yaml
+/// spends minutes on it, see [`check_nesting`]).
 pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, String> {
+    check_nesting(text).map_err(|e| e.to_string())?;
     let mut kinds = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
         let value = serde_yaml::Value::deserialize(document).map_err(|e| e.to_string())?;
@@ -64,6 +68,21 @@ mod tests {
         let err = flows[0].flow.as_ref().unwrap_err();
         assert!(err.contains("atempts"), "{err}");
         assert!(err.contains("line 7"), "{err}");
+    }
+
+    /// 100,000 levels of `{a:` kept serde_yaml busy for more than 30 s.
+    #[test]
+    fn deeply_nested_brackets_are_refused_before_parsing() {
+        let text = format!(
+            "kind: Flow\nspec: {}1{}\n",
+            "{a: ".repeat(100_000),
+            "}".repeat(100_000)
+        );
+        let err = flows_in_yaml(&text).unwrap_err();
+        assert!(
+            err.starts_with("line 2, column 519: `{` nests brackets more than 128 levels deep"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A flow as a diagram, Mermaid or Graphviz DOT; given a run's record, also
 //! what happened on it: each step's status, each arrow taken or not, and
-//! what moved along it (DESIGN 9). Pure text out, so the CLI, docs and a
+//! what moved along it, or why nothing did. Pure text out, so the CLI, docs and a
 //! future `kubectl` plugin draw the same picture.
 
 use std::fmt::Write;
@@ -87,7 +87,7 @@ fn edges(graph: &FlowGraph<'_>, record: Option<&RunStatus>) -> Vec<Edge> {
                 out.push(Edge {
                     from: to,
                     to: target,
-                    label: format!("{}: send back", back.on),
+                    label: format!("{}: send back", back.exit),
                     style: Style::Back,
                 });
             }
@@ -351,7 +351,7 @@ mod tests {
         serde_json::from_value(json!([
             {"key": "draft", "agent": {"prompt": "Write."}},
             {"key": "review", "approval": {"decisions": ["approve", "changes"]},
-             "sendBack": [{"on": "changes", "to": "draft"}]},
+             "sendBack": [{"exit": "changes", "to": "draft"}]},
             {"key": "publish", "after": ["review.approve"], "script": {"source": "x"}},
             {"key": "again", "loop": {"until": "true", "maxIterations": 2, "steps": [{"key": "inner", "script": {"source": "x"}}]}}
         ]))

@@ -8,6 +8,7 @@ pub mod draw;
 mod duration;
 mod graph;
 mod input_schema;
+mod nesting;
 mod schedule;
 mod validate;
 
@@ -15,5 +16,6 @@ pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
 pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
+pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use schedule::check_schedule;
 pub use validate::{Limits, validate, validate_with};

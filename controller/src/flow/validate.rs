@@ -342,22 +342,22 @@ impl<'a> Checker<'a, '_> {
             match &step_exits {
                 None => self.report(
                     key,
-                    &format!("{field}.on"),
+                    &format!("{field}.exit"),
                     "only a step with exits (a condition or an approval with decisions) can send work back",
                     None,
                 ),
-                Some(names) if !names.contains(&back.on) => {
-                    let message = format!("this step has no exit `{}`; its exits are {}", back.on, quote_list(names));
-                    self.report(key, &format!("{field}.on"), message, None);
+                Some(names) if !names.contains(&back.exit) => {
+                    let message = format!("this step has no exit `{}`; its exits are {}", back.exit, quote_list(names));
+                    self.report(key, &format!("{field}.exit"), message, None);
                 }
                 Some(_) => {}
             }
-            if !seen.insert(back.on.as_str()) {
+            if !seen.insert(back.exit.as_str()) {
                 let message = format!(
                     "exit `{}` already sends work back; one exit sends back to one step",
-                    back.on
+                    back.exit
                 );
-                self.report(key, &format!("{field}.on"), message, None);
+                self.report(key, &format!("{field}.exit"), message, None);
             }
             let Some(target) = self.graph.find(&back.to) else {
                 let message = format!(

@@ -1,15 +1,39 @@
 //! The executors `coxswain run` uses: every kind of step on this machine.
+//!
+//! Each attempt runs inside a `tracing` span named `attempt` with the step's
+//! key, the parallel part (when there is one), the attempt number and the
+//! kind of step, so whatever an executor logs can be told apart by attempt.
 
 use std::sync::Arc;
+
+use tracing::Instrument;
 
 use crate::engine::{Task, Work, WorkResult};
 
 use super::Executor;
-use super::agent::{AgentConfig, AgentExecutor, Mode, Provider};
+use super::agent::{AgentConfig, AgentExecutor, ConfigError, Mode, Provider, SetupError};
 use super::http::HttpExecutor;
-use super::message::MessageExecutor;
+use super::message::{MessageError, MessageExecutor};
 use super::script::LocalScript;
 use super::secrets::EnvSecrets;
+
+/// Why the local executors could not be set up; each message says which
+/// setting or part is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// The agent settings (flags or `COXSWAIN_AGENT_*`) are wrong.
+    #[error(transparent)]
+    AgentConfig(#[from] ConfigError),
+    /// The agent executor's client could not be built.
+    #[error(transparent)]
+    AgentSetup(#[from] SetupError),
+    /// The http executor could not be built.
+    #[error("{0}")]
+    Http(String),
+    /// The message executor could not be built.
+    #[error(transparent)]
+    Message(#[from] MessageError),
+}
 
 /// What the local executors need from flags and the environment.
 #[derive(Debug, Clone)]
@@ -34,8 +58,8 @@ pub struct AgentFlags {
 
 impl LocalConfig {
     /// Flags win over the environment (`COXSWAIN_AGENT_*`, `OPENAI_*`).
-    pub fn from_env(flags: AgentFlags) -> Result<Self, String> {
-        let mut agent = AgentConfig::from_env().map_err(|e| e.to_string())?;
+    pub fn from_env(flags: AgentFlags) -> Result<Self, LocalError> {
+        let mut agent = AgentConfig::from_env()?;
         if let Some(url) = flags.url {
             agent.base_url = url;
         }
@@ -63,24 +87,162 @@ pub struct LocalExecutors {
 
 impl LocalExecutors {
     /// Builds every executor; secrets come from `COXSWAIN_SECRET_<NAME>_<KEY>`.
-    pub fn new(config: LocalConfig) -> Result<Self, String> {
+    pub fn new(config: LocalConfig) -> Result<Self, LocalError> {
         let secrets = Arc::new(EnvSecrets::new());
         Ok(LocalExecutors {
             script: LocalScript::new(secrets.clone()),
-            http: HttpExecutor::new(secrets.clone())?,
+            http: HttpExecutor::new(secrets.clone()).map_err(LocalError::Http)?,
             message: MessageExecutor::new(secrets)?,
-            agent: AgentExecutor::new(config.agent).map_err(|e| e.to_string())?,
+            agent: AgentExecutor::new(config.agent)?,
         })
     }
 }
 
 impl Executor for LocalExecutors {
     async fn run(&self, work: &Work) -> WorkResult {
-        match &work.task {
-            Task::Script(_) => self.script.run(work).await,
-            Task::Http(_) => self.http.run(work).await,
-            Task::Message(_) => self.message.run(work).await,
-            Task::Agent(_) => self.agent.run(work).await,
+        let dispatch = async {
+            match &work.task {
+                Task::Script(_) => self.script.run(work).await,
+                Task::Http(_) => self.http.run(work).await,
+                Task::Message(_) => self.message.run(work).await,
+                Task::Agent(_) => self.agent.run(work).await,
+            }
+        };
+        dispatch.instrument(attempt_span(work)).await
+    }
+}
+
+/// The span one attempt runs in: which step, which part, which attempt,
+/// what kind.
+pub fn attempt_span(work: &Work) -> tracing::Span {
+    tracing::info_span!(
+        "attempt",
+        step = %work.step,
+        part = work.part.as_ref().map(|p| p.key.as_str()),
+        attempt = work.attempt,
+        kind = kind_name(&work.task),
+    )
+}
+
+/// The YAML name of the task's kind.
+fn kind_name(task: &Task) -> &'static str {
+    match task {
+        Task::Agent(_) => "agent",
+        Task::Script(_) => "script",
+        Task::Http(_) => "http",
+        Task::Message(_) => "message",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use serde_json::Value;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    use super::*;
+    use crate::api::ScriptStep;
+    use crate::engine::{DataView, PartRef, RunInfo};
+
+    /// Spans seen: name and fields, in order of creation.
+    type Spans = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
+
+    /// A subscriber that only writes down the spans it is told about.
+    struct Recorder(Spans);
+
+    struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+    impl Visit for Fields<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .insert(field.name().to_string(), format!("{value:?}"));
         }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().to_string(), value.to_string());
+        }
+    }
+
+    impl Subscriber for Recorder {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, span: &Attributes<'_>) -> Id {
+            let mut fields = BTreeMap::new();
+            span.record(&mut Fields(&mut fields));
+            let mut spans = self.0.lock().unwrap();
+            spans.push((span.metadata().name().to_string(), fields));
+            Id::from_u64(spans.len() as u64)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, _: &Event<'_>) {}
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    fn script_work() -> Work {
+        Work {
+            step: "fan".into(),
+            part: Some(PartRef {
+                index: 1,
+                key: "eu".into(),
+            }),
+            attempt: 3,
+            iteration: None,
+            task: Task::Script(ScriptStep {
+                source: Some("echo 1".into()),
+                ..Default::default()
+            }),
+            input: Value::Null,
+            timeout: Some(Duration::from_secs(30)),
+            data: DataView {
+                input: Value::Null,
+                steps: BTreeMap::new(),
+                roots: BTreeMap::new(),
+            },
+            run: RunInfo {
+                name: "r".into(),
+                namespace: "local".into(),
+                uid: "u".into(),
+                since: None,
+            },
+        }
+    }
+
+    #[test]
+    fn each_attempt_runs_in_a_span_naming_it() {
+        let agent = AgentConfig::from_lookup(|_| None).unwrap();
+        let executors = LocalExecutors::new(LocalConfig { agent }).unwrap();
+        let spans = Spans::default();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let done = tracing::subscriber::with_default(Recorder(spans.clone()), || {
+            runtime.block_on(executors.run(&script_work()))
+        })
+        .unwrap();
+        assert_eq!(done.output, serde_json::json!(1));
+        let spans = spans.lock().unwrap();
+        let (name, fields) = spans
+            .iter()
+            .find(|(name, _)| name == "attempt")
+            .expect("an attempt span");
+        assert_eq!(name, "attempt");
+        let expected: BTreeMap<String, String> = [
+            ("step", "fan"),
+            ("part", "eu"),
+            ("attempt", "3"),
+            ("kind", "script"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(fields, &expected);
     }
 }

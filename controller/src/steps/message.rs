@@ -13,7 +13,9 @@
 //!   `messageId` is Slack's `ts`, `conversationName` the channel as written.
 //!
 //! The text's placeholders are inserted as text and never scanned again, so
-//! data that looks like a placeholder or a reference is posted as it is.
+//! data that looks like a placeholder or a reference is posted as it is. The
+//! webhook's URL may hold placeholders too; each value is URL-encoded for
+//! the part of the URL it stands in, as in an http step's `url`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,123 @@ use super::{Executor, Secrets};
 use crate::api::{MessageStep, SlackTarget, StepError, WebhookTarget};
 use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
 use crate::template::Place;
+
+/// Why a message could not be posted, or the executor not built. Each kind
+/// has its stable code; messages are written for the flow's author.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    /// This executor was handed a step of another kind.
+    #[error("the message executor only runs message steps")]
+    NotAMessage,
+    /// Neither or both of `webhook` and `slack`.
+    #[error("a message step gives exactly one of `webhook` or `slack`")]
+    Target,
+    /// A placeholder in the text or the URL could not be filled.
+    #[error("{}", .0.message)]
+    Placeholder(StepError),
+    /// The URL (after filling placeholders) does not parse.
+    #[error("`{url}` is not a valid URL: {reason}")]
+    BadUrl {
+        /// The URL as filled in.
+        url: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// The webhook is not http(s).
+    #[error("a webhook must be an http or https URL, not {0}")]
+    Scheme(String),
+    /// The deny list refused the address.
+    #[error("{0}")]
+    Refused(String),
+    /// The post took longer than its timeout.
+    #[error("posting to {shown} took longer than {}s", .limit.as_secs_f64())]
+    Timeout {
+        /// The URL, without credentials.
+        shown: String,
+        /// The timeout that applied.
+        limit: Duration,
+    },
+    /// The post could not be sent.
+    #[error("posting to {shown} failed: {reason}")]
+    Send {
+        /// The URL, without credentials.
+        shown: String,
+        /// Every cause, joined.
+        reason: String,
+    },
+    /// The answer was over its cap.
+    #[error("the answer from {shown} is larger than {}", net::size(*.limit))]
+    AnswerTooLarge {
+        /// The URL, without credentials.
+        shown: String,
+        /// The cap.
+        limit: usize,
+    },
+    /// The answer could not be read.
+    #[error("reading the answer from {shown} failed: {reason}")]
+    Read {
+        /// The URL, without credentials.
+        shown: String,
+        /// Every cause, joined.
+        reason: String,
+    },
+    /// A status other than 2xx.
+    #[error("{shown} answered {status}: {body}")]
+    Status {
+        /// The URL, without credentials.
+        shown: String,
+        /// The status.
+        status: reqwest::StatusCode,
+        /// The start of the answer.
+        body: String,
+    },
+    /// The Slack token could not be read.
+    #[error("Slack token: {0}")]
+    Token(String),
+    /// The Slack token cannot go in a header.
+    #[error("Slack token: secret `{name}` key `{key}` holds characters a header cannot carry")]
+    TokenChars {
+        /// The secret.
+        name: String,
+        /// Its key.
+        key: String,
+    },
+    /// Slack's answer is not JSON.
+    #[error("Slack's answer is not JSON: {0}")]
+    SlackNotJson(String),
+    /// Slack answered `ok: false`.
+    #[error("Slack refused the message to {channel}: {error}")]
+    SlackRefused {
+        /// The channel as written.
+        channel: String,
+        /// Slack's `error`.
+        error: String,
+    },
+    /// Slack said yes but gave no message id.
+    #[error("Slack accepted the message but gave no `ts`")]
+    NoTs,
+}
+
+impl MessageError {
+    /// The stable code recorded with the failure.
+    pub fn code(&self) -> &str {
+        match self {
+            MessageError::Placeholder(inner) => &inner.code,
+            MessageError::Timeout { .. } => codes::TIMEOUT,
+            MessageError::Token(_) | MessageError::TokenChars { .. } => codes::SECRET,
+            _ => codes::MESSAGE,
+        }
+    }
+}
+
+impl From<MessageError> for StepError {
+    fn from(error: MessageError) -> Self {
+        step_error(error.code(), error.to_string())
+    }
+}
 
 /// Slack's Web API, where `chat.postMessage` lives.
 pub const SLACK_API: &str = "https://slack.com/api";
@@ -56,15 +175,15 @@ impl std::fmt::Debug for MessageExecutor {
 impl MessageExecutor {
     /// An executor posting to the real Slack API, with the default deny
     /// list; Slack tokens come from `secrets`.
-    pub fn new(secrets: Arc<dyn Secrets>) -> Result<Self, String> {
+    pub fn new(secrets: Arc<dyn Secrets>) -> Result<Self, MessageError> {
         Self::with_deny_list(secrets, DenyList::default())
     }
 
     /// An executor that refuses the addresses in `deny` instead of the default.
-    pub fn with_deny_list(secrets: Arc<dyn Secrets>, deny: DenyList) -> Result<Self, String> {
+    pub fn with_deny_list(secrets: Arc<dyn Secrets>, deny: DenyList) -> Result<Self, MessageError> {
         let deny = Arc::new(deny);
         Ok(MessageExecutor {
-            client: net::client(deny.clone())?,
+            client: net::client(deny.clone()).map_err(MessageError::Client)?,
             secrets,
             deny,
             slack_api: SLACK_API.to_string(),
@@ -78,32 +197,34 @@ impl MessageExecutor {
         self
     }
 
-    async fn post(&self, work: &Work, step: &MessageStep) -> Result<Done, StepError> {
-        let text = net::render(&step.text, Place::Message, &work.data)?;
+    async fn post(&self, work: &Work, step: &MessageStep) -> Result<Done, MessageError> {
+        let text = net::render(&step.text, Place::Message, &work.data)
+            .map_err(MessageError::Placeholder)?;
         match (&step.webhook, &step.slack) {
             (Some(hook), None) => self.webhook(work, hook, &text).await,
             (None, Some(slack)) => self.slack(work, slack, &text).await,
-            _ => Err(message_error(
-                "a message step gives exactly one of `webhook` or `slack`".to_string(),
-            )),
+            _ => Err(MessageError::Target),
         }
     }
 
-    /// Sends one JSON POST and returns the status and body.
+    /// Sends one JSON POST and returns the body of a 2xx answer.
     async fn send(
         &self,
         work: &Work,
         url: &Url,
         body: &Value,
         token: Option<HeaderValue>,
-    ) -> Result<(reqwest::StatusCode, Vec<u8>), StepError> {
-        self.deny.check_url(url).await.map_err(message_error)?;
+    ) -> Result<Vec<u8>, MessageError> {
+        self.deny
+            .check_url(url)
+            .await
+            .map_err(MessageError::Refused)?;
         let shown = net::redact(url);
-        let timeout = net::shortest(DEFAULT_TIMEOUT, work.timeout);
+        let limit = net::shortest(DEFAULT_TIMEOUT, work.timeout);
         let mut request = self
             .client
             .post(url.clone())
-            .timeout(timeout)
+            .timeout(limit)
             .header(super::http::IDEMPOTENCY_KEY, work.idempotency_key())
             .json(body);
         if let Some(token) = token {
@@ -111,41 +232,39 @@ impl MessageExecutor {
         }
         let response = request.send().await.map_err(|e| {
             if e.is_timeout() {
-                step_error(
-                    codes::TIMEOUT,
-                    format!(
-                        "posting to {shown} took longer than {}s",
-                        timeout.as_secs_f64()
-                    ),
-                )
+                MessageError::Timeout {
+                    shown: shown.clone(),
+                    limit,
+                }
             } else {
-                message_error(format!("posting to {shown} failed: {}", net::chain(&e)))
+                MessageError::Send {
+                    shown: shown.clone(),
+                    reason: net::chain(&e),
+                }
             }
         })?;
         let status = response.status();
         let bytes = match net::read_capped(response, RESPONSE_LIMIT).await {
             Ok(bytes) => bytes,
             Err(ReadError::TooLarge(limit)) => {
-                return Err(message_error(format!(
-                    "the answer from {shown} is larger than {}",
-                    net::size(limit)
-                )));
+                return Err(MessageError::AnswerTooLarge { shown, limit });
             }
             Err(ReadError::Failed(e)) => {
-                return Err(message_error(format!(
-                    "reading the answer from {shown} failed: {}",
-                    net::chain(&e)
-                )));
+                return Err(MessageError::Read {
+                    shown,
+                    reason: net::chain(&e),
+                });
             }
         };
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
-            return Err(message_error(format!(
-                "{shown} answered {status}: {}",
-                net::preview(text.trim(), 300)
-            )));
+            return Err(MessageError::Status {
+                shown,
+                status,
+                body: net::preview(text.trim(), 300),
+            });
         }
-        Ok((status, bytes))
+        Ok(bytes)
     }
 
     async fn webhook(
@@ -153,16 +272,9 @@ impl MessageExecutor {
         work: &Work,
         hook: &WebhookTarget,
         text: &str,
-    ) -> Result<Done, StepError> {
-        let url = Url::parse(&hook.url)
-            .map_err(|e| message_error(format!("`{}` is not a valid URL: {e}", hook.url)))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(message_error(format!(
-                "a webhook must be an http or https URL, not {}",
-                url.scheme()
-            )));
-        }
-        let (_, bytes) = self.send(work, &url, &json!({"text": text}), None).await?;
+    ) -> Result<Done, MessageError> {
+        let url = webhook_url(hook, work)?;
+        let bytes = self.send(work, &url, &json!({"text": text}), None).await?;
         let answer = serde_json::from_slice::<Value>(&bytes).ok();
         let id = answer
             .as_ref()
@@ -178,46 +290,45 @@ impl MessageExecutor {
         })
     }
 
-    async fn slack(&self, work: &Work, slack: &SlackTarget, text: &str) -> Result<Done, StepError> {
+    async fn slack(
+        &self,
+        work: &Work,
+        slack: &SlackTarget,
+        text: &str,
+    ) -> Result<Done, MessageError> {
         let r = &slack.token_secret_ref;
         let token = self
             .secrets
             .get(&r.name, &r.key)
-            .map_err(|e| step_error(codes::SECRET, format!("Slack token: {e}")))?;
+            .map_err(MessageError::Token)?;
         let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-            step_error(
-                codes::SECRET,
-                format!(
-                    "Slack token: secret `{}` key `{}` holds characters a header cannot carry",
-                    r.name, r.key
-                ),
-            )
+            MessageError::TokenChars {
+                name: r.name.clone(),
+                key: r.key.clone(),
+            }
         })?;
         bearer.set_sensitive(true);
         let endpoint = format!("{}/chat.postMessage", self.slack_api);
-        let url = Url::parse(&endpoint)
-            .map_err(|e| message_error(format!("`{endpoint}` is not a valid URL: {e}")))?;
+        let url = Url::parse(&endpoint).map_err(|e| MessageError::BadUrl {
+            url: endpoint.clone(),
+            reason: e.to_string(),
+        })?;
         let body = json!({"channel": slack.channel, "text": text});
-        let (_, bytes) = self.send(work, &url, &body, Some(bearer)).await?;
+        let bytes = self.send(work, &url, &body, Some(bearer)).await?;
         let answer: Value = serde_json::from_slice(&bytes).map_err(|_| {
-            message_error(format!(
-                "Slack's answer is not JSON: {}",
-                net::preview(String::from_utf8_lossy(&bytes).trim(), 300)
-            ))
+            MessageError::SlackNotJson(net::preview(String::from_utf8_lossy(&bytes).trim(), 300))
         })?;
         if answer.get("ok") != Some(&Value::Bool(true)) {
             let error = answer
                 .get("error")
                 .and_then(Value::as_str)
                 .unwrap_or("no error given");
-            return Err(message_error(format!(
-                "Slack refused the message to {}: {error}",
-                slack.channel
-            )));
+            return Err(MessageError::SlackRefused {
+                channel: slack.channel.clone(),
+                error: error.to_string(),
+            });
         }
-        let ts = id_of(&answer, "ts").ok_or_else(|| {
-            message_error("Slack accepted the message but gave no `ts`".to_string())
-        })?;
+        let ts = id_of(&answer, "ts").ok_or(MessageError::NoTs)?;
         Ok(Done {
             output: json!({"messageId": ts, "conversationName": slack.channel}),
             text: Some(text.to_string()),
@@ -226,19 +337,29 @@ impl MessageExecutor {
     }
 }
 
-impl Executor for MessageExecutor {
-    async fn run(&self, work: &Work) -> WorkResult {
-        match &work.task {
-            Task::Message(step) => self.post(work, step).await.map_err(Failed::from),
-            _ => Err(
-                message_error("the message executor only runs message steps".to_string()).into(),
-            ),
-        }
+/// The webhook's URL with its placeholders filled, each value URL-encoded
+/// for where it stands; only http and https are accepted.
+fn webhook_url(hook: &WebhookTarget, work: &Work) -> Result<Url, MessageError> {
+    let filled =
+        net::render(&hook.url, Place::Url, &work.data).map_err(MessageError::Placeholder)?;
+    let url = Url::parse(&filled).map_err(|e| MessageError::BadUrl {
+        url: filled.clone(),
+        reason: e.to_string(),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(MessageError::Scheme(url.scheme().to_string()));
     }
+    Ok(url)
 }
 
-fn message_error(message: String) -> StepError {
-    step_error(codes::MESSAGE, message)
+impl Executor for MessageExecutor {
+    async fn run(&self, work: &Work) -> WorkResult {
+        let result = match &work.task {
+            Task::Message(step) => self.post(work, step).await,
+            _ => Err(MessageError::NotAMessage),
+        };
+        result.map_err(|e| Failed::from(StepError::from(e)))
+    }
 }
 
 /// A string or number field of an answer, as text.

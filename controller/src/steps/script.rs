@@ -1,8 +1,9 @@
 //! `script` steps as local processes, for `coxswain run`.
 //!
 //! In a cluster a script is a Job; on a laptop the host stands in for the
-//! image. Everything else is the same contract (DESIGN 5.5), so a flow tried
-//! locally behaves the same in the cluster:
+//! image. Everything else is the same contract (inputs, outputs, exit code
+//! and environment, as below), so a flow tried locally behaves the same in
+//! the cluster:
 //!
 //! - Each input is a file in `$INPUTS`. When the step's input is a JSON
 //!   object, each of its keys is one input, in a file named after the key
@@ -11,37 +12,59 @@
 //!   An input that is not an object is one file, `$INPUTS/input`, in the same
 //!   form; a `null` input gives no files.
 //! - `$OUTPUTS` starts empty; `$WORKSPACE` is an empty working directory (also
-//!   the process's current directory). `$RUN_NAME`, `$STEP_KEY`, `$ATTEMPT`,
-//!   `$SINCE` and `$LAST_RUN` (empty unless the run was scheduled) are set,
-//!   as is every variable of the step's `env`. Variables holding local secrets
-//!   (`COXSWAIN_SECRET_*`) are not passed on.
+//!   the process's current directory); `$HOME` and `$TMPDIR` are empty
+//!   folders of the attempt's own. All of them, and the input files, are
+//!   private to the user running the flow (folders 0700, files 0600).
+//! - The environment is built from nothing: `$RUN_NAME`, `$STEP_KEY`,
+//!   `$ATTEMPT`, `$SINCE` and `$LAST_RUN` (empty unless the run was
+//!   scheduled), the folders above, `PATH` (the runner's, so a flow tried on
+//!   a laptop finds its author's tools; a fixed default when the runner has
+//!   none), `LANG`, `LC_ALL` and `TZ` when the runner sets them, and every
+//!   variable of the step's `env` (which wins). Nothing else of the runner's
+//!   environment — API keys, tokens, `COXSWAIN_SECRET_*` — reaches a script.
 //! - stdout is the output: with declared `output.fields`, exactly one JSON
 //!   object with those fields and types; without, any JSON, where
 //!   `{"data": v}` gives `v`, and stdout that is not JSON gives `null`. The
 //!   step's `text` is always the raw stdout.
 //! - Files the script leaves in `$OUTPUTS` are listed, as paths relative to
 //!   `$OUTPUTS` in sorted order, under `files` in the output when the output
-//!   is an object that has no `files` of its own. The directory is removed
-//!   with the rest of the attempt's scratch space, so locally the list says
-//!   what was produced, not where to read it.
+//!   is an object that has no `files` of its own. The list is capped (1000
+//!   names, 64 KiB of them); a cut list comes with `filesTruncated: true` and
+//!   `filesTotal`. The directory is removed with the rest of the attempt's
+//!   scratch space, so locally the list says what was produced, not where to
+//!   read it.
 //! - The process runs in its own process group. When it ends, times out or
 //!   the attempt is cancelled, the whole group is killed, so nothing the
-//!   script started in the background outlives the attempt.
+//!   script started in the background outlives the attempt. The timeout
+//!   covers the whole attempt, reading stdout included; once the script has
+//!   exited, reading stops after a short grace period even when a process
+//!   that left the group (`setsid`) still holds the pipes, and the attempt
+//!   ends with what was read.
+
+mod env;
+mod error;
+mod files;
+mod process;
 
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::{Executor, Secrets};
-use crate::api::{Field, ScriptStep, StepError};
-use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
+use crate::api::{Field, ScriptStep};
+use crate::engine::{Done, Failed, Task, Work, WorkResult};
+
+pub use env::{DEFAULT_PATH, HostEnv};
+pub use error::ScriptError;
+pub use files::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, ListingCaps};
+pub use process::DEFAULT_DRAIN_GRACE;
 
 /// Default cap on captured stdout; a bigger output fails the attempt.
 pub const DEFAULT_STDOUT_LIMIT: usize = 1 << 20;
@@ -52,16 +75,17 @@ pub const DEFAULT_STDERR_TAIL: usize = 64 << 10;
 #[derive(Clone)]
 pub struct LocalScript {
     secrets: Arc<dyn Secrets>,
-    stdout_limit: usize,
-    stderr_tail: usize,
+    caps: process::Caps,
+    listing: ListingCaps,
+    host: HostEnv,
     scratch: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for LocalScript {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalScript")
-            .field("stdout_limit", &self.stdout_limit)
-            .field("stderr_tail", &self.stderr_tail)
+            .field("caps", &self.caps)
+            .field("listing", &self.listing)
             .field("scratch", &self.scratch)
             .finish_non_exhaustive()
     }
@@ -69,12 +93,18 @@ impl std::fmt::Debug for LocalScript {
 
 impl LocalScript {
     /// An executor reading `valueFrom` variables from `secrets`, with the
-    /// default caps and scratch space in the system's temporary directory.
+    /// default caps, `PATH`/`LANG`/`LC_ALL`/`TZ` from this process, and
+    /// scratch space in the system's temporary directory.
     pub fn new(secrets: Arc<dyn Secrets>) -> Self {
         LocalScript {
             secrets,
-            stdout_limit: DEFAULT_STDOUT_LIMIT,
-            stderr_tail: DEFAULT_STDERR_TAIL,
+            caps: process::Caps {
+                stdout_limit: DEFAULT_STDOUT_LIMIT,
+                stderr_tail: DEFAULT_STDERR_TAIL,
+                drain_grace: DEFAULT_DRAIN_GRACE,
+            },
+            listing: ListingCaps::default(),
+            host: HostEnv::current(),
             scratch: None,
         }
     }
@@ -82,13 +112,33 @@ impl LocalScript {
     /// Sets the largest stdout accepted, in bytes; a script printing more is
     /// stopped and its attempt fails, so a runaway script cannot fill memory.
     pub fn with_stdout_limit(mut self, bytes: usize) -> Self {
-        self.stdout_limit = bytes;
+        self.caps.stdout_limit = bytes;
         self
     }
 
     /// Sets how many trailing bytes of stderr are kept for the error message.
     pub fn with_stderr_tail(mut self, bytes: usize) -> Self {
-        self.stderr_tail = bytes;
+        self.caps.stderr_tail = bytes;
+        self
+    }
+
+    /// Sets how long reading stdout and stderr goes on after the script
+    /// has exited, for processes it left holding the pipes.
+    pub fn with_drain_grace(mut self, grace: Duration) -> Self {
+        self.caps.drain_grace = grace;
+        self
+    }
+
+    /// Sets the caps of the `files` list.
+    pub fn with_listing_caps(mut self, caps: ListingCaps) -> Self {
+        self.listing = caps;
+        self
+    }
+
+    /// Takes `PATH`, `LANG`, `LC_ALL` and `TZ` from `host` instead of this
+    /// process's environment (nothing else of it reaches a script anyway).
+    pub fn with_host_env(mut self, host: HostEnv) -> Self {
+        self.host = host;
         self
     }
 
@@ -99,52 +149,33 @@ impl LocalScript {
         self
     }
 
-    async fn run_script(&self, work: &Work, step: &ScriptStep) -> Result<Done, StepError> {
-        let scratch = match &self.scratch {
-            Some(dir) => tempfile::Builder::new()
-                .prefix("coxswain-script-")
-                .tempdir_in(dir),
-            None => tempfile::Builder::new()
-                .prefix("coxswain-script-")
-                .tempdir(),
-        }
-        .map_err(|e| script_error(format!("cannot create a scratch directory: {e}")))?;
-        let inputs = scratch.path().join("inputs");
-        let outputs = scratch.path().join("outputs");
-        let workspace = scratch.path().join("workspace");
-        for dir in [&inputs, &outputs, &workspace] {
-            std::fs::create_dir(dir)
-                .map_err(|e| script_error(format!("cannot create {}: {e}", dir.display())))?;
+    async fn run_script(&self, work: &Work, step: &ScriptStep) -> Result<Done, ScriptError> {
+        let scratch = self.scratch_dir()?;
+        let dir = |name: &str| scratch.path().join(name);
+        let (inputs, outputs, workspace, home, tmp) = (
+            dir("inputs"),
+            dir("outputs"),
+            dir("workspace"),
+            dir("home"),
+            dir("tmp"),
+        );
+        for path in [&inputs, &outputs, &workspace, &home, &tmp] {
+            private_dir(path)?;
         }
         write_inputs(&inputs, &work.input)?;
-
+        let folders = env::Folders {
+            inputs: &inputs,
+            outputs: &outputs,
+            workspace: &workspace,
+            home: &home,
+            tmp: &tmp,
+        };
         let mut command = build_command(step)?;
         command
             .env_clear()
-            .envs(std::env::vars().filter(|(k, _)| !k.starts_with(super::secrets::ENV_PREFIX)))
-            .env("INPUTS", &inputs)
-            .env("OUTPUTS", &outputs)
-            .env("WORKSPACE", &workspace)
-            .env("RUN_NAME", &work.run.name)
-            .env("STEP_KEY", &work.step)
-            .env("ATTEMPT", work.attempt.to_string())
-            .env("SINCE", work.run.since.as_deref().unwrap_or(""))
-            .env("LAST_RUN", work.run.since.as_deref().unwrap_or(""));
-        for var in &step.env {
-            let value = match (&var.value, &var.value_from) {
-                (Some(value), _) => value.clone(),
-                (None, Some(from)) => {
-                    let r = &from.secret_key_ref;
-                    self.secrets.get(&r.name, &r.key).map_err(|e| {
-                        step_error(
-                            codes::SECRET,
-                            format!("environment variable {}: {e}", var.name),
-                        )
-                    })?
-                }
-                (None, None) => String::new(),
-            };
-            command.env(&var.name, value);
+            .envs(env::contract_vars(&self.host, &folders, work));
+        for (name, value) in self.step_env(step)? {
+            command.env(name, value);
         }
         command
             .current_dir(&workspace)
@@ -154,116 +185,108 @@ impl LocalScript {
             .process_group(0)
             .kill_on_drop(true);
 
-        let mut child = command
-            .spawn()
-            .map_err(|e| script_error(format!("cannot start {}: {e}", program_name(step))))?;
-        // From here on, leaving this function in any way (return, timeout,
-        // the future being dropped) kills the whole group.
-        let group = child.id().map(ProcessGroup);
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let stdout_limit = self.stdout_limit;
-        let stdout_task = tokio::spawn({
-            let pgid = group.as_ref().map(|g| g.0);
-            async move {
-                match stdout {
-                    Some(pipe) => read_limited(pipe, stdout_limit, pgid).await,
-                    None => Ok(Vec::new()),
-                }
-            }
-        });
-        let stderr_tail = self.stderr_tail;
-        let stderr_task = tokio::spawn(async move {
-            match stderr {
-                Some(pipe) => read_tail(pipe, stderr_tail).await,
-                None => Vec::new(),
-            }
-        });
-
-        let status = match work.timeout {
-            Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
-                Ok(status) => status,
-                Err(_) => {
-                    drop(group);
-                    return Err(step_error(
-                        codes::TIMEOUT,
-                        format!(
-                            "the script ran longer than its timeout of {} and was stopped",
-                            show_duration(limit)
-                        ),
-                    ));
-                }
-            },
-            None => child.wait().await,
-        }
-        .map_err(|e| script_error(format!("cannot wait for the script: {e}")))?;
-        // Background processes the script left would hold the pipes open.
-        drop(group);
-
-        let stdout = stdout_task
-            .await
-            .map_err(|e| script_error(format!("reading stdout failed: {e}")))?;
-        let stderr = stderr_task
-            .await
-            .map_err(|e| script_error(format!("reading stderr failed: {e}")))?;
-        let stdout = match stdout {
-            Ok(bytes) => bytes,
-            Err(StdoutTooLarge) => {
-                return Err(step_error(
-                    codes::OUTPUT,
-                    format!(
-                        "the script printed more than {} on stdout and was stopped",
-                        super::net::size(stdout_limit)
-                    ),
-                ));
-            }
-        };
-        if !status.success() {
-            return Err(exit_error(status, &stderr));
-        }
-
-        let text = String::from_utf8_lossy(&stdout).into_owned();
+        let captured = self.execute(command, step, work.timeout).await?;
+        let text = String::from_utf8_lossy(&captured.stdout).into_owned();
         if let Some(e) = crate::expr::numbers::number_out_of_range(&text) {
-            return Err(step_error(codes::OUTPUT, e.to_string()));
+            return Err(e.into());
         }
         let declared = step.output.as_ref().map(|o| o.fields.as_slice());
         let mut output = match declared {
-            Some(fields) if !fields.is_empty() => check_declared(&text, fields)
-                .map_err(|problem| step_error(codes::OUTPUT, problem))?,
+            Some(fields) if !fields.is_empty() => check_declared(&text, fields)?,
             _ => undeclared_output(&text),
         };
-        let files =
-            list_files(&outputs).map_err(|e| script_error(format!("cannot list $OUTPUTS: {e}")))?;
-        if let Value::Object(map) = &mut output
-            && !files.is_empty()
-            && !map.contains_key("files")
-        {
-            map.insert(
-                "files".into(),
-                Value::Array(files.into_iter().map(Value::String).collect()),
-            );
-        }
+        files::list_files(&outputs, self.listing)
+            .map_err(ScriptError::ListOutputs)?
+            .add_to(&mut output);
         Ok(Done {
             output,
             text: Some(text),
             usage: None,
         })
     }
+
+    fn scratch_dir(&self) -> Result<tempfile::TempDir, ScriptError> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("coxswain-script-");
+        let dir = match &self.scratch {
+            Some(dir) => builder.tempdir_in(dir),
+            None => builder.tempdir(),
+        };
+        dir.map_err(|source| ScriptError::Scratch {
+            path: self.scratch.clone().unwrap_or_else(std::env::temp_dir),
+            source,
+        })
+    }
+
+    /// The step's own `env`, with `valueFrom` secrets read.
+    fn step_env(&self, step: &ScriptStep) -> Result<Vec<(String, String)>, ScriptError> {
+        let mut vars = Vec::with_capacity(step.env.len());
+        for var in &step.env {
+            let value = match (&var.value, &var.value_from) {
+                (Some(value), _) => value.clone(),
+                (None, Some(from)) => {
+                    let r = &from.secret_key_ref;
+                    self.secrets
+                        .get(&r.name, &r.key)
+                        .map_err(|reason| ScriptError::Secret {
+                            name: var.name.clone(),
+                            reason,
+                        })?
+                }
+                (None, None) => String::new(),
+            };
+            vars.push((var.name.clone(), value));
+        }
+        Ok(vars)
+    }
+
+    /// Starts the process and watches it to its end, all within `timeout`.
+    async fn execute(
+        &self,
+        mut command: Command,
+        step: &ScriptStep,
+        timeout: Option<Duration>,
+    ) -> Result<process::Captured, ScriptError> {
+        let mut child = command.spawn().map_err(|source| ScriptError::Start {
+            program: program_name(step),
+            source,
+        })?;
+        // From here on, leaving this function in any way (return, timeout,
+        // the future being dropped) kills the whole group.
+        let group = process::ProcessGroup::led_by(child.id());
+        let mut captured = process::Captured::default();
+        let watching = process::watch(&mut child, &group, self.caps, &mut captured);
+        let status = match timeout {
+            Some(limit) => tokio::time::timeout(limit, watching)
+                .await
+                .map_err(|_| ScriptError::Timeout(limit))?,
+            None => watching.await,
+        };
+        let status = match status {
+            Ok(status) => status,
+            Err(process::Watch::TooLarge) => {
+                return Err(ScriptError::StdoutTooLarge(self.caps.stdout_limit));
+            }
+            Err(process::Watch::Wait(e)) => return Err(ScriptError::Wait(e)),
+        };
+        if !status.success() {
+            return Err(ScriptError::Exit {
+                status,
+                stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
+            });
+        }
+        Ok(captured)
+    }
 }
 
 impl Executor for LocalScript {
     async fn run(&self, work: &Work) -> WorkResult {
-        match &work.task {
-            Task::Script(step) => self.run_script(work, step).await.map_err(Failed::from),
-            _ => Err(
-                script_error("the local script executor only runs script steps".to_string()).into(),
-            ),
-        }
+        let result = match &work.task {
+            Task::Script(step) => self.run_script(work, step).await,
+            _ => Err(ScriptError::NotAScript),
+        };
+        result.map_err(|e| Failed::from(crate::api::StepError::from(e)))
     }
-}
-
-fn script_error(message: String) -> StepError {
-    step_error(codes::SCRIPT, message)
 }
 
 fn program_name(step: &ScriptStep) -> String {
@@ -273,7 +296,7 @@ fn program_name(step: &ScriptStep) -> String {
     }
 }
 
-fn build_command(step: &ScriptStep) -> Result<Command, StepError> {
+fn build_command(step: &ScriptStep) -> Result<Command, ScriptError> {
     match (&step.source, step.command.split_first()) {
         (Some(source), None) => {
             let mut command = Command::new("sh");
@@ -289,105 +312,20 @@ fn build_command(step: &ScriptStep) -> Result<Command, StepError> {
             command.args(fixed).args(&step.args);
             Ok(command)
         }
-        (Some(_), Some(_)) => Err(script_error(
-            "a script step gives either `source` or `command`, not both".to_string(),
-        )),
-        (None, None) => Err(script_error(
-            "a script step needs `source` or `command`".to_string(),
-        )),
+        (Some(_), Some(_)) => Err(ScriptError::SourceAndCommand),
+        (None, None) => Err(ScriptError::NoProgram),
     }
 }
 
-/// A process group that is killed when this value is dropped.
-struct ProcessGroup(u32);
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
-}
-
-/// Sends SIGKILL to every process in the group. Without `unsafe` there is no
-/// `kill(2)`, so this runs `kill(1)`; a group that is already gone is fine.
-fn kill_group(pgid: u32) {
-    let _ = std::process::Command::new("kill")
-        .arg("-KILL")
-        .arg("--")
-        .arg(format!("-{pgid}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// Stdout went over its limit.
-#[derive(Debug)]
-struct StdoutTooLarge;
-
-/// Reads a pipe up to `limit` bytes; past it, kills the group (so the script
-/// stops instead of running on to its timeout) and gives up.
-async fn read_limited(
-    mut pipe: impl AsyncRead + Unpin,
-    limit: usize,
-    pgid: Option<u32>,
-) -> Result<Vec<u8>, StdoutTooLarge> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => return Ok(out),
-            Ok(n) => {
-                if out.len() + n > limit {
-                    if let Some(pgid) = pgid {
-                        kill_group(pgid);
-                    }
-                    return Err(StdoutTooLarge);
-                }
-                out.extend_from_slice(&buf[..n]);
-            }
-        }
-    }
-}
-
-/// Reads a pipe to its end, keeping only the last `keep` bytes.
-async fn read_tail(mut pipe: impl AsyncRead + Unpin, keep: usize) -> Vec<u8> {
-    let mut tail: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 16 << 10];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => return tail,
-            Ok(n) => {
-                tail.extend_from_slice(&buf[..n]);
-                if tail.len() > keep {
-                    let excess = tail.len() - keep;
-                    tail.drain(..excess);
-                }
-            }
-        }
-    }
-}
-
-fn exit_error(status: ExitStatus, stderr: &[u8]) -> StepError {
-    let how = match (status.code(), status.signal()) {
-        (Some(code), _) => format!("the script exited with status {code}"),
-        (None, Some(signal)) => format!("the script was killed by signal {signal}"),
-        (None, None) => "the script failed".to_string(),
-    };
-    let stderr = String::from_utf8_lossy(stderr);
-    let stderr = stderr.trim_end();
-    if stderr.is_empty() {
-        script_error(format!("{how} (stderr was empty)"))
-    } else {
-        script_error(format!("{how}: {stderr}"))
-    }
-}
-
-fn show_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
+/// A folder only the user running the flow can enter.
+fn private_dir(path: &Path) -> Result<(), ScriptError> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(path)
+        .map_err(|source| ScriptError::Scratch {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The file name an input key gets: unsafe characters become `_`, and a
@@ -426,7 +364,7 @@ pub fn contract_form(value: &Value) -> Value {
     }
 }
 
-fn write_inputs(dir: &Path, input: &Value) -> Result<(), StepError> {
+fn write_inputs(dir: &Path, input: &Value) -> Result<(), ScriptError> {
     let files: Vec<(String, &str, &Value)> = match input {
         Value::Null => Vec::new(),
         Value::Object(map) => map
@@ -438,18 +376,31 @@ fn write_inputs(dir: &Path, input: &Value) -> Result<(), StepError> {
     let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
     for (file, key, _) in &files {
         if let Some(first) = taken.insert(file.as_str(), *key) {
-            return Err(script_error(format!(
-                "inputs `{first}` and `{key}` would both be written to $INPUTS/{file}; rename one"
-            )));
+            return Err(ScriptError::InputClash {
+                first: first.to_string(),
+                second: key.to_string(),
+                file: file.clone(),
+            });
         }
     }
     for (file, key, value) in &files {
-        let json = serde_json::to_vec(&contract_form(value))
-            .map_err(|e| script_error(format!("cannot write input `{key}`: {e}")))?;
-        std::fs::write(dir.join(file), json)
-            .map_err(|e| script_error(format!("cannot write input `{key}`: {e}")))?;
+        write_private(&dir.join(file), value).map_err(|source| ScriptError::Input {
+            key: key.to_string(),
+            source,
+        })?;
     }
     Ok(())
+}
+
+/// Writes a value in contract form to a new file only its owner can read.
+fn write_private(path: &Path, value: &Value) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    serde_json::to_writer(&mut file, &contract_form(value))?;
+    file.flush()
 }
 
 /// Output of a script without declared fields: any JSON, `{"data": v}`
@@ -464,26 +415,72 @@ pub fn undeclared_output(stdout: &str) -> Value {
     }
 }
 
+/// What the script was expected to print, for the start of each message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected(Vec<String>);
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "The script must print one JSON object with the fields {}",
+            self.0.join(", ")
+        )
+    }
+}
+
+/// How a script's stdout missed its declared `output.fields`.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclaredOutputError {
+    /// Nothing on stdout.
+    #[error("{0}; it printed nothing.")]
+    Empty(Expected),
+    /// stdout is not JSON.
+    #[error("{expected}; stdout is not JSON ({reason}).")]
+    NotJson {
+        /// What was expected.
+        expected: Expected,
+        /// The parser's complaint.
+        reason: serde_json::Error,
+    },
+    /// JSON, but not an object.
+    #[error("{expected}; it printed {found} instead.")]
+    NotObject {
+        /// What was expected.
+        expected: Expected,
+        /// What it was, with its article ("an array").
+        found: String,
+    },
+    /// An object whose fields are wrong; every problem is listed.
+    #[error("{expected}: {}.", .problems.join("; "))]
+    Fields {
+        /// What was expected.
+        expected: Expected,
+        /// Each missing, mistyped or unexpected field.
+        problems: Vec<String>,
+    },
+}
+
 /// Checks stdout against declared fields: one JSON object, each field there
 /// with its type, nothing else. The error lists every problem found.
-pub fn check_declared(stdout: &str, fields: &[Field]) -> Result<Value, String> {
+pub fn check_declared(stdout: &str, fields: &[Field]) -> Result<Value, DeclaredOutputError> {
     let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-    let expected = format!(
-        "The script must print one JSON object with the fields {}",
-        names.join(", ")
-    );
-    let value: Value = serde_json::from_str(stdout).map_err(|e| {
+    let expected = Expected(names.iter().map(|n| n.to_string()).collect());
+    let value: Value = serde_json::from_str(stdout).map_err(|reason| {
         if stdout.trim().is_empty() {
-            format!("{expected}; it printed nothing.")
+            DeclaredOutputError::Empty(expected.clone())
         } else {
-            format!("{expected}; stdout is not JSON ({e}).")
+            DeclaredOutputError::NotJson {
+                expected: expected.clone(),
+                reason,
+            }
         }
     })?;
     let Value::Object(map) = &value else {
-        return Err(format!(
-            "{expected}; it printed {} instead.",
-            with_article(json_type(&value))
-        ));
+        return Err(DeclaredOutputError::NotObject {
+            expected,
+            found: with_article(json_type(&value)),
+        });
     };
     let mut problems = Vec::new();
     for field in fields {
@@ -506,7 +503,7 @@ pub fn check_declared(stdout: &str, fields: &[Field]) -> Result<Value, String> {
     if problems.is_empty() {
         Ok(value)
     } else {
-        Err(format!("{expected}: {}.", problems.join("; ")))
+        Err(DeclaredOutputError::Fields { expected, problems })
     }
 }
 
@@ -547,31 +544,6 @@ fn with_article(type_name: &str) -> String {
         "integer" | "object" | "array" => format!("an {type_name}"),
         other => format!("a {other}"),
     }
-}
-
-/// Every regular file under `dir`, as a `/`-separated path relative to it.
-fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut found = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        for entry in std::fs::read_dir(&current)? {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            if kind.is_dir() {
-                pending.push(entry.path());
-            } else if kind.is_file()
-                && let Ok(relative) = entry.path().strip_prefix(dir)
-            {
-                let parts: Vec<String> = relative
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect();
-                found.push(parts.join("/"));
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
 }
 
 #[cfg(test)]
@@ -620,16 +592,18 @@ mod tests {
     fn declared_output_messages() {
         let fields = [field("id", "integer"), field("name", "string")];
         assert!(check_declared(r#"{"id": 1, "name": "x"}"#, &fields).is_ok());
-        let err = check_declared("nope", &fields).unwrap_err();
+        let err = check_declared("nope", &fields).unwrap_err().to_string();
         assert!(err.contains("stdout is not JSON"), "{err}");
-        let err = check_declared("[1]", &fields).unwrap_err();
+        let err = check_declared("[1]", &fields).unwrap_err().to_string();
         assert!(err.contains("it printed an array instead"), "{err}");
-        let err = check_declared(r#"{"id": "1", "extra": true}"#, &fields).unwrap_err();
+        let err = check_declared(r#"{"id": "1", "extra": true}"#, &fields)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "The script must print one JSON object with the fields id, name: field `id` is a string, expected integer; missing field `name`; unexpected field `extra`."
         );
-        let err = check_declared("", &fields).unwrap_err();
+        let err = check_declared("", &fields).unwrap_err().to_string();
         assert!(err.ends_with("it printed nothing."), "{err}");
     }
 }

@@ -1,7 +1,7 @@
 //! The conformance cases (`tests/conformance/*.yaml`) and a driver that
 //! runs one through the engine by hand, event by event. Shared by
 //! `tests/conformance.rs` (records through JSON) and the e2e crate's
-//! `tests/run_records.rs` (records through a real kube-apiserver).
+//! `tests/crds.rs` (records through a real kube-apiserver).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;

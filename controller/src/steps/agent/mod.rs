@@ -1,6 +1,7 @@
 //! The `agent` step: one attempt asks an OpenAI-compatible Chat Completions
 //! endpoint, reads the reply against the step's declared fields, and gives a
-//! reply that does not fit one repair turn (DESIGN 5.4).
+//! reply that does not fit one repair turn (a follow-up message naming what
+//! was wrong) before the attempt fails.
 //!
 //! - [`prompt`] builds the messages (fenced, untrusted inputs);
 //! - [`contract`] turns declared fields into a JSON Schema and reads replies;

@@ -1,4 +1,4 @@
-//! Building the messages an agent receives (DESIGN 5.4).
+//! Building the messages an agent receives.
 //!
 //! Instructions come only from the flow's author: the step's `prompt`, the
 //! flow description, a reviewer's instructions and the output contract. Every

@@ -106,6 +106,52 @@ fn eval_refused_expression_exits_2_naming_the_character() {
 }
 
 #[test]
+fn eval_takes_an_expression_that_starts_with_a_minus() {
+    let o = coxswain(&["eval", "-1 < 0"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (Some(0), "true\n".to_string(), String::new())
+    );
+    let ctx = temp_file("minus.json", CONTEXT);
+    let o = coxswain(&[
+        "eval",
+        "-3 == 0 - $input.count",
+        "--context",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = coxswain(&[
+        "eval",
+        "-3 < $input.count",
+        "--context",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "true\n".to_string())
+    );
+}
+
+#[test]
+fn render_takes_a_template_that_starts_with_a_minus() {
+    let ctx = temp_file("minus-render.json", CONTEXT);
+    let o = coxswain(&[
+        "render",
+        "--where",
+        "text",
+        "-{{input.json.count}}",
+        "--context",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "-3".to_string()),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn render_encodes_for_each_place() {
     let ctx = temp_file("render.json", CONTEXT);
     let ctx = ctx.to_str().unwrap();
@@ -314,4 +360,155 @@ fn graph_says_what_is_wrong_with_its_input() {
     let o = coxswain(&["graph", &hello, "--flow", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no Flow named nope"), "{}", stderr(&o));
+}
+
+/// Runs coxswain, killing it if it has not finished after a minute: a walk
+/// or a read that never ends fails the test instead of hanging it.
+fn coxswain_or_kill(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("coxswain starts");
+    for _ in 0..600 {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().expect("kill");
+    let o = child.wait_with_output().expect("output");
+    panic!("coxswain {args:?} never finished: {}", stderr(&o));
+}
+
+const SMALL_FLOW: &str = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: small}\nspec:\n  steps:\n  - key: a\n    script: {source: 'true'}\n";
+
+#[test]
+fn lint_does_not_follow_links_to_directories() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("flow.yaml"), SMALL_FLOW).expect("flow");
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).expect("sub");
+    std::os::unix::fs::symlink("..", sub.join("up1")).expect("link");
+    std::os::unix::fs::symlink("..", sub.join("up2")).expect("link");
+    // A link to a file is read like the file.
+    std::os::unix::fs::symlink("../flow.yaml", sub.join("again.yaml")).expect("link");
+    let o = coxswain_or_kill(&["lint", dir.path().to_str().unwrap()]);
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (
+            Some(0),
+            String::new(),
+            "checked 2 flows in 2 files: 0 problems\n".to_string()
+        )
+    );
+}
+
+#[test]
+fn lint_reports_a_fifo_without_opening_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("flow.yaml");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    for path in [dir.path(), fifo.as_path()] {
+        let o = coxswain_or_kill(&["lint", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(
+            stdout(&o),
+            format!(
+                "{}: flow ?: flow {} is not a regular file (it is a FIFO)\n",
+                fifo.display(),
+                fifo.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn lint_reads_a_character_device_named_on_the_command_line_no_further_than_saying_what_it_is() {
+    let o = coxswain_or_kill(&["lint", "/dev/zero"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (
+            Some(1),
+            "/dev/zero: flow ?: flow /dev/zero is not a regular file (it is a device)\n"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn graph_record_and_eval_context_stop_reading_at_16_mib() {
+    let hello = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hello.yaml");
+    let o = coxswain_or_kill(&["graph", hello, "--record", "/dev/zero"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            "record /dev/zero is larger than 16 MiB: reading stopped there\n".to_string()
+        )
+    );
+    let o = coxswain_or_kill(&["eval", "1", "--context", "/dev/zero"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            "coxswain eval: context /dev/zero is larger than 16 MiB: reading stopped there\n"
+                .to_string()
+        )
+    );
+    let o = coxswain_or_kill(&["render", "--where", "text", "x", "--context", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("larger than 16 MiB"), "{}", stderr(&o));
+}
+
+#[test]
+fn graph_refuses_a_record_that_is_not_of_this_flow() {
+    let hello = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hello.yaml");
+    let empty = temp_file("empty-record.json", "{}");
+    let o = coxswain(&["graph", hello, "--record", empty.to_str().unwrap()]);
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (
+            Some(2),
+            String::new(),
+            format!(
+                "record {} is not a run's record: it has no `phase`\n",
+                empty.display()
+            )
+        )
+    );
+    let other = temp_file(
+        "other-record.json",
+        r#"{"phase": "Succeeded", "steps": {"draft": {"status": "completed"}}}"#,
+    );
+    let o = coxswain(&["graph", hello, "--record", other.to_str().unwrap()]);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            format!(
+                "record {} is not a run of flow hello: it names steps the flow does not have: `draft`\n",
+                other.display()
+            )
+        )
+    );
+    let nothing_ran = temp_file("nothing-ran.json", r#"{"phase": "Succeeded"}"#);
+    let o = coxswain(&["graph", hello, "--record", nothing_ran.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).ends_with("none of the flow's steps ran\n"),
+        "{}",
+        stderr(&o)
+    );
+    // A fresh record, before any step ran, is drawn: every step pending.
+    let fresh = temp_file("fresh.json", r#"{"phase": "Pending"}"#);
+    let o = coxswain(&["graph", hello, "--record", fresh.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("check<br/>condition · pending"),
+        "{}",
+        stdout(&o)
+    );
 }

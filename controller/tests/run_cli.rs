@@ -278,6 +278,125 @@ fn ctrl_c_cancels_the_run_and_kills_its_processes() {
 }
 
 #[test]
+fn a_flow_or_input_file_stops_reading_at_16_mib() {
+    let o = coxswain(&["run", "/dev/zero"]);
+    assert_eq!(
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            "flow /dev/zero is larger than 16 MiB: reading stopped there\n".to_string()
+        )
+    );
+    let flow = flow_file(
+        "capped-input.yaml",
+        "  - key: a\n    script: {source: 'true'}\n",
+    );
+    let o = coxswain(&["run", &flow, "--input", "@/dev/zero"]);
+    assert_eq!(
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            "input /dev/zero is larger than 16 MiB: reading stopped there\n".to_string()
+        )
+    );
+}
+
+#[test]
+fn a_number_out_of_range_in_a_script_output_fails_the_step_naming_it() {
+    let file = flow_file(
+        "huge-number.yaml",
+        "    - key: a\n      script: {source: 'echo \"{\\\"ok\\\": 1, \\\"big\\\": 1e400}\"'}\n",
+    );
+    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    let r = record(&o);
+    assert_eq!(
+        (o.status.code(), &r["phase"], &r["steps"]["a"]["output"]),
+        (Some(1), &Value::from("Failed"), &Value::Null),
+    );
+    assert_eq!(
+        r["steps"]["a"]["error"]["message"],
+        "stdout is JSON but holds a number out of range (beyond ±1.8e308) ending at line 1 column 22; print it as a string to keep it"
+    );
+}
+
+#[test]
+fn decide_answers_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = dir.path().join("ran");
+    let file = flow_file(
+        "decide-check.yaml",
+        &format!(
+            "    - key: touch\n      script: {{source: 'touch {}; echo {{}}'}}\n    - key: review\n      approval: {{decisions: [approve, changes]}}\n    - key: assign\n      approval: {{mode: entry, fields: [{{name: owner, type: string}}]}}\n",
+            marker.display()
+        ),
+    );
+    let refused = [
+        (
+            "revew=approve",
+            "--decide revew=approve: the flow has no step `revew`; its approval steps are `assign`, `review`",
+        ),
+        (
+            "review=aprove",
+            "--decide review=aprove: `aprove` is not a decision of step `review`; choose one of approve, changes",
+        ),
+        (
+            "touch=approve",
+            "--decide touch=approve: step `touch` is a script step, not an approval; its approval steps are `assign`, `review`",
+        ),
+        (
+            "assign=ana",
+            "--decide assign=ana: the entry for step `assign` is not JSON",
+        ),
+        ("review", "--decide review: write STEP=DECISION"),
+    ];
+    for (answer, message) in refused {
+        let o = coxswain(&[
+            "run",
+            &file,
+            "--decide",
+            "review=approve",
+            "--decide",
+            answer,
+            "--decide",
+            r#"assign={"owner": "ana"}"#,
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{answer}: {stderr}");
+        assert!(stderr.starts_with(message), "{answer}: {stderr}");
+        assert!(!marker.exists(), "{answer}: the script step ran");
+    }
+}
+
+#[test]
+fn an_answer_no_step_asked_for_is_named_in_a_warning() {
+    let file = flow_file(
+        "decide-unused.yaml",
+        "    - key: review\n      approval: {decisions: [approve, changes]}\n",
+    );
+    let o = coxswain(&[
+        "run",
+        &file,
+        "--quiet",
+        "--decide",
+        "review=approve",
+        "--decide",
+        "review=changes:later",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stderr,
+        "warning: --decide review=changes:later was never used: no step asked for it\n"
+    );
+}
+
+#[test]
 fn a_script_sees_none_of_the_runners_keys() {
     let file = flow_file("env.yaml", "    - key: show\n      script: {source: env}\n");
     let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))

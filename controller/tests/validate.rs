@@ -440,6 +440,102 @@ fn a_200_step_flow_validates() {
 }
 
 #[test]
+fn a_parallel_part_is_an_agent_script_http_or_message_step() {
+    let refused = [
+        ("condition: {when: 'true'}", "condition"),
+        ("approval: {decisions: [ok]}", "approval"),
+        ("join: {}", "join"),
+        (
+            "loop: {until: 'true', maxIterations: 2, steps: [{key: i, script: {source: x}}]}",
+            "loop",
+        ),
+        (
+            "parallel: {parts: [{key: x}], step: {script: {source: x}}}",
+            "parallel",
+        ),
+    ];
+    for (part, kind) in refused {
+        let problems = check(&format!(
+            "steps:\n  - key: fan\n    parallel:\n      parts: [{{key: a}}, {{key: b}}]\n      step: {{{part}}}\n"
+        ));
+        assert_one(
+            &problems,
+            "fan",
+            &format!("parallel.step.{kind}"),
+            &format!(
+                "a parallel part runs an agent, script, http or message step, not a {kind} step"
+            ),
+        );
+    }
+    for part in [
+        "script: {source: x}",
+        "agent: {prompt: x}",
+        "http: {url: 'https://x.example'}",
+        "message: {text: hi, webhook: {url: 'https://x.example'}}",
+    ] {
+        let problems = check(&format!(
+            "steps:\n  - key: fan\n    parallel:\n      parts: [{{key: a}}]\n      step: {{{part}}}\n"
+        ));
+        assert!(problems.is_empty(), "{part}: {problems:#?}");
+    }
+}
+
+#[test]
+fn a_schedule_is_read_by_a_cron_parser_in_a_known_time_zone() {
+    let flow = |cron: &str, zone: &str| {
+        check(&format!(
+            "schedule: {{cron: '{cron}', timeZone: '{zone}'}}\nsteps:\n  - key: a\n    {WRITE}\n"
+        ))
+    };
+    assert!(flow("0 9 * * 1-5", "Europe/Paris").is_empty());
+    assert_one(
+        &flow("61 * * * *", "UTC"),
+        "",
+        "schedule.cron",
+        "the minute field `61` is not valid; it takes 0-59",
+    );
+    assert_one(
+        &flow("0 25 * * *", "UTC"),
+        "",
+        "schedule.cron",
+        "the hour field `25`",
+    );
+    assert_one(
+        &flow("0 9 * * *", "Europe/Pariss"),
+        "",
+        "schedule.timeZone",
+        "`Europe/Pariss` is not a time zone",
+    );
+}
+
+#[test]
+fn an_input_schema_keyword_that_would_not_be_checked_is_refused() {
+    let flow = |schema: &str| {
+        check(&format!(
+            "input: {schema}\nsteps:\n  - key: a\n    {WRITE}\n"
+        ))
+    };
+    assert!(
+        flow(
+            "{type: object, required: [brief], properties: {brief: {type: string, minLength: 3}}}"
+        )
+        .is_empty()
+    );
+    assert_one(
+        &flow("{type: object, properties: {email: {type: string, format: email}}}"),
+        "",
+        "input.properties.email.format",
+        "`format` is not supported in an input schema, so it would not be checked",
+    );
+    assert_one(
+        &flow("{type: object, oneOf: [{required: [a]}, {required: [b]}]}"),
+        "",
+        "input.oneOf",
+        "`oneOf` is not supported",
+    );
+}
+
+#[test]
 fn webhook_url_placeholders_are_checked_like_an_http_url() {
     let problems = check(&format!(
         "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, webhook: {{url: 'https://hooks.example/{{{{zz.text}}}}'}}}}\n"

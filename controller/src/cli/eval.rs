@@ -12,7 +12,9 @@ pub struct Args {
     /// "output", "text", "error"}}, "previous", "loop", "item", "run"}`.
     #[arg(long, value_name = "FILE")]
     context: Option<PathBuf>,
-    /// The expression, such as `$steps.review.output.score >= 0.8`.
+    /// The expression, such as `$steps.review.output.score >= 0.8`. It may
+    /// start with `-` (`-1 < 0`): it is never read as an option.
+    #[arg(allow_hyphen_values = true)]
     expression: String,
 }
 

@@ -2,13 +2,15 @@
 //! record (`coxswain run --output json`, or `kubectl get run NAME -o json`),
 //! each step's status and what moved along each arrow.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
-use crate::api::RunStatus;
+use crate::api::{RunPhase, RunStatus, Step};
+use crate::flow::FlowGraph;
 use crate::flow::draw::{Format, draw};
 
 /// Arguments of `coxswain graph`.
@@ -49,8 +51,12 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn diagram(args: &Args) -> Result<String, String> {
-    let (_, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
+    let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let record = args.record.as_deref().map(read_record).transpose()?;
+    if let (Some(record), Some(path)) = (&record, &args.record) {
+        check_belongs(record, &flow.steps, &name)
+            .map_err(|why| format!("record {} {why}", path.display()))?;
+    }
     let format = match args.format {
         DiagramFormat::Mermaid => Format::Mermaid,
         DiagramFormat::Dot => Format::Dot,
@@ -61,19 +67,65 @@ fn diagram(args: &Args) -> Result<String, String> {
 fn read_record(path: &std::path::Path) -> Result<RunStatus, String> {
     let shown = path.display();
     let text = if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read the record from standard input: {e}"))?;
-        text
+        super::read::read_stdin("record")
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read record {shown}: {e}"))?
-    };
+        super::read::read_text(path, "record")
+    }
+    .map_err(|e| e.to_string())?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| format!("record {shown} is not JSON: {e}"))?;
-    let status = match value.get("status") {
-        Some(status) if value.get("kind").and_then(Value::as_str) == Some("Run") => status.clone(),
-        _ => value,
+    let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
+        value.get("status").cloned().ok_or_else(|| {
+            format!("record {shown} is a Run with no status yet: nothing has happened to draw")
+        })?
+    } else {
+        value
     };
+    // `phase` is always written; without it, every field would default
+    // and any JSON object (`{}`) would read as a run where nothing ran.
+    if status.get("phase").is_none() {
+        return Err(format!(
+            "record {shown} is not a run's record: it has no `phase`"
+        ));
+    }
     serde_json::from_value(status).map_err(|e| format!("record {shown} is not a run's record: {e}"))
+}
+
+/// Whether a record was made by a run of this flow: every step and arrow
+/// it names is the flow's, and a run that succeeded ran some of its steps.
+/// Drawing another flow's record would show every step pending, as if
+/// nothing had gone wrong.
+fn check_belongs(record: &RunStatus, steps: &[Step], flow: &str) -> Result<(), String> {
+    let graph = FlowGraph::new(steps);
+    let known: BTreeSet<&str> = graph.nodes.iter().map(|n| n.key).collect();
+    let arrow_steps = record.arrows.iter().flat_map(|a| {
+        let from = a.from.split_once('.').map_or(a.from.as_str(), |(k, _)| k);
+        [from, a.to.as_str()]
+    });
+    let strangers: BTreeSet<&str> = record
+        .steps
+        .keys()
+        .map(String::as_str)
+        .chain(arrow_steps)
+        .filter(|k| !known.contains(k))
+        .collect();
+    if !strangers.is_empty() {
+        let names: Vec<String> = strangers.iter().take(5).map(|k| format!("`{k}`")).collect();
+        let more = strangers.len().saturating_sub(5);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "is not a run of flow {flow}: it names steps the flow does not have: {}{more}",
+            names.join(", ")
+        ));
+    }
+    if record.steps.is_empty() && record.phase == RunPhase::Succeeded && !steps.is_empty() {
+        return Err(format!(
+            "is not a run of flow {flow}: it says the run succeeded but none of the flow's steps ran"
+        ));
+    }
+    Ok(())
 }

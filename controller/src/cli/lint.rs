@@ -15,7 +15,11 @@ pub struct Args {
     /// Output format: one line per problem, or a JSON array for machines.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
-    /// YAML files, or directories searched for `*.yaml` and `*.yml`.
+    /// YAML files, or directories searched for `*.yaml` and `*.yml`
+    /// (hidden entries skipped). Under a directory, symbolic links to
+    /// directories are not followed; links to files are read. Only regular
+    /// files are read (a FIFO or device is reported, never opened), each up
+    /// to 16 MiB.
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
 }
@@ -95,13 +99,13 @@ pub fn run(args: Args) -> ExitCode {
 /// Lints one file, returning how many flows it held.
 fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
     let name = file.display().to_string();
-    let text = match std::fs::read_to_string(file) {
+    let text = match super::read::read_regular_text(file, "flow") {
         Ok(text) => text,
         Err(e) => {
             findings.push(Finding {
                 file: name,
                 flow: "?".into(),
-                problem: flow_problem(format!("cannot read: {e}")),
+                problem: flow_problem(e.to_string()),
             });
             return 0;
         }
@@ -138,28 +142,41 @@ fn flow_problem(message: String) -> StepProblem {
     }
 }
 
-/// Files named on the command line, and YAML files under named directories, sorted.
+/// Files named on the command line, and YAML files under named directories,
+/// sorted. A path named on the command line is followed wherever it points.
 fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if meta.is_file() {
+    if meta.is_dir() {
+        walk(path, files)
+    } else {
         files.push(path.to_path_buf());
-        return Ok(());
+        Ok(())
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| format!("cannot list {}: {e}", path.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
+}
+
+/// The `*.yaml` and `*.yml` files under `dir`, skipping hidden entries.
+/// A symbolic link to a directory is not followed: two links to `..` would
+/// make the walk exponential, and a pull request can add them. A link to a
+/// file is read like the file.
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+    let mut entries: Vec<(PathBuf, std::fs::FileType)> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| Some((entry.path(), entry.file_type().ok()?)))
         .collect();
-    entries.sort();
-    for entry in entries {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (entry, file_type) in entries {
         let hidden = entry
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with('.'));
         if hidden {
             continue;
         }
-        if entry.is_dir() {
-            collect_files(&entry, files)?;
+        if file_type.is_dir() {
+            walk(&entry, files)?;
+        } else if file_type.is_symlink() && entry.is_dir() {
+            continue;
         } else if entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             files.push(entry);
         }

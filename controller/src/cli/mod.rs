@@ -1,9 +1,11 @@
 //! The `coxswain` command line: one binary, one subcommand per job.
 
 mod crd;
+mod decide;
 mod eval;
 mod graph;
 mod lint;
+mod read;
 mod render;
 mod run;
 
@@ -55,7 +57,7 @@ fn load_flow(
     name: Option<&str>,
 ) -> Result<(String, crate::api::FlowSpec), String> {
     let file = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let text = read::read_text(path, "flow").map_err(|e| e.to_string())?;
     let documents =
         crate::flow::flows_in_yaml(&text).map_err(|e| format!("{file}: not YAML: {e}"))?;
     let document = match name {
@@ -77,7 +79,6 @@ fn read_context(path: Option<&std::path::Path>) -> Result<serde_json::Value, Str
     let Some(path) = path else {
         return Ok(serde_json::Value::Object(Default::default()));
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read context {}: {e}", path.display()))?;
+    let text = read::read_text(path, "context").map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("context {} is not JSON: {e}", path.display()))
 }

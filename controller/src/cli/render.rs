@@ -24,6 +24,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     context: Option<PathBuf>,
     /// The template, such as `https://api.example.com/items/{{fetch.json.id}}`.
+    /// It may start with `-`: it is never read as an option.
+    #[arg(allow_hyphen_values = true)]
     template: String,
 }
 

@@ -66,7 +66,7 @@ enum Output {
 }
 
 /// Exit 0 when the run succeeded, 1 when it failed or was cancelled, 2 when
-/// the flow or the input is invalid (nothing ran).
+/// the flow, the input or a `--decide` answer is invalid (nothing ran).
 pub fn run(args: Args) -> ExitCode {
     match prepare(&args) {
         Ok((spec, input)) => execute(&args, &spec, input),
@@ -80,9 +80,7 @@ pub fn run(args: Args) -> ExitCode {
 fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let raw = match args.input.strip_prefix('@') {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read input {path}: {e}"))?
-        }
+        Some(path) => super::read::read_text(path.as_ref(), "input").map_err(|e| e.to_string())?,
         None => args.input.clone(),
     };
     let input: Value =
@@ -98,6 +96,7 @@ fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
             ));
         }
     }
+    super::decide::check_answers(&flow.steps, &args.decide)?;
     Ok((flow, input))
 }
 
@@ -168,6 +167,7 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
         &mut progress,
         cancel,
     ));
+    warn_unused(&approver);
     // Text mode prints the output of a run that succeeded, and nothing
     // otherwise: a failed run's `null` would read like a result.
     let printed = match (args.output, state.phase) {
@@ -186,5 +186,14 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Answers given with `--decide` that no step asked for by the end of the
+/// run: not an error (a run may end before a step is reached), but said,
+/// since a typo would otherwise pass unnoticed.
+fn warn_unused(approver: &CommandLineApprover) {
+    for (step, answer) in approver.unused() {
+        eprintln!("warning: --decide {step}={answer} was never used: no step asked for it");
     }
 }

@@ -68,9 +68,12 @@ pub enum Literal {
     Null,
     /// `true` or `false`.
     Bool(bool),
-    /// A whole number that fits in 64 bits.
+    /// A whole number that fits in `i64`.
     Int(i64),
-    /// A number with decimals (or one too large for 64 bits).
+    /// A whole number above `i64::MAX` that fits in `u64`: kept exact, so
+    /// `9223372036854775807 == 9223372036854775808` is false.
+    UInt(u64),
+    /// A number with decimals (or a whole one too large for 64 bits).
     Float(f64),
     /// Text with its escapes already applied.
     Str(String),

@@ -12,6 +12,7 @@ use serde_json::{Map, Number, Value};
 
 use super::ast::{CompareOp, Expr, Function, Literal, Node, NodeKind, Reference, Root, Segment};
 use super::error::EvalError;
+use super::numbers::Num;
 use crate::scope::Scope;
 
 /// A value during evaluation, borrowed from the run data or the expression.
@@ -56,6 +57,7 @@ impl<'a> Val<'a> {
             Literal::Null => Val::Null,
             Literal::Bool(b) => Val::Bool(*b),
             Literal::Int(i) => Val::Int(*i),
+            Literal::UInt(u) => Val::UInt(*u),
             Literal::Float(f) => Val::Float(*f),
             Literal::Str(s) => Val::Str(s),
         }
@@ -103,8 +105,9 @@ impl<'a> Val<'a> {
         }
     }
 
-    /// Exact equality: same type and value; numbers compare by value
-    /// (`1 == 1.0`); lists and objects compare everything inside.
+    /// Exact equality: same type and value; numbers compare by value,
+    /// exactly (`1 == 1.0`, but `9007199254740993 != 9007199254740992.0`);
+    /// lists and objects compare everything inside.
     pub fn equals(&self, other: &Val<'_>) -> bool {
         match (*self, *other) {
             (Val::Null, Val::Null) => true,
@@ -147,28 +150,6 @@ fn from_number(n: &Number) -> Val<'_> {
         Val::UInt(u)
     } else {
         Val::Float(n.as_f64().unwrap_or(f64::NAN))
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Num {
-    Int(i128),
-    Float(f64),
-}
-
-impl Num {
-    fn compare(self, other: Num) -> Option<Ordering> {
-        match (self, other) {
-            (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
-            (a, b) => a.as_f64().partial_cmp(&b.as_f64()),
-        }
-    }
-
-    fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Float(f) => f,
-        }
     }
 }
 

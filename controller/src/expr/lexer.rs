@@ -15,7 +15,7 @@ pub const MAX_CHARS: usize = 2000;
 /// One token.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Tok<'a> {
-    /// A number literal (`Literal::Int` or `Literal::Float`).
+    /// A number literal (`Literal::Int`, `Literal::UInt` or `Literal::Float`).
     Num(Literal),
     /// A quoted text literal, escapes applied.
     Str(String),
@@ -249,6 +249,9 @@ impl<'a> Lexer<'a> {
         let text = &self.src[start..self.byte];
         if !float && let Ok(i) = text.parse::<i64>() {
             return Ok(Literal::Int(i));
+        }
+        if !float && let Ok(u) = text.parse::<u64>() {
+            return Ok(Literal::UInt(u));
         }
         match text.parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Literal::Float(f)),

@@ -10,13 +10,15 @@
 //!   (`"$input.brief"`) and [`ValueTemplate::resolve`] fills them in.
 //!
 //! Files: `lexer` (tokens and references), `parser` (tree building, limits),
-//! `ast` (the tree), `eval` (evaluation and value rules), `value` (value
-//! templates), `error` (error types).
+//! `ast` (the tree), `eval` (evaluation and value rules), `numbers` (what
+//! numbers mean: exact integers, exact comparisons, out-of-range JSON),
+//! `value` (value templates), `error` (error types).
 
 mod ast;
 mod error;
 mod eval;
 mod lexer;
+pub mod numbers;
 mod parser;
 mod value;
 

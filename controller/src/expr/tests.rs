@@ -1,8 +1,6 @@
 //! One test per rule of the expression language: references, operators,
 //! functions, conditions and values, and the error each misuse gets.
 
-use std::time::Instant;
-
 use serde_json::{Value, json};
 
 use super::*;
@@ -428,6 +426,33 @@ fn lists_and_objects_are_equal_when_everything_inside_is() {
 }
 
 #[test]
+fn integer_literals_beyond_i64_stay_exact() {
+    assert!(!truth("9223372036854775807 == 9223372036854775808"));
+    assert!(truth("9223372036854775807 < 9223372036854775808"));
+    assert!(truth("9223372036854775808 == 9223372036854775808"));
+    assert!(truth("18446744073709551615 > 18446744073709551614"));
+    assert_eq!(
+        eval("9223372036854775808"),
+        json!(9_223_372_036_854_775_808u64)
+    );
+    // Beyond 64 bits a whole number is a float, compared exactly.
+    assert!(truth("18446744073709551616 > 18446744073709551615"));
+}
+
+#[test]
+fn integers_and_floats_compare_exactly() {
+    assert!(!truth("9007199254740993 == 9007199254740992.0"));
+    assert!(truth("9007199254740993 > 9007199254740992.0"));
+    assert!(truth("9007199254740992 == 9007199254740992.0"));
+    assert!(!truth("9223372036854775807 == 9223372036854775808.0"));
+    let data = json!({"input": {"i": 9007199254740993u64, "f": 9007199254740992.0, "l": [9007199254740992.0]}});
+    let check = |src: &str| parse(src).unwrap().eval_bool(&data).unwrap();
+    assert!(!check("$input.i == $input.f"));
+    assert!(check("$input.f < $input.i"));
+    assert!(!check("contains($input.l, $input.i)"));
+}
+
+#[test]
 fn large_integers_compare_exactly() {
     let data =
         json!({"input": {"a": 9007199254740993u64, "b": 9007199254740992u64, "u": u64::MAX}});
@@ -657,13 +682,23 @@ fn length_limit_is_2000_characters() {
 }
 
 #[test]
-fn a_megabyte_expression_is_refused_quickly() {
+fn a_megabyte_expression_is_refused_by_its_length_before_any_token_is_read() {
+    // Lexed, a megabyte of `a` would be one unknown name at character 1, and
+    // `True` at the start would be refused at character 1: the length error
+    // at character 2001 proves reading stopped there, before any token.
     let big = "a".repeat(1 << 20);
-    let start = Instant::now();
     let e = syntax(&big);
     assert_eq!(e.position, 2001);
-    // Not a timing assertion: just report how long it took.
-    eprintln!("1 MB refused in {:?}", start.elapsed());
+    assert!(
+        e.message.contains("at most 2000 characters"),
+        "{}",
+        e.message
+    );
+    let bad_start = format!("True == {}", "1".repeat(1 << 20));
+    assert_eq!(syntax(&bad_start).position, 2001);
+    // 2000 characters are read as usual.
+    let at_limit = format!("'{}'", "x".repeat(1998));
+    assert!(parse(&at_limit).is_ok());
 }
 
 #[test]

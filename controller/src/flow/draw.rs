@@ -44,7 +44,10 @@ const LABEL_CHARS: usize = 60;
 /// Draws the steps of a flow, with the record of a run when there is one.
 pub fn draw(steps: &[Step], record: Option<&RunStatus>, format: Format) -> String {
     let graph = FlowGraph::new(steps);
-    let edges = edges(&graph, record);
+    let mut edges = edges(&graph, record);
+    if let Some(record) = record {
+        mark_send_backs(&graph, record, &mut edges);
+    }
     match format {
         Format::Mermaid => mermaid(&graph, record, &edges),
         Format::Dot => dot(&graph, record, &edges),
@@ -106,6 +109,27 @@ fn edges(graph: &FlowGraph<'_>, record: Option<&RunStatus>) -> Vec<Edge> {
     out
 }
 
+/// Send-back arrows the run took, drawn as taken with how often: the
+/// record counts them in `sendBacks` (`from->to`), not among its arrows.
+fn mark_send_backs(graph: &FlowGraph<'_>, record: &RunStatus, edges: &mut [Edge]) {
+    for edge in edges.iter_mut().filter(|e| e.style == Style::Back) {
+        let from = &graph.nodes[edge.from];
+        let to = graph.nodes[edge.to].key;
+        if !from.step.send_back.iter().any(|b| b.to == to) {
+            continue; // a loop's "each pass"
+        }
+        let times = record
+            .send_backs
+            .get(&format!("{}->{to}", from.key))
+            .copied()
+            .unwrap_or(0);
+        if times > 0 {
+            edge.style = Style::Taken;
+            edge.label = with_count(std::mem::take(&mut edge.label), Some(times));
+        }
+    }
+}
+
 fn find<'r>(arrows: &'r [RecordArrow], from: &str, to: &str) -> Option<&'r RecordArrow> {
     arrows.iter().find(|a| a.from == from && a.to == to)
 }
@@ -118,10 +142,16 @@ fn record_label(exit: Option<&str>, arrow: &RecordArrow) -> String {
         label.push_str(": ");
     }
     label.push_str(arrow.detail.as_deref().unwrap_or(""));
-    if let Some(n) = arrow.count.filter(|&n| n > 1) {
+    with_count(shorten(&label), arrow.count)
+}
+
+/// The pass count after the label, once it is cut: the count is what a
+/// reader looks for, so shortening never takes it.
+fn with_count(mut label: String, count: Option<i32>) -> String {
+    if let Some(n) = count.filter(|&n| n > 1) {
         let _ = write!(label, " (×{n})");
     }
-    shorten(&label)
+    label
 }
 
 fn shorten(text: &str) -> String {
@@ -377,6 +407,44 @@ mod tests {
         );
         assert!(d.contains("subgraph cluster_3 {"), "{d}");
         assert!(d.trim_end().ends_with('}'));
+    }
+
+    #[test]
+    fn the_pass_count_survives_shortening() {
+        let record: RunStatus = serde_json::from_value(json!({
+            "phase": "Succeeded",
+            "steps": {"draft": {"status": "completed"}, "review": {"status": "completed"}},
+            "arrows": [{"from": "draft", "to": "review", "taken": true, "detail": "y".repeat(200), "count": 7}]
+        }))
+        .expect("record");
+        let m = draw(&steps(), Some(&record), Format::Mermaid);
+        let cut = format!("{}…", "y".repeat(LABEL_CHARS - 1));
+        assert!(m.contains(&format!("n0 ==>|\"{cut} (×7)\"| n1")), "{m}");
+    }
+
+    #[test]
+    fn a_send_back_the_run_took_is_drawn_taken_with_its_count() {
+        let record = |send_backs: serde_json::Value| -> RunStatus {
+            serde_json::from_value(json!({
+                "phase": "Succeeded",
+                "steps": {"draft": {"status": "completed"}, "review": {"status": "completed"}},
+                "sendBacks": send_backs
+            }))
+            .expect("record")
+        };
+        let twice = record(json!({"review->draft": 2}));
+        let m = draw(&steps(), Some(&twice), Format::Mermaid);
+        assert!(m.contains("n1 ==>|\"changes: send back (×2)\"| n0"), "{m}");
+        // The loop's own arrow is no send-back and stays as it was.
+        assert!(m.contains("n3 -.->|\"each pass\"| n4"), "{m}");
+        let d = draw(&steps(), Some(&twice), Format::Dot);
+        assert!(
+            d.contains("n1 -> n0 [label=\"changes: send back (×2)\", style=bold];"),
+            "{d}"
+        );
+        let never = record(json!({}));
+        let m = draw(&steps(), Some(&never), Format::Mermaid);
+        assert!(m.contains("n1 -.->|\"changes: send back\"| n0"), "{m}");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Checking a run's input against the flow's `input` schema, before anything
 //! runs: the subset of JSON Schema people write for inputs (type,
 //! properties, required, additionalProperties, items, enum, bounds).
+//! [`check_schema`] refuses, when the flow is saved, every keyword outside
+//! that subset (`pattern`, `oneOf`, `$ref`…): a keyword that is read but not
+//! enforced would let inputs through that its author meant to refuse.
 
 use serde_json::Value;
 
@@ -134,6 +137,110 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<InputProb
     }
 }
 
+/// The type names `type` takes.
+const TYPES: [&str; 7] = [
+    "null", "boolean", "string", "number", "integer", "array", "object",
+];
+
+/// Keywords that say something about a schema without constraining values.
+const ANNOTATIONS: [&str; 4] = ["title", "description", "examples", "$comment"];
+
+/// Every problem of a flow's `input` schema, with the path of the keyword
+/// (`input.properties.brief.pattern`): keywords the check does not enforce
+/// are refused by name, and enforced ones must have the right form.
+pub fn check_schema(schema: &Value) -> Vec<InputProblem> {
+    let mut problems = Vec::new();
+    check_schema_at(schema, "input", &mut problems);
+    problems
+}
+
+fn check_schema_at(schema: &Value, path: &str, problems: &mut Vec<InputProblem>) {
+    let Some(keywords) = schema.as_object() else {
+        problems.push(InputProblem {
+            path: path.to_string(),
+            message: format!("a schema is an object, not {}", describe_type(schema)),
+        });
+        return;
+    };
+    for (keyword, value) in keywords {
+        let here = format!("{path}.{keyword}");
+        if let Err(message) = check_keyword(keyword, value, &here, problems) {
+            problems.push(InputProblem {
+                path: here,
+                message,
+            });
+        }
+    }
+}
+
+/// One keyword of a schema: Ok when it is enforced and well formed (its
+/// sub-schemas are checked into `problems`), else what is wrong with it.
+fn check_keyword(
+    keyword: &str,
+    value: &Value,
+    path: &str,
+    problems: &mut Vec<InputProblem>,
+) -> Result<(), String> {
+    match keyword {
+        "type" => {
+            let names: Vec<&Value> = match value {
+                Value::Array(names) => names.iter().collect(),
+                one => vec![one],
+            };
+            for name in names {
+                if !name.as_str().is_some_and(|n| TYPES.contains(&n)) {
+                    return Err(format!(
+                        "{name} is not a type; the types are {}",
+                        TYPES.join(", ")
+                    ));
+                }
+            }
+        }
+        "properties" => {
+            let Some(fields) = value.as_object() else {
+                return Err("properties is an object of schemas, by field name".into());
+            };
+            for (name, field) in fields {
+                check_schema_at(field, &format!("{path}.{name}"), problems);
+            }
+        }
+        "items" => check_schema_at(value, path, problems),
+        "required" => {
+            if !value
+                .as_array()
+                .is_some_and(|names| names.iter().all(Value::is_string))
+            {
+                return Err("required is a list of field names".into());
+            }
+        }
+        "additionalProperties" if !value.is_boolean() => {
+            return Err("additionalProperties is true or false here; a schema for the other fields is not supported".into());
+        }
+        "enum" if !value.is_array() => return Err("enum is a list of the allowed values".into()),
+        "minimum" | "maximum" if !value.is_number() => {
+            return Err(format!("{keyword} is a number"));
+        }
+        "minLength" | "maxLength" | "minItems" | "maxItems" if !value.is_u64() => {
+            return Err(format!("{keyword} is a whole number, 0 or more"));
+        }
+        "additionalProperties"
+        | "enum"
+        | "minimum"
+        | "maximum"
+        | "minLength"
+        | "maxLength"
+        | "minItems"
+        | "maxItems" => {}
+        annotation if ANNOTATIONS.contains(&annotation) => {}
+        other => {
+            return Err(format!(
+                "`{other}` is not supported in an input schema, so it would not be checked; the supported keywords are type, properties, required, additionalProperties, items, enum, minimum, maximum, minLength, maxLength, minItems, maxItems (and title, description, examples, $comment)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn has_type(value: &Value, t: &str) -> bool {
     match t {
         "null" => value.is_null(),
@@ -180,6 +287,60 @@ mod tests {
                 &json!({"brief": "Rust", "tags": ["a"], "tone": "formal", "n": 2})
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_schema_of_supported_keywords_has_no_problems() {
+        let mut schema = schema();
+        schema["description"] = json!("What to write about.");
+        schema["properties"]["nullable"] = json!({"type": ["string", "null"], "title": "N"});
+        assert_eq!(check_schema(&schema), []);
+    }
+
+    #[test]
+    fn keywords_that_would_not_be_checked_are_refused_by_name_and_path() {
+        let schema = json!({"type": "object",
+            "properties": {"brief": {"type": "string", "pattern": "^[a-z]+$"},
+                           "tags": {"type": "array", "items": {"const": "x"}},
+                           "n": {"type": "int", "minimum": "1"}},
+            "oneOf": [{"required": ["brief"]}],
+            "$ref": "#/defs/x",
+            "additionalProperties": {"type": "string"}});
+        let problems: Vec<String> = check_schema(&schema)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let paths: Vec<&str> = problems
+            .iter()
+            .filter_map(|p| p.split(": ").next())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "input.$ref",
+                "input.additionalProperties",
+                "input.oneOf",
+                "input.properties.brief.pattern",
+                "input.properties.n.minimum",
+                "input.properties.n.type",
+                "input.properties.tags.items.const",
+            ]
+        );
+        assert!(
+            problems[3].starts_with(
+                "input.properties.brief.pattern: `pattern` is not supported in an input schema, so it would not be checked"
+            ),
+            "{problems:#?}"
+        );
+        assert!(
+            problems[5].contains("\"int\" is not a type"),
+            "{problems:#?}"
+        );
+        let not_object = check_schema(&json!("string"));
+        assert_eq!(
+            not_object[0].to_string(),
+            "input: a schema is an object, not text"
         );
     }
 

@@ -9,11 +9,13 @@ mod duration;
 mod graph;
 mod input_schema;
 mod nesting;
+mod schedule;
 mod validate;
 
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
-pub use input_schema::{InputProblem, check_input, describe_type};
+pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
 pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
+pub use schedule::check_schedule;
 pub use validate::{Limits, validate, validate_with};

@@ -14,6 +14,8 @@ use crate::template::{self, Place};
 
 use super::duration::parse_duration;
 use super::graph::{FlowGraph, exits, split_after};
+use super::input_schema::check_schema;
+use super::schedule::check_schedule;
 
 /// Keys no step may take: they are the roots of references.
 pub const RESERVED_KEYS: [&str; 7] = ["input", "steps", "previous", "loop", "item", "index", "run"];
@@ -128,13 +130,13 @@ impl<'a> Checker<'a, '_> {
             self.check_value(reader, "", "output", output);
         }
         if let Some(schedule) = &spec.schedule {
-            let fields = schedule.cron.split_whitespace().count();
-            if fields != 5 {
-                let message = format!(
-                    "`{}` has {fields} fields; a cron schedule has five: minute, hour, day of month, month, day of week",
-                    schedule.cron
-                );
-                self.report("", "schedule.cron", message, None);
+            for (field, message) in check_schedule(schedule) {
+                self.report("", field, message, None);
+            }
+        }
+        if let Some(schema) = &spec.input {
+            for problem in check_schema(schema) {
+                self.report("", &problem.path, problem.message, None);
             }
         }
     }
@@ -706,11 +708,41 @@ impl<'a> Checker<'a, '_> {
                 None,
             );
         }
+        if !self.check_part_kind(key, &inner, part) {
+            return;
+        }
         let part_reader = Reader {
             in_part: true,
             ..reader
         };
         self.check_step(part_reader, key, &inner, part);
+    }
+
+    /// A part runs one agent, script, http or message step. The engine
+    /// cannot run a condition, approval, join, loop or parallel step as a
+    /// part (the run would stall), so they are refused here, when the flow
+    /// is saved. Returns whether the part's kind can run.
+    fn check_part_kind(&mut self, key: &str, inner: &str, part: &Step) -> bool {
+        let Some(kind) = part.kind() else {
+            return true; // no kind, or several: check_step says so
+        };
+        match kind {
+            StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) => {
+                true
+            }
+            StepKind::Condition(_)
+            | StepKind::Approval(_)
+            | StepKind::Join(_)
+            | StepKind::Loop(_)
+            | StepKind::Parallel(_) => {
+                let message = format!(
+                    "a parallel part runs an agent, script, http or message step, not a {} step",
+                    kind.name()
+                );
+                self.report(key, &format!("{inner}{}", kind.name()), message, None);
+                false
+            }
+        }
     }
 
     fn check_loop(&mut self, reader: Reader, key: &str, prefix: &str, l: &LoopStep) {

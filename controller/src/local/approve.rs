@@ -43,6 +43,15 @@ impl CommandLineApprover {
         })
     }
 
+    /// The `--decide` answers no step has taken (yet), as `(step, answer)`
+    /// in step order, then the order given.
+    pub fn unused(&self) -> Vec<(&str, &str)> {
+        self.queued
+            .iter()
+            .flat_map(|(step, answers)| answers.iter().map(move |a| (step.as_str(), a.as_str())))
+            .collect()
+    }
+
     fn prompt(&self, request: &ApprovalRequest) -> Result<String, String> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "\n── {} needs a person ──", request.step);

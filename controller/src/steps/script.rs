@@ -187,6 +187,9 @@ impl LocalScript {
 
         let captured = self.execute(command, step, work.timeout).await?;
         let text = String::from_utf8_lossy(&captured.stdout).into_owned();
+        if let Some(e) = crate::expr::numbers::number_out_of_range(&text) {
+            return Err(e.into());
+        }
         let declared = step.output.as_ref().map(|o| o.fields.as_slice());
         let mut output = match declared {
             Some(fields) if !fields.is_empty() => check_declared(&text, fields)?,

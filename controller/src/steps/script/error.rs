@@ -86,6 +86,10 @@ pub enum ScriptError {
     /// stdout did not match the declared fields.
     #[error(transparent)]
     Output(#[from] super::DeclaredOutputError),
+    /// stdout is JSON but for a number no float can hold (`1e400`): the
+    /// output would otherwise read as "not JSON", silently `null`.
+    #[error(transparent)]
+    NumberOutOfRange(#[from] crate::expr::numbers::OutOfRange),
     /// The files left in `$OUTPUTS` could not be listed.
     #[error("cannot list $OUTPUTS: {0}")]
     ListOutputs(#[source] io::Error),
@@ -97,7 +101,9 @@ impl ScriptError {
         match self {
             ScriptError::Secret { .. } => codes::SECRET,
             ScriptError::Timeout(_) => codes::TIMEOUT,
-            ScriptError::StdoutTooLarge(_) | ScriptError::Output(_) => codes::OUTPUT,
+            ScriptError::StdoutTooLarge(_)
+            | ScriptError::Output(_)
+            | ScriptError::NumberOutOfRange(_) => codes::OUTPUT,
             _ => codes::SCRIPT,
         }
     }

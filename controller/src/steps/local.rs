@@ -67,7 +67,7 @@ impl LocalExecutors {
         let secrets = Arc::new(EnvSecrets::new());
         Ok(LocalExecutors {
             script: LocalScript::new(secrets.clone()),
-            http: HttpExecutor::new(secrets.clone())?,
+            http: HttpExecutor::new(secrets.clone()).map_err(|e| e.to_string())?,
             message: MessageExecutor::new(secrets)?,
             agent: AgentExecutor::new(config.agent).map_err(|e| e.to_string())?,
         })

@@ -64,7 +64,8 @@ impl MessageExecutor {
     pub fn with_deny_list(secrets: Arc<dyn Secrets>, deny: DenyList) -> Result<Self, String> {
         let deny = Arc::new(deny);
         Ok(MessageExecutor {
-            client: net::client(deny.clone())?,
+            client: net::client(deny.clone(), net::Redirects::SameOrigin)
+                .map_err(|e| e.to_string())?,
             secrets,
             deny,
             slack_api: SLACK_API.to_string(),
@@ -97,7 +98,10 @@ impl MessageExecutor {
         body: &Value,
         token: Option<HeaderValue>,
     ) -> Result<(reqwest::StatusCode, Vec<u8>), StepError> {
-        self.deny.check_url(url).await.map_err(message_error)?;
+        self.deny
+            .check_url(url)
+            .await
+            .map_err(|e| message_error(e.to_string()))?;
         let shown = net::redact(url);
         let timeout = net::shortest(DEFAULT_TIMEOUT, work.timeout);
         let mut request = self
@@ -183,6 +187,7 @@ impl MessageExecutor {
         let token = self
             .secrets
             .get(&r.name, &r.key)
+            .await
             .map_err(|e| step_error(codes::SECRET, format!("Slack token: {e}")))?;
         let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
             step_error(

@@ -135,7 +135,7 @@ impl LocalScript {
                 (Some(value), _) => value.clone(),
                 (None, Some(from)) => {
                     let r = &from.secret_key_ref;
-                    self.secrets.get(&r.name, &r.key).map_err(|e| {
+                    self.secrets.get(&r.name, &r.key).await.map_err(|e| {
                         step_error(
                             codes::SECRET,
                             format!("environment variable {}: {e}", var.name),

@@ -50,7 +50,7 @@ pub enum NetError {
     },
     /// A redirect left the origin a Secret was bound to.
     #[error(
-        "refused to follow the redirect to {to}: the request carries a Secret bound to {origin}, and a bound secret goes only to the origin it was bound to"
+        "refused to follow the redirect to {to}: the request carries a secret bound to {origin}, and a bound secret goes only to the origin it was bound to"
     )]
     CrossOrigin {
         /// The origin the request started at (scheme, host, port).
@@ -177,6 +177,11 @@ fn redirect_policy(policy: Arc<NetPolicy>, redirects: Redirects) -> reqwest::red
             return attempt.error(NetError::TooManyRedirects);
         }
         let next = attempt.url();
+        if let Some(ip) = host_ip(next)
+            && let Err(refused) = policy.check(next.host_str().unwrap_or(""), ip)
+        {
+            return attempt.error(refused);
+        }
         if redirects == Redirects::SameOrigin
             && let Some(first) = attempt.previous().first()
             && first.origin() != next.origin()
@@ -186,11 +191,6 @@ fn redirect_policy(policy: Arc<NetPolicy>, redirects: Redirects) -> reqwest::red
                 to: redact(next),
             };
             return attempt.error(error);
-        }
-        if let Some(ip) = host_ip(next)
-            && let Err(refused) = policy.check(next.host_str().unwrap_or(""), ip)
-        {
-            return attempt.error(refused);
         }
         attempt.follow()
     })

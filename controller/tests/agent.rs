@@ -488,7 +488,6 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
     assert!(err.message.contains("HTTP 400"), "{}", err.message);
     assert!(err.message.contains("bad model name"), "{}", err.message);
     assert_eq!(requests(&script).len(), 1);
-
 }
 
 #[tokio::test]
@@ -741,7 +740,8 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
         .expect_err("refused")
         .error;
     assert!(
-        err.message.contains("refused to connect to 169.254.169.254"),
+        err.message
+            .contains("refused to connect to 169.254.169.254"),
         "{}",
         err.message
     );
@@ -749,7 +749,11 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
 
 #[tokio::test]
 async fn the_api_key_does_not_follow_a_redirect_to_another_origin() {
-    let (other, script) = server(vec![tool_reply(r#"{"verdict":"ok","score":1}"#, usage(1, 1))]).await;
+    let (other, script) = server(vec![tool_reply(
+        r#"{"verdict":"ok","score":1}"#,
+        usage(1, 1),
+    )])
+    .await;
     let target = format!("{other}/chat/completions");
     let app = axum::Router::new().fallback(move || {
         let target = target.clone();
@@ -778,5 +782,9 @@ async fn an_api_key_echoed_in_an_error_is_redacted() {
         .expect_err("401")
         .error;
     assert!(!err.message.contains("sk-test"), "{}", err.message);
-    assert!(err.message.contains("[redacted API key]"), "{}", err.message);
+    assert!(
+        err.message.contains("[redacted API key]"),
+        "{}",
+        err.message
+    );
 }

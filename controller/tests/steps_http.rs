@@ -324,7 +324,10 @@ async fn link_local_and_metadata_addresses_are_refused() {
 async fn a_configured_deny_list_applies_to_names_too() {
     let server = StandIn::start(Answer::text(200, "")).await;
     net::install_crypto_provider();
-    let deny = NetPolicy::local().denying([parse_block("127.0.0.0/8").unwrap(), parse_block("::1").unwrap()]);
+    let deny = NetPolicy::local().denying([
+        parse_block("127.0.0.0/8").unwrap(),
+        parse_block("::1").unwrap(),
+    ]);
     let exec = HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), deny).unwrap();
     let port = server.base.rsplit(':').next().unwrap();
     let step = HttpStep {
@@ -559,9 +562,13 @@ async fn the_cluster_policy_refuses_loopback_unless_allowed() {
         url: server.base.clone(),
         ..Default::default()
     };
-    let cluster = HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), NetPolicy::cluster())
-        .unwrap();
-    let err = cluster.run(&http_work(step.clone())).await.unwrap_err().error;
+    let cluster =
+        HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), NetPolicy::cluster()).unwrap();
+    let err = cluster
+        .run(&http_work(step.clone()))
+        .await
+        .unwrap_err()
+        .error;
     assert!(
         err.message.starts_with("refused to connect to 127.0.0.1"),
         "{}",

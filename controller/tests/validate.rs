@@ -464,6 +464,9 @@ steps:
 "#
         ));
         assert_one(&problems, "call", "http.headers[1].name", fragment);
-        assert!(problems[0].message.contains(&format!("`{name}`")), "{problems:#?}");
+        assert!(
+            problems[0].message.contains(&format!("`{name}`")),
+            "{problems:#?}"
+        );
     }
 }

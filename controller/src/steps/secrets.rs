@@ -181,10 +181,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("api-unit-test")).unwrap();
         std::fs::write(dir.path().join("api-unit-test/token"), "abc\n").unwrap();
         let secrets = EnvSecrets::with_dir(dir.path());
-        assert_eq!(
-            secrets.get("api-unit-test", "token").await.unwrap(),
-            "abc"
-        );
+        assert_eq!(secrets.get("api-unit-test", "token").await.unwrap(), "abc");
         let err = secrets.get("api-unit-test", "other").await.unwrap_err();
         assert!(
             err.to_string()

@@ -241,7 +241,10 @@ impl ChatClient {
     /// A client for `{base_url}/chat/completions`, reaching only what
     /// `policy` allows.
     pub fn new(endpoint: Endpoint<'_>, policy: NetPolicy) -> Result<ChatClient, ClientError> {
-        let text = format!("{}/chat/completions", endpoint.base_url.trim_end_matches('/'));
+        let text = format!(
+            "{}/chat/completions",
+            endpoint.base_url.trim_end_matches('/')
+        );
         let bad = |reason: String| ClientError::BadUrl {
             url: endpoint.base_url.to_string(),
             reason,

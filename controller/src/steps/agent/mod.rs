@@ -213,7 +213,10 @@ impl AgentExecutor {
     /// An executor whose calls, and the redirects they meet, may reach only
     /// what `policy` allows. In a cluster that is [`NetPolicy::cluster`]
     /// with the model server's address range allowed.
-    pub fn with_policy(config: AgentConfig, policy: NetPolicy) -> Result<AgentExecutor, SetupError> {
+    pub fn with_policy(
+        config: AgentConfig,
+        policy: NetPolicy,
+    ) -> Result<AgentExecutor, SetupError> {
         let endpoint = Endpoint {
             base_url: &config.base_url,
             api_key: config.api_key.clone(),

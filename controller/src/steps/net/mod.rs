@@ -340,7 +340,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.starts_with("refused to connect to [::a9fe:a9fe] (::a9fe:a9fe, which reaches 169.254.169.254)"),
+            err.starts_with(
+                "refused to connect to [::a9fe:a9fe] (::a9fe:a9fe, which reaches 169.254.169.254)"
+            ),
             "{err}"
         );
         assert!(err.contains("169.254.0.0/16"), "{err}");

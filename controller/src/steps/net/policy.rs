@@ -62,7 +62,7 @@ impl Default for NetPolicy {
 const ALWAYS_DENIED: &[&str] = &[
     "169.254.0.0/16",
     "fe80::/10",
-    "fd00:ec2::254/128", // AWS metadata over IPv6
+    "fd00:ec2::254/128",  // AWS metadata over IPv6
     "100.100.100.200/32", // Alibaba Cloud metadata
     "0.0.0.0/8",
     "::/128",
@@ -324,10 +324,10 @@ mod tests {
     fn ipv4_hidden_in_ipv6_is_checked_as_ipv4() {
         let local = NetPolicy::local();
         for (hidden, v4) in [
-            ("::169.254.169.254", "169.254.169.254"),     // IPv4-compatible
+            ("::169.254.169.254", "169.254.169.254"), // IPv4-compatible
             ("::ffff:169.254.169.254", "169.254.169.254"), // IPv4-mapped
-            ("64:ff9b::a9fe:a9fe", "169.254.169.254"),     // NAT64
-            ("2002:a9fe:a9fe::1", "169.254.169.254"),      // 6to4
+            ("64:ff9b::a9fe:a9fe", "169.254.169.254"), // NAT64
+            ("2002:a9fe:a9fe::1", "169.254.169.254"), // 6to4
             ("2001:0:4136:e378:8000:63bf:5601:5601", "169.254.169.254"), // Teredo client
             ("::ffff:100.100.100.200", "100.100.100.200"),
         ] {
@@ -349,9 +349,7 @@ mod tests {
         }
         let cluster = NetPolicy::cluster();
         assert_eq!(
-            cluster
-                .refuses(ip("64:ff9b:1:a00:1:100::"))
-                .map(|r| r.form),
+            cluster.refuses(ip("64:ff9b:1:a00:1:100::")).map(|r| r.form),
             Some(ip("10.0.1.1")),
             "local-use NAT64 /48 of 10.0.1.1"
         );
@@ -359,7 +357,10 @@ mod tests {
         assert!(local.refuses(ip("::1")).is_none());
         assert!(local.refuses(ip("64:ff9b::808:808")).is_none());
         assert!(cluster.refuses(ip("::7f00:1")).is_some(), "::127.0.0.1");
-        assert!(cluster.refuses(ip("64:ff9b::a00:1")).is_some(), "NAT64 10.0.0.1");
+        assert!(
+            cluster.refuses(ip("64:ff9b::a00:1")).is_some(),
+            "NAT64 10.0.0.1"
+        );
     }
 
     #[test]

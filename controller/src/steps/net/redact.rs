@@ -24,7 +24,9 @@ pub struct Redactor {
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let labels: Vec<&str> = self.secrets.iter().map(|(_, l)| l.as_str()).collect();
-        f.debug_struct("Redactor").field("secrets", &labels).finish()
+        f.debug_struct("Redactor")
+            .field("secrets", &labels)
+            .finish()
     }
 }
 
@@ -47,7 +49,8 @@ impl Redactor {
             return;
         }
         self.secrets.push((value.to_string(), label));
-        self.secrets.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.secrets
+            .sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
     }
 
     /// Whether any value was remembered.

@@ -328,7 +328,7 @@ async fn a_configured_deny_list_applies_to_names_too() {
         parse_block("127.0.0.0/8").unwrap(),
         parse_block("::1").unwrap(),
     ]);
-    let exec = HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), deny).unwrap();
+    let exec = HttpExecutor::with_policy(Arc::new(MapSecrets::new()), deny).unwrap();
     let port = server.base.rsplit(':').next().unwrap();
     let step = HttpStep {
         url: format!("http://localhost:{port}/"),
@@ -563,7 +563,7 @@ async fn the_cluster_policy_refuses_loopback_unless_allowed() {
         ..Default::default()
     };
     let cluster =
-        HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), NetPolicy::cluster()).unwrap();
+        HttpExecutor::with_policy(Arc::new(MapSecrets::new()), NetPolicy::cluster()).unwrap();
     let err = cluster
         .run(&http_work(step.clone()))
         .await
@@ -578,7 +578,7 @@ async fn the_cluster_policy_refuses_loopback_unless_allowed() {
     assert!(server.requests().is_empty());
 
     let allowed = NetPolicy::cluster().allowing([parse_block("127.0.0.1").unwrap()]);
-    let cluster = HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), allowed).unwrap();
+    let cluster = HttpExecutor::with_policy(Arc::new(MapSecrets::new()), allowed).unwrap();
     let done = cluster.run(&http_work(step)).await.unwrap();
     assert_eq!(done.output["body"], "inside");
 }

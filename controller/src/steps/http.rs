@@ -67,13 +67,13 @@ impl HttpExecutor {
     /// An executor with the local network policy (link-local and cloud
     /// metadata addresses denied) and the default response cap; header
     /// secrets come from `secrets`. The controller uses
-    /// [`HttpExecutor::with_deny_list`] with [`NetPolicy::cluster`].
+    /// [`HttpExecutor::with_policy`] with [`NetPolicy::cluster`].
     pub fn new(secrets: Arc<dyn Secrets>) -> Result<Self, NetError> {
-        Self::with_deny_list(secrets, NetPolicy::local())
+        Self::with_policy(secrets, NetPolicy::local())
     }
 
     /// An executor that follows `policy` instead of the local defaults.
-    pub fn with_deny_list(secrets: Arc<dyn Secrets>, policy: NetPolicy) -> Result<Self, NetError> {
+    pub fn with_policy(secrets: Arc<dyn Secrets>, policy: NetPolicy) -> Result<Self, NetError> {
         let policy = Arc::new(policy);
         Ok(HttpExecutor {
             client: net::client(policy.clone(), Redirects::AnyOrigin)?,

@@ -108,6 +108,7 @@ async fn main() {
         println!("agent_overhead: bench");
         return;
     }
+    coxswain::steps::net::install_crypto_provider();
     let calls: usize = std::env::var("COXSWAIN_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())

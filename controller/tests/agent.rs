@@ -137,18 +137,20 @@ fn work(fields: Option<Vec<Field>>, input: Value, given: Vec<Given>) -> Work {
     }
 }
 
-fn executor(base_url: String, mode: Mode) -> AgentExecutor {
-    AgentExecutor::new(AgentConfig {
+fn config(base_url: String, mode: Mode) -> AgentConfig {
+    AgentConfig {
         base_url,
         api_key: Some("sk-test".into()),
         default_model: "stand-in-model".into(),
         mode,
         timeout: Duration::from_secs(10),
-        max_retries: 2,
-        retry_backoff: Duration::from_millis(5),
         ..Default::default()
-    })
-    .expect("executor")
+    }
+}
+
+fn executor(base_url: String, mode: Mode) -> AgentExecutor {
+    coxswain::steps::net::install_crypto_provider();
+    AgentExecutor::new(config(base_url, mode)).expect("executor")
 }
 
 fn verdict_fields() -> Vec<Field> {
@@ -274,6 +276,7 @@ async fn max_tokens_is_sent_only_when_configured() {
         .run(&w)
         .await
         .expect("done");
+    coxswain::steps::net::install_crypto_provider();
     let limited = AgentExecutor::new(AgentConfig {
         base_url: url,
         mode: Mode::JsonObject,
@@ -458,19 +461,22 @@ async fn text_only_server_falls_back_to_fenced_json() {
 }
 
 #[tokio::test]
-async fn server_errors_are_retried_and_client_errors_are_not() {
-    let (url, script) = server(vec![
-        (500, json!({"error": {"message": "boom"}})),
-        (429, json!({"error": {"message": "slow down"}})),
-        tool_reply(r#"{"verdict":"ok","score":1}"#, usage(4, 1)),
-    ])
-    .await;
-    let done = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
-        .await
-        .expect("retried");
-    assert_eq!(done.output["score"], 1);
-    assert_eq!(requests(&script).len(), 3);
+async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_it() {
+    for (status, said) in [(500, "boom"), (429, "slow down"), (503, "loading")] {
+        let (url, script) = server(vec![
+            (status, json!({"error": {"message": said}})),
+            tool_reply(r#"{"verdict":"ok","score":1}"#, usage(4, 1)),
+        ])
+        .await;
+        let err = executor(url, Mode::Tools)
+            .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+            .await
+            .expect_err("the attempt fails; the engine's policy retries it")
+            .error;
+        assert_eq!(err.code, codes::AGENT_UNAVAILABLE, "{status}");
+        assert!(err.message.contains(said), "{status}: {}", err.message);
+        assert_eq!(requests(&script).len(), 1, "{status}: one call per attempt");
+    }
 
     let (url, script) = server(vec![(400, json!({"error": {"message": "bad model name"}}))]).await;
     let err = executor(url, Mode::Tools)
@@ -482,15 +488,6 @@ async fn server_errors_are_retried_and_client_errors_are_not() {
     assert!(err.message.contains("HTTP 400"), "{}", err.message);
     assert!(err.message.contains("bad model name"), "{}", err.message);
     assert_eq!(requests(&script).len(), 1);
-
-    let (url, script) = server(vec![]).await; // only 500s
-    let err = executor(url, Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
-        .await
-        .expect_err("gives up")
-        .error;
-    assert!(err.message.contains("HTTP 500"), "{}", err.message);
-    assert_eq!(requests(&script).len(), 3, "one call and two retries");
 }
 
 #[tokio::test]
@@ -506,7 +503,7 @@ async fn unreachable_server_fails_naming_it() {
         .await
         .expect_err("fails")
         .error;
-    assert_eq!(err.code, codes::AGENT);
+    assert_eq!(err.code, codes::AGENT_UNAVAILABLE);
     assert!(err.message.contains("could not reach"), "{}", err.message);
 }
 
@@ -675,5 +672,119 @@ async fn a_timeout_keeps_the_tokens_already_spent() {
             prompt_tokens: 11,
             completion_tokens: 4
         })
+    );
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_refused_at_the_cap() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Whitespace forever, chunked, without a Content-Length: only a cap ends
+    // it (a client that read it all would never finish).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 16 << 10];
+                let _ = socket.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut chunk = format!("{:x}\r\n", 64 << 10).into_bytes();
+                chunk.extend(std::iter::repeat_n(b' ', 64 << 10));
+                chunk.extend_from_slice(b"\r\n");
+                while socket.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    let url = format!("http://{addr}/v1");
+    coxswain::steps::net::install_crypto_provider();
+    let capped = AgentExecutor::new(AgentConfig {
+        response_limit: 1 << 20,
+        ..config(url, Mode::Tools)
+    })
+    .expect("executor");
+    let err = capped
+        .run(&work(None, Value::Null, vec![]))
+        .await
+        .expect_err("refused")
+        .error;
+    assert_eq!(err.code, codes::AGENT);
+    assert!(
+        err.message.contains("is larger than the 1 MiB limit"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn a_redirect_to_a_metadata_address_is_refused() {
+    let app = axum::Router::new().fallback(|| async {
+        axum::response::Redirect::temporary("http://169.254.169.254/latest/meta-data/")
+    });
+    let url = serve(app).await;
+    // Without an API key any origin may be followed, but only where the
+    // network policy allows.
+    coxswain::steps::net::install_crypto_provider();
+    let keyless = AgentExecutor::new(AgentConfig {
+        api_key: None,
+        ..config(url, Mode::Tools)
+    })
+    .expect("executor");
+    let err = keyless
+        .run(&work(None, Value::Null, vec![]))
+        .await
+        .expect_err("refused")
+        .error;
+    assert!(
+        err.message
+            .contains("refused to connect to 169.254.169.254"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn the_api_key_does_not_follow_a_redirect_to_another_origin() {
+    let (other, script) = server(vec![tool_reply(
+        r#"{"verdict":"ok","score":1}"#,
+        usage(1, 1),
+    )])
+    .await;
+    let target = format!("{other}/chat/completions");
+    let app = axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move { axum::response::Redirect::temporary(&target) }
+    });
+    let url = serve(app).await;
+    let err = executor(url, Mode::Tools)
+        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+        .await
+        .expect_err("refused")
+        .error;
+    assert!(
+        err.message.contains("refused to follow the redirect"),
+        "{}",
+        err.message
+    );
+    assert!(requests(&script).is_empty(), "the other origin was reached");
+}
+
+#[tokio::test]
+async fn an_api_key_echoed_in_an_error_is_redacted() {
+    let (url, _) = server(vec![(401, json!({"error": "bad key sk-test"}))]).await;
+    let err = executor(url, Mode::Tools)
+        .run(&work(None, Value::Null, vec![]))
+        .await
+        .expect_err("401")
+        .error;
+    assert!(!err.message.contains("sk-test"), "{}", err.message);
+    assert!(
+        err.message.contains("[redacted API key]"),
+        "{}",
+        err.message
     );
 }

@@ -10,13 +10,14 @@ use coxswain::api::{HttpBody, HttpHeader, HttpStep, NameValue, SecretKeyRef, Val
 use coxswain::engine::{Task, Work, codes};
 use coxswain::steps::Executor;
 use coxswain::steps::http::HttpExecutor;
-use coxswain::steps::net::DenyList;
+use coxswain::steps::net::{self, NetPolicy, parse_block};
 use coxswain::steps::secrets::MapSecrets;
 use serde_json::{Value, json};
 
 const SECRET: &str = "tok-very-secret-42";
 
 fn executor() -> HttpExecutor {
+    net::install_crypto_provider();
     HttpExecutor::new(Arc::new(MapSecrets::new().with("api", "token", SECRET))).unwrap()
 }
 
@@ -301,6 +302,9 @@ async fn link_local_and_metadata_addresses_are_refused() {
         "http://169.254.169.254/latest/meta-data/",
         "http://[fd00:ec2::254]/latest",
         "http://[::ffff:169.254.169.254]/",
+        "http://[::169.254.169.254]/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[2002:a9fe:a9fe::1]/",
     ] {
         let step = HttpStep {
             url: url.into(),
@@ -319,8 +323,12 @@ async fn link_local_and_metadata_addresses_are_refused() {
 #[tokio::test]
 async fn a_configured_deny_list_applies_to_names_too() {
     let server = StandIn::start(Answer::text(200, "")).await;
-    let deny = DenyList::new(vec!["127.0.0.0/8".parse().unwrap(), "::1".parse().unwrap()]);
-    let exec = HttpExecutor::with_deny_list(Arc::new(MapSecrets::new()), deny).unwrap();
+    net::install_crypto_provider();
+    let deny = NetPolicy::local().denying([
+        parse_block("127.0.0.0/8").unwrap(),
+        parse_block("::1").unwrap(),
+    ]);
+    let exec = HttpExecutor::with_policy(Arc::new(MapSecrets::new()), deny).unwrap();
     let port = server.base.rsplit(':').next().unwrap();
     let step = HttpStep {
         url: format!("http://localhost:{port}/"),
@@ -362,4 +370,215 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
         "{}",
         err.message
     );
+}
+
+/// A server that answers every request with `status` and `Location:
+/// location`, recording what it receives.
+async fn redirector(status: u16, location: String) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::http::{HeaderMap, StatusCode, Uri};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri, _headers: HeaderMap| {
+        let record = record.clone();
+        let location = location.clone();
+        async move {
+            record.lock().unwrap().push(uri.to_string());
+            (
+                StatusCode::from_u16(status).unwrap(),
+                [("location", location)],
+                "moved",
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), seen)
+}
+
+fn bound_header(name: &str) -> HttpHeader {
+    HttpHeader {
+        name: name.into(),
+        value: None,
+        value_from: Some(ValueFrom {
+            secret_key_ref: SecretKeyRef {
+                name: "api".into(),
+                key: "token".into(),
+            },
+        }),
+    }
+}
+
+#[tokio::test]
+async fn a_step_with_a_secret_does_not_follow_a_redirect_to_another_origin() {
+    for (status, method, header) in [(302, "GET", "X-Api-Key"), (307, "POST", "Authorization")] {
+        let other = StandIn::start(Answer::text(200, "second origin")).await;
+        let (first, _) = redirector(status, format!("{}/landing?leak=1", other.base)).await;
+        let step = HttpStep {
+            method: Some(method.into()),
+            url: format!("{first}/start?q=private"),
+            headers: vec![bound_header(header)],
+            body: Some(HttpBody {
+                text: Some("the body".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let err = executor().run(&http_work(step)).await.unwrap_err().error;
+        assert_eq!(err.code, codes::HTTP, "{status}");
+        assert!(
+            err.message.contains(&format!(
+                "refused to follow the redirect to {}/landing",
+                other.base
+            )),
+            "{status}: {}",
+            err.message
+        );
+        assert!(
+            err.message.contains(&format!("bound to {first}")),
+            "{status}: {}",
+            err.message
+        );
+        assert!(
+            other.requests().is_empty(),
+            "{status}: the second origin was reached: {:?}",
+            other.requests()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_step_with_a_secret_follows_redirects_within_its_origin() {
+    use axum::http::HeaderMap;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<(String, Option<String>)>::new()));
+    let record = seen.clone();
+    let app = axum::Router::new()
+        .route(
+            "/start",
+            axum::routing::post(|| async { axum::response::Redirect::temporary("/final") }),
+        )
+        .route(
+            "/final",
+            axum::routing::post(move |headers: HeaderMap, body: String| {
+                let record = record.clone();
+                async move {
+                    let key = headers
+                        .get("x-api-key")
+                        .map(|v| v.to_str().unwrap().to_string());
+                    record.lock().unwrap().push((body, key));
+                    "done"
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let step = HttpStep {
+        method: Some("POST".into()),
+        url: format!("http://{addr}/start"),
+        headers: vec![bound_header("X-Api-Key")],
+        body: Some(HttpBody {
+            text: Some("the body".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let done = executor().run(&http_work(step)).await.unwrap();
+    assert_eq!(done.output["body"], "done");
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![("the body".to_string(), Some(SECRET.to_string()))]
+    );
+}
+
+#[tokio::test]
+async fn redirects_carry_no_referer() {
+    let other = StandIn::start(Answer::text(200, "arrived")).await;
+    let (first, _) = redirector(302, format!("{}/landing", other.base)).await;
+    let step = HttpStep {
+        url: format!("{first}/start?token=in-the-query"),
+        ..Default::default()
+    };
+    let done = executor().run(&http_work(step)).await.unwrap();
+    assert_eq!(done.output["body"], "arrived");
+    let seen = other.only();
+    assert_eq!(seen.uri, "/landing");
+    assert_eq!(seen.header("referer"), None);
+}
+
+#[tokio::test]
+async fn a_secret_echoed_by_the_server_is_redacted_from_the_record() {
+    use axum::http::{HeaderMap, StatusCode};
+    for status in [500u16, 200] {
+        let app = axum::Router::new().fallback(move |headers: HeaderMap| async move {
+            let auth = headers
+                .get("authorization")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            (
+                StatusCode::from_u16(status).unwrap(),
+                [("content-type", "application/json")],
+                serde_json::json!({"error": format!("bad token {auth}"), "echo": auth}).to_string(),
+            )
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let step = HttpStep {
+            keep: BTreeMap::from([("echo".to_string(), "json.echo".to_string())]),
+            ..secret_header_step(&format!("http://{addr}"))
+        };
+        let result = executor().run(&http_work(step)).await;
+        let recorded = match result {
+            Ok(done) => {
+                assert_eq!(status, 200);
+                assert_eq!(done.output["values"]["echo"], "[redacted secret api/token]");
+                format!("{} {}", done.output, done.text.unwrap_or_default())
+            }
+            Err(failed) => {
+                assert_eq!(status, 500);
+                failed.error.message
+            }
+        };
+        assert!(!recorded.contains(SECRET), "{status}: {recorded}");
+        assert!(
+            recorded.contains("bad token [redacted secret api/token]"),
+            "{status}: {recorded}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_cluster_policy_refuses_loopback_unless_allowed() {
+    net::install_crypto_provider();
+    let server = StandIn::start(Answer::text(200, "inside")).await;
+    let step = HttpStep {
+        url: server.base.clone(),
+        ..Default::default()
+    };
+    let cluster =
+        HttpExecutor::with_policy(Arc::new(MapSecrets::new()), NetPolicy::cluster()).unwrap();
+    let err = cluster
+        .run(&http_work(step.clone()))
+        .await
+        .unwrap_err()
+        .error;
+    assert!(
+        err.message.starts_with("refused to connect to 127.0.0.1"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("127.0.0.0/8"), "{}", err.message);
+    assert!(server.requests().is_empty());
+
+    let allowed = NetPolicy::cluster().allowing([parse_block("127.0.0.1").unwrap()]);
+    let cluster = HttpExecutor::with_policy(Arc::new(MapSecrets::new()), allowed).unwrap();
+    let done = cluster.run(&http_work(step)).await.unwrap();
+    assert_eq!(done.output["body"], "inside");
 }

@@ -15,6 +15,7 @@ use serde_json::json;
 const TOKEN: &str = "xoxb-test-token";
 
 fn executor(slack_base: &str) -> MessageExecutor {
+    coxswain::steps::net::install_crypto_provider();
     MessageExecutor::new(Arc::new(MapSecrets::new().with("slack", "bot", TOKEN)))
         .unwrap()
         .with_slack_api(slack_base)
@@ -175,6 +176,7 @@ async fn slack_ok_false_fails_naming_the_error() {
 #[tokio::test]
 async fn a_missing_slack_token_is_a_secret_error() {
     let slack = StandIn::start(Answer::json(200, json!({"ok": true, "ts": "1"}))).await;
+    coxswain::steps::net::install_crypto_provider();
     let exec = MessageExecutor::new(Arc::new(MapSecrets::new()))
         .unwrap()
         .with_slack_api(&slack.base);

@@ -546,3 +546,35 @@ fn webhook_url_placeholders_are_checked_like_an_http_url() {
     ));
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+#[test]
+fn framing_and_hop_by_hop_headers_are_refused() {
+    for (name, fragment) in [
+        ("Host", "the host is the URL's"),
+        ("content-length", "length and framing"),
+        ("Transfer-Encoding", "length and framing"),
+        ("Connection", "connection"),
+        ("Keep-Alive", "connection"),
+        ("Proxy-Authorization", "connection"),
+        ("TE", "connection"),
+        ("Trailer", "length and framing"),
+        ("Upgrade", "connection"),
+    ] {
+        let problems = check(&format!(
+            r#"
+steps:
+  - key: call
+    http:
+      url: "https://api.example.com/x"
+      headers:
+        - {{name: X-Fine, value: ok}}
+        - {{name: {name}, value: "12"}}
+"#
+        ));
+        assert_one(&problems, "call", "http.headers[1].name", fragment);
+        assert!(
+            problems[0].message.contains(&format!("`{name}`")),
+            "{problems:#?}"
+        );
+    }
+}

@@ -206,6 +206,9 @@ pub mod codes {
     pub const MESSAGE: &str = "message.failed";
     /// A model call failed, or its reply did not fit after the repair turn.
     pub const AGENT: &str = "agent.failed";
+    /// The model server gave no usable answer for now (no answer, 429, 5xx);
+    /// another attempt later may succeed.
+    pub const AGENT_UNAVAILABLE: &str = "agent.unavailable";
     /// A secret could not be read.
     pub const SECRET: &str = "workflow.secret_error";
     /// Too many send-backs along one arrow.

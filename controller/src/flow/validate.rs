@@ -491,6 +491,8 @@ impl<'a> Checker<'a, '_> {
             if header.name.is_empty() || !header.name.bytes().all(is_header_name_byte) {
                 let message = format!("`{}` is not a header name", header.name);
                 self.report(key, &format!("{here}.name"), message, None);
+            } else if let Some(message) = reserved_header_problem(&header.name) {
+                self.report(key, &format!("{here}.name"), message, None);
             }
             match (&header.value, &header.value_from) {
                 (Some(value), None) => {
@@ -1002,6 +1004,38 @@ fn keep_path_problem(path: &str) -> Option<String> {
     Some(format!(
         "`{bad}` in `{path}` is not a field name or a list position"
     ))
+}
+
+/// Headers that belong to the connection or to the message's framing, which
+/// the HTTP client sets itself: a `Content-Length` that disagrees with the
+/// body makes the request hang until its timeout, a `Host` sends it to a
+/// different virtual host than the URL names, and hop-by-hop headers
+/// (RFC 9110 7.6.1) mean nothing to the server.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Why an author may not set header `name`, if they may not.
+fn reserved_header_problem(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    if !(RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-")) {
+        return None;
+    }
+    let why = match lower.as_str() {
+        "host" => "the host is the URL's",
+        "content-length" | "transfer-encoding" | "trailer" => {
+            "the body's length and framing are set from the body"
+        }
+        _ => "it concerns the connection, which the HTTP client manages",
+    };
+    Some(format!("`{name}` cannot be set by a step: {why}"))
 }
 
 fn is_header_name_byte(b: u8) -> bool {

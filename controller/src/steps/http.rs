@@ -8,10 +8,16 @@
 //! keeps `null`, so a later step can test for it. `text` is the raw body.
 //!
 //! Every request carries an `Idempotency-Key` (run uid, step, part, attempt),
-//! so a receiver can recognise a request repeated after a crash. Header values
-//! from Secrets are marked sensitive and never appear in the output, the
-//! text, an error or a log. An answer that is not 2xx fails the attempt with
-//! `http.failed`, its status and a short preview of its body.
+//! so a receiver can recognise a request repeated after a crash. An answer
+//! that is not 2xx fails the attempt with `http.failed`, its status and a
+//! short preview of its body.
+//!
+//! Header values from Secrets are marked sensitive, and go only to the
+//! origin they were bound to: a step that binds one follows redirects within
+//! that origin and fails on a redirect to any other (so neither the header
+//! nor a 307's body reaches it). No request carries a `Referer`. Whatever the
+//! server answers, a bound secret's value is replaced by
+//! `[redacted secret NAME/KEY]` in the output, the text and the error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,10 +26,10 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 use serde_json::{Map, Value, json};
 
-use super::net::{self, DenyList, ReadError};
+use super::net::{self, NetError, NetPolicy, ReadError, Redactor, Redirects};
 use super::{Executor, Secrets};
 use crate::api::{HttpStep, StepError};
-use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
+use crate::engine::{Done, Task, Work, WorkResult, codes, step_error};
 use crate::flow::parse_duration;
 use crate::template::Place;
 
@@ -32,42 +38,48 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Default limit of a request when the step sets no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on a response body; a bigger one fails the attempt.
-pub const DEFAULT_RESPONSE_LIMIT: usize = 10 << 20;
+pub const DEFAULT_RESPONSE_LIMIT: usize = net::DEFAULT_RESPONSE_LIMIT;
 /// How much of a failing answer's body its error message shows.
 const PREVIEW_CHARS: usize = 300;
 
 /// Runs `http` steps.
 #[derive(Clone)]
 pub struct HttpExecutor {
+    /// For steps that bind no Secret: redirects to any allowed origin.
     client: reqwest::Client,
+    /// For steps that bind a Secret: redirects within the origin only.
+    bound: reqwest::Client,
     secrets: Arc<dyn Secrets>,
-    deny: Arc<DenyList>,
+    policy: Arc<NetPolicy>,
     response_limit: usize,
 }
 
 impl std::fmt::Debug for HttpExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpExecutor")
-            .field("deny", &self.deny)
+            .field("policy", &self.policy)
             .field("response_limit", &self.response_limit)
             .finish_non_exhaustive()
     }
 }
 
 impl HttpExecutor {
-    /// An executor with the default deny list (link-local and cloud metadata
-    /// addresses) and response cap; header secrets come from `secrets`.
-    pub fn new(secrets: Arc<dyn Secrets>) -> Result<Self, String> {
-        Self::with_deny_list(secrets, DenyList::default())
+    /// An executor with the local network policy (link-local and cloud
+    /// metadata addresses denied) and the default response cap; header
+    /// secrets come from `secrets`. The controller uses
+    /// [`HttpExecutor::with_policy`] with [`NetPolicy::cluster`].
+    pub fn new(secrets: Arc<dyn Secrets>) -> Result<Self, NetError> {
+        Self::with_policy(secrets, NetPolicy::local())
     }
 
-    /// An executor that refuses the addresses in `deny` instead of the default.
-    pub fn with_deny_list(secrets: Arc<dyn Secrets>, deny: DenyList) -> Result<Self, String> {
-        let deny = Arc::new(deny);
+    /// An executor that follows `policy` instead of the local defaults.
+    pub fn with_policy(secrets: Arc<dyn Secrets>, policy: NetPolicy) -> Result<Self, NetError> {
+        let policy = Arc::new(policy);
         Ok(HttpExecutor {
-            client: net::client(deny.clone())?,
+            client: net::client(policy.clone(), Redirects::AnyOrigin)?,
+            bound: net::client(policy.clone(), Redirects::SameOrigin)?,
             secrets,
-            deny,
+            policy,
             response_limit: DEFAULT_RESPONSE_LIMIT,
         })
     }
@@ -78,7 +90,13 @@ impl HttpExecutor {
         self
     }
 
-    async fn send(&self, work: &Work, step: &HttpStep) -> Result<Done, StepError> {
+    /// One request; every secret value it resolves is added to `redactor`.
+    async fn send(
+        &self,
+        work: &Work,
+        step: &HttpStep,
+        redactor: &mut Redactor,
+    ) -> Result<Done, StepError> {
         let method_name = step.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
         let method = match method_name.as_str() {
             "GET" => Method::GET,
@@ -102,7 +120,10 @@ impl HttpExecutor {
                 url.scheme()
             )));
         }
-        self.deny.check_url(&url).await.map_err(http_error)?;
+        self.policy
+            .check_url(&url)
+            .await
+            .map_err(|e| http_error(e.to_string()))?;
         let shown = format!("{method_name} {}", net::redact(&url));
 
         let mut query = Vec::with_capacity(step.query.len());
@@ -112,7 +133,7 @@ impl HttpExecutor {
                 net::render(&pair.value, Place::Query, &work.data)?,
             ));
         }
-        let headers = self.headers(work, step)?;
+        let headers = self.headers(work, step, redactor).await?;
 
         let timeout = match &step.timeout {
             Some(text) => parse_duration(text).map_err(|e| http_error(format!("timeout: {e}")))?,
@@ -120,7 +141,13 @@ impl HttpExecutor {
         };
         let timeout = net::shortest(timeout, work.timeout);
 
-        let mut request = self.client.request(method, url).timeout(timeout);
+        let binds_secret = step.headers.iter().any(|h| h.value_from.is_some());
+        let client = if binds_secret {
+            &self.bound
+        } else {
+            &self.client
+        };
+        let mut request = client.request(method, url).timeout(timeout);
         if !query.is_empty() {
             request = request.query(&query);
         }
@@ -163,11 +190,8 @@ impl HttpExecutor {
         let status = response.status();
         let bytes = match net::read_capped(response, self.response_limit).await {
             Ok(bytes) => bytes,
-            Err(ReadError::TooLarge(limit)) => {
-                return Err(http_error(format!(
-                    "the answer to {shown} is larger than the {} limit",
-                    net::size(limit)
-                )));
+            Err(e @ ReadError::TooLarge(_)) => {
+                return Err(http_error(format!("{shown}: {e}")));
             }
             Err(ReadError::Failed(e)) => return Err(request_error(&shown, timeout, &e)),
         };
@@ -202,7 +226,12 @@ impl HttpExecutor {
         })
     }
 
-    fn headers(&self, work: &Work, step: &HttpStep) -> Result<HeaderMap, StepError> {
+    async fn headers(
+        &self,
+        work: &Work,
+        step: &HttpStep,
+        redactor: &mut Redactor,
+    ) -> Result<HeaderMap, StepError> {
         let mut headers = HeaderMap::new();
         let key = HeaderValue::from_str(&work.idempotency_key()).map_err(|_| {
             http_error("the idempotency key cannot be sent as a header".to_string())
@@ -223,9 +252,10 @@ impl HttpExecutor {
                 }
                 (None, Some(from)) => {
                     let r = &from.secret_key_ref;
-                    let secret = self.secrets.get(&r.name, &r.key).map_err(|e| {
+                    let secret = self.secrets.get(&r.name, &r.key).await.map_err(|e| {
                         step_error(codes::SECRET, format!("header {}: {e}", header.name))
                     })?;
+                    redactor.add(&r.name, &r.key, &secret);
                     // Never echo the value: say only which secret was unusable.
                     let mut value = HeaderValue::from_str(&secret).map_err(|_| {
                         step_error(
@@ -254,7 +284,13 @@ impl HttpExecutor {
 impl Executor for HttpExecutor {
     async fn run(&self, work: &Work) -> WorkResult {
         match &work.task {
-            Task::Http(step) => self.send(work, step).await.map_err(Failed::from),
+            Task::Http(step) => {
+                let mut redactor = Redactor::new();
+                match self.send(work, step, &mut redactor).await {
+                    Ok(done) => Ok(redactor.done(done)),
+                    Err(error) => Err(redactor.error(error).into()),
+                }
+            }
             _ => Err(http_error("the http executor only runs http steps".to_string()).into()),
         }
     }

@@ -28,8 +28,8 @@ pub enum LocalError {
     #[error(transparent)]
     AgentSetup(#[from] SetupError),
     /// The http executor could not be built.
-    #[error("{0}")]
-    Http(String),
+    #[error(transparent)]
+    Http(#[from] crate::steps::net::NetError),
     /// The message executor could not be built.
     #[error(transparent)]
     Message(#[from] MessageError),
@@ -91,7 +91,7 @@ impl LocalExecutors {
         let secrets = Arc::new(EnvSecrets::new());
         Ok(LocalExecutors {
             script: LocalScript::new(secrets.clone()),
-            http: HttpExecutor::new(secrets.clone()).map_err(LocalError::Http)?,
+            http: HttpExecutor::new(secrets.clone())?,
             message: MessageExecutor::new(secrets)?,
             agent: AgentExecutor::new(config.agent)?,
         })

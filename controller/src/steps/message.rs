@@ -36,7 +36,7 @@ use crate::template::Place;
 pub enum MessageError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
-    Client(String),
+    Client(net::NetError),
     /// This executor was handed a step of another kind.
     #[error("the message executor only runs message steps")]
     NotAMessage,
@@ -59,7 +59,7 @@ pub enum MessageError {
     Scheme(String),
     /// The deny list refused the address.
     #[error("{0}")]
-    Refused(String),
+    Refused(net::NetError),
     /// The post took longer than its timeout.
     #[error("posting to {shown} took longer than {}s", .limit.as_secs_f64())]
     Timeout {
@@ -104,7 +104,7 @@ pub enum MessageError {
     },
     /// The Slack token could not be read.
     #[error("Slack token: {0}")]
-    Token(String),
+    Token(crate::steps::SecretError),
     /// The Slack token cannot go in a header.
     #[error("Slack token: secret `{name}` key `{key}` holds characters a header cannot carry")]
     TokenChars {
@@ -183,7 +183,8 @@ impl MessageExecutor {
     pub fn with_deny_list(secrets: Arc<dyn Secrets>, deny: DenyList) -> Result<Self, MessageError> {
         let deny = Arc::new(deny);
         Ok(MessageExecutor {
-            client: net::client(deny.clone()).map_err(MessageError::Client)?,
+            client: net::client(deny.clone(), net::Redirects::SameOrigin)
+                .map_err(MessageError::Client)?,
             secrets,
             deny,
             slack_api: SLACK_API.to_string(),
@@ -300,6 +301,7 @@ impl MessageExecutor {
         let token = self
             .secrets
             .get(&r.name, &r.key)
+            .await
             .map_err(MessageError::Token)?;
         let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
             MessageError::TokenChars {

@@ -174,7 +174,7 @@ impl LocalScript {
         command
             .env_clear()
             .envs(env::contract_vars(&self.host, &folders, work));
-        for (name, value) in self.step_env(step)? {
+        for (name, value) in self.step_env(step).await? {
             command.env(name, value);
         }
         command
@@ -219,7 +219,7 @@ impl LocalScript {
     }
 
     /// The step's own `env`, with `valueFrom` secrets read.
-    fn step_env(&self, step: &ScriptStep) -> Result<Vec<(String, String)>, ScriptError> {
+    async fn step_env(&self, step: &ScriptStep) -> Result<Vec<(String, String)>, ScriptError> {
         let mut vars = Vec::with_capacity(step.env.len());
         for var in &step.env {
             let value = match (&var.value, &var.value_from) {
@@ -228,6 +228,7 @@ impl LocalScript {
                     let r = &from.secret_key_ref;
                     self.secrets
                         .get(&r.name, &r.key)
+                        .await
                         .map_err(|reason| ScriptError::Secret {
                             name: var.name.clone(),
                             reason,

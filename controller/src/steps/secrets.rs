@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::Secrets;
+use super::{SecretError, SecretFuture, Secrets};
 
 /// Prefix of the environment variables [`EnvSecrets`] reads.
 pub const ENV_PREFIX: &str = "COXSWAIN_SECRET_";
@@ -48,7 +48,7 @@ impl EnvSecrets {
         }
     }
 
-    fn from_dir(dir: &Path, name: &str, key: &str) -> Option<Result<String, String>> {
+    fn from_dir(dir: &Path, name: &str, key: &str) -> Option<Result<String, SecretError>> {
         // A name or key that could leave the directory is never looked up.
         let unsafe_part =
             |s: &str| s.is_empty() || s == "." || s == ".." || s.contains(['/', '\\']);
@@ -69,32 +69,47 @@ impl EnvSecrets {
                 Some(Ok(value))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(Err(format!(
-                "cannot read secret `{name}` key `{key}` from {}: {e}",
-                path.display()
-            ))),
+            Err(e) => Some(Err(SecretError::Unavailable {
+                name: name.to_string(),
+                key: key.to_string(),
+                reason: format!("cannot read {}: {e}", path.display()),
+            })),
         }
     }
 }
 
-impl Secrets for EnvSecrets {
-    fn get(&self, name: &str, key: &str) -> Result<String, String> {
+impl EnvSecrets {
+    /// The lookup itself; reading the environment and a small file does not
+    /// wait, so it is synchronous underneath the trait's future.
+    fn read(&self, name: &str, key: &str) -> Result<String, SecretError> {
         let var = env_var_name(name, key);
         if let Ok(value) = std::env::var(&var) {
             return Ok(value);
         }
-        if let Some(dir) = &self.dir {
-            if let Some(found) = Self::from_dir(dir, name, key) {
-                return found;
+        let hint = match &self.dir {
+            Some(dir) => {
+                if let Some(found) = Self::from_dir(dir, name, key) {
+                    return found;
+                }
+                format!(
+                    "set the environment variable {var} or create the file {}",
+                    dir.join(name).join(key).display()
+                )
             }
-            return Err(format!(
-                "secret `{name}` key `{key}` is not set: set the environment variable {var} or create the file {}",
-                dir.join(name).join(key).display()
-            ));
-        }
-        Err(format!(
-            "secret `{name}` key `{key}` is not set: set the environment variable {var}"
-        ))
+            None => format!("set the environment variable {var}"),
+        };
+        Err(SecretError::NotSet {
+            name: name.to_string(),
+            key: key.to_string(),
+            hint,
+        })
+    }
+}
+
+impl Secrets for EnvSecrets {
+    fn get<'a>(&'a self, name: &'a str, key: &'a str) -> SecretFuture<'a> {
+        let found = self.read(name, key);
+        Box::pin(std::future::ready(found))
     }
 }
 
@@ -120,11 +135,16 @@ impl MapSecrets {
 }
 
 impl Secrets for MapSecrets {
-    fn get(&self, name: &str, key: &str) -> Result<String, String> {
-        self.values
+    fn get<'a>(&'a self, name: &'a str, key: &'a str) -> SecretFuture<'a> {
+        let found = self
+            .values
             .get(&(name.to_string(), key.to_string()))
             .cloned()
-            .ok_or_else(|| format!("secret `{name}` has no key `{key}`"))
+            .ok_or_else(|| SecretError::KeyMissing {
+                name: name.to_string(),
+                key: key.to_string(),
+            });
+        Box::pin(std::future::ready(found))
     }
 }
 
@@ -141,26 +161,39 @@ mod tests {
         assert_eq!(env_var_name("a.b", "c d"), "COXSWAIN_SECRET_A_B_C_D");
     }
 
-    #[test]
-    fn missing_secret_names_the_variable() {
+    #[tokio::test]
+    async fn missing_secret_names_the_variable() {
         let err = EnvSecrets::new()
             .get("no-such-secret-xyz", "key")
+            .await
             .unwrap_err();
+        assert!(matches!(err, SecretError::NotSet { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(
             err.contains("COXSWAIN_SECRET_NO_SUCH_SECRET_XYZ_KEY"),
             "{err}"
         );
     }
 
-    #[test]
-    fn directory_values_lose_one_trailing_line_break() {
+    #[tokio::test]
+    async fn directory_values_lose_one_trailing_line_break() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("api-unit-test")).unwrap();
         std::fs::write(dir.path().join("api-unit-test/token"), "abc\n").unwrap();
         let secrets = EnvSecrets::with_dir(dir.path());
-        assert_eq!(secrets.get("api-unit-test", "token").unwrap(), "abc");
-        let err = secrets.get("api-unit-test", "other").unwrap_err();
-        assert!(err.contains("COXSWAIN_SECRET_API_UNIT_TEST_OTHER"), "{err}");
-        assert!(secrets.get("..", "token").is_err());
+        assert_eq!(secrets.get("api-unit-test", "token").await.unwrap(), "abc");
+        let err = secrets.get("api-unit-test", "other").await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("COXSWAIN_SECRET_API_UNIT_TEST_OTHER"),
+            "{err}"
+        );
+        assert!(secrets.get("..", "token").await.is_err());
+        std::fs::create_dir(dir.path().join("api-unit-test/unreadable")).unwrap();
+        let err = secrets
+            .get("api-unit-test", "unreadable")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SecretError::Unavailable { .. }), "{err:?}");
     }
 }

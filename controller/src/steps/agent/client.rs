@@ -1,7 +1,17 @@
-//! The HTTP side: one Chat Completions call with a timeout, retried on the
-//! failures that retrying can cure, and the reply read off the wire.
+//! The HTTP side: one Chat Completions call with a timeout, and the reply
+//! read off the wire.
+//!
+//! The call goes through the same guarded client as http steps (network
+//! policy on every address and redirect, a cap on the answer's size, no
+//! redirect to another origin while an API key is sent). It is not retried
+//! here: a failure that a retry may cure (no answer, 429, 5xx) fails the
+//! attempt with `agent.unavailable`, and the step's `attempts` and `backoff`
+//! decide whether and when it runs again.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use reqwest::Url;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -9,8 +19,9 @@ use serde_json::Value;
 use super::contract::{ReplyParts, SUBMIT_TOOL};
 use super::prompt::Message;
 use crate::api::TokenUsage;
+use crate::steps::net::{self, NetError, NetPolicy, ReadError, Redactor, Redirects};
 
-/// Why a call failed after its retries.
+/// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The server answered with a non-2xx status.
@@ -31,9 +42,31 @@ pub enum CallError {
         /// What went wrong.
         reason: String,
     },
+    /// The network policy refuses the model server's address.
+    #[error("{0}")]
+    Refused(NetError),
+    /// The answer is bigger than the cap; it was not read to its end.
+    #[error("the model server's answer at {url} is larger than the {} limit", net::size(*limit))]
+    TooLarge {
+        /// Where the request went.
+        url: String,
+        /// The cap, in bytes.
+        limit: usize,
+    },
     /// A 2xx answer that is not a Chat Completions response.
     #[error("the model server's answer could not be read: {0}")]
     Decode(String),
+}
+
+impl CallError {
+    /// Whether another attempt later may succeed: no answer, 429 or 5xx.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CallError::Status { status, .. } => *status == 429 || *status >= 500,
+            CallError::Transport { .. } => true,
+            CallError::Refused(_) | CallError::TooLarge { .. } | CallError::Decode(_) => false,
+        }
+    }
 }
 
 /// One call's answer: what the contract reads, what the repair turn echoes,
@@ -148,129 +181,177 @@ fn preview(body: &[u8]) -> String {
     }
 }
 
-/// A Chat Completions endpoint with its retry policy.
+/// How much of a failing answer is read for its error message.
+const ERROR_BODY_LIMIT: usize = 64 << 10;
+
+/// A Chat Completions endpoint.
 #[derive(Clone)]
 pub struct ChatClient {
     http: reqwest::Client,
-    url: String,
+    url: Url,
+    shown: String,
     api_key: Option<String>,
     timeout: Duration,
-    max_retries: u32,
-    backoff: Duration,
+    policy: Arc<NetPolicy>,
+    response_limit: usize,
 }
 
 impl std::fmt::Debug for ChatClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatClient")
-            .field("url", &self.url)
+            .field("url", &self.shown)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
-            .field("max_retries", &self.max_retries)
+            .field("policy", &self.policy)
+            .field("response_limit", &self.response_limit)
             .finish()
     }
 }
 
-/// Installs the ring crypto provider for rustls once per process; reqwest
-/// is built without one so the whole binary shares a single provider.
-pub fn install_crypto_provider() {
-    // An error only says a provider is already installed, which is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// Why a [`ChatClient`] could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The base URL cannot be read.
+    #[error("the model server URL `{url}` is not usable: {reason}")]
+    BadUrl {
+        /// The URL as configured.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Net(#[from] NetError),
+}
+
+/// Where a [`ChatClient`] sends its calls and how much it accepts back.
+#[derive(Debug, Clone)]
+pub struct Endpoint<'a> {
+    /// The API root; calls go to `{base_url}/chat/completions`.
+    pub base_url: &'a str,
+    /// Sent as `Authorization: Bearer`, when there is one.
+    pub api_key: Option<String>,
+    /// The longest one call may take.
+    pub timeout: Duration,
+    /// The largest answer accepted, in bytes.
+    pub response_limit: usize,
 }
 
 impl ChatClient {
-    /// A client for `{base_url}/chat/completions`.
-    pub fn new(
-        base_url: &str,
-        api_key: Option<String>,
-        timeout: Duration,
-        max_retries: u32,
-        backoff: Duration,
-    ) -> Result<ChatClient, reqwest::Error> {
-        install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .build()?;
+    /// A client for `{base_url}/chat/completions`, reaching only what
+    /// `policy` allows.
+    pub fn new(endpoint: Endpoint<'_>, policy: NetPolicy) -> Result<ChatClient, ClientError> {
+        let text = format!(
+            "{}/chat/completions",
+            endpoint.base_url.trim_end_matches('/')
+        );
+        let bad = |reason: String| ClientError::BadUrl {
+            url: endpoint.base_url.to_string(),
+            reason,
+        };
+        let url = Url::parse(&text).map_err(|e| bad(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad(format!("only http and https, not {}", url.scheme())));
+        }
+        let api_key = endpoint.api_key.filter(|k| !k.is_empty());
+        // A key may go only to the server it was configured for.
+        let redirects = if api_key.is_some() {
+            Redirects::SameOrigin
+        } else {
+            Redirects::AnyOrigin
+        };
+        let policy = Arc::new(policy);
+        let http = net::builder(policy.clone(), redirects)?
+            .connect_timeout(endpoint.timeout.min(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| NetError::Client(net::chain(&e)))?;
         Ok(ChatClient {
             http,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            timeout,
-            max_retries,
-            backoff,
+            shown: net::redact(&url),
+            url,
+            api_key,
+            timeout: endpoint.timeout,
+            policy,
+            response_limit: endpoint.response_limit,
         })
     }
 
-    /// Sends one request body, retrying connection failures, timeouts, 429
-    /// and 5xx up to `max_retries` times with doubling waits (or the
-    /// server's `Retry-After`, capped). Other statuses fail at once.
+    /// Sends one request body and reads the reply. Nothing is retried here
+    /// (see the module documentation); the API key never appears in an error.
     pub async fn complete(&self, body: &Value) -> Result<Completion, CallError> {
-        let mut tries = 0;
-        loop {
-            let (error, retry_after) = match self.once(body).await {
-                Ok(bytes) => return read_response(&bytes),
-                Err(e) => e,
-            };
-            let retryable = match &error {
-                CallError::Status { status, .. } => *status == 429 || *status >= 500,
-                CallError::Transport { .. } => true,
-                CallError::Decode(_) => false,
-            };
-            if !retryable || tries >= self.max_retries {
-                return Err(error);
-            }
-            let wait = retry_after
-                .unwrap_or_else(|| self.backoff.saturating_mul(1 << tries.min(16)))
-                .min(Duration::from_secs(30));
-            tries += 1;
-            tokio::time::sleep(wait).await;
+        let bytes = self.once(body).await.map_err(|e| self.redact(e))?;
+        read_response(&bytes)
+    }
+
+    fn redact(&self, error: CallError) -> CallError {
+        let Some(key) = &self.api_key else {
+            return error;
+        };
+        let mut redactor = Redactor::new();
+        redactor.add_as(key, "[redacted API key]".into());
+        match error {
+            CallError::Status { status, url, body } => CallError::Status {
+                status,
+                url,
+                body: redactor.text(&body),
+            },
+            CallError::Transport { url, reason } => CallError::Transport {
+                url,
+                reason: redactor.text(&reason),
+            },
+            other => other,
         }
     }
 
-    async fn once(&self, body: &Value) -> Result<Vec<u8>, (CallError, Option<Duration>)> {
-        let mut request = self.http.post(&self.url).timeout(self.timeout).json(body);
+    async fn once(&self, body: &Value) -> Result<Vec<u8>, CallError> {
+        self.policy
+            .check_url(&self.url)
+            .await
+            .map_err(CallError::Refused)?;
+        let mut request = self
+            .http
+            .post(self.url.clone())
+            .timeout(self.timeout)
+            .json(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let transport = |e: reqwest::Error| {
+        let transport = |e: &reqwest::Error| {
             let reason = if e.is_timeout() {
                 format!("no answer within {:?}", self.timeout)
             } else {
-                crate::steps::net::chain(&e)
+                net::chain(e)
             };
-            (
-                CallError::Transport {
-                    url: self.url.clone(),
-                    reason,
-                },
-                None,
-            )
+            CallError::Transport {
+                url: self.shown.clone(),
+                reason,
+            }
         };
-        let response = request.send().await.map_err(transport)?;
+        let response = request.send().await.map_err(|e| transport(&e))?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let bytes = response.bytes().await.map_err(transport)?;
-        if status.is_success() {
-            Ok(bytes.to_vec())
-        } else {
-            Err((
-                CallError::Status {
-                    status: status.as_u16(),
-                    url: self.url.clone(),
-                    body: preview(&bytes),
-                },
-                retry_after,
-            ))
+        if !status.is_success() {
+            // Only the start of an error page is shown; the status is what counts.
+            let body = match net::read_capped(response, ERROR_BODY_LIMIT).await {
+                Ok(bytes) => preview(&bytes),
+                Err(e) => format!("({e})"),
+            };
+            return Err(CallError::Status {
+                status: status.as_u16(),
+                url: self.shown.clone(),
+                body,
+            });
+        }
+        match net::read_capped(response, self.response_limit).await {
+            Ok(bytes) => Ok(bytes),
+            Err(ReadError::TooLarge(limit)) => Err(CallError::TooLarge {
+                url: self.shown.clone(),
+                limit,
+            }),
+            Err(ReadError::Failed(e)) => Err(transport(&e)),
         }
     }
 }
 
-/// An error with its causes, since reqwest's own message is often just
-/// "error sending request".
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -5,7 +5,7 @@
 //!
 //! - [`prompt`] builds the messages (fenced, untrusted inputs);
 //! - [`contract`] turns declared fields into a JSON Schema and reads replies;
-//! - [`client`] sends the calls, with timeouts and retries.
+//! - [`client`] sends the calls, with a timeout, through the network guard.
 
 pub mod client;
 pub mod contract;
@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use self::client::{CallError, ChatClient, Completion};
+use self::client::{CallError, ChatClient, ClientError, Completion, Endpoint};
 use self::contract::{Contract, Verdict};
 use self::prompt::Message;
 use super::Executor;
+use super::net::{self, NetPolicy};
 use crate::api::{StepError, TokenUsage};
 use crate::engine::{AgentTask, Done, Failed, Task, Work, WorkResult, codes, step_error};
 
@@ -40,13 +41,13 @@ pub struct AgentConfig {
     pub default_model: String,
     /// How the output contract is put to this provider.
     pub mode: Mode,
-    /// The longest one HTTP call may take.
+    /// The longest one HTTP call may take. A call that fails is not
+    /// repeated within the attempt: the step's `attempts` and `backoff` are
+    /// the one retry policy.
     pub timeout: Duration,
-    /// How many times a call is repeated after a connection failure, a
-    /// timeout, 429 or 5xx.
-    pub max_retries: u32,
-    /// The wait before the first retry, doubling after each.
-    pub retry_backoff: Duration,
+    /// The largest answer accepted, in bytes; a bigger one fails the
+    /// attempt without being read to its end.
+    pub response_limit: usize,
     /// The most tokens one reply may have (`max_tokens`); none leaves it to
     /// the server, which for some local servers means the whole context.
     pub max_tokens: Option<u32>,
@@ -61,8 +62,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("default_model", &self.default_model)
             .field("mode", &self.mode)
             .field("timeout", &self.timeout)
-            .field("max_retries", &self.max_retries)
-            .field("retry_backoff", &self.retry_backoff)
+            .field("response_limit", &self.response_limit)
             .field("max_tokens", &self.max_tokens)
             .finish()
     }
@@ -77,8 +77,7 @@ impl Default for AgentConfig {
             default_model: "gpt-4o-mini".into(),
             mode: Mode::Tools,
             timeout: Duration::from_secs(120),
-            max_retries: 2,
-            retry_backoff: Duration::from_millis(500),
+            response_limit: net::DEFAULT_RESPONSE_LIMIT,
             max_tokens: None,
         }
     }
@@ -105,9 +104,9 @@ impl AgentConfig {
     /// `COXSWAIN_AGENT_MODEL`, `COXSWAIN_AGENT_PROVIDER` (which picks the
     /// mode a server handles best), `COXSWAIN_AGENT_MODE` (`tools`,
     /// `json_schema`, `json_object`, `text`; wins over the provider's),
-    /// `COXSWAIN_AGENT_TIMEOUT` (seconds), `COXSWAIN_AGENT_MAX_RETRIES` and
-    /// `COXSWAIN_AGENT_MAX_TOKENS`.
-    /// Unset ones keep their defaults.
+    /// `COXSWAIN_AGENT_TIMEOUT` (seconds) and `COXSWAIN_AGENT_MAX_TOKENS`.
+    /// Unset ones keep their defaults. `COXSWAIN_AGENT_MAX_RETRIES` is
+    /// refused with a message saying where retries are set now.
     pub fn from_env() -> Result<AgentConfig, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -163,13 +162,11 @@ impl AgentConfig {
             config.timeout = Duration::from_secs_f64(secs);
         }
         if let Some(r) = get("COXSWAIN_AGENT_MAX_RETRIES") {
-            config.max_retries = r.trim().parse().map_err(|_| {
-                invalid(
-                    "COXSWAIN_AGENT_MAX_RETRIES",
-                    r.clone(),
-                    "expected a whole number",
-                )
-            })?;
+            return Err(invalid(
+                "COXSWAIN_AGENT_MAX_RETRIES",
+                r,
+                "calls are no longer retried inside an attempt; set `attempts` and `backoff` on the step instead, and unset this variable",
+            ));
         }
         if let Some(n) = get("COXSWAIN_AGENT_MAX_TOKENS") {
             let n = n.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -205,18 +202,29 @@ pub struct AgentExecutor {
 /// The executor could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot set up the HTTP client for agent steps: {0}")]
-pub struct SetupError(#[from] reqwest::Error);
+pub struct SetupError(#[from] ClientError);
 
 impl AgentExecutor {
-    /// An executor for the provider in `config`.
+    /// An executor for the provider in `config`, under the local network
+    /// policy (what `coxswain run` uses).
     pub fn new(config: AgentConfig) -> Result<AgentExecutor, SetupError> {
-        let client = ChatClient::new(
-            &config.base_url,
-            config.api_key.clone(),
-            config.timeout,
-            config.max_retries,
-            config.retry_backoff,
-        )?;
+        Self::with_policy(config, NetPolicy::local())
+    }
+
+    /// An executor whose calls, and the redirects they meet, may reach only
+    /// what `policy` allows. In a cluster that is [`NetPolicy::cluster`]
+    /// with the model server's address range allowed.
+    pub fn with_policy(
+        config: AgentConfig,
+        policy: NetPolicy,
+    ) -> Result<AgentExecutor, SetupError> {
+        let endpoint = Endpoint {
+            base_url: &config.base_url,
+            api_key: config.api_key.clone(),
+            timeout: config.timeout,
+            response_limit: config.response_limit,
+        };
+        let client = ChatClient::new(endpoint, policy)?;
         Ok(AgentExecutor { config, client })
     }
 
@@ -373,8 +381,15 @@ fn add_usage(total: &mut Option<TokenUsage>, call: Option<&TokenUsage>) {
     }
 }
 
+/// A failed call fails the attempt: with `agent.unavailable` when a later
+/// attempt may succeed (no answer, 429, 5xx), `agent.failed` otherwise.
 fn call_failed(e: &CallError) -> StepError {
-    step_error(codes::AGENT, e.to_string())
+    let code = if e.is_transient() {
+        codes::AGENT_UNAVAILABLE
+    } else {
+        codes::AGENT
+    };
+    step_error(code, e.to_string())
 }
 
 #[cfg(test)]
@@ -398,7 +413,6 @@ mod tests {
             ("COXSWAIN_AGENT_MODEL", "smol"),
             ("COXSWAIN_AGENT_MODE", "json_schema"),
             ("COXSWAIN_AGENT_TIMEOUT", "2.5"),
-            ("COXSWAIN_AGENT_MAX_RETRIES", "0"),
             ("COXSWAIN_AGENT_MAX_TOKENS", "300"),
         ]))
         .expect("valid");
@@ -408,11 +422,15 @@ mod tests {
         assert_eq!(c.model_for(Some("gpt-x")), "gpt-x");
         assert_eq!(c.mode, Mode::JsonSchema);
         assert_eq!(c.timeout, Duration::from_millis(2500));
-        assert_eq!(c.max_retries, 0);
         assert_eq!(c.max_tokens, Some(300));
         let zero = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MAX_TOKENS", "0")]));
         assert!(matches!(zero, Err(ConfigError::Invalid { .. })));
         assert!(!format!("{c:?}").contains("sk-c"));
+        let retries = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MAX_RETRIES", "2")]));
+        let Err(ConfigError::Invalid { why, .. }) = retries else {
+            panic!("the retired retry variable is refused");
+        };
+        assert!(why.contains("attempts"), "{why}");
         let bad = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_MODE", "xml")]));
         assert!(matches!(bad, Err(ConfigError::Invalid { .. })));
         let ollama = AgentConfig::from_lookup(env(&[("COXSWAIN_AGENT_PROVIDER", "Ollama")]));

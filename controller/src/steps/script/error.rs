@@ -56,7 +56,7 @@ pub enum ScriptError {
         /// The variable.
         name: String,
         /// What the secret store said.
-        reason: String,
+        reason: crate::steps::SecretError,
     },
     /// The program could not be started.
     #[error("cannot start {program}: {source}")]

@@ -216,6 +216,7 @@ mod tests {
 
     #[test]
     fn each_attempt_runs_in_a_span_naming_it() {
+        crate::steps::net::install_crypto_provider();
         let agent = AgentConfig::from_lookup(|_| None).unwrap();
         let executors = LocalExecutors::new(LocalConfig { agent }).unwrap();
         let spans = Spans::default();

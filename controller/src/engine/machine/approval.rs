@@ -1,0 +1,63 @@
+//! Approvals: asking a person, and taking their answer in.
+
+//! The run state machine: given the compiled flow, the run's record and one
+//! event (start, work finished, a person decided, time passed, cancel), it
+//! updates the record and returns the actions to take. No I/O, no clock:
+//! time comes in as an argument, so the controller and `coxswain run` drive
+//! it the same way and a restarted controller resumes from the record alone.
+
+use super::*;
+
+impl RunMachine<'_> {
+    pub(in crate::engine) fn ask(&mut self, node: usize) {
+        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
+            return;
+        };
+        let attempt = self.push_attempt(node, None);
+        let show = self.outputs_of(&a.show).into_iter().collect();
+        self.set_status(node, StepStatus::Waiting);
+        self.actions.push(Action::Ask(ApprovalRequest {
+            step: self.flow.key(node).to_string(),
+            attempt,
+            mode: a.mode,
+            show,
+            decisions: a.decisions.clone(),
+            fields: a.fields.clone(),
+            approvers: a.approvers.clone(),
+            instructions: a.instructions.clone(),
+        }));
+    }
+
+    pub(in crate::engine) fn decided(&mut self, key: &str, attempt: u32, decision: Decision) {
+        let Some(node) = self.flow.node(key) else {
+            return;
+        };
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
+        if record.status != StepStatus::Waiting || record.attempts.len() as u32 != attempt {
+            return;
+        }
+        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
+            return;
+        };
+        let (output, exit) = match a.mode {
+            ApprovalMode::Review => {
+                let d = decision.decision.clone().unwrap_or_default();
+                if !a.decisions.contains(&d) {
+                    return; // refused upstream (webhook, prompt); never taken in
+                }
+                (
+                    json!({"decision": d, "feedback": decision.feedback, "decidedBy": decision.decided_by}),
+                    Some(d),
+                )
+            }
+            ApprovalMode::Entry => (decision.response.clone().unwrap_or(Value::Null), None),
+        };
+        let text = decision.feedback.clone();
+        self.complete(node, output, text, exit.clone(), None);
+        if let Some(exit) = exit {
+            self.maybe_send_back(node, &exit, decision.decided_by, decision.feedback);
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Attempts and retries of steps and parallel parts: opening, closing,
+//! trimming attempts, and starting retries when their time comes.
+
+//! The run state machine: given the compiled flow, the run's record and one
+//! event (start, work finished, a person decided, time passed, cancel), it
+//! updates the record and returns the actions to take. No I/O, no clock:
+//! time comes in as an argument, so the controller and `coxswain run` drive
+//! it the same way and a restarted controller resumes from the record alone.
+
+use super::*;
+
+impl RunMachine<'_> {
+    pub(in crate::engine) fn start_attempt(&mut self, node: usize) {
+        let feedback = self
+            .state
+            .steps
+            .get(self.flow.key(node))
+            .and_then(|r| r.review.as_ref())
+            .and_then(|r| r.instructions.clone());
+        let attempt = self.push_attempt(node, feedback);
+        self.set_status(node, StepStatus::Running);
+        self.record_mut(node).retry_at = None;
+        if let Some(work) = self.step_work(node, attempt) {
+            self.actions.push(Action::Run(Box::new(work)));
+        }
+    }
+
+    pub(in crate::engine) fn push_attempt(&mut self, node: usize, feedback: Option<String>) -> u32 {
+        let iteration = self.iteration_of(node);
+        let now = self.now_text.clone();
+        open_attempt(
+            &mut self.record_mut(node).attempts,
+            iteration,
+            now,
+            feedback,
+        )
+    }
+    // ---- results ------------------------------------------------------------
+
+    pub(in crate::engine) fn finished(
+        &mut self,
+        key: &str,
+        part: Option<usize>,
+        attempt: u32,
+        result: WorkResult,
+    ) {
+        let Some(node) = self.flow.node(key) else {
+            return;
+        };
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
+        match part {
+            Some(i) => {
+                let current = record.parts.get(i).is_some_and(|p| {
+                    p.status == StepStatus::Running
+                        && p.retry_at.is_none()
+                        && p.attempts.len() as u32 == attempt
+                });
+                if current {
+                    self.settle_part(node, i, result);
+                }
+            }
+            None => {
+                let current = record.status == StepStatus::Running
+                    && record.retry_at.is_none()
+                    && record.attempts.len() as u32 == attempt;
+                if !current {
+                    return; // stale: a retry or a restart already moved on
+                }
+                match result {
+                    Ok(done) => {
+                        let usage = done.usage.clone();
+                        self.complete(node, done.output, done.text, None, usage);
+                    }
+                    Err(failed) => self.attempt_failed(node, failed),
+                }
+            }
+        }
+    }
+
+    pub(in crate::engine) fn attempt_failed(&mut self, node: usize, failed: Failed) {
+        let Failed { error, usage } = failed;
+        let compiled = &self.flow.steps[node];
+        let now = self.now_text.clone();
+        let record = self.record_mut(node);
+        let tries = record.attempts.len() as i32 - record.round_start;
+        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
+            last.error = Some(error.clone());
+            last.usage = usage;
+        }
+        if (tries as u32) < compiled.max_attempts {
+            let wait = backoff(compiled.backoff, tries as u32);
+            let at = self.now + wait;
+            self.retrying.insert(node);
+            let record = self.record_mut(node);
+            record.retry_at = Some(at.to_string());
+            record.error = Some(error);
+            self.actions.push(Action::WakeAt(at));
+        } else {
+            self.fail(node, error);
+        }
+    }
+
+    pub(in crate::engine) fn settle_part(&mut self, node: usize, part: usize, result: WorkResult) {
+        let max = self.flow.steps[node]
+            .part
+            .as_ref()
+            .map_or(1, |c| c.max_attempts);
+        let base = self.flow.steps[node]
+            .part
+            .as_ref()
+            .map_or(crate::engine::DEFAULT_BACKOFF, |c| c.backoff);
+        let now = self.now;
+        let finished = self.now_text.clone();
+        let p = &mut self.record_mut(node).parts[part];
+        match result {
+            Ok(done) => {
+                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Completed, &finished)
+                {
+                    last.output = Some(done.output.clone());
+                    last.text = done.text.clone();
+                    last.usage = done.usage;
+                }
+                p.status = StepStatus::Completed;
+                p.output = Some(done.output);
+                p.text = done.text;
+                p.error = None;
+            }
+            Err(Failed { error, usage }) => {
+                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Failed, &finished) {
+                    last.error = Some(error.clone());
+                    last.usage = usage;
+                }
+                p.error = Some(error);
+                if (p.attempts.len() as u32) < max {
+                    let at = now + backoff(base, p.attempts.len() as u32);
+                    p.retry_at = Some(at.to_string());
+                    self.retrying.insert(node);
+                    self.actions.push(Action::WakeAt(at));
+                } else {
+                    p.status = StepStatus::Failed;
+                }
+            }
+        }
+        self.fill_parallel(node);
+    }
+
+    /// Starts the retries whose time has come. Only the steps in `retrying`
+    /// are looked at, so the cost does not grow with the flow.
+    pub(in crate::engine) fn retry_due(&mut self) -> bool {
+        if self.retrying.is_empty() {
+            return false;
+        }
+        let now = self.now;
+        let mut progressed = false;
+        for node in std::mem::take(&mut self.retrying) {
+            let Some(record) = self.state.steps.get(self.flow.key(node)) else {
+                continue;
+            };
+            if record.status != StepStatus::Running {
+                continue;
+            }
+            let step_due = record.retry_at.as_deref().is_some_and(|at| due_at(at, now));
+            let parts: Vec<usize> = record
+                .parts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.retry_at.as_deref().is_some_and(|at| due_at(at, now)))
+                .map(|(i, _)| i)
+                .collect();
+            if step_due {
+                self.start_attempt(node);
+                progressed = true;
+            }
+            for part in parts {
+                self.start_part(node, part);
+                progressed = true;
+            }
+            let still_waiting = self.state.steps.get(self.flow.key(node)).is_some_and(|r| {
+                r.status == StepStatus::Running
+                    && (r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some()))
+            });
+            if still_waiting {
+                self.retrying.insert(node);
+            }
+        }
+        progressed
+    }
+}
+
+impl StepRecord {
+    /// Starts a new round of tries: earlier attempts stay, but no longer count
+    /// against `attempts`.
+    pub(super) fn round_start_now(&mut self) {
+        self.round_start = self.attempts.len() as i32;
+    }
+}
+
+/// Adds a running attempt (trimming the one that falls out of the latest
+/// [`ATTEMPTS_WITH_OUTPUT`]); returns its number.
+pub(super) fn open_attempt(
+    attempts: &mut Vec<Attempt>,
+    iteration: Option<i32>,
+    started_at: String,
+    feedback: Option<String>,
+) -> u32 {
+    let number = attempts.len() as i32 + 1;
+    trim_old_attempts(attempts);
+    attempts.push(Attempt {
+        number,
+        iteration,
+        status: StepStatus::Running,
+        started_at: Some(started_at),
+        feedback,
+        ..Default::default()
+    });
+    number as u32
+}
+
+/// Before a new attempt is added: the one that falls out of the latest
+/// [`ATTEMPTS_WITH_OUTPUT`] gives up its output, text and feedback.
+pub(super) fn trim_old_attempts(attempts: &mut [Attempt]) {
+    let Some(index) = attempts.len().checked_sub(ATTEMPTS_WITH_OUTPUT) else {
+        return;
+    };
+    if let Some(old) = attempts.get_mut(index)
+        && !old.trimmed
+    {
+        old.output = None;
+        old.text = None;
+        old.feedback = None;
+        old.trimmed = true;
+    }
+}
+
+/// Closes the latest attempt if it is still running, with its end time, and
+/// hands it back so the caller can add what it produced.
+pub(super) fn close_attempt<'a>(
+    attempts: &'a mut [Attempt],
+    status: StepStatus,
+    now: &str,
+) -> Option<&'a mut Attempt> {
+    let last = attempts
+        .last_mut()
+        .filter(|a| a.status == StepStatus::Running)?;
+    last.status = status;
+    last.finished_at = Some(now.to_string());
+    Some(last)
+}
+
+pub(super) fn backoff(base: Duration, tries: u32) -> Duration {
+    base.saturating_mul(1u32 << tries.saturating_sub(1).min(16))
+}
+
+pub(super) fn due_at(at: &str, now: Timestamp) -> bool {
+    at.parse::<Timestamp>().map_or(true, |t| t <= now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_latest_attempts_keep_their_output() {
+        let mut attempts: Vec<Attempt> = Vec::new();
+        for n in 1..=7 {
+            trim_old_attempts(&mut attempts);
+            attempts.push(Attempt {
+                number: n,
+                output: Some(json!(n)),
+                text: Some(format!("text {n}")),
+                feedback: Some("shorter".into()),
+                error: Some(step_error(codes::AGENT, "kept")),
+                ..Default::default()
+            });
+        }
+        for a in &attempts[..2] {
+            assert!(a.trimmed, "attempt {} is trimmed", a.number);
+            assert_eq!((&a.output, &a.text, &a.feedback), (&None, &None, &None));
+            assert!(a.error.is_some(), "the error stays");
+        }
+        for a in &attempts[2..] {
+            assert!(!a.trimmed);
+            assert_eq!(a.output, Some(json!(a.number)));
+        }
+        assert_eq!(attempts.len() - 2, ATTEMPTS_WITH_OUTPUT);
+    }
+}

@@ -438,3 +438,19 @@ fn a_200_step_flow_validates() {
     // Every step but none reads $loop outside a loop: one problem each, none missed.
     assert_eq!(problems.len(), 200 + 1, "{:#?}", &problems[..3]);
 }
+
+#[test]
+fn backoff_and_timeout_have_an_upper_bound() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    attempts: 2\n    backoff: 999999999d\n"
+    ));
+    assert_one(&problems, "a", "backoff", "at most 7 days");
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    timeout: 31d\n"
+    ));
+    assert_one(&problems, "a", "timeout", "at most 30 days");
+    let fine = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    attempts: 20\n    backoff: 7d\n    timeout: 30d\n"
+    ));
+    assert!(fine.is_empty(), "{fine:#?}");
+}

@@ -1,11 +1,7 @@
 //! Attempts and retries of steps and parallel parts: opening, closing,
 //! trimming attempts, and starting retries when their time comes.
 
-//! The run state machine: given the compiled flow, the run's record and one
-//! event (start, work finished, a person decided, time passed, cancel), it
-//! updates the record and returns the actions to take. No I/O, no clock:
-//! time comes in as an argument, so the controller and `coxswain run` drive
-//! it the same way and a restarted controller resumes from the record alone.
+use crate::engine::compiled::CompiledStep;
 
 use super::*;
 
@@ -79,43 +75,29 @@ impl RunMachine<'_> {
         }
     }
 
+    /// A step's attempt failed: another try later, or the step fails.
     pub(in crate::engine) fn attempt_failed(&mut self, node: usize, failed: Failed) {
-        let Failed { error, usage } = failed;
-        let compiled = &self.flow.steps[node];
-        let now = self.now_text.clone();
+        let policy = &self.flow.steps[node];
+        let (now, now_text) = (self.now, self.now_text.clone());
         let record = self.record_mut(node);
-        let tries = record.attempts.len() as i32 - record.round_start;
-        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
-            last.error = Some(error.clone());
-            last.usage = usage;
-        }
-        if (tries as u32) < compiled.max_attempts {
-            let wait = backoff(compiled.backoff, tries as u32);
-            let at = self.now + wait;
-            self.retrying.insert(node);
-            let record = self.record_mut(node);
-            record.retry_at = Some(at.to_string());
-            record.error = Some(error);
-            self.actions.push(Action::WakeAt(at));
-        } else {
-            self.fail(node, error);
+        let tries = Tries {
+            attempts: &mut record.attempts,
+            round_start: record.round_start,
+            retry_at: &mut record.retry_at,
+            error: &mut record.error,
+        };
+        match tries.failed(failed, policy, now, &now_text) {
+            Retry::At(at) => self.wake_at(node, at),
+            Retry::No(error) => self.fail(node, error),
         }
     }
 
+    /// A part's attempt ended: it completes, tries again later, or fails.
     pub(in crate::engine) fn settle_part(&mut self, node: usize, part: usize, result: WorkResult) {
-        let max = self.flow.steps[node]
-            .part
-            .as_ref()
-            .map_or(1, |c| c.max_attempts);
-        let base = self.flow.steps[node]
-            .part
-            .as_ref()
-            .map_or(crate::engine::DEFAULT_BACKOFF, |c| c.backoff);
-        let now = self.now;
         let finished = self.now_text.clone();
-        let p = &mut self.record_mut(node).parts[part];
         match result {
             Ok(done) => {
+                let p = &mut self.record_mut(node).parts[part];
                 if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Completed, &finished)
                 {
                     last.output = Some(done.output.clone());
@@ -127,23 +109,34 @@ impl RunMachine<'_> {
                 p.text = done.text;
                 p.error = None;
             }
-            Err(Failed { error, usage }) => {
-                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Failed, &finished) {
-                    last.error = Some(error.clone());
-                    last.usage = usage;
-                }
-                p.error = Some(error);
-                if (p.attempts.len() as u32) < max {
-                    let at = now + backoff(base, p.attempts.len() as u32);
-                    p.retry_at = Some(at.to_string());
-                    self.retrying.insert(node);
-                    self.actions.push(Action::WakeAt(at));
-                } else {
-                    p.status = StepStatus::Failed;
+            Err(failed) => {
+                let Some(policy) = self.flow.steps[node].part.as_deref() else {
+                    return;
+                };
+                let now = self.now;
+                let p = &mut self.record_mut(node).parts[part];
+                let tries = Tries {
+                    attempts: &mut p.attempts,
+                    round_start: 0,
+                    retry_at: &mut p.retry_at,
+                    error: &mut p.error,
+                };
+                match tries.failed(failed, policy, now, &finished) {
+                    Retry::At(at) => self.wake_at(node, at),
+                    Retry::No(error) => {
+                        p.status = StepStatus::Failed;
+                        p.error = Some(error);
+                    }
                 }
             }
         }
         self.fill_parallel(node);
+    }
+
+    /// Remembers that `node` (or one of its parts) has a retry due at `at`.
+    fn wake_at(&mut self, node: usize, at: Timestamp) {
+        self.retrying.insert(node);
+        self.actions.push(Action::WakeAt(at));
     }
 
     /// Starts the retries whose time has come. Only the steps in `retrying`
@@ -249,8 +242,67 @@ pub(super) fn close_attempt<'a>(
     Some(last)
 }
 
-pub(super) fn backoff(base: Duration, tries: u32) -> Duration {
-    base.saturating_mul(1u32 << tries.saturating_sub(1).min(16))
+/// The tries of a step or of a part, as the one retry policy sees them.
+struct Tries<'a> {
+    /// Every attempt; the latest is the one that just failed.
+    attempts: &'a mut Vec<Attempt>,
+    /// Index of the first attempt of the current round (0 for a part).
+    round_start: i32,
+    retry_at: &'a mut Option<String>,
+    error: &'a mut Option<StepError>,
+}
+
+/// What the retry policy decided after a failed attempt.
+enum Retry {
+    /// Try again at this time.
+    At(Timestamp),
+    /// No more tries: the step or part fails with this error.
+    No(StepError),
+}
+
+impl Tries<'_> {
+    /// Closes the failed attempt and decides: another try after the backoff
+    /// (doubling from the second retry on) while the round has attempts
+    /// left, otherwise the failure stands. A retry time past what a record
+    /// can hold fails too, instead of overflowing.
+    fn failed(
+        self,
+        failed: Failed,
+        policy: &CompiledStep<'_>,
+        now: Timestamp,
+        now_text: &str,
+    ) -> Retry {
+        let Failed { error, usage } = failed;
+        let tries = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as u32;
+        if let Some(last) = close_attempt(self.attempts, StepStatus::Failed, now_text) {
+            last.error = Some(error.clone());
+            last.usage = usage;
+        }
+        *self.error = Some(error.clone());
+        if tries >= policy.max_attempts {
+            return Retry::No(error);
+        }
+        match retry_time(now, policy.backoff, tries) {
+            Some(at) => {
+                *self.retry_at = Some(at.to_string());
+                Retry::At(at)
+            }
+            None => Retry::No(step_error(
+                &error.code,
+                format!(
+                    "{}; the next try would be due later than a date can be written, so it is not made",
+                    error.message
+                ),
+            )),
+        }
+    }
+}
+
+/// When try number `tries + 1` is due: `base`, doubled for every earlier
+/// retry; `None` when that is past the last representable time.
+fn retry_time(now: Timestamp, base: Duration, tries: u32) -> Option<Timestamp> {
+    let wait = base.checked_mul(1u32 << tries.saturating_sub(1).min(16))?;
+    now.checked_add(wait).ok()
 }
 
 pub(super) fn due_at(at: &str, now: Timestamp) -> bool {
@@ -285,5 +337,16 @@ mod tests {
             assert_eq!(a.output, Some(json!(a.number)));
         }
         assert_eq!(attempts.len() - 2, ATTEMPTS_WITH_OUTPUT);
+    }
+
+    #[test]
+    fn a_retry_past_the_last_date_is_no_retry() {
+        let now = Timestamp::from_second(1_800_000_000).expect("time");
+        let huge = Duration::from_secs(999_999_999 * 86_400);
+        assert_eq!(retry_time(now, huge, 1), None);
+        assert_eq!(retry_time(now, Duration::MAX, 3), None);
+        let base = Duration::from_secs(5);
+        let third = retry_time(now, base, 3).expect("in range");
+        assert_eq!(third.duration_since(now).as_secs(), 20);
     }
 }

@@ -1,11 +1,5 @@
 //! Settling: a step completes, is skipped or fails; the run finishes or stops.
 
-//! The run state machine: given the compiled flow, the run's record and one
-//! event (start, work finished, a person decided, time passed, cancel), it
-//! updates the record and returns the actions to take. No I/O, no clock:
-//! time comes in as an argument, so the controller and `coxswain run` drive
-//! it the same way and a restarted controller resumes from the record alone.
-
 use super::attempts::close_attempt;
 use super::*;
 

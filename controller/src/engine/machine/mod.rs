@@ -10,6 +10,8 @@ mod composites;
 mod schedule;
 mod send_back;
 mod settle;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -91,17 +91,26 @@ impl RunMachine<'_> {
             let mut stopped = false;
             for (i, part) in record.parts.iter_mut().enumerate() {
                 if matches!(part.status, StepStatus::Running | StepStatus::Waiting) {
+                    if part.retry_at.take().is_none() {
+                        self.actions.push(Action::Stop {
+                            step: key.clone(),
+                            part: Some(i),
+                        });
+                    }
+                    let error = step_error(codes::CANCELLED, "stopped: the run ended");
+                    if let Some(last) = close_attempt(&mut part.attempts, StepStatus::Failed, &now)
+                    {
+                        last.error = Some(error.clone());
+                    }
                     part.status = StepStatus::Failed;
-                    part.error = Some(step_error(codes::CANCELLED, "stopped: the run ended"));
-                    self.actions.push(Action::Stop {
-                        step: key.clone(),
-                        part: Some(i),
-                    });
+                    part.error = Some(error);
                     stopped = true;
                 }
             }
             if matches!(record.status, StepStatus::Running | StepStatus::Waiting) {
-                if !stopped
+                let in_flight = record.retry_at.take().is_none();
+                if in_flight
+                    && !stopped
                     && self.flow.steps[node].part.is_none()
                     && self.flow.steps[node].step.loop_.is_none()
                 {
@@ -118,6 +127,7 @@ impl RunMachine<'_> {
                 self.refresh_view(node);
             }
         }
+        self.retrying.clear();
         self.state.phase = phase;
         self.state.error = Some(error);
         self.state.finished_at = Some(self.now_text.clone());

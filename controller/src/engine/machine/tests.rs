@@ -1,0 +1,90 @@
+//! The engine driven by hand on small flows: what a record holds after a
+//! few events, and what a machine rebuilt from that record alone says.
+
+use serde_json::{Value, json};
+
+use crate::api::{FlowSpec, RunPhase, RunStatus, StepStatus};
+use crate::engine::{
+    Action, CompiledFlow, Done, Event, Failed, RunInfo, RunMachine, codes, step_error,
+};
+
+/// A flow from YAML, for a test.
+fn spec(yaml: &str) -> FlowSpec {
+    serde_yaml::from_str(yaml).expect("test flow is well-formed YAML")
+}
+
+/// A point in time `s` seconds after a fixed start.
+fn at(s: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
+}
+
+/// A new run of `flow` with `input`.
+fn fresh<'f>(flow: &'f CompiledFlow<'f>, input: Value) -> RunMachine<'f> {
+    RunMachine::new(flow, input, RunInfo::default(), RunStatus::default())
+}
+
+fn failure() -> Event {
+    failure_of("each", Some(0), 1)
+}
+
+fn failure_of(step: &str, part: Option<usize>, attempt: u32) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part,
+        attempt,
+        result: Err(Failed::from(step_error(codes::SCRIPT, "exit 1"))),
+    }
+}
+
+fn success_of(step: &str, part: Option<usize>, attempt: u32) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part,
+        attempt,
+        result: Ok(Done::output(json!("ok"))),
+    }
+}
+
+const PARTS_RETRY: &str = "
+steps:
+  - key: each
+    parallel:
+      items: $input.xs
+      step: {script: {source: x}, attempts: 3, backoff: 1m}
+";
+
+#[test]
+fn cancelling_closes_every_part_and_clears_its_retry() {
+    let spec = spec(PARTS_RETRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["a", "b"]}));
+    let started = machine.handle(Event::Start, at(0));
+    assert_eq!(started.len(), 2, "{started:?}");
+    machine.handle(failure(), at(1));
+    let actions = machine.handle(Event::Cancel, at(2));
+    let record = machine.record().clone();
+    assert_eq!(record.phase, RunPhase::Cancelled);
+    let each = &record.steps["each"];
+    for part in &each.parts {
+        assert_eq!(part.retry_at, None, "part {} keeps no retry", part.key);
+        assert_eq!(part.status, StepStatus::Failed);
+        for a in &part.attempts {
+            assert_ne!(
+                a.status,
+                StepStatus::Running,
+                "part {} attempt {}",
+                part.key,
+                a.number
+            );
+        }
+    }
+    assert_eq!(each.retry_at, None);
+    // Only the part still working is stopped; the one waiting to retry has nothing running.
+    assert_eq!(
+        actions,
+        vec![Action::Stop {
+            step: "each".into(),
+            part: Some(1)
+        }]
+    );
+}

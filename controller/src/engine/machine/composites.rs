@@ -1,6 +1,7 @@
 //! Loops and parallel steps: starting their passes and parts, and settling them.
 
 use super::attempts::open_attempt;
+use super::part_keys::part_records;
 use super::*;
 
 impl RunMachine<'_> {
@@ -24,11 +25,7 @@ impl RunMachine<'_> {
         let scope = self.scope(node, None);
         let parts: Vec<PartRecord> = if let Some(items) = &compiled.items {
             match items.resolve(&scope) {
-                Value::Array(items) => items
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, item)| part_record(i, item))
-                    .collect(),
+                Value::Array(items) => part_records(items),
                 Value::Null => Vec::new(),
                 other => {
                     let message = format!(
@@ -245,48 +242,5 @@ impl RunMachine<'_> {
             _ => self.complete(node, output, None, None, None),
         }
         true
-    }
-}
-
-pub(super) fn part_record(index: usize, item: Value) -> PartRecord {
-    let (key, label) = match &item {
-        Value::String(s) => (slug(s, index), s.clone()),
-        Value::Object(m) => {
-            let label = ["label", "name", "title", "key", "id"]
-                .iter()
-                .find_map(|k| m.get(*k).and_then(Value::as_str))
-                .map_or_else(|| index.to_string(), str::to_string);
-            let key = m
-                .get("key")
-                .and_then(Value::as_str)
-                .map_or_else(|| slug(&label, index), str::to_string);
-            (key, label)
-        }
-        _ => (index.to_string(), compact(&item)),
-    };
-    PartRecord {
-        key,
-        label,
-        item: Some(item),
-        ..Default::default()
-    }
-}
-
-/// A part key from a label: lowercase letters, digits and `_`; the index
-/// when nothing is left.
-pub(super) fn slug(label: &str, index: usize) -> String {
-    let mut out = String::new();
-    for c in label.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('_') && !out.is_empty() {
-            out.push('_');
-        }
-    }
-    let out = out.trim_end_matches('_').to_string();
-    if out.is_empty() {
-        index.to_string()
-    } else {
-        out
     }
 }

@@ -7,6 +7,7 @@
 mod approval;
 mod attempts;
 mod composites;
+mod part_keys;
 mod schedule;
 mod send_back;
 mod settle;
@@ -18,6 +19,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
+
+pub use part_keys::MAX_PART_KEY_LEN;
 
 use crate::api::{
     ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus,

@@ -88,3 +88,28 @@ fn cancelling_closes_every_part_and_clears_its_retry() {
         }]
     );
 }
+
+#[test]
+fn items_with_clashing_names_keep_both_outputs() {
+    let spec = spec("
+steps:
+  - key: each
+    parallel: {items: $input.xs, step: {script: {source: x}}}
+");
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["Ana B", "ana-b"]}));
+    let runs = machine.handle(Event::Start, at(0));
+    let mut ids: Vec<String> = runs
+        .iter()
+        .filter_map(|a| match a {
+            Action::Run(w) => Some(w.idempotency_key()),
+            _ => None,
+        })
+        .collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 2, "two parts, two idempotency keys: {ids:?}");
+    machine.handle(success_of("each", Some(0), 1), at(1));
+    machine.handle(success_of("each", Some(1), 1), at(2));
+    let output = machine.record().steps["each"].output.clone().expect("output");
+    assert_eq!(output["by_key"], json!({"ana-b": "ok", "ana-b-2": "ok"}));
+}

@@ -230,8 +230,10 @@ pub fn attempt_of(w: &Work) -> (String, Option<usize>, u32) {
 /// Drives the engine by hand, one event at a time and in a fixed order, so
 /// two drives of one case see the same events at the same times. With a
 /// `store`, after every event the record is handed to it and a new machine
-/// picks the run up from what comes back, as a restarted controller does;
-/// the attempts it then says are running must be exactly those in flight.
+/// picks the run up from what comes back, as a restarted controller does:
+/// the attempts it says are running must be exactly those in flight, and
+/// the approvals it waits for and the time it wants to wake at are taken
+/// from it alone (nothing the engine said before the restart is kept).
 pub async fn drive<S, F>(
     case: &Case,
     flow: &CompiledFlow<'_>,
@@ -275,6 +277,8 @@ where
         if let Some(store) = store.as_mut() {
             let state = store(machine.record().clone()).await?;
             machine = RunMachine::new(flow, case.input.clone(), RunInfo::default(), state);
+            asks = machine.pending_approvals().into();
+            wakes = machine.next_wake().into_iter().collect();
             let mut rebuilt = machine.running_work();
             rebuilt.sort_by_key(attempt_of);
             let mut expected: Vec<Work> = in_flight.iter().cloned().collect();
@@ -297,7 +301,7 @@ where
                 attempt: work.attempt,
                 result: scripted.answer(&work),
             })
-        } else if let Some(request) = asks.pop_front() {
+        } else if let Some(request) = first_ask(&mut asks) {
             Some(match approver.decide(&request) {
                 Ok(decision) => Event::Decided {
                     step: request.step,
@@ -349,4 +353,11 @@ where
     } else {
         Err(errors.join("\n"))
     }
+}
+
+/// Takes the ask of the first step by key: a restarted engine lists its
+/// approvals in its own order, so both drives answer in this one.
+fn first_ask(asks: &mut VecDeque<ApprovalRequest>) -> Option<ApprovalRequest> {
+    let first = (0..asks.len()).min_by(|&a, &b| asks[a].step.cmp(&asks[b].step))?;
+    asks.remove(first)
 }

@@ -3,23 +3,42 @@
 use super::*;
 
 impl RunMachine<'_> {
+    /// Every approval waiting for a person, rebuilt from the record: a
+    /// restarted controller (re)creates its Approval objects from these, as
+    /// it finds its Jobs from [`RunMachine::running_work`].
+    pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
+        (0..self.flow.graph.nodes.len())
+            .filter(|&node| self.status(node) == StepStatus::Waiting)
+            .filter_map(|node| {
+                let attempts = self.state.steps.get(self.flow.key(node))?.attempts.len();
+                self.request(node, attempts as u32)
+            })
+            .collect()
+    }
+
     pub(in crate::engine) fn ask(&mut self, node: usize) {
-        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
-            return;
-        };
         let attempt = self.push_attempt(node, None);
-        let show = self.outputs_of(&a.show).into_iter().collect();
         self.set_status(node, StepStatus::Waiting);
-        self.actions.push(Action::Ask(ApprovalRequest {
+        if let Some(request) = self.request(node, attempt) {
+            self.actions.push(Action::Ask(request));
+        }
+    }
+
+    /// What the person deciding `node`'s attempt is asked.
+    fn request(&self, node: usize, attempt: u32) -> Option<ApprovalRequest> {
+        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
+            return None;
+        };
+        Some(ApprovalRequest {
             step: self.flow.key(node).to_string(),
             attempt,
             mode: a.mode,
-            show,
+            show: self.outputs_of(&a.show).into_iter().collect(),
             decisions: a.decisions.clone(),
             fields: a.fields.clone(),
             approvers: a.approvers.clone(),
             instructions: a.instructions.clone(),
-        }));
+        })
     }
 
     pub(in crate::engine) fn decided(&mut self, key: &str, attempt: u32, decision: Decision) {

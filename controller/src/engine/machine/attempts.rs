@@ -139,6 +139,24 @@ impl RunMachine<'_> {
         self.actions.push(Action::WakeAt(at));
     }
 
+    /// When the engine next wants an [`Event::Tick`]: the earliest retry due,
+    /// of a step or of a part, rebuilt from the record. Drivers ask after
+    /// every batch of events instead of keeping [`Action::WakeAt`]s, so a
+    /// restart or two retries at different times lose no wake-up.
+    pub fn next_wake(&self) -> Option<Timestamp> {
+        self.retrying
+            .iter()
+            .filter_map(|&node| self.state.steps.get(self.flow.key(node)))
+            .filter(|r| r.status == StepStatus::Running)
+            .flat_map(|r| {
+                let parts = r.parts.iter().filter_map(|p| p.retry_at.as_deref());
+                r.retry_at.as_deref().into_iter().chain(parts)
+            })
+            // An unreadable time is due at once (as `due_at` has it).
+            .map(|at| at.parse().unwrap_or(Timestamp::UNIX_EPOCH))
+            .min()
+    }
+
     /// Starts the retries whose time has come. Only the steps in `retrying`
     /// are looked at, so the cost does not grow with the flow.
     pub(in crate::engine) fn retry_due(&mut self) -> bool {

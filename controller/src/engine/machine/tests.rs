@@ -91,11 +91,13 @@ fn cancelling_closes_every_part_and_clears_its_retry() {
 
 #[test]
 fn items_with_clashing_names_keep_both_outputs() {
-    let spec = spec("
+    let spec = spec(
+        "
 steps:
   - key: each
     parallel: {items: $input.xs, step: {script: {source: x}}}
-");
+",
+    );
     let flow = CompiledFlow::new(&spec).expect("valid");
     let mut machine = fresh(&flow, json!({"xs": ["Ana B", "ana-b"]}));
     let runs = machine.handle(Event::Start, at(0));
@@ -110,6 +112,67 @@ steps:
     assert_eq!(ids.len(), 2, "two parts, two idempotency keys: {ids:?}");
     machine.handle(success_of("each", Some(0), 1), at(1));
     machine.handle(success_of("each", Some(1), 1), at(2));
-    let output = machine.record().steps["each"].output.clone().expect("output");
+    let output = machine.record().steps["each"]
+        .output
+        .clone()
+        .expect("output");
     assert_eq!(output["by_key"], json!({"ana-b": "ok", "ana-b-2": "ok"}));
+}
+
+/// A machine that picks the run up from `record` alone, after a trip
+/// through JSON as a Run's status would make.
+fn restarted<'f>(flow: &'f CompiledFlow<'f>, input: Value, record: &RunStatus) -> RunMachine<'f> {
+    let saved = serde_json::to_string(record).expect("record to JSON");
+    let state: RunStatus = serde_json::from_str(&saved).expect("record from JSON");
+    RunMachine::new(flow, input, RunInfo::default(), state)
+}
+
+#[test]
+fn a_waiting_approval_is_asked_again_after_a_restart() {
+    let spec = spec(
+        "
+steps:
+  - key: draft
+    script: {source: x}
+  - key: review
+    approval: {decisions: [approve, reject], show: [draft]}
+",
+    );
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    let asked: Vec<Action> = machine.handle(success_of("draft", None, 1), at(1));
+    let [Action::Ask(request)] = asked.as_slice() else {
+        panic!("one ask, got {asked:?}")
+    };
+    let mut again = restarted(&flow, json!({}), machine.record());
+    assert_eq!(again.pending_approvals(), vec![request.clone()]);
+    assert!(
+        again.handle(Event::Tick, at(2)).is_empty(),
+        "a tick asks nothing new"
+    );
+    assert_eq!(again.next_wake(), None);
+}
+
+#[test]
+fn a_pending_retry_wakes_the_engine_after_a_restart() {
+    let spec = spec(PARTS_RETRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let input = json!({"xs": ["a", "b"]});
+    let mut machine = fresh(&flow, input.clone());
+    machine.handle(Event::Start, at(0));
+    let actions = machine.handle(failure(), at(1));
+    assert_eq!(actions, vec![Action::WakeAt(at(61))]);
+    let mut again = restarted(&flow, input, machine.record());
+    assert_eq!(again.next_wake(), Some(at(61)));
+    // The second part fails later and retries later: the earlier wake stays first.
+    again.handle(failure_of("each", Some(1), 1), at(10));
+    assert_eq!(again.next_wake(), Some(at(61)));
+    let retried = again.handle(Event::Tick, at(61));
+    assert!(matches!(retried.as_slice(), [Action::Run(w)] if w.attempt == 2));
+    assert_eq!(
+        again.next_wake(),
+        Some(at(70)),
+        "the second part's retry is still due"
+    );
 }

@@ -44,7 +44,6 @@ where
     let mut machine = RunMachine::new(flow, input, run, RunStatus::default());
     let mut tasks: JoinSet<Finished> = JoinSet::new();
     let mut handles: HashMap<(String, Option<usize>), AbortHandle> = HashMap::new();
-    let mut wake: Option<Timestamp> = None;
     let mut events = vec![Event::Start];
     tokio::pin!(cancel);
     let mut cancelled = false;
@@ -80,7 +79,8 @@ where
                         };
                         events.push(event);
                     }
-                    Action::WakeAt(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
+                    // Asked of the machine below, after every batch of events.
+                    Action::WakeAt(_) => {}
                     Action::Stop { step, part } => {
                         if let Some(handle) = handles.remove(&(step, part)) {
                             handle.abort();
@@ -97,6 +97,7 @@ where
             tasks.abort_all();
             break;
         }
+        let wake = machine.next_wake();
         if tasks.is_empty() && wake.is_none() {
             // Nothing runs and nothing will wake the engine: it is stuck,
             // which it must never be. Say so instead of hanging.
@@ -116,7 +117,6 @@ where
                 }
             }
             _ = tokio::time::sleep(sleep.unwrap_or(std::time::Duration::from_secs(3600))), if sleep.is_some() => {
-                wake = None;
                 events.push(Event::Tick);
             }
             _ = &mut cancel, if !cancelled => {
@@ -133,4 +133,58 @@ where
 fn random_uid() -> String {
     let n: u128 = rand::random();
     format!("{:032x}", n)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::{FlowSpec, StepStatus};
+    use crate::engine::{Done, Failed, Work, codes, step_error};
+
+    /// Every part's first attempt fails, part `slow` only after a while;
+    /// later attempts succeed.
+    struct FailFirst;
+
+    impl Executor for FailFirst {
+        async fn run(&self, work: &Work) -> WorkResult {
+            if work.attempt > 1 {
+                return Ok(Done::output(json!("ok")));
+            }
+            if work.part.as_ref().is_some_and(|p| p.key == "slow") {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(Failed::from(step_error(codes::SCRIPT, "exit 1")))
+        }
+    }
+
+    #[tokio::test]
+    async fn parts_retrying_at_different_times_both_finish() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            "steps:\n  - key: each\n    parallel:\n      items: $input.xs\n      step: {script: {source: x}, attempts: 2, backoff: 1s}\n",
+        )
+        .expect("flow");
+        let flow = CompiledFlow::new(&spec).expect("valid");
+        let mut approver = CommandLineApprover::new(&[]).expect("approver");
+        let mut progress = Progress::new(true);
+        let record = run_flow(
+            &flow,
+            json!({"xs": ["fast", "slow"]}),
+            Arc::new(FailFirst),
+            &mut approver,
+            &mut progress,
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(record.phase, RunPhase::Succeeded, "{:?}", record.error);
+        let parts = &record.steps["each"].parts;
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.status == StepStatus::Completed && p.attempts.len() == 2)
+        );
+    }
 }

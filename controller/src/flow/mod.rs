@@ -3,6 +3,7 @@
 //! `coxswain lint` all call [`validate`], so a mistake is reported the same
 //! way wherever it is caught.
 
+mod digest;
 mod documents;
 pub mod draw;
 mod duration;
@@ -10,6 +11,7 @@ mod graph;
 mod input_schema;
 mod validate;
 
+pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};

@@ -41,7 +41,7 @@ where
         uid: random_uid(),
         since: None,
     };
-    let mut machine = RunMachine::new(flow, input, run, RunStatus::default());
+    let mut machine = RunMachine::new(flow, input, run);
     let mut tasks: JoinSet<Finished> = JoinSet::new();
     let mut handles: HashMap<(String, Option<usize>), AbortHandle> = HashMap::new();
     let mut events = vec![Event::Start];

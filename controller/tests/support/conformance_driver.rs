@@ -246,15 +246,7 @@ where
     let scripted = Scripted::new(case);
     let mut approver = CommandLineApprover::new(&case.decide)?;
     let mut now = Timestamp::from_second(1_800_000_000).map_err(|e| e.to_string())?;
-    let fresh = || {
-        RunMachine::new(
-            flow,
-            case.input.clone(),
-            RunInfo::default(),
-            RunStatus::default(),
-        )
-    };
-    let mut machine = fresh();
+    let mut machine = RunMachine::new(flow, case.input.clone(), RunInfo::default());
     let mut in_flight: VecDeque<Work> = VecDeque::new();
     let mut asks: VecDeque<ApprovalRequest> = VecDeque::new();
     let mut wakes: Vec<Timestamp> = Vec::new();
@@ -276,7 +268,8 @@ where
         }
         if let Some(store) = store.as_mut() {
             let state = store(machine.record().clone()).await?;
-            machine = RunMachine::new(flow, case.input.clone(), RunInfo::default(), state);
+            machine = RunMachine::resume(flow, case.input.clone(), RunInfo::default(), state)
+                .map_err(|e| e.to_string())?;
             asks = machine.pending_approvals().into();
             wakes = machine.next_wake().into_iter().collect();
             let mut rebuilt = machine.running_work();

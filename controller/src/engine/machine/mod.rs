@@ -121,6 +121,31 @@ pub struct ApprovalRequest {
     pub instructions: Option<String>,
 }
 
+/// Why a record cannot be resumed with the flow given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// The record was made with another flow.
+    #[error(
+        "the run's record was made with the flow {record}, but the flow given is {flow}; \
+         a run must go on with the flow it started with (its pinned snapshot)"
+    )]
+    DifferentFlow {
+        /// The digest the record names.
+        record: String,
+        /// The digest of the flow given.
+        flow: String,
+    },
+    /// The record started without naming its flow, so no flow can be trusted with it.
+    #[error(
+        "the run's record has started but names no flow digest, so it cannot be matched \
+         with the flow given ({flow})"
+    )]
+    Unpinned {
+        /// The digest of the flow given.
+        flow: String,
+    },
+}
+
 /// A run in progress: the compiled flow, the record, and derived views.
 pub struct RunMachine<'f> {
     pub(in crate::engine) flow: &'f CompiledFlow<'f>,
@@ -149,8 +174,56 @@ pub struct RunMachine<'f> {
 }
 
 impl<'f> RunMachine<'f> {
-    /// Picks a run up from its record (empty for a new run).
-    pub fn new(flow: &'f CompiledFlow<'f>, input: Value, run: RunInfo, state: RunStatus) -> Self {
+    /// A new run of `flow`: its record starts pinned to the flow (digest
+    /// and generation) and keeps `run.since`.
+    pub fn new(flow: &'f CompiledFlow<'f>, input: Value, run: RunInfo) -> Self {
+        let state = RunStatus {
+            flow_generation: flow.generation,
+            flow_digest: Some(flow.digest.clone()),
+            since: run.since.clone(),
+            ..Default::default()
+        };
+        Self::from_record(flow, input, run, state)
+    }
+
+    /// Picks a run up from its record alone, as a restarted controller does.
+    /// The record must have been made with this very flow (same digest); a
+    /// record not started yet and not pinned is pinned to it now. `$SINCE`
+    /// comes from the record, whatever `run.since` says.
+    pub fn resume(
+        flow: &'f CompiledFlow<'f>,
+        input: Value,
+        mut run: RunInfo,
+        mut state: RunStatus,
+    ) -> Result<Self, ResumeError> {
+        match &state.flow_digest {
+            Some(digest) if *digest != flow.digest => {
+                return Err(ResumeError::DifferentFlow {
+                    record: digest.clone(),
+                    flow: flow.digest.clone(),
+                });
+            }
+            Some(_) => run.since = state.since.clone(),
+            None if state.phase != RunPhase::Pending || !state.steps.is_empty() => {
+                return Err(ResumeError::Unpinned {
+                    flow: flow.digest.clone(),
+                });
+            }
+            None => {
+                state.flow_digest = Some(flow.digest.clone());
+                state.flow_generation = flow.generation;
+                state.since = run.since.clone();
+            }
+        }
+        Ok(Self::from_record(flow, input, run, state))
+    }
+
+    fn from_record(
+        flow: &'f CompiledFlow<'f>,
+        input: Value,
+        run: RunInfo,
+        state: RunStatus,
+    ) -> Self {
         let run_value = json!({"name": run.name, "namespace": run.namespace, "uid": run.uid, "since": run.since});
         let recorded = (0..flow.graph.nodes.len())
             .map(|n| state.steps.contains_key(flow.key(n)))

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::api::{FlowSpec, RunPhase, RunStatus, StepStatus};
 use crate::engine::{
-    Action, CompiledFlow, Done, Event, Failed, RunInfo, RunMachine, codes, step_error,
+    Action, CompiledFlow, Done, Event, Failed, ResumeError, RunInfo, RunMachine, codes, step_error,
 };
 
 /// A flow from YAML, for a test.
@@ -20,7 +20,7 @@ fn at(s: i64) -> jiff::Timestamp {
 
 /// A new run of `flow` with `input`.
 fn fresh<'f>(flow: &'f CompiledFlow<'f>, input: Value) -> RunMachine<'f> {
-    RunMachine::new(flow, input, RunInfo::default(), RunStatus::default())
+    RunMachine::new(flow, input, RunInfo::default())
 }
 
 fn failure() -> Event {
@@ -124,7 +124,7 @@ steps:
 fn restarted<'f>(flow: &'f CompiledFlow<'f>, input: Value, record: &RunStatus) -> RunMachine<'f> {
     let saved = serde_json::to_string(record).expect("record to JSON");
     let state: RunStatus = serde_json::from_str(&saved).expect("record from JSON");
-    RunMachine::new(flow, input, RunInfo::default(), state)
+    RunMachine::resume(flow, input, RunInfo::default(), state).expect("same flow")
 }
 
 #[test]
@@ -175,4 +175,54 @@ fn a_pending_retry_wakes_the_engine_after_a_restart() {
         Some(at(70)),
         "the second part's retry is still due"
     );
+}
+
+#[test]
+fn a_record_is_never_resumed_with_another_flow() {
+    let first = spec("steps: [{key: a, script: {source: x}}]");
+    let changed = spec("steps: [{key: a, script: {source: y}}]");
+    let first = CompiledFlow::new(&first).expect("valid").with_generation(3);
+    let changed = CompiledFlow::new(&changed).expect("valid");
+    let mut machine = fresh(&first, json!({}));
+    machine.handle(Event::Start, at(0));
+    let record = machine.record().clone();
+    assert_eq!(record.flow_digest.as_deref(), Some(first.digest.as_str()));
+    assert_eq!(record.flow_generation, Some(3));
+    let refused = RunMachine::resume(&changed, json!({}), RunInfo::default(), record.clone())
+        .err()
+        .expect("refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains(&first.digest) && message.contains(&changed.digest),
+        "{message}"
+    );
+    // A started record that names no flow is refused too.
+    let unpinned = RunStatus {
+        flow_digest: None,
+        ..record
+    };
+    assert!(matches!(
+        RunMachine::resume(&first, json!({}), RunInfo::default(), unpinned),
+        Err(ResumeError::Unpinned { .. })
+    ));
+}
+
+#[test]
+fn since_comes_back_from_the_record() {
+    let spec = spec("steps: [{key: a, script: {source: x}, input: {since: $run.since}}]");
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let run = RunInfo {
+        since: Some("1799990000".into()),
+        ..Default::default()
+    };
+    let mut machine = RunMachine::new(&flow, json!({}), run);
+    machine.handle(Event::Start, at(0));
+    let record = machine.record().clone();
+    assert_eq!(record.since.as_deref(), Some("1799990000"));
+    let again =
+        RunMachine::resume(&flow, json!({}), RunInfo::default(), record).expect("same flow");
+    let work = again.running_work();
+    assert_eq!(work.len(), 1);
+    assert_eq!(work[0].run.since.as_deref(), Some("1799990000"));
+    assert_eq!(work[0].input, json!({"since": "1799990000"}));
 }

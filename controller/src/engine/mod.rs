@@ -15,8 +15,8 @@ mod work;
 
 pub use compiled::{CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
-    Action, ApprovalRequest, Decision, Event, MAX_PART_KEY_LEN, MAX_SEND_BACKS, ResumeError,
-    RunMachine,
+    Action, ApprovalRequest, DecideError, Decision, Event, MAX_PART_KEY_LEN, MAX_SEND_BACKS,
+    ResumeError, RunMachine,
 };
 pub use work::{
     AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,

@@ -3,6 +3,7 @@
 //! `coxswain lint` all call [`validate`], so a mistake is reported the same
 //! way wherever it is caught.
 
+mod answers;
 mod digest;
 mod documents;
 pub mod draw;
@@ -11,6 +12,7 @@ mod graph;
 mod input_schema;
 mod validate;
 
+pub use answers::{AnswerError, check_answer, check_decision, check_entry};
 pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;

@@ -250,14 +250,27 @@ where
     let mut in_flight: VecDeque<Work> = VecDeque::new();
     let mut asks: VecDeque<ApprovalRequest> = VecDeque::new();
     let mut wakes: Vec<Timestamp> = Vec::new();
-    let mut next = Some(Event::Start);
+    let mut next = Some(Next::Event(Event::Start));
     let mut handled = 0;
-    while let Some(event) = next.take() {
+    while let Some(input) = next.take() {
         handled += 1;
         if handled > 10_000 {
             return Err("the run did not end after 10,000 events".into());
         }
-        for action in machine.handle(event, now) {
+        let actions = match input {
+            Next::Event(event) => machine.handle(event, now),
+            Next::Answer(request, decision) => {
+                match machine.decide(&request.step, request.attempt, decision, now) {
+                    Ok(actions) => actions,
+                    // Refused: the person is asked again.
+                    Err(_) => {
+                        asks.push_back(request);
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        for action in actions {
             match action {
                 Action::Run(work) => in_flight.push_back(*work),
                 Action::Ask(request) => asks.push_back(request),
@@ -288,25 +301,21 @@ where
             break;
         }
         next = if let Some(work) = in_flight.pop_front() {
-            Some(Event::Finished {
+            Some(Next::Event(Event::Finished {
                 step: work.step.clone(),
                 part: work.part.as_ref().map(|p| p.index),
                 attempt: work.attempt,
                 result: scripted.answer(&work),
-            })
+            }))
         } else if let Some(request) = first_ask(&mut asks) {
             Some(match approver.decide(&request) {
-                Ok(decision) => Event::Decided {
-                    step: request.step,
-                    attempt: request.attempt,
-                    decision,
-                },
-                Err(_) => Event::Cancel,
+                Ok(decision) => Next::Answer(request, decision),
+                Err(_) => Next::Event(Event::Cancel),
             })
         } else if let Some(at) = wakes.iter().min().copied() {
             wakes.retain(|w| *w != at);
             now = now.max(at);
-            Some(Event::Tick)
+            Some(Next::Event(Event::Tick))
         } else {
             None
         };
@@ -346,6 +355,12 @@ where
     } else {
         Err(errors.join("\n"))
     }
+}
+
+/// What the driver hands the engine next: an event, or a person's answer.
+enum Next {
+    Event(Event),
+    Answer(ApprovalRequest, coxswain::engine::Decision),
 }
 
 /// Takes the ask of the first step by key: a restarted engine lists its

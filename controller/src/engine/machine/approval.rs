@@ -1,5 +1,7 @@
 //! Approvals: asking a person, and taking their answer in.
 
+use crate::flow::{AnswerError, check_answer};
+
 use super::*;
 
 impl RunMachine<'_> {
@@ -41,25 +43,37 @@ impl RunMachine<'_> {
         })
     }
 
-    pub(in crate::engine) fn decided(&mut self, key: &str, attempt: u32, decision: Decision) {
-        let Some(node) = self.flow.node(key) else {
-            return;
+    /// Checks an answer and, when it fits, completes the approval with it.
+    pub(in crate::engine) fn decided(
+        &mut self,
+        key: &str,
+        attempt: u32,
+        decision: Decision,
+    ) -> Result<(), DecideError> {
+        let not_waiting = || DecideError::NotWaiting {
+            step: key.to_string(),
+            attempt,
         };
-        let Some(record) = self.state.steps.get(key) else {
-            return;
-        };
-        if record.status != StepStatus::Waiting || record.attempts.len() as u32 != attempt {
-            return;
+        let node = self.flow.node(key).ok_or_else(not_waiting)?;
+        let record = self.state.steps.get(key).ok_or_else(not_waiting)?;
+        if !self.is_active()
+            || record.status != StepStatus::Waiting
+            || record.attempts.len() as u32 != attempt
+        {
+            return Err(not_waiting());
         }
         let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
-            return;
+            return Err(not_waiting());
         };
+        check_answer(
+            key,
+            a,
+            decision.decision.as_deref(),
+            decision.response.as_ref(),
+        )?;
         let (output, exit) = match a.mode {
             ApprovalMode::Review => {
                 let d = decision.decision.clone().unwrap_or_default();
-                if !a.decisions.contains(&d) {
-                    return; // refused upstream (webhook, prompt); never taken in
-                }
                 (
                     json!({"decision": d, "feedback": decision.feedback, "decidedBy": decision.decided_by}),
                     Some(d),
@@ -72,5 +86,23 @@ impl RunMachine<'_> {
         if let Some(exit) = exit {
             self.maybe_send_back(node, &exit, decision.decided_by, decision.feedback);
         }
+        Ok(())
     }
+}
+
+/// Why a person's answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    /// The step is not waiting for this answer: unknown, already decided,
+    /// a later attempt asked, or the run is over.
+    #[error("step `{step}` is not waiting for a decision on attempt {attempt}")]
+    NotWaiting {
+        /// The step answered.
+        step: String,
+        /// The attempt the answer was for.
+        attempt: u32,
+    },
+    /// The answer does not fit the step.
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
 }

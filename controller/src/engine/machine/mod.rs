@@ -20,6 +20,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
+pub use approval::DecideError;
 pub use part_keys::MAX_PART_KEY_LEN;
 
 use crate::api::{
@@ -38,7 +39,8 @@ pub const MAX_SEND_BACKS: i32 = 10;
 /// record; older ones keep status, times, error and usage (DESIGN 10).
 pub const ATTEMPTS_WITH_OUTPUT: usize = 5;
 
-/// Something that happened to a run.
+/// Something that happened to a run. A person's answer is not an event:
+/// it may be refused, so it goes through [`RunMachine::decide`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// The run begins.
@@ -53,15 +55,6 @@ pub enum Event {
         attempt: u32,
         /// What it produced.
         result: WorkResult,
-    },
-    /// A person answered an approval.
-    Decided {
-        /// The step's key.
-        step: String,
-        /// The attempt the approval was for.
-        attempt: u32,
-        /// The answer.
-        decision: Decision,
     },
     /// Time passed (a retry may be due).
     Tick,
@@ -258,10 +251,7 @@ impl<'f> RunMachine<'f> {
 
     /// Applies one event at time `now` and returns the actions it leads to.
     pub fn handle(&mut self, event: Event, now: Timestamp) -> Vec<Action> {
-        if now != self.now {
-            self.now = now;
-            self.now_text = now.to_string();
-        }
+        self.set_now(now);
         match event {
             Event::Start => self.start(),
             Event::Finished {
@@ -270,17 +260,40 @@ impl<'f> RunMachine<'f> {
                 attempt,
                 result,
             } => self.finished(&step, part, attempt, result),
-            Event::Decided {
-                step,
-                attempt,
-                decision,
-            } => self.decided(&step, attempt, decision),
             Event::Tick => {}
             Event::Cancel => self.stop(
                 RunPhase::Cancelled,
                 step_error(codes::CANCELLED, "the run was cancelled"),
             ),
         }
+        self.settle_event()
+    }
+
+    /// Takes a person's answer to the approval of `step` (its attempt
+    /// `attempt`) at time `now`, and returns the actions it leads to. An
+    /// answer that does not fit the step, or an approval no longer waiting,
+    /// is refused with a message for the person and changes nothing.
+    pub fn decide(
+        &mut self,
+        step: &str,
+        attempt: u32,
+        decision: Decision,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, DecideError> {
+        self.set_now(now);
+        self.decided(step, attempt, decision)?;
+        Ok(self.settle_event())
+    }
+
+    fn set_now(&mut self, now: Timestamp) {
+        if now != self.now {
+            self.now = now;
+            self.now_text = now.to_string();
+        }
+    }
+
+    /// Runs the scheduler after an event and hands back what it asked for.
+    fn settle_event(&mut self) -> Vec<Action> {
         if self.is_active() {
             self.pump();
         }

@@ -226,3 +226,73 @@ fn since_comes_back_from_the_record() {
     assert_eq!(work[0].run.since.as_deref(), Some("1799990000"));
     assert_eq!(work[0].input, json!({"since": "1799990000"}));
 }
+
+const REVIEW_AND_ENTRY: &str = "
+steps:
+  - key: review
+    approval: {decisions: [approve, reject]}
+  - key: assign
+    approval: {mode: entry, fields: [{name: owner, type: string}, {name: count, type: integer}]}
+";
+
+fn answer(decision: Option<&str>, response: Option<Value>) -> crate::engine::Decision {
+    crate::engine::Decision {
+        decision: decision.map(str::to_string),
+        response,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
+    let spec = spec(REVIEW_AND_ENTRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    let before = machine.record().clone();
+    let refused = machine
+        .decide("review", 1, answer(Some("maybe"), None), at(1))
+        .expect_err("refused");
+    assert_eq!(
+        refused.to_string(),
+        "`maybe` is not a decision of step `review`; choose one of approve, reject"
+    );
+    assert_eq!(
+        machine.record(),
+        &before,
+        "a refused answer changes nothing"
+    );
+    let stale = machine.decide("review", 2, answer(Some("approve"), None), at(1));
+    assert!(matches!(
+        stale,
+        Err(crate::engine::DecideError::NotWaiting { .. })
+    ));
+    let asked = machine
+        .decide("review", 1, answer(Some("approve"), None), at(2))
+        .expect("taken");
+    assert!(matches!(asked.as_slice(), [Action::Ask(r)] if r.step == "assign"));
+}
+
+#[test]
+fn an_entry_must_have_exactly_the_declared_fields_and_types() {
+    let spec = spec(REVIEW_AND_ENTRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine
+        .decide("review", 1, answer(Some("approve"), None), at(1))
+        .expect("taken");
+    let bad = json!({"owner": null, "count": "1", "extra": true});
+    let refused = machine
+        .decide("assign", 1, answer(None, Some(bad)), at(2))
+        .expect_err("refused");
+    assert!(refused.to_string().contains("`owner`"), "{refused}");
+    assert_eq!(machine.state().steps["assign"].status, StepStatus::Waiting);
+    let good = json!({"owner": "ana", "count": 2});
+    machine
+        .decide("assign", 1, answer(None, Some(good.clone())), at(3))
+        .expect("taken");
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    assert_eq!(record.output, Some(good));
+}

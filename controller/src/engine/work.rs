@@ -391,73 +391,58 @@ impl RunMachine<'_> {
 
     // ---- scopes -----------------------------------------------------------------
 
+    /// What a step (or one part of it) sees: `$previous`, the enclosing
+    /// loop's pass, the part's `$item` and `$index`.
     pub(in crate::engine) fn scope(&self, node: usize, part: Option<usize>) -> EvalScope<'_> {
-        let previous = self.previous_node(node).and_then(|p| self.views.get(p));
-        let loop_iteration = self.flow.graph.enclosing_loops(node).next().and_then(|l| {
-            self.state
-                .steps
-                .get(self.flow.key(l))
-                .and_then(|r| r.iteration)
+        let loop_iteration = self
+            .flow
+            .graph
+            .enclosing_loops(node)
+            .next()
+            .and_then(|l| self.state.steps.get(self.flow.key(l)))
+            .and_then(|r| r.iteration);
+        let item = part.and_then(|i| {
+            let record = self.state.steps.get(self.flow.key(node))?;
+            record.parts.get(i)?.item.as_ref()
         });
-        let (item, index) = match part {
-            Some(i) => {
-                let p = self
-                    .state
-                    .steps
-                    .get(self.flow.key(node))
-                    .and_then(|r| r.parts.get(i));
-                (p.and_then(|p| p.item.as_ref()), Some(i))
-            }
-            None => (None, None),
-        };
-        EvalScope::new(
-            &self.input,
-            StepViews {
-                graph: &self.flow.graph,
-                values: &self.views,
-            },
-            previous,
-            loop_iteration,
-            item,
-            index,
-            &self.run_value,
-        )
+        self.scope_from(self.previous_node(node), loop_iteration, item, part)
     }
 
+    /// What a loop's `until` sees after pass `iteration`: `$previous` is the
+    /// last step of its body.
     pub(in crate::engine) fn scope_inside_loop(
         &self,
         node: usize,
         iteration: i32,
     ) -> EvalScope<'_> {
-        let last = self.flow.body(node).last().and_then(|&n| self.views.get(n));
-        EvalScope::new(
-            &self.input,
-            StepViews {
-                graph: &self.flow.graph,
-                values: &self.views,
-            },
-            last,
-            Some(iteration),
-            None,
-            None,
-            &self.run_value,
-        )
+        let last = self.flow.body(node).last().copied();
+        self.scope_from(last, Some(iteration), None, None)
     }
 
+    /// What the flow's `output` sees: `$previous` is its last step.
     pub(in crate::engine) fn scope_at_end(&self) -> EvalScope<'_> {
-        let last = self.flow.graph.lists[0]
-            .last()
-            .and_then(|&n| self.views.get(n));
+        let last = self.flow.graph.lists[0].last().copied();
+        self.scope_from(last, None, None, None)
+    }
+
+    /// The one place a scope is put together from the run's data.
+    fn scope_from<'s>(
+        &'s self,
+        previous: Option<usize>,
+        loop_iteration: Option<i32>,
+        item: Option<&'s Value>,
+        index: Option<usize>,
+    ) -> EvalScope<'s> {
         EvalScope::new(
             &self.input,
             StepViews {
                 graph: &self.flow.graph,
                 values: &self.views,
             },
-            last,
-            None,
-            None,
-            None,
+            previous.and_then(|p| self.views.get(p)),
+            loop_iteration,
+            item,
+            index,
             &self.run_value,
         )
     }

@@ -50,7 +50,7 @@ fn drive_with(
     input: serde_json::Value,
     output: &serde_json::Value,
 ) -> (usize, RunStatus) {
-    let mut machine = RunMachine::new(flow, input, RunInfo::default(), RunStatus::default());
+    let mut machine = RunMachine::new(flow, input, RunInfo::default());
     let now = Timestamp::UNIX_EPOCH;
     let mut queue = machine.handle(Event::Start, now);
     let mut events = 1;

@@ -578,3 +578,19 @@ steps:
         );
     }
 }
+
+#[test]
+fn backoff_and_timeout_have_an_upper_bound() {
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    attempts: 2\n    backoff: 999999999d\n"
+    ));
+    assert_one(&problems, "a", "backoff", "at most 7 days");
+    let problems = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    timeout: 31d\n"
+    ));
+    assert_one(&problems, "a", "timeout", "at most 30 days");
+    let fine = check(&format!(
+        "steps:\n  - key: a\n    {WRITE}\n    attempts: 20\n    backoff: 7d\n    timeout: 30d\n"
+    ));
+    assert!(fine.is_empty(), "{fine:#?}");
+}

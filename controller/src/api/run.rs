@@ -74,9 +74,17 @@ pub struct RunStatus {
     /// Where the run stands.
     #[serde(default)]
     pub phase: RunPhase,
-    /// The Flow generation the run pinned when it started.
+    /// The Flow generation the run pinned when it started, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_generation: Option<i64>,
+    /// The digest (`sha256:…`) of the flow spec the run started with: the
+    /// engine refuses to resume this record with any other flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_digest: Option<String>,
+    /// For scheduled runs, `$SINCE`: when the last successful scheduled run
+    /// started (Unix seconds), kept so a resumed run reads the same value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
     /// When the run started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,

@@ -16,6 +16,11 @@ pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(5);
 pub struct CompiledFlow<'a> {
     /// The flow as written.
     pub spec: &'a FlowSpec,
+    /// Its digest ([`crate::flow::flow_digest`]), which a run's record keeps.
+    pub digest: String,
+    /// The Flow's `metadata.generation`, when it came from a Flow object
+    /// (see [`CompiledFlow::with_generation`]); records note it.
+    pub generation: Option<i64>,
     /// Its graph.
     pub graph: FlowGraph<'a>,
     /// One entry per graph node.
@@ -98,6 +103,8 @@ impl<'a> CompiledFlow<'a> {
         let observed = observed(&graph, &steps, output.as_ref());
         Ok(CompiledFlow {
             spec,
+            digest: crate::flow::flow_digest(spec),
+            generation: None,
             graph,
             steps,
             successors,
@@ -105,6 +112,12 @@ impl<'a> CompiledFlow<'a> {
             composites,
             observed,
         })
+    }
+
+    /// Notes the Flow generation the spec came from, for runs to record.
+    pub fn with_generation(mut self, generation: i64) -> Self {
+        self.generation = Some(generation);
+        self
     }
 
     /// The node of a step key.

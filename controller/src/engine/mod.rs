@@ -14,7 +14,10 @@ mod scope;
 mod work;
 
 pub use compiled::{CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
-pub use machine::{Action, ApprovalRequest, Decision, Event, MAX_SEND_BACKS, RunMachine};
+pub use machine::{
+    Action, ApprovalRequest, DecideError, Decision, Event, MAX_PART_KEY_LEN, MAX_SEND_BACKS,
+    ResumeError, RunMachine,
+};
 pub use work::{
     AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,
     WorkResult, codes, step_error,

@@ -3,6 +3,8 @@
 //! `coxswain lint` all call [`validate`], so a mistake is reported the same
 //! way wherever it is caught.
 
+mod answers;
+mod digest;
 mod documents;
 pub mod draw;
 mod duration;
@@ -12,6 +14,8 @@ mod nesting;
 mod schedule;
 mod validate;
 
+pub use answers::{AnswerError, check_answer, check_decision, check_entry};
+pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};

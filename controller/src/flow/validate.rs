@@ -2,6 +2,7 @@
 //! on the step it belongs to with the character where reading stopped.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -37,6 +38,11 @@ pub struct Limits {
     pub max_iterations: i32,
     /// Longest step key (keys become parts of Kubernetes names).
     pub max_key_len: usize,
+    /// Longest `backoff`: a retry further off than this is a typo, and the
+    /// doubling wait of later attempts must stay a date the engine can write.
+    pub max_backoff: Duration,
+    /// Longest `timeout` of a step or an HTTP call.
+    pub max_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -46,6 +52,8 @@ impl Default for Limits {
             max_attempts: 20,
             max_iterations: 1_000,
             max_key_len: 40,
+            max_backoff: Duration::from_secs(7 * 86_400),
+            max_timeout: Duration::from_secs(30 * 86_400),
         }
     }
 }
@@ -212,12 +220,19 @@ impl<'a> Checker<'a, '_> {
             );
             self.report(key, &f("attempts"), message, None);
         }
-        for (name, value) in [("timeout", &step.timeout), ("backoff", &step.backoff)] {
+        let durations = [
+            ("timeout", &step.timeout, self.limits.max_timeout),
+            ("backoff", &step.backoff, self.limits.max_backoff),
+        ];
+        for (name, value, most) in durations {
             if let Some(text) = value {
                 match parse_duration(text) {
                     Err(message) => self.report(key, &f(name), message, None),
                     Ok(d) if d.is_zero() && name == "timeout" => {
                         self.report(key, &f(name), "a timeout must be longer than zero", None)
+                    }
+                    Ok(d) if d > most => {
+                        self.report(key, &f(name), too_long(name, text, most), None)
                     }
                     Ok(_) => {}
                 }
@@ -537,10 +552,15 @@ impl<'a> Checker<'a, '_> {
                 self.report(key, &field(&format!("keep.{name}")), message, None);
             }
         }
-        if let Some(timeout) = &h.timeout
-            && let Err(message) = parse_duration(timeout)
-        {
-            self.report(key, &field("timeout"), message, None);
+        if let Some(timeout) = &h.timeout {
+            match parse_duration(timeout) {
+                Err(message) => self.report(key, &field("timeout"), message, None),
+                Ok(d) if d > self.limits.max_timeout => {
+                    let message = too_long("timeout", timeout, self.limits.max_timeout);
+                    self.report(key, &field("timeout"), message, None)
+                }
+                Ok(_) => {}
+            }
         }
     }
 
@@ -944,6 +964,12 @@ fn key_problem(key: &str, max_len: usize) -> Option<(Option<usize>, String)> {
 
 /// Keys, exits, field names and decisions share one form: a lowercase letter,
 /// then lowercase letters, digits and `_` (field names may also use capitals).
+/// The message for a duration over its bound, with the bound in days.
+fn too_long(name: &str, text: &str, most: Duration) -> String {
+    let days = most.as_secs() / 86_400;
+    format!("{name} is `{text}`; it may be at most {days} days (`{days}d`)")
+}
+
 fn name_problem(name: &str, what: &str) -> Option<(Option<usize>, String)> {
     let allow_upper = what == "field name";
     let ok_first = |c: char| c.is_ascii_lowercase() || (allow_upper && c.is_ascii_uppercase());

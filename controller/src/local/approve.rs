@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::api::ApprovalMode;
 use crate::engine::{ApprovalRequest, Decision};
+use crate::flow::{check_decision, check_entry};
 
 /// Answers approvals.
 pub trait Approver: Send {
@@ -77,10 +78,16 @@ impl CommandLineApprover {
         }
         let _ = err.flush();
         let mut line = String::new();
-        std::io::stdin()
+        let read = std::io::stdin()
             .lock()
             .read_line(&mut line)
             .map_err(|e| e.to_string())?;
+        if read == 0 {
+            return Err(format!(
+                "step `{}` needs a person, but the input ended",
+                request.step
+            ));
+        }
         Ok(line.trim().to_string())
     }
 }
@@ -93,7 +100,15 @@ impl Approver for CommandLineApprover {
             .and_then(VecDeque::pop_front)
         {
             Some(answer) => answer,
-            None if self.interactive => self.prompt(request)?,
+            None if self.interactive => loop {
+                // At the terminal, an answer that does not fit is explained
+                // and asked again.
+                let answer = self.prompt(request)?;
+                match parse_answer(request, &answer) {
+                    Ok(decision) => return Ok(decision),
+                    Err(message) => eprintln!("{message}"),
+                }
+            },
             None => {
                 return Err(format!(
                     "step `{}` needs a person: pass --decide {}={}",
@@ -110,7 +125,8 @@ impl Approver for CommandLineApprover {
     }
 }
 
-/// Reads one answer: `decision[:feedback]` for a review, JSON for an entry.
+/// Reads one answer: `decision[:feedback]` for a review, JSON for an entry;
+/// refuses one that does not fit the step (the engine's own check).
 pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision, String> {
     let decided_by = Some(std::env::var("USER").unwrap_or_else(|_| "local".into()));
     match request.mode {
@@ -119,13 +135,8 @@ pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision,
                 Some((d, f)) => (d.trim(), Some(f.trim().to_string())),
                 None => (answer.trim(), None),
             };
-            if !request.decisions.iter().any(|d| d == decision) {
-                return Err(format!(
-                    "`{decision}` is not a decision of step `{}`; choose one of {}",
-                    request.step,
-                    request.decisions.join(", ")
-                ));
-            }
+            check_decision(&request.step, &request.decisions, Some(decision))
+                .map_err(|e| e.to_string())?;
             Ok(Decision {
                 decision: Some(decision.to_string()),
                 feedback,
@@ -136,14 +147,7 @@ pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision,
         ApprovalMode::Entry => {
             let response: Value = serde_json::from_str(answer)
                 .map_err(|e| format!("the entry for step `{}` is not JSON: {e}", request.step))?;
-            for field in &request.fields {
-                if response.get(&field.name).is_none() {
-                    return Err(format!(
-                        "the entry for step `{}` lacks `{}`",
-                        request.step, field.name
-                    ));
-                }
-            }
+            check_entry(&request.step, &request.fields, &response).map_err(|e| e.to_string())?;
             Ok(Decision {
                 decision: None,
                 feedback: None,

@@ -13,7 +13,9 @@ use serde_json::Value;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::api::{RunPhase, RunStatus};
-use crate::engine::{Action, CompiledFlow, Event, RunInfo, RunMachine, WorkResult};
+use crate::engine::{
+    Action, ApprovalRequest, CompiledFlow, Decision, Event, RunInfo, RunMachine, WorkResult,
+};
 use crate::steps::Executor;
 
 pub use approve::{Approver, CommandLineApprover, parse_answer};
@@ -41,17 +43,30 @@ where
         uid: random_uid(),
         since: None,
     };
-    let mut machine = RunMachine::new(flow, input, run, RunStatus::default());
+    let mut machine = RunMachine::new(flow, input, run);
     let mut tasks: JoinSet<Finished> = JoinSet::new();
     let mut handles: HashMap<(String, Option<usize>), AbortHandle> = HashMap::new();
-    let mut wake: Option<Timestamp> = None;
-    let mut events = vec![Event::Start];
+    let mut events = vec![Input::Event(Event::Start)];
     tokio::pin!(cancel);
     let mut cancelled = false;
 
     loop {
-        while let Some(event) = events.pop() {
-            let actions = machine.handle(event, Timestamp::now());
+        while let Some(input) = events.pop() {
+            let actions = match input {
+                Input::Event(event) => machine.handle(event, Timestamp::now()),
+                Input::Answer(request, decision) => {
+                    let (step, attempt) = (&request.step, request.attempt);
+                    match machine.decide(step, attempt, decision, Timestamp::now()) {
+                        Ok(actions) => actions,
+                        Err(refused) => {
+                            // Say why, and ask again (or give up if no one can answer).
+                            progress.note(&refused.to_string());
+                            events.push(ask(approver, progress, request));
+                            continue;
+                        }
+                    }
+                }
+            };
             let touched = machine.take_touched();
             progress.changed(machine.state(), &touched);
             for action in actions {
@@ -65,22 +80,9 @@ where
                         });
                         handles.insert(key, handle);
                     }
-                    Action::Ask(request) => {
-                        progress.suspend();
-                        let event = match approver.decide(&request) {
-                            Ok(decision) => Event::Decided {
-                                step: request.step,
-                                attempt: request.attempt,
-                                decision,
-                            },
-                            Err(message) => {
-                                progress.note(&message);
-                                Event::Cancel
-                            }
-                        };
-                        events.push(event);
-                    }
-                    Action::WakeAt(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
+                    Action::Ask(request) => events.push(ask(approver, progress, request)),
+                    // Asked of the machine below, after every batch of events.
+                    Action::WakeAt(_) => {}
                     Action::Stop { step, part } => {
                         if let Some(handle) = handles.remove(&(step, part)) {
                             handle.abort();
@@ -97,11 +99,12 @@ where
             tasks.abort_all();
             break;
         }
+        let wake = machine.next_wake();
         if tasks.is_empty() && wake.is_none() {
             // Nothing runs and nothing will wake the engine: it is stuck,
             // which it must never be. Say so instead of hanging.
             progress.note("the run has nothing left to do but did not finish");
-            events.push(Event::Cancel);
+            events.push(Input::Event(Event::Cancel));
             continue;
         }
         let sleep = wake.map(|at| {
@@ -112,16 +115,15 @@ where
             Some(joined) = tasks.join_next() => {
                 if let Ok((step, part, attempt, result)) = joined {
                     handles.remove(&(step.clone(), part));
-                    events.push(Event::Finished { step, part, attempt, result });
+                    events.push(Input::Event(Event::Finished { step, part, attempt, result }));
                 }
             }
             _ = tokio::time::sleep(sleep.unwrap_or(std::time::Duration::from_secs(3600))), if sleep.is_some() => {
-                wake = None;
-                events.push(Event::Tick);
+                events.push(Input::Event(Event::Tick));
             }
             _ = &mut cancel, if !cancelled => {
                 cancelled = true;
-                events.push(Event::Cancel);
+                events.push(Input::Event(Event::Cancel));
             }
         }
     }
@@ -130,7 +132,118 @@ where
     machine.into_state()
 }
 
+/// What the loop hands the machine next: an event, or a person's answer
+/// (which the machine may refuse).
+enum Input {
+    Event(Event),
+    Answer(ApprovalRequest, Decision),
+}
+
+/// Asks the approver; with no answer to be had, the run is cancelled.
+fn ask(approver: &mut dyn Approver, progress: &mut Progress, request: ApprovalRequest) -> Input {
+    progress.suspend();
+    match approver.decide(&request) {
+        Ok(decision) => Input::Answer(request, decision),
+        Err(message) => {
+            progress.note(&message);
+            Input::Event(Event::Cancel)
+        }
+    }
+}
+
 fn random_uid() -> String {
     let n: u128 = rand::random();
     format!("{:032x}", n)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::{FlowSpec, StepStatus};
+    use crate::engine::{Done, Failed, Work, codes, step_error};
+
+    /// Every part's first attempt fails, part `slow` only after a while;
+    /// later attempts succeed.
+    struct FailFirst;
+
+    impl Executor for FailFirst {
+        async fn run(&self, work: &Work) -> WorkResult {
+            if work.attempt > 1 {
+                return Ok(Done::output(json!("ok")));
+            }
+            if work.part.as_ref().is_some_and(|p| p.key == "slow") {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(Failed::from(step_error(codes::SCRIPT, "exit 1")))
+        }
+    }
+
+    #[tokio::test]
+    async fn parts_retrying_at_different_times_both_finish() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            "steps:\n  - key: each\n    parallel:\n      items: $input.xs\n      step: {script: {source: x}, attempts: 2, backoff: 1s}\n",
+        )
+        .expect("flow");
+        let flow = CompiledFlow::new(&spec).expect("valid");
+        let mut approver = CommandLineApprover::new(&[]).expect("approver");
+        let mut progress = Progress::new(true);
+        let record = run_flow(
+            &flow,
+            json!({"xs": ["fast", "slow"]}),
+            Arc::new(FailFirst),
+            &mut approver,
+            &mut progress,
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(record.phase, RunPhase::Succeeded, "{:?}", record.error);
+        let parts = &record.steps["each"].parts;
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.status == StepStatus::Completed && p.attempts.len() == 2)
+        );
+    }
+
+    /// Answers a review with `maybe` first (which no step offers), then `approve`.
+    struct Hesitant {
+        asked: usize,
+    }
+
+    impl Approver for Hesitant {
+        fn decide(&mut self, _: &ApprovalRequest) -> Result<Decision, String> {
+            self.asked += 1;
+            let decision = if self.asked == 1 { "maybe" } else { "approve" };
+            Ok(Decision {
+                decision: Some(decision.into()),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_answer_is_asked_again() {
+        let spec: FlowSpec =
+            serde_yaml::from_str("steps: [{key: review, approval: {decisions: [approve]}}]")
+                .expect("flow");
+        let flow = CompiledFlow::new(&spec).expect("valid");
+        let mut approver = Hesitant { asked: 0 };
+        let mut progress = Progress::new(true);
+        let record = run_flow(
+            &flow,
+            json!({}),
+            Arc::new(FailFirst),
+            &mut approver,
+            &mut progress,
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(record.phase, RunPhase::Succeeded, "{:?}", record.error);
+        assert_eq!(approver.asked, 2);
+        assert_eq!(record.steps["review"].exit.as_deref(), Some("approve"));
+    }
 }

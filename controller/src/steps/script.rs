@@ -226,13 +226,12 @@ impl LocalScript {
                 (Some(value), _) => value.clone(),
                 (None, Some(from)) => {
                     let r = &from.secret_key_ref;
-                    self.secrets
-                        .get(&r.name, &r.key)
-                        .await
-                        .map_err(|reason| ScriptError::Secret {
+                    self.secrets.get(&r.name, &r.key).await.map_err(|reason| {
+                        ScriptError::Secret {
                             name: var.name.clone(),
                             reason,
-                        })?
+                        }
+                    })?
                 }
                 (None, None) => String::new(),
             };

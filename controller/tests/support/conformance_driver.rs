@@ -230,8 +230,10 @@ pub fn attempt_of(w: &Work) -> (String, Option<usize>, u32) {
 /// Drives the engine by hand, one event at a time and in a fixed order, so
 /// two drives of one case see the same events at the same times. With a
 /// `store`, after every event the record is handed to it and a new machine
-/// picks the run up from what comes back, as a restarted controller does;
-/// the attempts it then says are running must be exactly those in flight.
+/// picks the run up from what comes back, as a restarted controller does:
+/// the attempts it says are running must be exactly those in flight, and
+/// the approvals it waits for and the time it wants to wake at are taken
+/// from it alone (nothing the engine said before the restart is kept).
 pub async fn drive<S, F>(
     case: &Case,
     flow: &CompiledFlow<'_>,
@@ -244,26 +246,31 @@ where
     let scripted = Scripted::new(case);
     let mut approver = CommandLineApprover::new(&case.decide)?;
     let mut now = Timestamp::from_second(1_800_000_000).map_err(|e| e.to_string())?;
-    let fresh = || {
-        RunMachine::new(
-            flow,
-            case.input.clone(),
-            RunInfo::default(),
-            RunStatus::default(),
-        )
-    };
-    let mut machine = fresh();
+    let mut machine = RunMachine::new(flow, case.input.clone(), RunInfo::default());
     let mut in_flight: VecDeque<Work> = VecDeque::new();
     let mut asks: VecDeque<ApprovalRequest> = VecDeque::new();
     let mut wakes: Vec<Timestamp> = Vec::new();
-    let mut next = Some(Event::Start);
+    let mut next = Some(Next::Event(Event::Start));
     let mut handled = 0;
-    while let Some(event) = next.take() {
+    while let Some(input) = next.take() {
         handled += 1;
         if handled > 10_000 {
             return Err("the run did not end after 10,000 events".into());
         }
-        for action in machine.handle(event, now) {
+        let actions = match input {
+            Next::Event(event) => machine.handle(event, now),
+            Next::Answer(request, decision) => {
+                match machine.decide(&request.step, request.attempt, decision, now) {
+                    Ok(actions) => actions,
+                    // Refused: the person is asked again.
+                    Err(_) => {
+                        asks.push_back(request);
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        for action in actions {
             match action {
                 Action::Run(work) => in_flight.push_back(*work),
                 Action::Ask(request) => asks.push_back(request),
@@ -274,7 +281,10 @@ where
         }
         if let Some(store) = store.as_mut() {
             let state = store(machine.record().clone()).await?;
-            machine = RunMachine::new(flow, case.input.clone(), RunInfo::default(), state);
+            machine = RunMachine::resume(flow, case.input.clone(), RunInfo::default(), state)
+                .map_err(|e| e.to_string())?;
+            asks = machine.pending_approvals().into();
+            wakes = machine.next_wake().into_iter().collect();
             let mut rebuilt = machine.running_work();
             rebuilt.sort_by_key(attempt_of);
             let mut expected: Vec<Work> = in_flight.iter().cloned().collect();
@@ -291,25 +301,21 @@ where
             break;
         }
         next = if let Some(work) = in_flight.pop_front() {
-            Some(Event::Finished {
+            Some(Next::Event(Event::Finished {
                 step: work.step.clone(),
                 part: work.part.as_ref().map(|p| p.index),
                 attempt: work.attempt,
                 result: scripted.answer(&work),
-            })
-        } else if let Some(request) = asks.pop_front() {
+            }))
+        } else if let Some(request) = first_ask(&mut asks) {
             Some(match approver.decide(&request) {
-                Ok(decision) => Event::Decided {
-                    step: request.step,
-                    attempt: request.attempt,
-                    decision,
-                },
-                Err(_) => Event::Cancel,
+                Ok(decision) => Next::Answer(request, decision),
+                Err(_) => Next::Event(Event::Cancel),
             })
         } else if let Some(at) = wakes.iter().min().copied() {
             wakes.retain(|w| *w != at);
             now = now.max(at);
-            Some(Event::Tick)
+            Some(Next::Event(Event::Tick))
         } else {
             None
         };
@@ -349,4 +355,17 @@ where
     } else {
         Err(errors.join("\n"))
     }
+}
+
+/// What the driver hands the engine next: an event, or a person's answer.
+enum Next {
+    Event(Event),
+    Answer(ApprovalRequest, coxswain::engine::Decision),
+}
+
+/// Takes the ask of the first step by key: a restarted engine lists its
+/// approvals in its own order, so both drives answer in this one.
+fn first_ask(asks: &mut VecDeque<ApprovalRequest>) -> Option<ApprovalRequest> {
+    let first = (0..asks.len()).min_by(|&a, &b| asks[a].step.cmp(&asks[b].step))?;
+    asks.remove(first)
 }

@@ -1,0 +1,370 @@
+//! Attempts and retries of steps and parallel parts: opening, closing,
+//! trimming attempts, and starting retries when their time comes.
+
+use crate::engine::compiled::CompiledStep;
+
+use super::*;
+
+impl RunMachine<'_> {
+    pub(in crate::engine) fn start_attempt(&mut self, node: usize) {
+        let feedback = self
+            .state
+            .steps
+            .get(self.flow.key(node))
+            .and_then(|r| r.review.as_ref())
+            .and_then(|r| r.instructions.clone());
+        let attempt = self.push_attempt(node, feedback);
+        self.set_status(node, StepStatus::Running);
+        self.record_mut(node).retry_at = None;
+        if let Some(work) = self.step_work(node, attempt) {
+            self.actions.push(Action::Run(Box::new(work)));
+        }
+    }
+
+    pub(in crate::engine) fn push_attempt(&mut self, node: usize, feedback: Option<String>) -> u32 {
+        let iteration = self.iteration_of(node);
+        let now = self.now_text.clone();
+        open_attempt(
+            &mut self.record_mut(node).attempts,
+            iteration,
+            now,
+            feedback,
+        )
+    }
+    // ---- results ------------------------------------------------------------
+
+    pub(in crate::engine) fn finished(
+        &mut self,
+        key: &str,
+        part: Option<usize>,
+        attempt: u32,
+        result: WorkResult,
+    ) {
+        let Some(node) = self.flow.node(key) else {
+            return;
+        };
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
+        match part {
+            Some(i) => {
+                let current = record.parts.get(i).is_some_and(|p| {
+                    p.status == StepStatus::Running
+                        && p.retry_at.is_none()
+                        && p.attempts.len() as u32 == attempt
+                });
+                if current {
+                    self.settle_part(node, i, result);
+                }
+            }
+            None => {
+                let current = record.status == StepStatus::Running
+                    && record.retry_at.is_none()
+                    && record.attempts.len() as u32 == attempt;
+                if !current {
+                    return; // stale: a retry or a restart already moved on
+                }
+                match result {
+                    Ok(done) => {
+                        let usage = done.usage.clone();
+                        self.complete(node, done.output, done.text, None, usage);
+                    }
+                    Err(failed) => self.attempt_failed(node, failed),
+                }
+            }
+        }
+    }
+
+    /// A step's attempt failed: another try later, or the step fails.
+    pub(in crate::engine) fn attempt_failed(&mut self, node: usize, failed: Failed) {
+        let policy = &self.flow.steps[node];
+        let (now, now_text) = (self.now, self.now_text.clone());
+        let record = self.record_mut(node);
+        let tries = Tries {
+            attempts: &mut record.attempts,
+            round_start: record.round_start,
+            retry_at: &mut record.retry_at,
+            error: &mut record.error,
+        };
+        match tries.failed(failed, policy, now, &now_text) {
+            Retry::At(at) => self.wake_at(node, at),
+            Retry::No(error) => self.fail(node, error),
+        }
+    }
+
+    /// A part's attempt ended: it completes, tries again later, or fails.
+    pub(in crate::engine) fn settle_part(&mut self, node: usize, part: usize, result: WorkResult) {
+        let finished = self.now_text.clone();
+        match result {
+            Ok(done) => {
+                let p = &mut self.record_mut(node).parts[part];
+                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Completed, &finished)
+                {
+                    last.output = Some(done.output.clone());
+                    last.text = done.text.clone();
+                    last.usage = done.usage;
+                }
+                p.status = StepStatus::Completed;
+                p.output = Some(done.output);
+                p.text = done.text;
+                p.error = None;
+            }
+            Err(failed) => {
+                let Some(policy) = self.flow.steps[node].part.as_deref() else {
+                    return;
+                };
+                let now = self.now;
+                let p = &mut self.record_mut(node).parts[part];
+                let tries = Tries {
+                    attempts: &mut p.attempts,
+                    round_start: 0,
+                    retry_at: &mut p.retry_at,
+                    error: &mut p.error,
+                };
+                match tries.failed(failed, policy, now, &finished) {
+                    Retry::At(at) => self.wake_at(node, at),
+                    Retry::No(error) => {
+                        p.status = StepStatus::Failed;
+                        p.error = Some(error);
+                    }
+                }
+            }
+        }
+        self.fill_parallel(node);
+    }
+
+    /// Remembers that `node` (or one of its parts) has a retry due at `at`.
+    fn wake_at(&mut self, node: usize, at: Timestamp) {
+        self.retrying.insert(node);
+        self.actions.push(Action::WakeAt(at));
+    }
+
+    /// When the engine next wants an [`Event::Tick`]: the earliest retry due,
+    /// of a step or of a part, rebuilt from the record. Drivers ask after
+    /// every batch of events instead of keeping [`Action::WakeAt`]s, so a
+    /// restart or two retries at different times lose no wake-up.
+    pub fn next_wake(&self) -> Option<Timestamp> {
+        self.retrying
+            .iter()
+            .filter_map(|&node| self.state.steps.get(self.flow.key(node)))
+            .filter(|r| r.status == StepStatus::Running)
+            .flat_map(|r| {
+                let parts = r.parts.iter().filter_map(|p| p.retry_at.as_deref());
+                r.retry_at.as_deref().into_iter().chain(parts)
+            })
+            // An unreadable time is due at once (as `due_at` has it).
+            .map(|at| at.parse().unwrap_or(Timestamp::UNIX_EPOCH))
+            .min()
+    }
+
+    /// Starts the retries whose time has come. Only the steps in `retrying`
+    /// are looked at, so the cost does not grow with the flow.
+    pub(in crate::engine) fn retry_due(&mut self) -> bool {
+        if self.retrying.is_empty() {
+            return false;
+        }
+        let now = self.now;
+        let mut progressed = false;
+        for node in std::mem::take(&mut self.retrying) {
+            let Some(record) = self.state.steps.get(self.flow.key(node)) else {
+                continue;
+            };
+            if record.status != StepStatus::Running {
+                continue;
+            }
+            let step_due = record.retry_at.as_deref().is_some_and(|at| due_at(at, now));
+            let parts: Vec<usize> = record
+                .parts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.retry_at.as_deref().is_some_and(|at| due_at(at, now)))
+                .map(|(i, _)| i)
+                .collect();
+            if step_due {
+                self.start_attempt(node);
+                progressed = true;
+            }
+            for part in parts {
+                self.start_part(node, part);
+                progressed = true;
+            }
+            let still_waiting = self.state.steps.get(self.flow.key(node)).is_some_and(|r| {
+                r.status == StepStatus::Running
+                    && (r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some()))
+            });
+            if still_waiting {
+                self.retrying.insert(node);
+            }
+        }
+        progressed
+    }
+}
+
+impl StepRecord {
+    /// Starts a new round of tries: earlier attempts stay, but no longer count
+    /// against `attempts`.
+    pub(super) fn round_start_now(&mut self) {
+        self.round_start = self.attempts.len() as i32;
+    }
+}
+
+/// Adds a running attempt (trimming the one that falls out of the latest
+/// [`ATTEMPTS_WITH_OUTPUT`]); returns its number.
+pub(super) fn open_attempt(
+    attempts: &mut Vec<Attempt>,
+    iteration: Option<i32>,
+    started_at: String,
+    feedback: Option<String>,
+) -> u32 {
+    let number = attempts.len() as i32 + 1;
+    trim_old_attempts(attempts);
+    attempts.push(Attempt {
+        number,
+        iteration,
+        status: StepStatus::Running,
+        started_at: Some(started_at),
+        feedback,
+        ..Default::default()
+    });
+    number as u32
+}
+
+/// Before a new attempt is added: the one that falls out of the latest
+/// [`ATTEMPTS_WITH_OUTPUT`] gives up its output, text and feedback.
+pub(super) fn trim_old_attempts(attempts: &mut [Attempt]) {
+    let Some(index) = attempts.len().checked_sub(ATTEMPTS_WITH_OUTPUT) else {
+        return;
+    };
+    if let Some(old) = attempts.get_mut(index)
+        && !old.trimmed
+    {
+        old.output = None;
+        old.text = None;
+        old.feedback = None;
+        old.trimmed = true;
+    }
+}
+
+/// Closes the latest attempt if it is still running, with its end time, and
+/// hands it back so the caller can add what it produced.
+pub(super) fn close_attempt<'a>(
+    attempts: &'a mut [Attempt],
+    status: StepStatus,
+    now: &str,
+) -> Option<&'a mut Attempt> {
+    let last = attempts
+        .last_mut()
+        .filter(|a| a.status == StepStatus::Running)?;
+    last.status = status;
+    last.finished_at = Some(now.to_string());
+    Some(last)
+}
+
+/// The tries of a step or of a part, as the one retry policy sees them.
+struct Tries<'a> {
+    /// Every attempt; the latest is the one that just failed.
+    attempts: &'a mut Vec<Attempt>,
+    /// Index of the first attempt of the current round (0 for a part).
+    round_start: i32,
+    retry_at: &'a mut Option<String>,
+    error: &'a mut Option<StepError>,
+}
+
+/// What the retry policy decided after a failed attempt.
+enum Retry {
+    /// Try again at this time.
+    At(Timestamp),
+    /// No more tries: the step or part fails with this error.
+    No(StepError),
+}
+
+impl Tries<'_> {
+    /// Closes the failed attempt and decides: another try after the backoff
+    /// (doubling from the second retry on) while the round has attempts
+    /// left, otherwise the failure stands. A retry time past what a record
+    /// can hold fails too, instead of overflowing.
+    fn failed(
+        self,
+        failed: Failed,
+        policy: &CompiledStep<'_>,
+        now: Timestamp,
+        now_text: &str,
+    ) -> Retry {
+        let Failed { error, usage } = failed;
+        let tries = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as u32;
+        if let Some(last) = close_attempt(self.attempts, StepStatus::Failed, now_text) {
+            last.error = Some(error.clone());
+            last.usage = usage;
+        }
+        *self.error = Some(error.clone());
+        if tries >= policy.max_attempts {
+            return Retry::No(error);
+        }
+        match retry_time(now, policy.backoff, tries) {
+            Some(at) => {
+                *self.retry_at = Some(at.to_string());
+                Retry::At(at)
+            }
+            None => Retry::No(step_error(
+                &error.code,
+                format!(
+                    "{}; the next try would be due later than a date can be written, so it is not made",
+                    error.message
+                ),
+            )),
+        }
+    }
+}
+
+/// When try number `tries + 1` is due: `base`, doubled for every earlier
+/// retry; `None` when that is past the last representable time.
+fn retry_time(now: Timestamp, base: Duration, tries: u32) -> Option<Timestamp> {
+    let wait = base.checked_mul(1u32 << tries.saturating_sub(1).min(16))?;
+    now.checked_add(wait).ok()
+}
+
+pub(super) fn due_at(at: &str, now: Timestamp) -> bool {
+    at.parse::<Timestamp>().map_or(true, |t| t <= now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_latest_attempts_keep_their_output() {
+        let mut attempts: Vec<Attempt> = Vec::new();
+        for n in 1..=7 {
+            trim_old_attempts(&mut attempts);
+            attempts.push(Attempt {
+                number: n,
+                output: Some(json!(n)),
+                text: Some(format!("text {n}")),
+                feedback: Some("shorter".into()),
+                error: Some(step_error(codes::AGENT, "kept")),
+                ..Default::default()
+            });
+        }
+        for a in &attempts[..2] {
+            assert!(a.trimmed, "attempt {} is trimmed", a.number);
+            assert_eq!((&a.output, &a.text, &a.feedback), (&None, &None, &None));
+            assert!(a.error.is_some(), "the error stays");
+        }
+        for a in &attempts[2..] {
+            assert!(!a.trimmed);
+            assert_eq!(a.output, Some(json!(a.number)));
+        }
+        assert_eq!(attempts.len() - 2, ATTEMPTS_WITH_OUTPUT);
+    }
+
+    #[test]
+    fn a_retry_past_the_last_date_is_no_retry() {
+        let now = Timestamp::from_second(1_800_000_000).expect("time");
+        let huge = Duration::from_secs(999_999_999 * 86_400);
+        assert_eq!(retry_time(now, huge, 1), None);
+        assert_eq!(retry_time(now, Duration::MAX, 3), None);
+        let base = Duration::from_secs(5);
+        let third = retry_time(now, base, 3).expect("in range");
+        assert_eq!(third.duration_since(now).as_secs(), 20);
+    }
+}

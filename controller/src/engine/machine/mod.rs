@@ -1,0 +1,507 @@
+//! The run state machine: given the compiled flow, the run's record and one
+//! event (start, work finished, a person decided, time passed, cancel), it
+//! updates the record and returns the actions to take. No I/O, no clock:
+//! time comes in as an argument, so the controller and `coxswain run` drive
+//! it the same way and a restarted controller resumes from the record alone.
+
+mod approval;
+mod attempts;
+mod composites;
+mod part_keys;
+mod schedule;
+mod send_back;
+mod settle;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+pub use approval::DecideError;
+pub use part_keys::MAX_PART_KEY_LEN;
+
+use crate::api::{
+    ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus,
+    StepError, StepKind, StepRecord, StepStatus,
+};
+use crate::expr::EvalError;
+
+use super::compiled::CompiledFlow;
+use super::work::{Failed, RunInfo, Work, WorkResult, codes, step_error};
+
+/// Most times one send-back arrow may be taken in a run.
+pub const MAX_SEND_BACKS: i32 = 10;
+
+/// How many of a step's latest attempts keep their output and text in the
+/// record; older ones keep status, times, error and usage, so a long loop keeps the record small.
+pub const ATTEMPTS_WITH_OUTPUT: usize = 5;
+
+/// Something that happened to a run. A person's answer is not an event:
+/// it may be refused, so it goes through [`RunMachine::decide`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The run begins.
+    Start,
+    /// An attempt ended.
+    Finished {
+        /// The step's key.
+        step: String,
+        /// The part, for a parallel step.
+        part: Option<usize>,
+        /// The attempt number the work carried.
+        attempt: u32,
+        /// What it produced.
+        result: WorkResult,
+    },
+    /// Time passed (a retry may be due).
+    Tick,
+    /// Stop the run.
+    Cancel,
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// In review mode: the decision taken.
+    pub decision: Option<String>,
+    /// Instructions for whoever redoes the work.
+    pub feedback: Option<String>,
+    /// In entry mode: the data filled in.
+    pub response: Option<Value>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+}
+
+/// What the engine asks its driver to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Run one attempt.
+    Run(Box<Work>),
+    /// Ask a person.
+    Ask(ApprovalRequest),
+    /// Call back with [`Event::Tick`] at this time.
+    WakeAt(Timestamp),
+    /// Stop running work (the run failed or was cancelled).
+    Stop {
+        /// The step's key.
+        step: String,
+        /// The part, for a parallel step.
+        part: Option<usize>,
+    },
+}
+
+/// What a person is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    /// The step's key.
+    pub step: String,
+    /// The attempt it answers.
+    pub attempt: u32,
+    /// Review or entry.
+    pub mode: ApprovalMode,
+    /// What the person looks at, by step key.
+    pub show: BTreeMap<String, Value>,
+    /// The decisions allowed.
+    pub decisions: Vec<String>,
+    /// In entry mode, what to fill in.
+    pub fields: Vec<Field>,
+    /// Who may decide.
+    pub approvers: Option<Approvers>,
+    /// Guidance for the person.
+    pub instructions: Option<String>,
+}
+
+/// Why a record cannot be resumed with the flow given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// The record was made with another flow.
+    #[error(
+        "the run's record was made with the flow {record}, but the flow given is {flow}; \
+         a run must go on with the flow it started with (its pinned snapshot)"
+    )]
+    DifferentFlow {
+        /// The digest the record names.
+        record: String,
+        /// The digest of the flow given.
+        flow: String,
+    },
+    /// The record started without naming its flow, so no flow can be trusted with it.
+    #[error(
+        "the run's record has started but names no flow digest, so it cannot be matched \
+         with the flow given ({flow})"
+    )]
+    Unpinned {
+        /// The digest of the flow given.
+        flow: String,
+    },
+}
+
+/// A run in progress: the compiled flow, the record, and derived views.
+pub struct RunMachine<'f> {
+    pub(in crate::engine) flow: &'f CompiledFlow<'f>,
+    /// The run's record; what the controller writes to the Run's status.
+    /// Private: the machine's indexes (`recorded`, `views`) follow it.
+    pub(in crate::engine) state: RunStatus,
+    pub(in crate::engine) input: Value,
+    pub(in crate::engine) run: RunInfo,
+    pub(in crate::engine) run_value: Value,
+    /// `{status, output, text, error}` per node (by index), kept in step
+    /// with `state`.
+    pub(in crate::engine) views: Vec<Value>,
+    /// Nodes to look at on the next pass of the scheduler.
+    pub(in crate::engine) candidates: Vec<usize>,
+    pub(in crate::engine) actions: Vec<Action>,
+    pub(in crate::engine) now: Timestamp,
+    /// `now` as records write it, printed once per event.
+    pub(in crate::engine) now_text: String,
+    /// Steps whose record changed since [`RunMachine::take_touched`].
+    pub(in crate::engine) touched: Vec<usize>,
+    /// Which nodes have a record in `state.steps` (records are never
+    /// removed), so finding one for writing is a single lookup.
+    pub(in crate::engine) recorded: Vec<bool>,
+    /// Steps with a retry (of the step or of a part) waiting for its time.
+    pub(in crate::engine) retrying: std::collections::BTreeSet<usize>,
+}
+
+impl<'f> RunMachine<'f> {
+    /// A new run of `flow`: its record starts pinned to the flow (digest
+    /// and generation) and keeps `run.since`.
+    pub fn new(flow: &'f CompiledFlow<'f>, input: Value, run: RunInfo) -> Self {
+        let state = RunStatus {
+            flow_generation: flow.generation,
+            flow_digest: Some(flow.digest.clone()),
+            since: run.since.clone(),
+            ..Default::default()
+        };
+        Self::from_record(flow, input, run, state)
+    }
+
+    /// Picks a run up from its record alone, as a restarted controller does.
+    /// The record must have been made with this very flow (same digest); a
+    /// record not started yet and not pinned is pinned to it now. `$SINCE`
+    /// comes from the record, whatever `run.since` says.
+    pub fn resume(
+        flow: &'f CompiledFlow<'f>,
+        input: Value,
+        mut run: RunInfo,
+        mut state: RunStatus,
+    ) -> Result<Self, ResumeError> {
+        match &state.flow_digest {
+            Some(digest) if *digest != flow.digest => {
+                return Err(ResumeError::DifferentFlow {
+                    record: digest.clone(),
+                    flow: flow.digest.clone(),
+                });
+            }
+            Some(_) => run.since = state.since.clone(),
+            None if state.phase != RunPhase::Pending || !state.steps.is_empty() => {
+                return Err(ResumeError::Unpinned {
+                    flow: flow.digest.clone(),
+                });
+            }
+            None => {
+                state.flow_digest = Some(flow.digest.clone());
+                state.flow_generation = flow.generation;
+                state.since = run.since.clone();
+            }
+        }
+        Ok(Self::from_record(flow, input, run, state))
+    }
+
+    fn from_record(
+        flow: &'f CompiledFlow<'f>,
+        input: Value,
+        run: RunInfo,
+        state: RunStatus,
+    ) -> Self {
+        let run_value = json!({"name": run.name, "namespace": run.namespace, "uid": run.uid, "since": run.since});
+        let recorded = (0..flow.graph.nodes.len())
+            .map(|n| state.steps.contains_key(flow.key(n)))
+            .collect();
+        let mut machine = RunMachine {
+            flow,
+            state,
+            input,
+            run,
+            run_value,
+            views: vec![Value::Null; flow.graph.nodes.len()],
+            candidates: (0..flow.graph.nodes.len()).collect(),
+            actions: Vec::new(),
+            now: Timestamp::UNIX_EPOCH,
+            now_text: Timestamp::UNIX_EPOCH.to_string(),
+            touched: Default::default(),
+            recorded,
+            retrying: Default::default(),
+        };
+        for node in 0..flow.graph.nodes.len() {
+            machine.refresh_view(node);
+            let waiting = machine.state.steps.get(flow.key(node)).is_some_and(|r| {
+                r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some())
+            });
+            if waiting {
+                machine.retrying.insert(node);
+            }
+        }
+        machine.touched.clear();
+        machine
+    }
+
+    /// Applies one event at time `now` and returns the actions it leads to.
+    pub fn handle(&mut self, event: Event, now: Timestamp) -> Vec<Action> {
+        self.set_now(now);
+        match event {
+            Event::Start => self.start(),
+            Event::Finished {
+                step,
+                part,
+                attempt,
+                result,
+            } => self.finished(&step, part, attempt, result),
+            Event::Tick => {}
+            Event::Cancel => self.stop(
+                RunPhase::Cancelled,
+                step_error(codes::CANCELLED, "the run was cancelled"),
+            ),
+        }
+        self.settle_event()
+    }
+
+    /// Takes a person's answer to the approval of `step` (its attempt
+    /// `attempt`) at time `now`, and returns the actions it leads to. An
+    /// answer that does not fit the step, or an approval no longer waiting,
+    /// is refused with a message for the person and changes nothing.
+    pub fn decide(
+        &mut self,
+        step: &str,
+        attempt: u32,
+        decision: Decision,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, DecideError> {
+        self.set_now(now);
+        self.decided(step, attempt, decision)?;
+        Ok(self.settle_event())
+    }
+
+    fn set_now(&mut self, now: Timestamp) {
+        if now != self.now {
+            self.now = now;
+            self.now_text = now.to_string();
+        }
+    }
+
+    /// Runs the scheduler after an event and hands back what it asked for.
+    fn settle_event(&mut self) -> Vec<Action> {
+        if self.is_active() {
+            self.pump();
+        }
+        std::mem::take(&mut self.actions)
+    }
+
+    /// The record with its summary (progress, current step) and arrows brought
+    /// up to date; computed on demand because it walks the whole flow.
+    pub fn record(&mut self) -> &RunStatus {
+        self.update_summary();
+        &self.state
+    }
+
+    /// The record as it stands (phase and output settle on every event; the
+    /// summary and arrows only in [`RunMachine::record`]).
+    pub fn state(&self) -> &RunStatus {
+        &self.state
+    }
+
+    /// The record, once the run is over or handed on.
+    pub fn into_state(self) -> RunStatus {
+        self.state
+    }
+
+    /// The steps whose record changed since the last call, for progress display.
+    pub fn take_touched(&mut self) -> Vec<String> {
+        let flow = self.flow;
+        std::mem::take(&mut self.touched)
+            .into_iter()
+            .map(|n| flow.key(n).to_string())
+            .collect()
+    }
+
+    /// Every attempt that should be running now, rebuilt from the record — a
+    /// restarted controller uses it to find (or recreate) its Jobs and calls.
+    pub fn running_work(&self) -> Vec<Work> {
+        let mut work = Vec::new();
+        for node in 0..self.flow.graph.nodes.len() {
+            let key = self.flow.key(node);
+            let Some(record) = self.state.steps.get(key) else {
+                continue;
+            };
+            if record.status != StepStatus::Running || record.retry_at.is_some() {
+                continue;
+            }
+            let compiled = &self.flow.steps[node];
+            if compiled.part.is_some() {
+                for (i, part) in record.parts.iter().enumerate() {
+                    if part.status == StepStatus::Running && part.retry_at.is_none() {
+                        work.extend(self.part_work(node, i));
+                    }
+                }
+            } else if let Some(w) = self.step_work(node, record.attempts.len() as u32) {
+                work.push(w);
+            }
+        }
+        work
+    }
+
+    /// The run's input.
+    pub fn input(&self) -> &Value {
+        &self.input
+    }
+}
+
+impl RunMachine<'_> {
+    pub(in crate::engine) fn is_active(&self) -> bool {
+        matches!(self.state.phase, RunPhase::Running | RunPhase::Waiting)
+    }
+
+    pub(in crate::engine) fn start(&mut self) {
+        if self.state.phase != RunPhase::Pending {
+            return;
+        }
+        self.state.phase = RunPhase::Running;
+        self.state.started_at = Some(self.now_text.clone());
+        let top: Vec<usize> = self.flow.graph.lists[0].clone();
+        for node in top {
+            self.state.due.insert(self.flow.key(node).to_string());
+        }
+        self.candidates = self.flow.graph.lists[0].clone();
+    }
+
+    // ---- records ---------------------------------------------------------------
+
+    /// A step's latest output (`null` when it has none), copied.
+    pub(in crate::engine) fn output_of(&self, key: &str) -> Value {
+        self.state
+            .steps
+            .get(key)
+            .and_then(|r| r.output.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// The outputs of the steps an approval shows, by key.
+    pub(in crate::engine) fn outputs_of(&self, keys: &[String]) -> Map<String, Value> {
+        keys.iter()
+            .map(|k| (k.clone(), self.output_of(k)))
+            .collect()
+    }
+
+    pub(in crate::engine) fn status(&self, node: usize) -> StepStatus {
+        self.state
+            .steps
+            .get(self.flow.key(node))
+            .map_or(StepStatus::Pending, |r| r.status)
+    }
+
+    pub(in crate::engine) fn record_mut(&mut self, node: usize) -> &mut StepRecord {
+        let key = self.flow.key(node);
+        if self.touched.last() != Some(&node) {
+            self.touched.push(node);
+        }
+        // `entry` would allocate the key on every call; insert only once.
+        if !self.recorded[node] {
+            self.recorded[node] = true;
+            self.state.steps.entry(key.to_string()).or_default();
+        }
+        self.state.steps.get_mut(key).expect("recorded above")
+    }
+
+    pub(in crate::engine) fn set_status(&mut self, node: usize, status: StepStatus) {
+        self.record_mut(node).status = status;
+        self.refresh_view(node);
+    }
+
+    /// Brings the view expressions read (`$steps.KEY`) in line with the
+    /// record, in place when it exists (this runs on every transition).
+    pub(in crate::engine) fn refresh_view(&mut self, node: usize) {
+        if !self.flow.observed[node] {
+            return;
+        }
+        let record = self.state.steps.get(self.flow.key(node));
+        let fields = [
+            (
+                "status",
+                json!(record.map_or(StepStatus::Pending, |r| r.status)),
+            ),
+            (
+                "output",
+                record.and_then(|r| r.output.clone()).unwrap_or(Value::Null),
+            ),
+            (
+                "text",
+                record
+                    .and_then(|r| r.text.clone())
+                    .map_or(Value::Null, Value::String),
+            ),
+            ("error", json!(record.and_then(|r| r.error.as_ref()))),
+        ];
+        let Some(slot) = self.views.get_mut(node) else {
+            return;
+        };
+        match slot {
+            Value::Object(view) => {
+                for (name, value) in fields {
+                    if let Some(slot) = view.get_mut(name) {
+                        *slot = value;
+                    }
+                }
+            }
+            _ => {
+                *slot = Value::Object(
+                    fields
+                        .into_iter()
+                        .map(|(n, v)| (n.to_string(), v))
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    pub(in crate::engine) fn update_summary(&mut self) {
+        if self.is_active() {
+            let any = |status| self.state.steps.values().any(|r| r.status == status);
+            let waiting = any(StepStatus::Waiting) && !any(StepStatus::Running);
+            self.state.phase = if waiting {
+                RunPhase::Waiting
+            } else {
+                RunPhase::Running
+            };
+        }
+        let total = self.flow.graph.nodes.len();
+        let settled = (0..total)
+            .filter(|&n| {
+                !self.state.due.contains(self.flow.key(n))
+                    && matches!(
+                        self.status(n),
+                        StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                    )
+            })
+            .count();
+        self.state.progress = Some(format!("{settled}/{total}"));
+        self.state.current_step = (0..total)
+            .rev()
+            .find(|&n| matches!(self.status(n), StepStatus::Running | StepStatus::Waiting))
+            .map(|n| self.flow.key(n).to_string());
+        self.state.arrows = super::arrows::arrows(self.flow, &self.state);
+    }
+}
+
+pub(super) fn expression_error(e: &EvalError) -> StepError {
+    step_error(codes::EXPRESSION, e.to_string())
+}
+
+pub(super) fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

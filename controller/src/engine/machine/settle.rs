@@ -1,0 +1,167 @@
+//! Settling: a step completes, is skipped or fails; the run finishes or stops.
+
+use super::attempts::close_attempt;
+use super::*;
+
+impl RunMachine<'_> {
+    pub(in crate::engine) fn complete(
+        &mut self,
+        node: usize,
+        output: Value,
+        text: Option<String>,
+        exit: Option<String>,
+        usage: Option<crate::api::TokenUsage>,
+    ) {
+        let now = self.now_text.clone();
+        let record = self.record_mut(node);
+        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Completed, &now) {
+            last.output = Some(output.clone());
+            last.text = text.clone();
+            last.usage = usage;
+        }
+        record.output = Some(output);
+        record.text = text;
+        record.error = None;
+        record.exit = exit.clone();
+        record.finished_at = Some(now);
+        record.retry_at = None;
+        record.review = None;
+        self.set_status(node, StepStatus::Completed);
+        self.settled(node);
+        if let (Some(exit), false) = (exit, self.flow.steps[node].step.approval.is_some()) {
+            self.maybe_send_back(node, &exit, None, None);
+        }
+    }
+
+    pub(in crate::engine) fn skip(&mut self, node: usize, reason: &str) {
+        let key = self.flow.key(node);
+        self.state.due.remove(key);
+        let now = self.now_text.clone();
+        let record = self.record_mut(node);
+        record.output = None;
+        record.text = None;
+        record.error = None;
+        record.exit = None;
+        record.reason = Some(reason.to_string());
+        record.finished_at = Some(now);
+        self.set_status(node, StepStatus::Skipped);
+        self.settled(node);
+    }
+
+    pub(in crate::engine) fn fail(&mut self, node: usize, error: StepError) {
+        let now = self.now_text.clone();
+        let record = self.record_mut(node);
+        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
+            last.error = Some(error.clone());
+        }
+        record.error = Some(error.clone());
+        record.finished_at = Some(now);
+        record.retry_at = None;
+        self.set_status(node, StepStatus::Failed);
+        if self.flow.steps[node].continue_on_failure {
+            self.settled(node);
+            return;
+        }
+        // The failure travels up through the loops it sits in.
+        if let Some(parent) = self.flow.graph.nodes[node].parent {
+            let message = format!("step `{}` failed: {}", self.flow.key(node), error.message);
+            return self.fail(parent, step_error(&error.code, message));
+        }
+        let message = format!("step `{}` failed: {}", self.flow.key(node), error.message);
+        self.stop(RunPhase::Failed, step_error(&error.code, message));
+    }
+
+    /// A node settled: its successors may now be ready.
+    pub(in crate::engine) fn settled(&mut self, node: usize) {
+        self.candidates
+            .extend(self.flow.successors[node].iter().rev());
+    }
+
+    /// Ends the run: running work is stopped and marked as such.
+    pub(in crate::engine) fn stop(&mut self, phase: RunPhase, error: StepError) {
+        if !self.is_active() && self.state.phase != RunPhase::Pending {
+            return;
+        }
+        let now = self.now_text.clone();
+        for node in 0..self.flow.graph.nodes.len() {
+            let key = self.flow.key(node).to_string();
+            let Some(record) = self.state.steps.get_mut(&key) else {
+                continue;
+            };
+            let mut stopped = false;
+            for (i, part) in record.parts.iter_mut().enumerate() {
+                if matches!(part.status, StepStatus::Running | StepStatus::Waiting) {
+                    if part.retry_at.take().is_none() {
+                        self.actions.push(Action::Stop {
+                            step: key.clone(),
+                            part: Some(i),
+                        });
+                    }
+                    let error = step_error(codes::CANCELLED, "stopped: the run ended");
+                    if let Some(last) = close_attempt(&mut part.attempts, StepStatus::Failed, &now)
+                    {
+                        last.error = Some(error.clone());
+                    }
+                    part.status = StepStatus::Failed;
+                    part.error = Some(error);
+                    stopped = true;
+                }
+            }
+            if matches!(record.status, StepStatus::Running | StepStatus::Waiting) {
+                let in_flight = record.retry_at.take().is_none();
+                if in_flight
+                    && !stopped
+                    && self.flow.steps[node].part.is_none()
+                    && self.flow.steps[node].step.loop_.is_none()
+                {
+                    self.actions.push(Action::Stop {
+                        step: key.clone(),
+                        part: None,
+                    });
+                }
+                record.status = StepStatus::Failed;
+                record
+                    .error
+                    .get_or_insert_with(|| step_error(codes::CANCELLED, "stopped: the run ended"));
+                close_attempt(&mut record.attempts, StepStatus::Failed, &now);
+                self.refresh_view(node);
+            }
+        }
+        self.retrying.clear();
+        self.state.phase = phase;
+        self.state.error = Some(error);
+        self.state.finished_at = Some(self.now_text.clone());
+        self.state.due.clear();
+        self.candidates.clear();
+    }
+
+    // ---- retries, loops, parallel steps, send-backs ---------------------------
+
+    pub(in crate::engine) fn finish_if_done(&mut self) {
+        let top = &self.flow.graph.lists[0];
+        let open = self.state.pending_send_back.is_some()
+            || top.iter().rev().any(|&n| {
+                self.state.due.contains(self.flow.key(n))
+                    || matches!(
+                        self.status(n),
+                        StepStatus::Running | StepStatus::Waiting | StepStatus::Pending
+                    )
+            });
+        if open {
+            // Running or Waiting is settled in `update_summary`: telling them
+            // apart walks every record, too much for every event.
+            return;
+        }
+        let scope = self.scope_at_end();
+        self.state.output = Some(match &self.flow.output {
+            Some(template) => template.resolve(&scope),
+            None => top
+                .iter()
+                .rev()
+                .find(|&&n| self.status(n) == StepStatus::Completed)
+                .map_or(Value::Null, |&n| self.output_of(self.flow.key(n))),
+        });
+        self.state.phase = RunPhase::Succeeded;
+        self.state.finished_at = Some(self.now_text.clone());
+    }
+}

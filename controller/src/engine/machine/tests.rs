@@ -1,0 +1,298 @@
+//! The engine driven by hand on small flows: what a record holds after a
+//! few events, and what a machine rebuilt from that record alone says.
+
+use serde_json::{Value, json};
+
+use crate::api::{FlowSpec, RunPhase, RunStatus, StepStatus};
+use crate::engine::{
+    Action, CompiledFlow, Done, Event, Failed, ResumeError, RunInfo, RunMachine, codes, step_error,
+};
+
+/// A flow from YAML, for a test.
+fn spec(yaml: &str) -> FlowSpec {
+    serde_yaml::from_str(yaml).expect("test flow is well-formed YAML")
+}
+
+/// A point in time `s` seconds after a fixed start.
+fn at(s: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
+}
+
+/// A new run of `flow` with `input`.
+fn fresh<'f>(flow: &'f CompiledFlow<'f>, input: Value) -> RunMachine<'f> {
+    RunMachine::new(flow, input, RunInfo::default())
+}
+
+fn failure() -> Event {
+    failure_of("each", Some(0), 1)
+}
+
+fn failure_of(step: &str, part: Option<usize>, attempt: u32) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part,
+        attempt,
+        result: Err(Failed::from(step_error(codes::SCRIPT, "exit 1"))),
+    }
+}
+
+fn success_of(step: &str, part: Option<usize>, attempt: u32) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part,
+        attempt,
+        result: Ok(Done::output(json!("ok"))),
+    }
+}
+
+const PARTS_RETRY: &str = "
+steps:
+  - key: each
+    parallel:
+      items: $input.xs
+      step: {script: {source: x}, attempts: 3, backoff: 1m}
+";
+
+#[test]
+fn cancelling_closes_every_part_and_clears_its_retry() {
+    let spec = spec(PARTS_RETRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["a", "b"]}));
+    let started = machine.handle(Event::Start, at(0));
+    assert_eq!(started.len(), 2, "{started:?}");
+    machine.handle(failure(), at(1));
+    let actions = machine.handle(Event::Cancel, at(2));
+    let record = machine.record().clone();
+    assert_eq!(record.phase, RunPhase::Cancelled);
+    let each = &record.steps["each"];
+    for part in &each.parts {
+        assert_eq!(part.retry_at, None, "part {} keeps no retry", part.key);
+        assert_eq!(part.status, StepStatus::Failed);
+        for a in &part.attempts {
+            assert_ne!(
+                a.status,
+                StepStatus::Running,
+                "part {} attempt {}",
+                part.key,
+                a.number
+            );
+        }
+    }
+    assert_eq!(each.retry_at, None);
+    // Only the part still working is stopped; the one waiting to retry has nothing running.
+    assert_eq!(
+        actions,
+        vec![Action::Stop {
+            step: "each".into(),
+            part: Some(1)
+        }]
+    );
+}
+
+#[test]
+fn items_with_clashing_names_keep_both_outputs() {
+    let spec = spec(
+        "
+steps:
+  - key: each
+    parallel: {items: $input.xs, step: {script: {source: x}}}
+",
+    );
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["Ana B", "ana-b"]}));
+    let runs = machine.handle(Event::Start, at(0));
+    let mut ids: Vec<String> = runs
+        .iter()
+        .filter_map(|a| match a {
+            Action::Run(w) => Some(w.idempotency_key()),
+            _ => None,
+        })
+        .collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 2, "two parts, two idempotency keys: {ids:?}");
+    machine.handle(success_of("each", Some(0), 1), at(1));
+    machine.handle(success_of("each", Some(1), 1), at(2));
+    let output = machine.record().steps["each"]
+        .output
+        .clone()
+        .expect("output");
+    assert_eq!(output["by_key"], json!({"ana-b": "ok", "ana-b-2": "ok"}));
+}
+
+/// A machine that picks the run up from `record` alone, after a trip
+/// through JSON as a Run's status would make.
+fn restarted<'f>(flow: &'f CompiledFlow<'f>, input: Value, record: &RunStatus) -> RunMachine<'f> {
+    let saved = serde_json::to_string(record).expect("record to JSON");
+    let state: RunStatus = serde_json::from_str(&saved).expect("record from JSON");
+    RunMachine::resume(flow, input, RunInfo::default(), state).expect("same flow")
+}
+
+#[test]
+fn a_waiting_approval_is_asked_again_after_a_restart() {
+    let spec = spec(
+        "
+steps:
+  - key: draft
+    script: {source: x}
+  - key: review
+    approval: {decisions: [approve, reject], show: [draft]}
+",
+    );
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    let asked: Vec<Action> = machine.handle(success_of("draft", None, 1), at(1));
+    let [Action::Ask(request)] = asked.as_slice() else {
+        panic!("one ask, got {asked:?}")
+    };
+    let mut again = restarted(&flow, json!({}), machine.record());
+    assert_eq!(again.pending_approvals(), vec![request.clone()]);
+    assert!(
+        again.handle(Event::Tick, at(2)).is_empty(),
+        "a tick asks nothing new"
+    );
+    assert_eq!(again.next_wake(), None);
+}
+
+#[test]
+fn a_pending_retry_wakes_the_engine_after_a_restart() {
+    let spec = spec(PARTS_RETRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let input = json!({"xs": ["a", "b"]});
+    let mut machine = fresh(&flow, input.clone());
+    machine.handle(Event::Start, at(0));
+    let actions = machine.handle(failure(), at(1));
+    assert_eq!(actions, vec![Action::WakeAt(at(61))]);
+    let mut again = restarted(&flow, input, machine.record());
+    assert_eq!(again.next_wake(), Some(at(61)));
+    // The second part fails later and retries later: the earlier wake stays first.
+    again.handle(failure_of("each", Some(1), 1), at(10));
+    assert_eq!(again.next_wake(), Some(at(61)));
+    let retried = again.handle(Event::Tick, at(61));
+    assert!(matches!(retried.as_slice(), [Action::Run(w)] if w.attempt == 2));
+    assert_eq!(
+        again.next_wake(),
+        Some(at(70)),
+        "the second part's retry is still due"
+    );
+}
+
+#[test]
+fn a_record_is_never_resumed_with_another_flow() {
+    let first = spec("steps: [{key: a, script: {source: x}}]");
+    let changed = spec("steps: [{key: a, script: {source: y}}]");
+    let first = CompiledFlow::new(&first).expect("valid").with_generation(3);
+    let changed = CompiledFlow::new(&changed).expect("valid");
+    let mut machine = fresh(&first, json!({}));
+    machine.handle(Event::Start, at(0));
+    let record = machine.record().clone();
+    assert_eq!(record.flow_digest.as_deref(), Some(first.digest.as_str()));
+    assert_eq!(record.flow_generation, Some(3));
+    let refused = RunMachine::resume(&changed, json!({}), RunInfo::default(), record.clone())
+        .err()
+        .expect("refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains(&first.digest) && message.contains(&changed.digest),
+        "{message}"
+    );
+    // A started record that names no flow is refused too.
+    let unpinned = RunStatus {
+        flow_digest: None,
+        ..record
+    };
+    assert!(matches!(
+        RunMachine::resume(&first, json!({}), RunInfo::default(), unpinned),
+        Err(ResumeError::Unpinned { .. })
+    ));
+}
+
+#[test]
+fn since_comes_back_from_the_record() {
+    let spec = spec("steps: [{key: a, script: {source: x}, input: {since: $run.since}}]");
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let run = RunInfo {
+        since: Some("1799990000".into()),
+        ..Default::default()
+    };
+    let mut machine = RunMachine::new(&flow, json!({}), run);
+    machine.handle(Event::Start, at(0));
+    let record = machine.record().clone();
+    assert_eq!(record.since.as_deref(), Some("1799990000"));
+    let again =
+        RunMachine::resume(&flow, json!({}), RunInfo::default(), record).expect("same flow");
+    let work = again.running_work();
+    assert_eq!(work.len(), 1);
+    assert_eq!(work[0].run.since.as_deref(), Some("1799990000"));
+    assert_eq!(work[0].input, json!({"since": "1799990000"}));
+}
+
+const REVIEW_AND_ENTRY: &str = "
+steps:
+  - key: review
+    approval: {decisions: [approve, reject]}
+  - key: assign
+    approval: {mode: entry, fields: [{name: owner, type: string}, {name: count, type: integer}]}
+";
+
+fn answer(decision: Option<&str>, response: Option<Value>) -> crate::engine::Decision {
+    crate::engine::Decision {
+        decision: decision.map(str::to_string),
+        response,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
+    let spec = spec(REVIEW_AND_ENTRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    let before = machine.record().clone();
+    let refused = machine
+        .decide("review", 1, answer(Some("maybe"), None), at(1))
+        .expect_err("refused");
+    assert_eq!(
+        refused.to_string(),
+        "`maybe` is not a decision of step `review`; choose one of approve, reject"
+    );
+    assert_eq!(
+        machine.record(),
+        &before,
+        "a refused answer changes nothing"
+    );
+    let stale = machine.decide("review", 2, answer(Some("approve"), None), at(1));
+    assert!(matches!(
+        stale,
+        Err(crate::engine::DecideError::NotWaiting { .. })
+    ));
+    let asked = machine
+        .decide("review", 1, answer(Some("approve"), None), at(2))
+        .expect("taken");
+    assert!(matches!(asked.as_slice(), [Action::Ask(r)] if r.step == "assign"));
+}
+
+#[test]
+fn an_entry_must_have_exactly_the_declared_fields_and_types() {
+    let spec = spec(REVIEW_AND_ENTRY);
+    let flow = CompiledFlow::new(&spec).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine
+        .decide("review", 1, answer(Some("approve"), None), at(1))
+        .expect("taken");
+    let bad = json!({"owner": null, "count": "1", "extra": true});
+    let refused = machine
+        .decide("assign", 1, answer(None, Some(bad)), at(2))
+        .expect_err("refused");
+    assert!(refused.to_string().contains("`owner`"), "{refused}");
+    assert_eq!(machine.state().steps["assign"].status, StepStatus::Waiting);
+    let good = json!({"owner": "ana", "count": 2});
+    machine
+        .decide("assign", 1, answer(None, Some(good.clone())), at(3))
+        .expect("taken");
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    assert_eq!(record.output, Some(good));
+}

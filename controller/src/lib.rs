@@ -1,18 +1,14 @@
 //! Coxswain runs flows of AI agents, scripts, HTTP calls and people.
 //!
-//! The pure core (`scope`, `expr`, `template`, `flow`) does no I/O and knows
-//! nothing of Kubernetes, so the controller, the admission webhook and the
-//! local runner share one exact implementation of the flow language.
+//! This crate is the `coxswain` binary, its command line and the local
+//! runner. The layers below it are crates of their own, as in linkerd2's
+//! policy-controller: `coxswain-core` (the resource types, the languages,
+//! validation and the engine; no I/O, no Kubernetes client, no async
+//! runtime) and `coxswain-steps` (the executors). They are re-exported here
+//! under their module names, so `coxswain::engine` is the core's engine.
 
-pub mod api;
 pub mod cli;
-pub mod crds;
-pub mod engine;
-pub mod expr;
-pub mod flow;
 pub mod local;
-pub mod portable_yaml;
-pub mod scope;
-pub mod steps;
-pub mod template;
-pub mod text;
+
+pub use coxswain_core::{api, crds, engine, expr, flow, portable_yaml, scope, template, text};
+pub use coxswain_steps as steps;

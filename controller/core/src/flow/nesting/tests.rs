@@ -85,7 +85,7 @@ fn brackets_after_a_block_scalar_count() {
 
 #[test]
 fn the_examples_pass() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     for entry in std::fs::read_dir(dir).expect("examples/") {
         let path = entry.expect("an entry").path();
         let text = std::fs::read_to_string(&path).expect("readable");

@@ -56,7 +56,7 @@ pub enum ScriptError {
         /// The variable.
         name: String,
         /// What the secret store said.
-        reason: crate::steps::SecretError,
+        reason: crate::SecretError,
     },
     /// The program could not be started.
     #[error("cannot start {program}: {source}")]
@@ -73,7 +73,7 @@ pub enum ScriptError {
     #[error("the script ran longer than its timeout of {} and was stopped", show_duration(*.0))]
     Timeout(Duration),
     /// More on stdout than the cap allows.
-    #[error("the script printed more than {} on stdout and was stopped", crate::steps::net::size(*.0))]
+    #[error("the script printed more than {} on stdout and was stopped", crate::net::size(*.0))]
     StdoutTooLarge(usize),
     /// The script exited unsuccessfully.
     #[error("{}", exit_message(*.status, .stderr))]

@@ -104,7 +104,7 @@ pub enum MessageError {
     },
     /// The Slack token could not be read.
     #[error("Slack token: {0}")]
-    Token(crate::steps::SecretError),
+    Token(crate::SecretError),
     /// The Slack token cannot go in a header.
     #[error("Slack token: secret `{name}` key `{key}` holds characters a header cannot carry")]
     TokenChars {

@@ -29,7 +29,7 @@ pub enum LocalError {
     AgentSetup(#[from] SetupError),
     /// The http executor could not be built.
     #[error(transparent)]
-    Http(#[from] crate::steps::net::NetError),
+    Http(#[from] crate::net::NetError),
     /// The message executor could not be built.
     #[error(transparent)]
     Message(#[from] MessageError),
@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn each_attempt_runs_in_a_span_naming_it() {
-        crate::steps::net::install_crypto_provider();
+        crate::net::install_crypto_provider();
         let agent = AgentConfig::from_lookup(|_| None).unwrap();
         let executors = LocalExecutors::new(LocalConfig { agent }).unwrap();
         let spans = Spans::default();

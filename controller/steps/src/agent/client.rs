@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::contract::{ReplyParts, SUBMIT_TOOL};
 use super::prompt::Message;
 use crate::api::TokenUsage;
-use crate::steps::net::{self, NetError, NetPolicy, ReadError, Redactor, Redirects};
+use crate::net::{self, NetError, NetPolicy, ReadError, Redactor, Redirects};
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]

@@ -3,6 +3,10 @@
 
 pub mod agent;
 
+// The core's modules under their old paths, so `crate::engine::Work` reads
+// as it did when the executors lived in one crate with the core.
+use coxswain_core::{api, engine, expr, flow, template, text};
+
 use std::future::Future;
 use std::pin::Pin;
 

@@ -475,9 +475,13 @@ async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
     let pid_file = dir.path().join("pid");
     // The script exits at once; the escaped sleep keeps stdout open, and the
     // grace period is longer than the timeout: the timeout ends the attempt.
+    // The script waits for the pid file, which the escaped process writes
+    // only after `setsid`: otherwise the script could end (and its group be
+    // killed) before the sleep had left the group.
     let step = source(&format!(
-        "setsid sleep 1000 & echo $! > '{}'; echo started",
-        pid_file.display()
+        "setsid sh -c 'echo $$ > \"$0\"; exec sleep 1000' '{pid}' & \
+         while [ ! -s '{pid}' ]; do :; done; echo started",
+        pid = pid_file.display()
     ));
     let mut w = script_work(step, Value::Null);
     w.timeout = Some(Duration::from_millis(300));

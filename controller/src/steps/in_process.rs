@@ -66,7 +66,8 @@ impl Shared {
     /// cancelled (its entry is gone or belongs to a newer launch).
     fn settle(&self, id: &WorkId, token: u64, result: WorkResult) {
         let mut entries = self.entries();
-        let current = matches!(entries.get(id), Some(Entry::Running { token: t, .. }) if *t == token);
+        let current =
+            matches!(entries.get(id), Some(Entry::Running { token: t, .. }) if *t == token);
         if current {
             entries.insert(id.clone(), Entry::Finished(result));
             // No receiver left means no driver is waiting: nothing to wake.

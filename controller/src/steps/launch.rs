@@ -170,8 +170,10 @@ pub trait Launcher: Send + Sync {
 
     /// What is known of the work `id`. Observing does not change it: a
     /// finished result is returned every time until it is forgotten.
-    fn observe(&self, id: &WorkId)
-    -> impl Future<Output = Result<Observation, LauncherError>> + Send;
+    fn observe(
+        &self,
+        id: &WorkId,
+    ) -> impl Future<Output = Result<Observation, LauncherError>> + Send;
 
     /// Stops the work `id` and forgets it (observe then says
     /// [`Observation::Unknown`]). Work unknown here is left alone. Returns
@@ -235,8 +237,18 @@ mod tests {
         let a = id("a_b", Some("c"), None, 1);
         let b = id("a", Some("b-c"), None, 1);
         assert_ne!(a.name(), b.name());
-        let long_a = id(&"s".repeat(40), Some(&format!("{}x", "k".repeat(39))), None, 1);
-        let long_b = id(&"s".repeat(40), Some(&format!("{}y", "k".repeat(39))), None, 1);
+        let long_a = id(
+            &"s".repeat(40),
+            Some(&format!("{}x", "k".repeat(39))),
+            None,
+            1,
+        );
+        let long_b = id(
+            &"s".repeat(40),
+            Some(&format!("{}y", "k".repeat(39))),
+            None,
+            1,
+        );
         assert_ne!(long_a.name(), long_b.name());
         let mut other_run = a.clone();
         other_run.run = "another".into();

@@ -69,5 +69,7 @@ fn check_one(
         approvers: approval.approvers.clone(),
         instructions: None,
     };
-    parse_answer(&request, answer).map(|_| ())
+    parse_answer(&request, answer)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

@@ -19,7 +19,7 @@ use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
 use jiff::Timestamp;
 use serde_json::Value;
 
-pub use approve::{Approver, CommandLineApprover, parse_answer};
+pub use approve::{ApproveError, Approver, CommandLineApprover, parse_answer};
 pub use progress::Progress;
 
 /// Runs a flow to its end and returns its record. `cancel` resolves when the
@@ -186,8 +186,8 @@ fn ask(approver: &mut dyn Approver, progress: &mut Progress, request: ApprovalRe
     progress.suspend();
     match approver.decide(&request) {
         Ok(decision) => Input::Answer(request, decision),
-        Err(message) => {
-            progress.note(&message);
+        Err(error) => {
+            progress.note(&error.to_string());
             Input::Event(Event::Cancel)
         }
     }
@@ -257,7 +257,7 @@ mod tests {
     }
 
     impl Approver for Hesitant {
-        fn decide(&mut self, _: &ApprovalRequest) -> Result<Decision, String> {
+        fn decide(&mut self, _: &ApprovalRequest) -> Result<Decision, ApproveError> {
             self.asked += 1;
             let decision = if self.asked == 1 { "maybe" } else { "approve" };
             Ok(Decision {

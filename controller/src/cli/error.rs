@@ -19,7 +19,7 @@ pub enum CliError {
         /// The flow file.
         file: PathBuf,
         /// What the YAML reader said.
-        source: FlowError,
+        source: Box<FlowError>,
     },
     /// No Flow document (of the name asked for) in the file.
     #[error("{}: no Flow{} in it", file.display(), name.as_ref().map(|n| format!(" named {n}")).unwrap_or_default())]
@@ -37,7 +37,7 @@ pub enum CliError {
         /// The Flow's name.
         name: String,
         /// Where and why it does not fit.
-        source: FlowError,
+        source: Box<FlowError>,
     },
     /// A JSON context file for `eval` or `render` that is not JSON.
     #[error("context {} is not JSON: {source}", path.display())]

@@ -62,7 +62,7 @@ fn load_flow(
     let text = read::read_text(path, "flow")?;
     let documents = crate::flow::flows_in_yaml(&text).map_err(|source| CliError::NotYaml {
         file: path.to_path_buf(),
-        source,
+        source: Box::new(source),
     })?;
     let document = match name {
         Some(name) => documents.into_iter().find(|d| d.name == name),
@@ -75,7 +75,7 @@ fn load_flow(
     let flow = document.flow.map_err(|source| CliError::BadFlow {
         file: path.to_path_buf(),
         name: document.name.clone(),
-        source,
+        source: Box::new(source),
     })?;
     Ok((document.name, flow.spec))
 }

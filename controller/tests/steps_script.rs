@@ -458,15 +458,23 @@ async fn a_process_that_left_the_group_does_not_hold_the_attempt() {
     let pid_file = dir.path().join("pid");
     // setsid puts the sleep in a session of its own, out of reach of the
     // group kill, and it keeps stdout open.
-    let step = source(&format!(
-        "setsid sleep 1000 & echo $! > '{}'; echo '{{\"done\": true}}'",
-        pid_file.display()
-    ));
+    let step = source(&format!("{}; echo '{{\"done\": true}}'", escape(&pid_file)));
     let exec = executor().with_drain_grace(Duration::from_millis(200));
     let result = ends(&exec, &script_work(step, Value::Null)).await;
     kill(read_pid(&pid_file).await);
     let done = result.expect("the attempt hung").unwrap();
     assert_eq!(done.output, json!({"done": true}));
+}
+
+/// Shell that starts a `sleep` in a session of its own holding stdout open,
+/// and returns only once it has escaped (it writes its pid after `setsid`),
+/// so the script's exit never races the escape.
+fn escape(pid_file: &std::path::Path) -> String {
+    let pid = pid_file.display();
+    format!(
+        "setsid sh -c 'echo $$ > \"{pid}.tmp\"; mv \"{pid}.tmp\" \"{pid}\"; exec sleep 1000' & \
+         while [ ! -s '{pid}' ]; do sleep 0.01; done"
+    )
 }
 
 #[tokio::test]
@@ -475,14 +483,7 @@ async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
     let pid_file = dir.path().join("pid");
     // The script exits at once; the escaped sleep keeps stdout open, and the
     // grace period is longer than the timeout: the timeout ends the attempt.
-    // The script waits for the pid file, which the escaped process writes
-    // only after `setsid`: otherwise the script could end (and its group be
-    // killed) before the sleep had left the group.
-    let step = source(&format!(
-        "setsid sh -c 'echo $$ > \"$0\"; exec sleep 1000' '{pid}' & \
-         while [ ! -s '{pid}' ]; do :; done; echo started",
-        pid = pid_file.display()
-    ));
+    let step = source(&format!("{}; echo started", escape(&pid_file)));
     let mut w = script_work(step, Value::Null);
     w.timeout = Some(Duration::from_millis(300));
     let exec = executor().with_drain_grace(Duration::from_secs(600));

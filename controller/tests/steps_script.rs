@@ -532,3 +532,23 @@ async fn twenty_thousand_output_files_give_a_capped_marked_list() {
         serde_json::to_vec(out).unwrap().len()
     );
 }
+
+#[tokio::test]
+async fn cancelling_launched_work_kills_the_process_group() {
+    use coxswain::steps::in_process::InProcess;
+    use coxswain::steps::launch::{Launcher, Observation, WorkId};
+
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut w = script_work(sleeper(&pid_file), Value::Null);
+    w.timeout = None;
+    let (launcher, _finishes) = InProcess::new(Arc::new(executor()));
+    launcher.launch(&w).await.unwrap();
+    let pid = read_pid(&pid_file).await;
+    assert!(alive(pid));
+    let id = WorkId::of(&w);
+    assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Running);
+    launcher.cancel(&id).await.unwrap();
+    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+    assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Unknown);
+}

@@ -10,9 +10,11 @@ use crate::engine::ApprovalRequest;
 use crate::flow::FlowGraph;
 use crate::local::parse_answer;
 
+use super::CliError;
+
 /// Every `--decide` value that cannot be used, one line each; Ok when all
 /// name an approval step of the flow (loop bodies included) and fit it.
-pub fn check_answers(steps: &[Step], answers: &[String]) -> Result<(), String> {
+pub fn check_answers(steps: &[Step], answers: &[String]) -> Result<(), CliError> {
     let graph = FlowGraph::new(steps);
     let approvals: BTreeMap<&str, &ApprovalStep> = graph
         .nodes
@@ -30,7 +32,7 @@ pub fn check_answers(steps: &[Step], answers: &[String]) -> Result<(), String> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n"))
+        Err(CliError::Answers(problems))
     }
 }
 
@@ -69,5 +71,7 @@ fn check_one(
         approvers: approval.approvers.clone(),
         instructions: None,
     };
-    parse_answer(&request, answer).map(|_| ())
+    parse_answer(&request, answer)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::CliError;
 use crate::api::{RunPhase, RunStatus, Step};
 use crate::flow::FlowGraph;
 use crate::flow::draw::{Format, draw};
@@ -50,12 +51,11 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn diagram(args: &Args) -> Result<String, String> {
+fn diagram(args: &Args) -> Result<String, CliError> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let record = args.record.as_deref().map(read_record).transpose()?;
     if let (Some(record), Some(path)) = (&record, &args.record) {
-        check_belongs(record, &flow.steps, &name)
-            .map_err(|why| format!("record {} {why}", path.display()))?;
+        check_belongs(record, &flow.steps, &name, path)?;
     }
     let format = match args.format {
         DiagramFormat::Mermaid => Format::Mermaid,
@@ -64,38 +64,43 @@ fn diagram(args: &Args) -> Result<String, String> {
     Ok(draw(&flow.steps, record.as_ref(), format))
 }
 
-fn read_record(path: &std::path::Path) -> Result<RunStatus, String> {
-    let shown = path.display();
+fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
     let text = if path.as_os_str() == "-" {
         super::read::read_stdin("record")
     } else {
         super::read::read_text(path, "record")
-    }
-    .map_err(|e| e.to_string())?;
-    let value: Value =
-        serde_json::from_str(&text).map_err(|e| format!("record {shown} is not JSON: {e}"))?;
+    }?;
+    let path = path.to_path_buf();
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(source) => return Err(CliError::RecordNotJson { path, source }),
+    };
     let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
-        value.get("status").cloned().ok_or_else(|| {
-            format!("record {shown} is a Run with no status yet: nothing has happened to draw")
-        })?
+        match value.get("status") {
+            Some(status) => status.clone(),
+            None => return Err(CliError::RecordNoStatus { path }),
+        }
     } else {
         value
     };
     // `phase` is always written; without it, every field would default
     // and any JSON object (`{}`) would read as a run where nothing ran.
     if status.get("phase").is_none() {
-        return Err(format!(
-            "record {shown} is not a run's record: it has no `phase`"
-        ));
+        return Err(CliError::RecordNoPhase { path });
     }
-    serde_json::from_value(status).map_err(|e| format!("record {shown} is not a run's record: {e}"))
+    serde_json::from_value(status).map_err(|source| CliError::RecordShape { path, source })
 }
 
 /// Whether a record was made by a run of this flow: every step and arrow
 /// it names is the flow's, and a run that succeeded ran some of its steps.
 /// Drawing another flow's record would show every step pending, as if
 /// nothing had gone wrong.
-fn check_belongs(record: &RunStatus, steps: &[Step], flow: &str) -> Result<(), String> {
+fn check_belongs(
+    record: &RunStatus,
+    steps: &[Step],
+    flow: &str,
+    path: &std::path::Path,
+) -> Result<(), CliError> {
     let graph = FlowGraph::new(steps);
     let known: BTreeSet<&str> = graph.nodes.iter().map(|n| n.key).collect();
     let arrow_steps = record.arrows.iter().flat_map(|a| {
@@ -117,15 +122,17 @@ fn check_belongs(record: &RunStatus, steps: &[Step], flow: &str) -> Result<(), S
         } else {
             String::new()
         };
-        return Err(format!(
-            "is not a run of flow {flow}: it names steps the flow does not have: {}{more}",
-            names.join(", ")
-        ));
+        return Err(CliError::RecordStrangeSteps {
+            path: path.to_path_buf(),
+            flow: flow.to_string(),
+            names: format!("{}{more}", names.join(", ")),
+        });
     }
     if record.steps.is_empty() && record.phase == RunPhase::Succeeded && !steps.is_empty() {
-        return Err(format!(
-            "is not a run of flow {flow}: it says the run succeeded but none of the flow's steps ran"
-        ));
+        return Err(CliError::RecordNothingRan {
+            path: path.to_path_buf(),
+            flow: flow.to_string(),
+        });
     }
     Ok(())
 }

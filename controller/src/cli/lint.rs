@@ -124,7 +124,7 @@ fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
     for document in &documents {
         let problems = match &document.flow {
             Ok(f) => flow::validate(&f.spec),
-            Err(e) => vec![flow_problem(e.clone())],
+            Err(e) => vec![flow_problem(e.to_string())],
         };
         findings.extend(problems.into_iter().map(|problem| Finding {
             file: name.clone(),

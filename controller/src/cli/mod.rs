@@ -2,6 +2,7 @@
 
 mod crd;
 mod decide;
+mod error;
 mod eval;
 mod graph;
 mod lint;
@@ -12,6 +13,8 @@ mod run;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub use error::CliError;
 
 /// Coxswain runs flows of AI agents, scripts, HTTP calls and people.
 #[derive(Parser, Debug)]
@@ -55,30 +58,36 @@ pub fn main() -> ExitCode {
 fn load_flow(
     path: &std::path::Path,
     name: Option<&str>,
-) -> Result<(String, crate::api::FlowSpec), String> {
-    let file = path.display();
-    let text = read::read_text(path, "flow").map_err(|e| e.to_string())?;
-    let documents =
-        crate::flow::flows_in_yaml(&text).map_err(|e| format!("{file}: not YAML: {e}"))?;
+) -> Result<(String, crate::api::FlowSpec), CliError> {
+    let text = read::read_text(path, "flow")?;
+    let documents = crate::flow::flows_in_yaml(&text).map_err(|source| CliError::NotYaml {
+        file: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
     let document = match name {
         Some(name) => documents.into_iter().find(|d| d.name == name),
         None => documents.into_iter().next(),
     }
-    .ok_or_else(|| {
-        let named = name.map(|n| format!(" named {n}")).unwrap_or_default();
-        format!("{file}: no Flow{named} in it")
+    .ok_or_else(|| CliError::NoFlow {
+        file: path.to_path_buf(),
+        name: name.map(String::from),
     })?;
-    let flow = document
-        .flow
-        .map_err(|e| format!("{file}: flow {}: {e}", document.name))?;
+    let flow = document.flow.map_err(|source| CliError::BadFlow {
+        file: path.to_path_buf(),
+        name: document.name.clone(),
+        source: Box::new(source),
+    })?;
     Ok((document.name, flow.spec))
 }
 
 /// Reads a JSON context file for `eval` and `render`; no file means `{}`.
-fn read_context(path: Option<&std::path::Path>) -> Result<serde_json::Value, String> {
+fn read_context(path: Option<&std::path::Path>) -> Result<serde_json::Value, CliError> {
     let Some(path) = path else {
         return Ok(serde_json::Value::Object(Default::default()));
     };
-    let text = read::read_text(path, "context").map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("context {} is not JSON: {e}", path.display()))
+    let text = read::read_text(path, "context")?;
+    serde_json::from_str(&text).map_err(|source| CliError::ContextNotJson {
+        path: path.to_path_buf(),
+        source,
+    })
 }

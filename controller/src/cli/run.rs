@@ -4,6 +4,7 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
 use serde_json::Value;
 
+use super::CliError;
 use crate::api::RunPhase;
 use crate::engine::CompiledFlow;
 use crate::flow::check_input;
@@ -77,23 +78,20 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
+fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), CliError> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let raw = match args.input.strip_prefix('@') {
-        Some(path) => super::read::read_text(path.as_ref(), "input").map_err(|e| e.to_string())?,
+        Some(path) => super::read::read_text(path.as_ref(), "input")?,
         None => args.input.clone(),
     };
-    let input: Value =
-        serde_json::from_str(&raw).map_err(|e| format!("the input is not JSON: {e}"))?;
+    let input: Value = serde_json::from_str(&raw).map_err(CliError::InputNotJson)?;
     if let Some(schema) = &flow.input {
         let problems = check_input(schema, &input);
         if !problems.is_empty() {
-            let lines: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
-            return Err(format!(
-                "the input does not fit flow {}:\n{}",
-                name,
-                lines.join("\n")
-            ));
+            return Err(CliError::InputDoesNotFit {
+                flow: name,
+                problems,
+            });
         }
     }
     super::decide::check_answers(&flow.steps, &args.decide)?;

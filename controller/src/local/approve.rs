@@ -8,12 +8,46 @@ use serde_json::Value;
 
 use crate::api::ApprovalMode;
 use crate::engine::{ApprovalRequest, Decision};
-use crate::flow::{check_decision, check_entry};
+use crate::flow::{AnswerError, check_decision, check_entry};
+
+/// Why no answer could be had from the command line or the terminal. Each
+/// message names the step or the `--decide` value at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ApproveError {
+    /// A `--decide` value without `=`.
+    #[error("--decide {0}: write STEP=DECISION or STEP=DECISION:FEEDBACK")]
+    NoStep(String),
+    /// The terminal could not be read.
+    #[error("{0}")]
+    Terminal(#[from] std::io::Error),
+    /// The terminal's input ended before an answer came.
+    #[error("step `{0}` needs a person, but the input ended")]
+    InputEnded(String),
+    /// No `--decide` value for the step, and no terminal to ask at.
+    #[error("step `{step}` needs a person: pass --decide {step}={example}")]
+    NoOneToAsk {
+        /// The approval step.
+        step: String,
+        /// An answer that would do (its first decision).
+        example: String,
+    },
+    /// An answer the step does not offer or accept.
+    #[error(transparent)]
+    DoesNotFit(#[from] AnswerError),
+    /// An entry that is not JSON.
+    #[error("the entry for step `{step}` is not JSON: {source}")]
+    NotJson {
+        /// The approval step.
+        step: String,
+        /// Where the JSON went wrong.
+        source: serde_json::Error,
+    },
+}
 
 /// Answers approvals.
 pub trait Approver: Send {
     /// The person's answer, or why there is none.
-    fn decide(&mut self, request: &ApprovalRequest) -> Result<Decision, String>;
+    fn decide(&mut self, request: &ApprovalRequest) -> Result<Decision, ApproveError>;
 }
 
 /// `--decide STEP=DECISION[:FEEDBACK]` values, used in order on later passes,
@@ -26,12 +60,12 @@ pub struct CommandLineApprover {
 
 impl CommandLineApprover {
     /// Reads the `--decide` values; refuses one without `=`.
-    pub fn new(decisions: &[String]) -> Result<Self, String> {
+    pub fn new(decisions: &[String]) -> Result<Self, ApproveError> {
         let mut queued: BTreeMap<String, VecDeque<String>> = BTreeMap::new();
         for d in decisions {
-            let (step, answer) = d.split_once('=').ok_or_else(|| {
-                format!("--decide {d}: write STEP=DECISION or STEP=DECISION:FEEDBACK")
-            })?;
+            let (step, answer) = d
+                .split_once('=')
+                .ok_or_else(|| ApproveError::NoStep(d.clone()))?;
             queued
                 .entry(step.to_string())
                 .or_default()
@@ -53,7 +87,7 @@ impl CommandLineApprover {
             .collect()
     }
 
-    fn prompt(&self, request: &ApprovalRequest) -> Result<String, String> {
+    fn prompt(&self, request: &ApprovalRequest) -> Result<String, ApproveError> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "\n── {} needs a person ──", request.step);
         if let Some(i) = &request.instructions {
@@ -78,22 +112,16 @@ impl CommandLineApprover {
         }
         let _ = err.flush();
         let mut line = String::new();
-        let read = std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
+        let read = std::io::stdin().lock().read_line(&mut line)?;
         if read == 0 {
-            return Err(format!(
-                "step `{}` needs a person, but the input ended",
-                request.step
-            ));
+            return Err(ApproveError::InputEnded(request.step.clone()));
         }
         Ok(line.trim().to_string())
     }
 }
 
 impl Approver for CommandLineApprover {
-    fn decide(&mut self, request: &ApprovalRequest) -> Result<Decision, String> {
+    fn decide(&mut self, request: &ApprovalRequest) -> Result<Decision, ApproveError> {
         let answer = match self
             .queued
             .get_mut(&request.step)
@@ -110,15 +138,14 @@ impl Approver for CommandLineApprover {
                 }
             },
             None => {
-                return Err(format!(
-                    "step `{}` needs a person: pass --decide {}={}",
-                    request.step,
-                    request.step,
-                    request
+                return Err(ApproveError::NoOneToAsk {
+                    step: request.step.clone(),
+                    example: request
                         .decisions
                         .first()
                         .map_or("{\"field\": …}", String::as_str)
-                ));
+                        .to_string(),
+                });
             }
         };
         parse_answer(request, &answer)
@@ -127,7 +154,7 @@ impl Approver for CommandLineApprover {
 
 /// Reads one answer: `decision[:feedback]` for a review, JSON for an entry;
 /// refuses one that does not fit the step (the engine's own check).
-pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision, String> {
+pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision, ApproveError> {
     let decided_by = Some(std::env::var("USER").unwrap_or_else(|_| "local".into()));
     match request.mode {
         ApprovalMode::Review => {
@@ -135,8 +162,7 @@ pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision,
                 Some((d, f)) => (d.trim(), Some(f.trim().to_string())),
                 None => (answer.trim(), None),
             };
-            check_decision(&request.step, &request.decisions, Some(decision))
-                .map_err(|e| e.to_string())?;
+            check_decision(&request.step, &request.decisions, Some(decision))?;
             Ok(Decision {
                 decision: Some(decision.to_string()),
                 feedback,
@@ -145,9 +171,12 @@ pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision,
             })
         }
         ApprovalMode::Entry => {
-            let response: Value = serde_json::from_str(answer)
-                .map_err(|e| format!("the entry for step `{}` is not JSON: {e}", request.step))?;
-            check_entry(&request.step, &request.fields, &response).map_err(|e| e.to_string())?;
+            let response: Value =
+                serde_json::from_str(answer).map_err(|source| ApproveError::NotJson {
+                    step: request.step.clone(),
+                    source,
+                })?;
+            check_entry(&request.step, &request.fields, &response)?;
             Ok(Decision {
                 decision: None,
                 feedback: None,
@@ -155,5 +184,44 @@ pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision,
                 decided_by,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry_request() -> ApprovalRequest {
+        ApprovalRequest {
+            step: "form".into(),
+            attempt: 1,
+            mode: ApprovalMode::Entry,
+            show: BTreeMap::new(),
+            decisions: Vec::new(),
+            fields: Vec::new(),
+            approvers: None,
+            instructions: None,
+        }
+    }
+
+    #[test]
+    fn a_decide_value_without_a_step_is_named() {
+        let err = CommandLineApprover::new(&["approve".into()]).unwrap_err();
+        assert!(matches!(&err, ApproveError::NoStep(given) if given == "approve"));
+        assert_eq!(
+            err.to_string(),
+            "--decide approve: write STEP=DECISION or STEP=DECISION:FEEDBACK"
+        );
+    }
+
+    #[test]
+    fn an_entry_that_is_not_json_names_its_step() {
+        let err = parse_answer(&entry_request(), "{oops").unwrap_err();
+        assert!(matches!(&err, ApproveError::NotJson { step, .. } if step == "form"));
+        assert!(
+            err.to_string()
+                .starts_with("the entry for step `form` is not JSON: "),
+            "{err}"
+        );
     }
 }

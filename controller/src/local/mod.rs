@@ -8,23 +8,23 @@ mod progress;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use jiff::Timestamp;
-use serde_json::Value;
-use tokio::task::{AbortHandle, JoinSet};
-
 use crate::api::{RunPhase, RunStatus};
 use crate::engine::{
-    Action, ApprovalRequest, CompiledFlow, Decision, Event, RunInfo, RunMachine, WorkResult,
+    Action, ApprovalRequest, CompiledFlow, Decision, Event, Failed, RunInfo, RunMachine, Work,
+    codes, step_error,
 };
 use crate::steps::Executor;
+use crate::steps::in_process::InProcess;
+use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
+use jiff::Timestamp;
+use serde_json::Value;
 
-pub use approve::{Approver, CommandLineApprover, parse_answer};
+pub use approve::{ApproveError, Approver, CommandLineApprover, parse_answer};
 pub use progress::Progress;
-
-type Finished = (String, Option<usize>, u32, WorkResult);
 
 /// Runs a flow to its end and returns its record. `cancel` resolves when the
 /// user asks to stop (Ctrl-C); the run then ends `Cancelled` with its work killed.
+/// Work runs through an [`InProcess`] launcher, as the controller's would.
 pub async fn run_flow<E, C>(
     flow: &CompiledFlow<'_>,
     input: Value,
@@ -44,8 +44,9 @@ where
         since: None,
     };
     let mut machine = RunMachine::new(flow, input, run);
-    let mut tasks: JoinSet<Finished> = JoinSet::new();
-    let mut handles: HashMap<(String, Option<usize>), AbortHandle> = HashMap::new();
+    let (launcher, mut finishes) = InProcess::new(executor);
+    // The work running for each step and part, for `Action::Stop`.
+    let mut running: HashMap<(String, Option<usize>), WorkId> = HashMap::new();
     let mut events = vec![Input::Event(Event::Start)];
     tokio::pin!(cancel);
     let mut cancelled = false;
@@ -72,20 +73,20 @@ where
             for action in actions {
                 match action {
                     Action::Run(work) => {
-                        let key = (work.step.clone(), work.part.as_ref().map(|p| p.index));
-                        let executor = Arc::clone(&executor);
-                        let handle = tasks.spawn(async move {
-                            let result = executor.run(&work).await;
-                            (work.step, work.part.map(|p| p.index), work.attempt, result)
-                        });
-                        handles.insert(key, handle);
+                        let id = WorkId::of(&work);
+                        match launcher.launch(&work).await {
+                            Ok(()) => {
+                                running.insert((id.step.clone(), id.part_index()), id);
+                            }
+                            Err(e) => events.push(launch_failed(&work, e)),
+                        }
                     }
                     Action::Ask(request) => events.push(ask(approver, progress, request)),
                     // Asked of the machine below, after every batch of events.
                     Action::WakeAt(_) => {}
                     Action::Stop { step, part } => {
-                        if let Some(handle) = handles.remove(&(step, part)) {
-                            handle.abort();
+                        if let Some(id) = running.remove(&(step, part)) {
+                            stop(&launcher, progress, &id).await;
                         }
                     }
                 }
@@ -96,11 +97,13 @@ where
             RunPhase::Running | RunPhase::Waiting | RunPhase::Pending
         );
         if ended {
-            tasks.abort_all();
+            for (_, id) in running.drain() {
+                stop(&launcher, progress, &id).await;
+            }
             break;
         }
         let wake = machine.next_wake();
-        if tasks.is_empty() && wake.is_none() {
+        if running.is_empty() && wake.is_none() {
             // Nothing runs and nothing will wake the engine: it is stuck,
             // which it must never be. Say so instead of hanging.
             progress.note("the run has nothing left to do but did not finish");
@@ -112,10 +115,9 @@ where
             std::time::Duration::try_from(wait).unwrap_or_default()
         });
         tokio::select! {
-            Some(joined) = tasks.join_next() => {
-                if let Ok((step, part, attempt, result)) = joined {
-                    handles.remove(&(step.clone(), part));
-                    events.push(Input::Event(Event::Finished { step, part, attempt, result }));
+            Some(id) = finishes.next() => {
+                if let Some(event) = take_result(&launcher, progress, &mut running, id).await {
+                    events.push(Input::Event(event));
                 }
             }
             _ = tokio::time::sleep(sleep.unwrap_or(std::time::Duration::from_secs(3600))), if sleep.is_some() => {
@@ -132,6 +134,46 @@ where
     machine.into_state()
 }
 
+/// The engine's event for work that finished, and the launcher forgets it.
+/// `None` for work no longer wanted (stopped after it finished).
+async fn take_result<E: Executor + 'static>(
+    launcher: &InProcess<E>,
+    progress: &mut Progress,
+    running: &mut HashMap<(String, Option<usize>), WorkId>,
+    id: WorkId,
+) -> Option<Event> {
+    let result = match launcher.observe(&id).await {
+        Ok(Observation::Finished(result)) => result,
+        Ok(Observation::Running | Observation::Unknown) => return None,
+        Err(e) => Err(Failed::from(step_error(codes::INTERNAL, e.to_string()))),
+    };
+    if let Err(e) = launcher.forget(&id).await {
+        progress.note(&e.to_string());
+    }
+    let key = (id.step.clone(), id.part_index());
+    if running.get(&key) == Some(&id) {
+        running.remove(&key);
+    }
+    Some(id.finished(result))
+}
+
+/// Cancels work; a launcher that cannot is named, and the run goes on ending.
+async fn stop<E: Executor + 'static>(
+    launcher: &InProcess<E>,
+    progress: &mut Progress,
+    id: &WorkId,
+) {
+    if let Err(e) = launcher.cancel(id).await {
+        progress.note(&e.to_string());
+    }
+}
+
+/// The attempt fails when its work could not be launched.
+fn launch_failed(work: &Work, error: LauncherError) -> Input {
+    let failed = Failed::from(step_error(codes::INTERNAL, error.to_string()));
+    Input::Event(WorkId::of(work).finished(Err(failed)))
+}
+
 /// What the loop hands the machine next: an event, or a person's answer
 /// (which the machine may refuse).
 enum Input {
@@ -144,8 +186,8 @@ fn ask(approver: &mut dyn Approver, progress: &mut Progress, request: ApprovalRe
     progress.suspend();
     match approver.decide(&request) {
         Ok(decision) => Input::Answer(request, decision),
-        Err(message) => {
-            progress.note(&message);
+        Err(error) => {
+            progress.note(&error.to_string());
             Input::Event(Event::Cancel)
         }
     }
@@ -164,7 +206,7 @@ mod tests {
 
     use super::*;
     use crate::api::{FlowSpec, StepStatus};
-    use crate::engine::{Done, Failed, Work, codes, step_error};
+    use crate::engine::{Done, WorkResult};
 
     /// Every part's first attempt fails, part `slow` only after a while;
     /// later attempts succeed.
@@ -215,7 +257,7 @@ mod tests {
     }
 
     impl Approver for Hesitant {
-        fn decide(&mut self, _: &ApprovalRequest) -> Result<Decision, String> {
+        fn decide(&mut self, _: &ApprovalRequest) -> Result<Decision, ApproveError> {
             self.asked += 1;
             let decision = if self.asked == 1 { "maybe" } else { "approve" };
             Ok(Decision {

@@ -84,6 +84,8 @@ pub enum SecretError {
 }
 
 pub mod http;
+pub mod in_process;
+pub mod launch;
 pub mod local;
 pub mod message;
 pub mod net;

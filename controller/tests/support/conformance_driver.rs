@@ -244,7 +244,7 @@ where
     F: Future<Output = Result<RunStatus, String>>,
 {
     let scripted = Scripted::new(case);
-    let mut approver = CommandLineApprover::new(&case.decide)?;
+    let mut approver = CommandLineApprover::new(&case.decide).map_err(|e| e.to_string())?;
     let mut now = Timestamp::from_second(1_800_000_000).map_err(|e| e.to_string())?;
     let mut machine = RunMachine::new(flow, case.input.clone(), RunInfo::default());
     let mut in_flight: VecDeque<Work> = VecDeque::new();

@@ -59,7 +59,7 @@ impl Work {
 }
 
 /// Which part of a parallel step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PartRef {
     /// Position among the parts, from 0.
     pub index: usize,
@@ -224,6 +224,9 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "workflow.loop_limit";
     /// The run was cancelled.
     pub const CANCELLED: &str = "workflow.cancelled";
+    /// Coxswain itself could not run or follow the work (an executor broke,
+    /// or the place work runs could not be reached).
+    pub const INTERNAL: &str = "workflow.internal_error";
 }
 
 /// Builds a [`StepError`].

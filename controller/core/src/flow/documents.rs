@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::check_nesting;
+use super::{FlowError, check_nesting};
 use crate::api::Flow;
 
 /// One `kind: Flow` document found in a YAML stream.
@@ -12,18 +12,18 @@ pub struct FlowDocument {
     /// `metadata.name`, or `?` when the document has none.
     pub name: String,
     /// The flow, or why it could not be read as one (with line and column).
-    pub flow: Result<Flow, String>,
+    pub flow: Result<Flow, FlowError>,
 }
 
 /// Every Flow in a YAML stream, in order. Documents of other kinds and empty
 /// documents are skipped; a stream that is not YAML at all is an error, and
 /// so is one whose brackets nest absurdly deep (refused before serde_yaml
 /// spends minutes on it, see [`check_nesting`]).
-pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, String> {
-    check_nesting(text).map_err(|e| e.to_string())?;
+pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, FlowError> {
+    check_nesting(text)?;
     let mut kinds = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
-        let value = serde_yaml::Value::deserialize(document).map_err(|e| e.to_string())?;
+        let value = serde_yaml::Value::deserialize(document)?;
         let is_flow = value.get("kind").and_then(|k| k.as_str()) == Some("Flow")
             && value
                 .get("apiVersion")
@@ -42,7 +42,7 @@ pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, String> {
     let mut flows = Vec::new();
     for (document, name) in serde_yaml::Deserializer::from_str(text).zip(kinds) {
         let Some(name) = name else { continue };
-        let flow = Flow::deserialize(document).map_err(|e| e.to_string());
+        let flow = Flow::deserialize(document).map_err(FlowError::from);
         flows.push(FlowDocument { name, flow });
     }
     Ok(flows)
@@ -65,7 +65,7 @@ mod tests {
     fn a_misspelt_field_names_itself_and_its_line() {
         let text = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: typo}\nspec:\n  steps:\n  - key: a\n    atempts: 2\n    join: {}\n";
         let flows = flows_in_yaml(text).unwrap();
-        let err = flows[0].flow.as_ref().unwrap_err();
+        let err = flows[0].flow.as_ref().unwrap_err().to_string();
         assert!(err.contains("atempts"), "{err}");
         assert!(err.contains("line 7"), "{err}");
     }
@@ -78,7 +78,7 @@ mod tests {
             "{a: ".repeat(100_000),
             "}".repeat(100_000)
         );
-        let err = flows_in_yaml(&text).unwrap_err();
+        let err = flows_in_yaml(&text).unwrap_err().to_string();
         assert!(
             err.starts_with("line 2, column 519: `{` nests brackets more than 128 levels deep"),
             "{err}"

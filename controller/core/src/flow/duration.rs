@@ -2,25 +2,25 @@
 
 use std::time::Duration;
 
+use super::FlowError;
+
 /// Reads a duration: one or more `<number><unit>` groups with units `ms`,
-/// `s`, `m`, `h`, `d`. Returns the message for the author on failure.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// `s`, `m`, `h`, `d`. On failure, says what is wrong for the author.
+pub fn parse_duration(text: &str) -> Result<Duration, FlowError> {
     let text = text.trim();
     if text.is_empty() {
-        return Err("a duration cannot be empty; write it like `30s`, `5m` or `1h30m`".into());
+        return Err(FlowError::EmptyDuration);
     }
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!(
-                "`{text}` is not a duration; write it like `30s`, `5m` or `1h30m`"
-            ));
+            return Err(FlowError::NotADuration(text.into()));
         }
         let number: u64 = rest[..digits]
             .parse()
-            .map_err(|_| format!("`{text}` is too long a duration"))?;
+            .map_err(|_| FlowError::DurationTooLong(text.into()))?;
         rest = &rest[digits..];
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit = &rest[..unit_len];
@@ -32,14 +32,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "h" => Duration::from_secs(number.saturating_mul(3600)),
             "d" => Duration::from_secs(number.saturating_mul(86_400)),
             "" => {
-                return Err(format!(
-                    "`{text}` needs a unit after {number}: ms, s, m, h or d"
-                ));
+                return Err(FlowError::NoUnit {
+                    text: text.into(),
+                    number,
+                });
             }
             other => {
-                return Err(format!(
-                    "`{other}` in `{text}` is not a unit; use ms, s, m, h or d"
-                ));
+                return Err(FlowError::UnknownUnit {
+                    unit: other.into(),
+                    text: text.into(),
+                });
             }
         };
         total = total.saturating_add(part);
@@ -53,18 +55,40 @@ mod tests {
 
     #[test]
     fn reads_single_and_combined_units() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("30s").unwrap(), (Duration::from_secs(30)));
+        assert_eq!(
+            parse_duration("250ms").unwrap(),
+            (Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration("1h30m").unwrap(),
+            (Duration::from_secs(5400))
+        );
+        assert_eq!(
+            parse_duration("2d").unwrap(),
+            (Duration::from_secs(172_800))
+        );
     }
 
     #[test]
     fn refuses_what_is_not_a_duration() {
-        assert!(parse_duration("").unwrap_err().contains("empty"));
-        assert!(parse_duration("30").unwrap_err().contains("needs a unit"));
+        assert!(matches!(parse_duration(""), Err(FlowError::EmptyDuration)));
+        let no_unit = parse_duration("30").unwrap_err();
+        assert!(matches!(no_unit, FlowError::NoUnit { number: 30, .. }));
+        assert_eq!(
+            no_unit.to_string(),
+            "`30` needs a unit after 30: ms, s, m, h or d"
+        );
         assert!(parse_duration("5 minutes").is_err());
-        assert!(parse_duration("5y").unwrap_err().contains("not a unit"));
-        assert!(parse_duration("s").is_err());
+        let unit = parse_duration("5y").unwrap_err();
+        assert!(matches!(&unit, FlowError::UnknownUnit { unit, .. } if unit == "y"));
+        assert_eq!(
+            unit.to_string(),
+            "`y` in `5y` is not a unit; use ms, s, m, h or d"
+        );
+        assert!(matches!(
+            parse_duration("s"),
+            Err(FlowError::NotADuration(_))
+        ));
     }
 }

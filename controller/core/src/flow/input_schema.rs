@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use super::FlowError;
+
 /// One way the input does not fit, with where (`input.brief`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputProblem {
@@ -164,10 +166,10 @@ fn check_schema_at(schema: &Value, path: &str, problems: &mut Vec<InputProblem>)
     };
     for (keyword, value) in keywords {
         let here = format!("{path}.{keyword}");
-        if let Err(message) = check_keyword(keyword, value, &here, problems) {
+        if let Err(error) = check_keyword(keyword, value, &here, problems) {
             problems.push(InputProblem {
                 path: here,
-                message,
+                message: error.to_string(),
             });
         }
     }
@@ -180,7 +182,7 @@ fn check_keyword(
     value: &Value,
     path: &str,
     problems: &mut Vec<InputProblem>,
-) -> Result<(), String> {
+) -> Result<(), FlowError> {
     match keyword {
         "type" => {
             let names: Vec<&Value> = match value {
@@ -189,16 +191,16 @@ fn check_keyword(
             };
             for name in names {
                 if !name.as_str().is_some_and(|n| TYPES.contains(&n)) {
-                    return Err(format!(
-                        "{name} is not a type; the types are {}",
-                        TYPES.join(", ")
-                    ));
+                    return Err(FlowError::UnknownType {
+                        name: name.to_string(),
+                        types: TYPES.join(", "),
+                    });
                 }
             }
         }
         "properties" => {
             let Some(fields) = value.as_object() else {
-                return Err("properties is an object of schemas, by field name".into());
+                return Err(FlowError::PropertiesNotObject);
             };
             for (name, field) in fields {
                 check_schema_at(field, &format!("{path}.{name}"), problems);
@@ -210,18 +212,18 @@ fn check_keyword(
                 .as_array()
                 .is_some_and(|names| names.iter().all(Value::is_string))
             {
-                return Err("required is a list of field names".into());
+                return Err(FlowError::RequiredNotNames);
             }
         }
         "additionalProperties" if !value.is_boolean() => {
-            return Err("additionalProperties is true or false here; a schema for the other fields is not supported".into());
+            return Err(FlowError::AdditionalPropertiesSchema);
         }
-        "enum" if !value.is_array() => return Err("enum is a list of the allowed values".into()),
+        "enum" if !value.is_array() => return Err(FlowError::EnumNotList),
         "minimum" | "maximum" if !value.is_number() => {
-            return Err(format!("{keyword} is a number"));
+            return Err(FlowError::NotANumber(keyword.into()));
         }
         "minLength" | "maxLength" | "minItems" | "maxItems" if !value.is_u64() => {
-            return Err(format!("{keyword} is a whole number, 0 or more"));
+            return Err(FlowError::NotACount(keyword.into()));
         }
         "additionalProperties"
         | "enum"
@@ -233,9 +235,7 @@ fn check_keyword(
         | "maxItems" => {}
         annotation if ANNOTATIONS.contains(&annotation) => {}
         other => {
-            return Err(format!(
-                "`{other}` is not supported in an input schema, so it would not be checked; the supported keywords are type, properties, required, additionalProperties, items, enum, minimum, maximum, minLength, maxLength, minItems, maxItems (and title, description, examples, $comment)"
-            ));
+            return Err(FlowError::UnsupportedKeyword(other.into()));
         }
     }
     Ok(())

@@ -4,6 +4,7 @@
 
 use croner::parser::{CronParser, Seconds, Year};
 
+use super::FlowError;
 use crate::api::Schedule;
 
 /// The five fields of a cron expression, in order, with what each allows.
@@ -19,8 +20,8 @@ const FIELDS: [(&str, &str); 5] = [
 /// relative to the flow's spec (`schedule.cron`, `schedule.timeZone`).
 pub fn check_schedule(schedule: &Schedule) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
-    if let Err(message) = check_cron(&schedule.cron) {
-        problems.push(("schedule.cron", message));
+    if let Err(error) = check_cron(&schedule.cron) {
+        problems.push(("schedule.cron", error.to_string()));
     }
     if let Some(zone) = &schedule.time_zone
         && jiff::tz::TimeZone::get(zone).is_err()
@@ -60,29 +61,35 @@ fn parser() -> CronParser {
 
 /// Ok when croner reads the expression; else a message naming the field
 /// that is wrong and what it allows.
-fn check_cron(cron: &str) -> Result<(), String> {
+fn check_cron(cron: &str) -> Result<(), FlowError> {
     let parser = parser();
     let Err(whole) = parser.parse(cron) else {
         return Ok(());
     };
     let fields: Vec<&str> = cron.split_whitespace().collect();
     if fields.len() != 5 && !cron.trim_start().starts_with('@') {
-        return Err(format!(
-            "`{cron}` has {} fields; a cron schedule has five: minute, hour, day of month, month, day of week",
-            fields.len()
-        ));
+        return Err(FlowError::CronFieldCount {
+            cron: cron.into(),
+            count: fields.len(),
+        });
     }
     // Each field alone, the others `*`: the first one croner refuses is it.
     for (i, (name, allowed)) in FIELDS.iter().enumerate() {
         let Some(field) = fields.get(i) else { break };
         let probe: Vec<&str> = (0..5).map(|j| if j == i { *field } else { "*" }).collect();
         if parser.parse(&probe.join(" ")).is_err() {
-            return Err(format!(
-                "`{cron}`: the {name} field `{field}` is not valid; it takes {allowed}, `*`, lists `a,b`, ranges `a-b` and steps `*/n`"
-            ));
+            return Err(FlowError::CronField {
+                cron: cron.into(),
+                name,
+                field: field.to_string(),
+                allowed,
+            });
         }
     }
-    Err(format!("`{cron}` is not a cron schedule: {whole}"))
+    Err(FlowError::NotCron {
+        cron: cron.into(),
+        reason: whole.to_string(),
+    })
 }
 
 #[cfg(test)]

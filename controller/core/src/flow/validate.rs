@@ -227,7 +227,7 @@ impl<'a> Checker<'a, '_> {
         for (name, value, most) in durations {
             if let Some(text) = value {
                 match parse_duration(text) {
-                    Err(message) => self.report(key, &f(name), message, None),
+                    Err(error) => self.report(key, &f(name), error.to_string(), None),
                     Ok(d) if d.is_zero() && name == "timeout" => {
                         self.report(key, &f(name), "a timeout must be longer than zero", None)
                     }
@@ -554,7 +554,7 @@ impl<'a> Checker<'a, '_> {
         }
         if let Some(timeout) = &h.timeout {
             match parse_duration(timeout) {
-                Err(message) => self.report(key, &field("timeout"), message, None),
+                Err(error) => self.report(key, &field("timeout"), error.to_string(), None),
                 Ok(d) if d > self.limits.max_timeout => {
                     let message = too_long("timeout", timeout, self.limits.max_timeout);
                     self.report(key, &field("timeout"), message, None)

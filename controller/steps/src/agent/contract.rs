@@ -274,7 +274,7 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
         Some(args) => parse_arguments(args),
         None => match &reply.content {
             Some(c) if !c.trim().is_empty() => extract_json(c),
-            _ => Err("the reply held neither a submit_output call nor any text".into()),
+            _ => Err(JsonError::NoReply),
         },
     };
     let value = match found {
@@ -284,7 +284,7 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
             if cut {
                 problems.push(cut_note());
             }
-            problems.push(why);
+            problems.push(why.to_string());
             return Err(Verdict::Misfit(problems));
         }
     };
@@ -299,24 +299,43 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
     }
 }
 
+/// Why no JSON object could be read from a reply; the message goes back to
+/// the model in the repair turn, and into the step's error.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// JSON that is not an object (a list, a string…).
+    #[error("found {0} where a JSON object was expected")]
+    NotAnObject(&'static str),
+    /// Text that looks like JSON but does not parse.
+    #[error("not valid JSON ({0})")]
+    Invalid(serde_json::Error),
+    /// Text with no JSON in it at all.
+    #[error("no JSON object found: expected one JSON object in a ```json code block")]
+    NotFound,
+    /// The tool call's arguments were a text without a usable object.
+    #[error("the submit_output arguments: {0}")]
+    Arguments(Box<JsonError>),
+    /// The tool call's arguments were neither a text nor an object.
+    #[error("the submit_output arguments were {0}, not a JSON object")]
+    ArgumentsNotObject(&'static str),
+    /// The reply had neither a tool call nor text.
+    #[error("the reply held neither a submit_output call nor any text")]
+    NoReply,
+}
+
 /// Tool-call arguments: a JSON string (perhaps padded, perhaps fenced) or,
 /// from some servers, an object.
-fn parse_arguments(args: &Value) -> Result<Value, String> {
+fn parse_arguments(args: &Value) -> Result<Value, JsonError> {
     match args {
-        Value::String(s) => {
-            extract_json(s).map_err(|e| format!("the submit_output arguments: {e}"))
-        }
+        Value::String(s) => extract_json(s).map_err(|e| JsonError::Arguments(Box::new(e))),
         Value::Object(_) => Ok(args.clone()),
-        other => Err(format!(
-            "the submit_output arguments were {}, not a JSON object",
-            kind_of(other)
-        )),
+        other => Err(JsonError::ArgumentsNotObject(kind_of(other))),
     }
 }
 
 /// Finds the JSON object in a text: the whole text, a fenced block (```json
 /// or plain ```), or the span from the first `{` to the last `}`.
-pub fn extract_json(text: &str) -> Result<Value, String> {
+pub fn extract_json(text: &str) -> Result<Value, JsonError> {
     let trimmed = text.trim();
     let mut not_object = None;
     let mut parse_error = None;
@@ -332,19 +351,17 @@ pub fn extract_json(text: &str) -> Result<Value, String> {
         match serde_json::from_str::<Value>(candidate.trim()) {
             Ok(v @ Value::Object(_)) => return Ok(v),
             Ok(other) => {
-                not_object.get_or_insert_with(|| {
-                    format!("found {} where a JSON object was expected", kind_of(&other))
-                });
+                not_object.get_or_insert(JsonError::NotAnObject(kind_of(&other)));
             }
             Err(e) => {
-                parse_error.get_or_insert_with(|| format!("not valid JSON ({e})"));
+                parse_error.get_or_insert(JsonError::Invalid(e));
             }
         }
     }
     Err(match (not_object, parse_error) {
         (Some(e), _) => e,
         (None, Some(e)) if trimmed.contains('{') || trimmed.contains("```") => e,
-        _ => "no JSON object found: expected one JSON object in a ```json code block".into(),
+        _ => JsonError::NotFound,
     })
 }
 
@@ -687,5 +704,34 @@ mod tests {
         assert_eq!(members[0].1["schema"], c.schema());
         assert_eq!(Provider::LlamaCppPython.default_mode(), Mode::Tools);
         assert_eq!(Provider::Ollama.default_mode(), Mode::JsonSchema);
+    }
+}
+
+#[cfg(test)]
+mod json_error_tests {
+    use super::*;
+
+    #[test]
+    fn what_was_found_instead_of_an_object_is_said() {
+        let list = extract_json("[1]").unwrap_err();
+        assert!(matches!(list, JsonError::NotAnObject(_)));
+        assert!(
+            list.to_string()
+                .ends_with("where a JSON object was expected"),
+            "{list}"
+        );
+        assert!(matches!(
+            extract_json("just words"),
+            Err(JsonError::NotFound)
+        ));
+        let err = parse_arguments(&Value::String("{oops".into())).unwrap_err();
+        assert!(
+            matches!(&err, JsonError::Arguments(inner) if matches!(**inner, JsonError::Invalid(_)))
+        );
+        assert!(
+            err.to_string()
+                .starts_with("the submit_output arguments: not valid JSON ("),
+            "{err}"
+        );
     }
 }

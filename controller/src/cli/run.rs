@@ -102,7 +102,7 @@ fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), String> {
 
 fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
     let file = args.file.display();
-    let flow = match CompiledFlow::new(spec) {
+    let flow = match CompiledFlow::new(spec.clone()) {
         Ok(flow) => flow,
         Err(problems) => {
             for p in problems {

@@ -5,13 +5,13 @@ use serde_json::Value;
 
 use crate::api::{Arrow, RunStatus, StepStatus};
 
-use super::compiled::CompiledFlow;
+use super::compiled::Compiled;
 
 /// Longest preview of a value kept in an arrow's detail.
 const PREVIEW: usize = 80;
 
 /// Every arrow of the flow with its latest state.
-pub fn arrows(flow: &CompiledFlow<'_>, state: &RunStatus) -> Vec<Arrow> {
+pub fn arrows(flow: &Compiled<'_>, state: &RunStatus) -> Vec<Arrow> {
     let mut out = Vec::new();
     for (to, node) in flow.graph.nodes.iter().enumerate() {
         let target = state.steps.get(node.key);
@@ -65,7 +65,7 @@ pub fn count_key(from_label: &str, to: &str) -> String {
 }
 
 /// Which references of the target read the source, with size and preview.
-fn moved(flow: &CompiledFlow<'_>, to: usize, from_key: &str, output: Option<&Value>) -> String {
+fn moved(flow: &Compiled<'_>, to: usize, from_key: &str, output: Option<&Value>) -> String {
     let compiled = &flow.steps[to];
     let mut reads: Vec<String> = compiled
         .input

@@ -74,7 +74,7 @@ impl RunMachine<'_> {
     /// A node settled: its successors may now be ready.
     pub(in crate::engine) fn settled(&mut self, node: usize) {
         self.candidates
-            .extend(self.flow.successors[node].iter().rev());
+            .extend(self.flow.graph.next(node).iter().rev());
     }
 
     /// Ends the run: running work is stopped and marked as such.

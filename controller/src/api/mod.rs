@@ -14,6 +14,7 @@ mod flow;
 mod run;
 pub mod schema;
 mod step;
+pub mod stored;
 
 pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
 pub use flow::{ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};

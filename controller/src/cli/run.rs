@@ -173,7 +173,7 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
     let printed = match (args.output, state.phase) {
         (Output::Json, _) => Some(serde_json::to_string(&state)),
         (Output::Text, RunPhase::Succeeded) => Some(serde_json::to_string_pretty(
-            state.output.as_ref().unwrap_or(&Value::Null),
+            state.result().unwrap_or(&Value::Null),
         )),
         (Output::Text, _) => None,
     };

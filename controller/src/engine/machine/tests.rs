@@ -299,5 +299,71 @@ fn an_entry_must_have_exactly_the_declared_fields_and_types() {
         .expect("taken");
     let record = machine.record();
     assert_eq!(record.phase, RunPhase::Succeeded);
-    assert_eq!(record.output, Some(good));
+    assert_eq!(record.result(), Some(&good));
+}
+
+/// 100 kB of one letter: a large output that is easy to count in a record.
+fn big(letter: char) -> String {
+    letter.to_string().repeat(100_000)
+}
+
+/// A script that printed `text` (not JSON): its output is that string.
+fn printed(step: &str, part: Option<usize>, text: String) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part,
+        attempt: 1,
+        result: Ok(Done {
+            output: Value::String(text.clone()),
+            text: Some(text),
+            usage: None,
+        }),
+    }
+}
+
+/// The record as stored: each large value appears once, the whole stays
+/// near their total size, and reading it back rebuilds every copy.
+fn assert_stored_once(record: &RunStatus, values: &[String]) {
+    let stored = serde_json::to_string(record).expect("record to JSON");
+    for value in values {
+        assert_eq!(stored.matches(value.as_str()).count(), 1, "one copy each");
+    }
+    let limit = values.iter().map(String::len).sum::<usize>() * 5 / 4;
+    assert!(stored.len() < limit, "{} bytes stored", stored.len());
+    let read: RunStatus = serde_json::from_str(&stored).expect("record from JSON");
+    assert_eq!(&read, record, "reading the record back rebuilds its views");
+}
+
+#[test]
+fn two_large_outputs_are_stored_once_each() {
+    let flow = CompiledFlow::new(spec(
+        "steps:\n  - {key: a, script: {source: x}}\n  - {key: b, script: {source: x}}\n",
+    ))
+    .expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine.handle(printed("a", None, big('a')), at(1));
+    machine.handle(printed("b", None, big('b')), at(2));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    assert_eq!(record.result(), Some(&json!(big('b'))));
+    assert_eq!(record.steps["b"].attempts[0].output, Some(json!(big('b'))));
+    assert_stored_once(record, &[big('a'), big('b')]);
+}
+
+#[test]
+fn large_part_outputs_are_stored_once_each() {
+    let flow = CompiledFlow::new(spec(
+        "steps:\n  - key: each\n    parallel: {items: $input.xs, step: {script: {source: x}}}\n",
+    ))
+    .expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["p", "q"]}));
+    machine.handle(Event::Start, at(0));
+    machine.handle(printed("each", Some(0), big('p')), at(1));
+    machine.handle(printed("each", Some(1), big('q')), at(2));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    let gathered = record.steps["each"].output.as_ref().expect("gathered");
+    assert_eq!(gathered["by_key"]["q"], json!(big('q')));
+    assert_stored_once(record, &[big('p'), big('q')]);
 }

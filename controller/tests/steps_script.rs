@@ -527,3 +527,19 @@ async fn twenty_thousand_output_files_give_a_capped_marked_list() {
         serde_json::to_vec(out).unwrap().len()
     );
 }
+
+#[tokio::test]
+async fn stdout_stops_at_what_a_record_keeps_by_default() {
+    // 300 KiB of output: more than the 256 KiB one value may weigh in a record.
+    let step = source("head -c 307200 /dev/zero | tr '\\0' x");
+    let err = LocalScript::new(Arc::new(MapSecrets::new()))
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::OUTPUT);
+    assert_eq!(
+        err.message,
+        "the script printed more than 256 KiB on stdout and was stopped"
+    );
+}

@@ -8,6 +8,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The most one value (a script's stdout, an HTTP body, a model's reply) may
+/// weigh to be kept in a run's record. The record is the Run's status in etcd,
+/// which refuses objects past about 1.5 MiB; every executor stops reading at
+/// this cap and fails the attempt naming it, rather than keeping a value
+/// the record could not store.
+pub const MAX_VALUE_BYTES: usize = 256 << 10;
+
 /// Starts a flow. Only `cancel` may change after creation.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

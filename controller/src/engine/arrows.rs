@@ -84,14 +84,71 @@ fn moved(flow: &Compiled<'_>, to: usize, from_key: &str, output: Option<&Value>)
     let Some(output) = output else {
         return reads.join(", ");
     };
-    let text = output.to_string();
-    let (preview, cut) = match crate::text::cut(&text, PREVIEW) {
+    let measured = Measured::of(output);
+    let head = String::from_utf8_lossy(&measured.head);
+    let (preview, cut) = match crate::text::cut(&head, PREVIEW) {
         Some(start) => (start, "… (preview)"),
-        None => (text.as_str(), ""),
+        None => (head.as_ref(), ""),
     };
     format!(
         "{} ({} bytes: {preview}{cut})",
         reads.join(", "),
-        text.len()
+        measured.len
     )
+}
+
+/// A value's size as JSON and its first bytes, without writing it all out:
+/// an arrow's detail needs no more, and the record is read after every event.
+#[derive(Default)]
+struct Measured {
+    len: usize,
+    head: Vec<u8>,
+}
+
+impl Measured {
+    /// Bytes kept: enough for [`PREVIEW`] characters of up to four bytes each.
+    const HEAD: usize = PREVIEW * 4 + 4;
+
+    fn of(value: &Value) -> Self {
+        let mut measured = Measured::default();
+        // Writing into memory cannot fail.
+        let _ = serde_json::to_writer(&mut measured, value);
+        measured
+    }
+}
+
+impl std::io::Write for Measured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = Self::HEAD.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&buf[..room.min(buf.len())]);
+        self.len += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_measured_value_has_its_json_size_and_first_characters() {
+        for value in [
+            json!("é".repeat(500)),
+            json!({"a": [1, 2, "x"]}),
+            json!(null),
+        ] {
+            let whole = value.to_string();
+            let measured = Measured::of(&value);
+            assert_eq!(measured.len, whole.len());
+            let head = String::from_utf8_lossy(&measured.head);
+            let expected = crate::text::cut(&whole, PREVIEW).unwrap_or(&whole);
+            assert_eq!(crate::text::cut(&head, PREVIEW).unwrap_or(&head), expected);
+        }
+    }
 }

@@ -152,6 +152,10 @@ impl<'a> FlowGraph<'a> {
         if node <= before {
             return false;
         }
+        // The common question (a step reading the one before it) needs no search.
+        if self.nodes[node].preds.iter().any(|a| a.from == before) {
+            return true;
+        }
         // Nodes in (before, node], indexed from before + 1.
         let mut seen = BitSet::new(node - before);
         let mut stack = vec![node];

@@ -161,7 +161,7 @@ async fn main() {
         // Coxswain: validate + compile the flow, run it, read the reply.
         let from = seen.lock().map(|s| s.len()).unwrap_or(0);
         let start = Instant::now();
-        let flow = match CompiledFlow::new(&spec) {
+        let flow = match CompiledFlow::new(spec.clone()) {
             Ok(f) => f,
             Err(p) => {
                 eprintln!("bench flow refused: {p:?}");

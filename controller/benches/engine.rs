@@ -40,13 +40,13 @@ fn looping(passes: i32) -> FlowSpec {
 
 /// Runs a flow whose every piece of work succeeds at once; returns the
 /// number of events handled and the final record.
-fn drive(flow: &CompiledFlow<'_>, input: serde_json::Value) -> (usize, RunStatus) {
+fn drive(flow: &CompiledFlow, input: serde_json::Value) -> (usize, RunStatus) {
     drive_with(flow, input, &json!({"ok": true}))
 }
 
 /// [`drive`], every piece of work producing `output`.
 fn drive_with(
-    flow: &CompiledFlow<'_>,
+    flow: &CompiledFlow,
     input: serde_json::Value,
     output: &serde_json::Value,
 ) -> (usize, RunStatus) {
@@ -71,9 +71,9 @@ fn drive_with(
 
 fn bench(c: &mut Criterion) {
     let linear_spec = linear(1000);
-    let linear_flow = CompiledFlow::new(&linear_spec).expect("valid");
+    let linear_flow = CompiledFlow::new(linear_spec.clone()).expect("valid");
     let fan_spec = fan_out();
-    let fan_flow = CompiledFlow::new(&fan_spec).expect("valid");
+    let fan_flow = CompiledFlow::new(fan_spec.clone()).expect("valid");
     let items: Vec<_> = (0..100).map(|i| json!(format!("item {i}"))).collect();
     let fan_input = json!({ "items": items });
 
@@ -96,7 +96,7 @@ fn bench(c: &mut Criterion) {
 
     // Per-transition figures and the one-shot measurements, printed plainly.
     // Best of 10 whole runs: the first ones pay for fresh memory pages.
-    let per = |flow: &CompiledFlow<'_>, input: serde_json::Value| {
+    let per = |flow: &CompiledFlow, input: serde_json::Value| {
         (0..10)
             .map(|_| {
                 let start = Instant::now();
@@ -113,7 +113,7 @@ fn bench(c: &mut Criterion) {
         start.elapsed().as_secs_f64() * 1e6 / 100_000.0
     };
     let small_spec = linear(100);
-    let small_flow = CompiledFlow::new(&small_spec).expect("valid");
+    let small_flow = CompiledFlow::new(small_spec.clone()).expect("valid");
     let s = per(&small_flow, json!({}));
     let l = per(&linear_flow, json!({}));
     let f = per(&fan_flow, fan_input);
@@ -133,7 +133,7 @@ fn bench(c: &mut Criterion) {
 
     let cond_spec = conditions(10_000);
     let start = Instant::now();
-    let cond_flow = CompiledFlow::new(&cond_spec).expect("valid");
+    let cond_flow = CompiledFlow::new(cond_spec.clone()).expect("valid");
     let compiled = start.elapsed();
     let (_, state) = drive(&cond_flow, json!({"n": 1}));
     println!(
@@ -144,7 +144,7 @@ fn bench(c: &mut Criterion) {
     );
 
     let loop_spec = looping(1000);
-    let loop_flow = CompiledFlow::new(&loop_spec).expect("valid");
+    let loop_flow = CompiledFlow::new(loop_spec.clone()).expect("valid");
     let before = peak_rss_kib();
     let big = json!({"text": "x".repeat(64 * 1024)});
     let (_, state) = drive_with(&loop_flow, json!({}), &big);

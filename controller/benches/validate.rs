@@ -53,6 +53,20 @@ fn bench(c: &mut Criterion) {
         b.iter(|| serde_json::from_str::<FlowSpec>(black_box(&json)).expect("parses"))
     });
     group.finish();
+
+    // The largest flow the validator accepts: 10,000 steps. Memory that grows
+    // with the square of the steps shows here as time too.
+    let large: FlowSpec = serde_yaml::from_str(&flow_yaml(9_999)).expect("large flow parses");
+    assert!(
+        coxswain::flow::validate(&large).is_empty(),
+        "large flow must be valid"
+    );
+    let mut group = c.benchmark_group("validate_10000_steps");
+    group.sample_size(10);
+    group.bench_function("validate", |b| {
+        b.iter(|| coxswain::flow::validate(black_box(&large)))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench);

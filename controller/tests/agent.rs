@@ -788,3 +788,28 @@ async fn an_api_key_echoed_in_an_error_is_redacted() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn a_reply_longer_than_a_record_keeps_fails_naming_the_cap() {
+    let long = "word ".repeat(60 << 10);
+    let (url, _script) = server(vec![text_reply(&long, "stop", usage(3, 4))]).await;
+    let err = executor(url, Mode::Tools)
+        .run(&work(None, json!("the brief"), vec![]))
+        .await
+        .expect_err("too long")
+        .error;
+    assert_eq!(err.code, codes::OUTPUT);
+    assert_eq!(
+        err.message,
+        format!(
+            "the model's reply is {} bytes, more than the 256 KiB a run keeps of one value; ask for a shorter reply or lower max_tokens",
+            long.len()
+        )
+    );
+}
+
+#[test]
+fn the_default_answer_cap_is_bounded_by_what_a_record_keeps() {
+    let config = AgentConfig::default();
+    assert_eq!(config.response_limit, 4 * coxswain::api::MAX_VALUE_BYTES);
+}

@@ -21,7 +21,7 @@ use driver::{Scripted, case_files, check_restarts, fragment_matches, read_case, 
 
 async fn run_case(path: &Path) -> Result<(), String> {
     let case = read_case(path)?;
-    let flow = CompiledFlow::new(&case.flow).map_err(|p| format!("flow refused: {p:?}"))?;
+    let flow = CompiledFlow::new(case.flow.clone()).map_err(|p| format!("flow refused: {p:?}"))?;
     let executor = Arc::new(Scripted::new(&case));
     let mut approver = CommandLineApprover::new(&case.decide).map_err(|e| e.to_string())?;
     let mut progress = Progress::new(true);

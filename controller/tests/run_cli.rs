@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn coxswain(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_coxswain"))
@@ -80,9 +80,15 @@ fn hello_runs_offline_and_prints_the_record() {
     assert_eq!(r["steps"]["count"]["output"]["count"], 2);
     assert_eq!(r["steps"]["check"]["exit"], "true");
     assert_eq!(r["steps"]["whisper"]["status"], "skipped");
+    // A parallel step's gathered output is stored once, in its parts.
+    let greet = &r["steps"]["greet"];
+    assert_eq!(greet["outputFromParts"], true);
+    let grace = greet["parts"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["key"] == "grace"));
     assert_eq!(
-        r["steps"]["greet"]["output"]["by_key"]["grace"]["greeting"],
-        "hello Grace"
+        grace.map(|p| &p["output"]["greeting"]),
+        Some(&json!("hello Grace"))
     );
     assert_eq!(r["output"]["greetings"][0]["label"], "Ada");
     let arrows = r["arrows"].as_array().expect("arrows");
@@ -119,9 +125,12 @@ fn failure_handling_example_retries_and_continues() {
         Some(2)
     );
     assert_eq!(r["steps"]["lookup"]["status"], "failed");
-    assert_eq!(r["output"]["used_fallback"], true);
+    // Without an `output:`, the run's result is its last step's, named not copied.
+    let last = r["outputFrom"].as_str().expect("outputFrom");
+    let result = &r["steps"][last]["output"];
+    assert_eq!(result["used_fallback"], true);
     assert!(
-        r["output"]["because"]["data"]
+        result["because"]["data"]
             .as_str()
             .is_some_and(|s| s.contains("no such user"))
     );

@@ -582,3 +582,19 @@ async fn the_cluster_policy_refuses_loopback_unless_allowed() {
     let done = cluster.run(&http_work(step)).await.unwrap();
     assert_eq!(done.output["body"], "inside");
 }
+
+#[tokio::test]
+async fn bodies_stop_at_what_a_record_keeps_by_default() {
+    let server = StandIn::start(Answer::text(200, &"x".repeat(300 << 10))).await;
+    let step = HttpStep {
+        url: server.base.clone(),
+        ..Default::default()
+    };
+    let err = executor().run(&http_work(step)).await.unwrap_err().error;
+    assert_eq!(err.code, codes::HTTP);
+    assert!(
+        err.message.ends_with("is larger than the 256 KiB limit"),
+        "{}",
+        err.message
+    );
+}

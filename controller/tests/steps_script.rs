@@ -552,3 +552,19 @@ async fn cancelling_launched_work_kills_the_process_group() {
     assert!(wait_gone(pid).await, "the background sleep {pid} survived");
     assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Unknown);
 }
+
+#[tokio::test]
+async fn stdout_stops_at_what_a_record_keeps_by_default() {
+    // 300 KiB of output: more than the 256 KiB one value may weigh in a record.
+    let step = source("head -c 307200 /dev/zero | tr '\\0' x");
+    let err = LocalScript::new(Arc::new(MapSecrets::new()))
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::OUTPUT);
+    assert_eq!(
+        err.message,
+        "the script printed more than 256 KiB on stdout and was stopped"
+    );
+}

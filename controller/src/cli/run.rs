@@ -100,7 +100,7 @@ fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), CliError> {
 
 fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
     let file = args.file.display();
-    let flow = match CompiledFlow::new(spec) {
+    let flow = match CompiledFlow::new(spec.clone()) {
         Ok(flow) => flow,
         Err(problems) => {
             for p in problems {
@@ -171,7 +171,7 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
     let printed = match (args.output, state.phase) {
         (Output::Json, _) => Some(serde_json::to_string(&state)),
         (Output::Text, RunPhase::Succeeded) => Some(serde_json::to_string_pretty(
-            state.output.as_ref().unwrap_or(&Value::Null),
+            state.result().unwrap_or(&Value::Null),
         )),
         (Output::Text, _) => None,
     };

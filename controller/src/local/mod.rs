@@ -26,7 +26,7 @@ pub use progress::Progress;
 /// user asks to stop (Ctrl-C); the run then ends `Cancelled` with its work killed.
 /// Work runs through an [`InProcess`] launcher, as the controller's would.
 pub async fn run_flow<E, C>(
-    flow: &CompiledFlow<'_>,
+    flow: &CompiledFlow,
     input: Value,
     executor: Arc<E>,
     approver: &mut dyn Approver,
@@ -230,7 +230,7 @@ mod tests {
             "steps:\n  - key: each\n    parallel:\n      items: $input.xs\n      step: {script: {source: x}, attempts: 2, backoff: 1s}\n",
         )
         .expect("flow");
-        let flow = CompiledFlow::new(&spec).expect("valid");
+        let flow = CompiledFlow::new(spec.clone()).expect("valid");
         let mut approver = CommandLineApprover::new(&[]).expect("approver");
         let mut progress = Progress::new(true);
         let record = run_flow(
@@ -272,7 +272,7 @@ mod tests {
         let spec: FlowSpec =
             serde_yaml::from_str("steps: [{key: review, approval: {decisions: [approve]}}]")
                 .expect("flow");
-        let flow = CompiledFlow::new(&spec).expect("valid");
+        let flow = CompiledFlow::new(spec.clone()).expect("valid");
         let mut approver = Hesitant { asked: 0 };
         let mut progress = Progress::new(true);
         let record = run_flow(

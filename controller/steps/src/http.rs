@@ -37,8 +37,10 @@ use crate::template::Place;
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Default limit of a request when the step sets no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default cap on a response body; a bigger one fails the attempt.
-pub const DEFAULT_RESPONSE_LIMIT: usize = net::DEFAULT_RESPONSE_LIMIT;
+/// Default cap on a response body, which the record keeps (as `text`, and
+/// parsed in the output): the most it keeps of one value. Reading stops
+/// there and the attempt fails.
+pub const DEFAULT_RESPONSE_LIMIT: usize = crate::api::MAX_VALUE_BYTES;
 /// How much of a failing answer's body its error message shows.
 const PREVIEW_CHARS: usize = 300;
 

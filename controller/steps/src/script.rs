@@ -66,8 +66,9 @@ pub use error::ScriptError;
 pub use files::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, ListingCaps};
 pub use process::DEFAULT_DRAIN_GRACE;
 
-/// Default cap on captured stdout; a bigger output fails the attempt.
-pub const DEFAULT_STDOUT_LIMIT: usize = 1 << 20;
+/// Default cap on captured stdout, the most a record keeps of one value;
+/// a bigger output fails the attempt.
+pub const DEFAULT_STDOUT_LIMIT: usize = crate::api::MAX_VALUE_BYTES;
 /// Default size of the stderr tail kept for the error message.
 pub const DEFAULT_STDERR_TAIL: usize = 64 << 10;
 

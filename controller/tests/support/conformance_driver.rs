@@ -236,7 +236,7 @@ pub fn attempt_of(w: &Work) -> (String, Option<usize>, u32) {
 /// from it alone (nothing the engine said before the restart is kept).
 pub async fn drive<S, F>(
     case: &Case,
-    flow: &CompiledFlow<'_>,
+    flow: &CompiledFlow,
     mut store: Option<S>,
 ) -> Result<Value, String>
 where
@@ -336,7 +336,7 @@ where
     S: FnMut(RunStatus) -> F,
     F: Future<Output = Result<RunStatus, String>>,
 {
-    let flow = CompiledFlow::new(&case.flow).map_err(|p| format!("flow refused: {p:?}"))?;
+    let flow = CompiledFlow::new(case.flow.clone()).map_err(|p| format!("flow refused: {p:?}"))?;
     let straight = drive(case, &flow, None::<S>).await?;
     let restarted = drive(case, &flow, Some(store)).await?;
     let mut errors = Vec::new();

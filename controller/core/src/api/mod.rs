@@ -14,12 +14,13 @@ mod flow;
 mod run;
 pub mod schema;
 mod step;
+pub mod stored;
 
 pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
 pub use flow::{ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
 pub use run::{
-    Arrow, Attempt, FlowRef, PartRecord, ReviewNote, Run, RunPhase, RunSpec, RunStatus, StepError,
-    StepRecord, StepStatus, TokenUsage,
+    Arrow, Attempt, FlowRef, MAX_VALUE_BYTES, PartRecord, ReviewNote, Run, RunPhase, RunSpec,
+    RunStatus, StepError, StepRecord, StepStatus, TokenUsage,
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,

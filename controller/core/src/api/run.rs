@@ -8,6 +8,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The most one value (a script's stdout, an HTTP body, a model's reply) may
+/// weigh to be kept in a run's record. The record is the Run's status in etcd,
+/// which refuses objects past about 1.5 MiB; every executor stops reading at
+/// this cap and fails the attempt naming it, rather than keeping a value
+/// the record could not store.
+pub const MAX_VALUE_BYTES: usize = 256 << 10;
+
 /// Starts a flow. Only `cancel` may change after creation.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -97,13 +104,21 @@ pub struct RunStatus {
     /// Settled steps out of all steps, such as `3/7`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
-    /// Every step's record, by key.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Every step's record, by key. Each value is stored once: the latest
+    /// completed attempt leaves its output and text to its step (or part),
+    /// and an output that is exactly its text is kept as `text` alone.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "crate::api::stored::serialize_steps",
+        deserialize_with = "crate::api::stored::deserialize_steps"
+    )]
     pub steps: BTreeMap<String, StepRecord>,
     /// Every arrow, with what moved along it or why nothing did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrows: Vec<Arrow>,
-    /// The run's output.
+    /// The run's output, computed by the flow's `output:`. Without one,
+    /// `outputFrom` names the step whose output is the run's.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -111,6 +126,10 @@ pub struct RunStatus {
     )]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
+    /// The step whose output is the run's output, when the flow has no
+    /// `output:` of its own: the value stays on that step, stored once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_from: Option<String>,
     /// The reason a run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
@@ -135,6 +154,17 @@ pub struct RunStatus {
     /// A send-back waiting for the steps in progress to finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_send_back: Option<ReviewNote>,
+}
+
+impl RunStatus {
+    /// The run's result: its computed output, or the output of the step it
+    /// names in `outputFrom`.
+    pub fn result(&self) -> Option<&Value> {
+        self.output.as_ref().or_else(|| {
+            let key = self.output_from.as_ref()?;
+            self.steps.get(key)?.output.as_ref()
+        })
+    }
 }
 
 /// What a reviewer said when sending work back; the redone step receives it.
@@ -198,7 +228,8 @@ pub struct StepRecord {
     /// Where the step stands.
     #[serde(default)]
     pub status: StepStatus,
-    /// The output of the latest attempt (`$steps.KEY.output`).
+    /// The output of the latest attempt (`$steps.KEY.output`); left out when
+    /// it is exactly `text`, or gathered from `parts` (`outputFromParts`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -240,6 +271,10 @@ pub struct StepRecord {
     /// The parts of a parallel step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartRecord>,
+    /// Only in the stored record: this parallel step's output is what its
+    /// parts gathered (`parts`, `by_key`), rebuilt from `parts` when read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_from_parts: bool,
     /// The change request the next attempt answers, after a send-back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewNote>,
@@ -264,7 +299,7 @@ pub struct PartRecord {
     /// Where it stands.
     #[serde(default)]
     pub status: StepStatus,
-    /// Its output.
+    /// Its output; left out when it is exactly its text.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -304,7 +339,8 @@ pub struct Attempt {
     /// When it ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
-    /// What it produced.
+    /// What it produced; the latest completed attempt shows it on its step
+    /// (or part) instead.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -5,13 +5,13 @@ use serde_json::Value;
 
 use crate::api::{Arrow, RunStatus, StepStatus};
 
-use super::compiled::CompiledFlow;
+use super::compiled::Compiled;
 
 /// Longest preview of a value kept in an arrow's detail.
 const PREVIEW: usize = 80;
 
 /// Every arrow of the flow with its latest state.
-pub fn arrows(flow: &CompiledFlow<'_>, state: &RunStatus) -> Vec<Arrow> {
+pub fn arrows(flow: &Compiled<'_>, state: &RunStatus) -> Vec<Arrow> {
     let mut out = Vec::new();
     for (to, node) in flow.graph.nodes.iter().enumerate() {
         let target = state.steps.get(node.key);
@@ -65,7 +65,7 @@ pub fn count_key(from_label: &str, to: &str) -> String {
 }
 
 /// Which references of the target read the source, with size and preview.
-fn moved(flow: &CompiledFlow<'_>, to: usize, from_key: &str, output: Option<&Value>) -> String {
+fn moved(flow: &Compiled<'_>, to: usize, from_key: &str, output: Option<&Value>) -> String {
     let compiled = &flow.steps[to];
     let mut reads: Vec<String> = compiled
         .input
@@ -84,14 +84,71 @@ fn moved(flow: &CompiledFlow<'_>, to: usize, from_key: &str, output: Option<&Val
     let Some(output) = output else {
         return reads.join(", ");
     };
-    let text = output.to_string();
-    let (preview, cut) = match crate::text::cut(&text, PREVIEW) {
+    let measured = Measured::of(output);
+    let head = String::from_utf8_lossy(&measured.head);
+    let (preview, cut) = match crate::text::cut(&head, PREVIEW) {
         Some(start) => (start, "… (preview)"),
-        None => (text.as_str(), ""),
+        None => (head.as_ref(), ""),
     };
     format!(
         "{} ({} bytes: {preview}{cut})",
         reads.join(", "),
-        text.len()
+        measured.len
     )
+}
+
+/// A value's size as JSON and its first bytes, without writing it all out:
+/// an arrow's detail needs no more, and the record is read after every event.
+#[derive(Default)]
+struct Measured {
+    len: usize,
+    head: Vec<u8>,
+}
+
+impl Measured {
+    /// Bytes kept: enough for [`PREVIEW`] characters of up to four bytes each.
+    const HEAD: usize = PREVIEW * 4 + 4;
+
+    fn of(value: &Value) -> Self {
+        let mut measured = Measured::default();
+        // Writing into memory cannot fail.
+        let _ = serde_json::to_writer(&mut measured, value);
+        measured
+    }
+}
+
+impl std::io::Write for Measured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = Self::HEAD.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&buf[..room.min(buf.len())]);
+        self.len += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_measured_value_has_its_json_size_and_first_characters() {
+        for value in [
+            json!("é".repeat(500)),
+            json!({"a": [1, 2, "x"]}),
+            json!(null),
+        ] {
+            let whole = value.to_string();
+            let measured = Measured::of(&value);
+            assert_eq!(measured.len, whole.len());
+            let head = String::from_utf8_lossy(&measured.head);
+            let expected = crate::text::cut(&whole, PREVIEW).unwrap_or(&whole);
+            assert_eq!(crate::text::cut(&head, PREVIEW).unwrap_or(&head), expected);
+        }
+    }
 }

@@ -1,19 +1,66 @@
 //! A flow read once: validated, every expression and value parsed, the
 //! graph's arrows laid out both ways. The engine never parses at run time.
+//!
+//! [`CompiledFlow`] owns its spec (behind an [`Arc`]) so a controller can keep
+//! it between reconciles, keyed by the Flow's uid and digest; the parsed
+//! parts ([`Compiled`]) borrow from that spec inside it.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use self_cell::self_cell;
 
 use crate::api::{FlowSpec, OnFailure, Step, StepKind, StepProblem};
 use crate::expr::{self, Expr, Reference, Root, ValueTemplate};
-use crate::flow::{FlowGraph, exits, parse_duration, validate};
+use crate::flow::{FlowGraph, Limits, exits, parse_duration, validate_graph};
 use crate::template::{self, Place};
 
 /// The default wait before a second attempt; it doubles for each later one.
 pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(5);
 
-/// A validated flow with everything the engine needs precomputed.
+self_cell!(
+    /// The spec and what was compiled from it, kept together.
+    struct Cell {
+        owner: Arc<FlowSpec>,
+        #[covariant]
+        dependent: Compiled,
+    }
+    impl {Debug}
+);
+
+/// A validated, compiled flow that owns its spec: cheap to share and to keep
+/// between reconciles. The engine reads it through [`CompiledFlow::get`].
 #[derive(Debug)]
-pub struct CompiledFlow<'a> {
+pub struct CompiledFlow(Cell);
+
+impl CompiledFlow {
+    /// Validates and compiles a flow; the problems are those `coxswain lint` prints.
+    pub fn new(spec: impl Into<Arc<FlowSpec>>) -> Result<Self, Vec<StepProblem>> {
+        Cell::try_new(spec.into(), |spec| Compiled::new(spec)).map(CompiledFlow)
+    }
+
+    /// Notes the Flow generation the spec came from, for runs to record.
+    pub fn with_generation(mut self, generation: i64) -> Self {
+        self.0
+            .with_dependent_mut(|_, compiled| compiled.generation = Some(generation));
+        self
+    }
+
+    /// The compiled parts, borrowed from the spec this owns.
+    pub fn get(&self) -> &Compiled<'_> {
+        self.0.borrow_dependent()
+    }
+
+    /// The spec it was compiled from.
+    pub fn spec(&self) -> &Arc<FlowSpec> {
+        self.0.borrow_owner()
+    }
+}
+
+/// A validated flow with everything the engine needs precomputed, borrowing
+/// the spec a [`CompiledFlow`] owns.
+#[derive(Debug)]
+pub struct Compiled<'a> {
     /// The flow as written.
     pub spec: &'a FlowSpec,
     /// Its digest ([`crate::flow::flow_digest`]), which a run's record keeps.
@@ -25,8 +72,6 @@ pub struct CompiledFlow<'a> {
     pub graph: FlowGraph<'a>,
     /// One entry per graph node.
     pub steps: Vec<CompiledStep<'a>>,
-    /// For each node, the nodes with an arrow from it.
-    pub successors: Vec<Vec<usize>>,
     /// The flow's `output`, parsed.
     pub output: Option<ValueTemplate>,
     /// The loops and parallel steps, which settle when their work does.
@@ -73,23 +118,17 @@ pub struct CompiledStep<'a> {
     pub exits: Option<Vec<String>>,
 }
 
-impl<'a> CompiledFlow<'a> {
-    /// Validates and compiles a flow; the problems are those `coxswain lint` prints.
-    pub fn new(spec: &'a FlowSpec) -> Result<Self, Vec<StepProblem>> {
-        let problems = validate(spec);
+impl<'a> Compiled<'a> {
+    /// Validates and compiles a flow, building its graph once for both.
+    fn new(spec: &'a FlowSpec) -> Result<Self, Vec<StepProblem>> {
+        let graph = FlowGraph::new(&spec.steps);
+        let problems = validate_graph(spec, &graph, &Limits::default());
         if !problems.is_empty() {
             return Err(problems);
         }
-        let graph = FlowGraph::new(&spec.steps);
         let mut steps = Vec::with_capacity(graph.nodes.len());
         for node in &graph.nodes {
             steps.push(compile_step(node.step).map_err(|p| vec![p])?);
-        }
-        let mut successors = vec![Vec::new(); graph.nodes.len()];
-        for (to, node) in graph.nodes.iter().enumerate() {
-            for arrow in &node.preds {
-                successors[arrow.from].push(to);
-            }
         }
         let output = match &spec.output {
             Some(v) => Some(expr::parse_value(v).map_err(|e| vec![problem("", &e[0].message)])?),
@@ -101,23 +140,16 @@ impl<'a> CompiledFlow<'a> {
             })
             .collect();
         let observed = observed(&graph, &steps, output.as_ref());
-        Ok(CompiledFlow {
+        Ok(Compiled {
             spec,
             digest: crate::flow::flow_digest(spec),
             generation: None,
             graph,
             steps,
-            successors,
             output,
             composites,
             observed,
         })
-    }
-
-    /// Notes the Flow generation the spec came from, for runs to record.
-    pub fn with_generation(mut self, generation: i64) -> Self {
-        self.generation = Some(generation);
-        self
     }
 
     /// The node of a step key.
@@ -319,7 +351,31 @@ mod tests {
             flow["output"] = o;
         }
         let spec: FlowSpec = serde_json::from_value(flow).expect("flow");
-        CompiledFlow::new(&spec).expect("valid").observed
+        CompiledFlow::new(spec)
+            .expect("valid")
+            .get()
+            .observed
+            .clone()
+    }
+
+    #[test]
+    fn a_compiled_flow_owns_its_spec_and_can_be_shared() {
+        fn cacheable<T: Send + Sync + 'static>(_: &T) {}
+        let spec: FlowSpec = serde_json::from_value(json!({"steps": [
+            {"key": "a", "script": {"source": "x"}},
+            {"key": "b", "script": {"source": "x"}}
+        ]}))
+        .expect("flow");
+        let shared = Arc::new(spec);
+        let flow = Arc::new(CompiledFlow::new(Arc::clone(&shared)).expect("valid"));
+        drop(shared);
+        cacheable(&flow);
+        let elsewhere = Arc::clone(&flow);
+        let key = std::thread::spawn(move || elsewhere.get().key(1).to_string())
+            .join()
+            .expect("thread");
+        assert_eq!(key, "b");
+        assert_eq!(flow.spec().steps.len(), 2);
     }
 
     #[test]

@@ -3,10 +3,10 @@
 
 use crate::api::StepKind;
 
-use super::compiled::CompiledFlow;
+use super::compiled::Compiled;
 
 /// Describes the flow from the point of view of `node`.
-pub fn describe(flow: &CompiledFlow<'_>, node: usize) -> String {
+pub fn describe(flow: &Compiled<'_>, node: usize) -> String {
     let mut out = String::new();
     if let Some(description) = &flow.spec.description {
         out.push_str(&format!("The flow's purpose: {}\n", description.trim()));

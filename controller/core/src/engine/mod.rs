@@ -13,7 +13,7 @@ mod machine;
 mod scope;
 mod work;
 
-pub use compiled::{CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
+pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
     Action, ApprovalRequest, DecideError, Decision, Event, MAX_PART_KEY_LEN, MAX_SEND_BACKS,
     ResumeError, RunMachine,

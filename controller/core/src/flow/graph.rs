@@ -48,7 +48,8 @@ pub struct FlowGraph<'a> {
     /// the list holding its body.
     pub body_of: HashMap<usize, usize>,
     by_key: HashMap<&'a str, usize>,
-    ancestors: Vec<BitSet>,
+    /// For each node, the nodes with an arrow from it.
+    next: Vec<Vec<usize>>,
 }
 
 impl<'a> FlowGraph<'a> {
@@ -59,10 +60,10 @@ impl<'a> FlowGraph<'a> {
             lists: Vec::new(),
             body_of: HashMap::new(),
             by_key: HashMap::new(),
-            ancestors: Vec::new(),
+            next: Vec::new(),
         };
         graph.add_list(steps, None, "steps");
-        graph.compute_ancestors();
+        graph.link_both_ways();
         graph
     }
 
@@ -117,21 +118,22 @@ impl<'a> FlowGraph<'a> {
         }
     }
 
-    fn compute_ancestors(&mut self) {
-        let n = self.nodes.len();
-        self.ancestors = vec![BitSet::new(n); n];
-        // Document order puts every arrow's source and every parent first.
-        for node in 0..n {
-            let mut set = BitSet::new(n);
-            if let Some(parent) = self.nodes[node].parent {
-                set.union_with(&self.ancestors[parent]);
+    /// Lays out the arrows forwards, for [`FlowGraph::next`].
+    fn link_both_ways(&mut self) {
+        self.next = vec![Vec::new(); self.nodes.len()];
+        for (node, item) in self.nodes.iter().enumerate() {
+            for arrow in &item.preds {
+                // Two exits of one step may lead to the same node.
+                if self.next[arrow.from].last() != Some(&node) {
+                    self.next[arrow.from].push(node);
+                }
             }
-            for arrow in &self.nodes[node].preds {
-                set.union_with(&self.ancestors[arrow.from]);
-                set.insert(arrow.from);
-            }
-            self.ancestors[node] = set;
         }
+    }
+
+    /// The nodes with an arrow from `node`.
+    pub fn next(&self, node: usize) -> &[usize] {
+        &self.next[node]
     }
 
     /// The node with this key (the first, when keys repeat).
@@ -141,8 +143,37 @@ impl<'a> FlowGraph<'a> {
 
     /// Whether `before` lies on a path that leads to `node`: `node` comes
     /// after it, directly or through other steps.
+    ///
+    /// Searched on demand, backwards from `node`: every arrow and every
+    /// nesting points forward in document order, so only the nodes between
+    /// the two can lie on such a path, and the search visits no others.
+    /// Nothing is kept between questions.
     pub fn comes_before(&self, before: usize, node: usize) -> bool {
-        self.ancestors[node].contains(before)
+        if node <= before {
+            return false;
+        }
+        // The common question (a step reading the one before it) needs no search.
+        if self.nodes[node].preds.iter().any(|a| a.from == before) {
+            return true;
+        }
+        // Nodes in (before, node], indexed from before + 1.
+        let mut seen = BitSet::new(node - before);
+        let mut stack = vec![node];
+        while let Some(at) = stack.pop() {
+            let item = &self.nodes[at];
+            if item.preds.iter().any(|a| a.from == before) {
+                return true;
+            }
+            // A nested node also comes after whatever its parent comes after.
+            let parent = item.parent.into_iter();
+            for next in item.preds.iter().map(|a| a.from).chain(parent) {
+                if next > before && !seen.contains(next - before - 1) {
+                    seen.insert(next - before - 1);
+                    stack.push(next);
+                }
+            }
+        }
+        false
     }
 
     /// The loops `node` is nested in, innermost first.
@@ -176,8 +207,9 @@ impl<'a> FlowGraph<'a> {
     /// The arrows leaving `node`: every step that names it in `after` (or
     /// follows it by default).
     pub fn successors(&self, node: usize) -> impl Iterator<Item = (usize, Arrow<'a>)> + '_ {
-        self.nodes.iter().enumerate().flat_map(move |(to, n)| {
-            n.preds
+        self.next[node].iter().flat_map(move |&to| {
+            self.nodes[to]
+                .preds
                 .iter()
                 .filter(move |a| a.from == node)
                 .map(move |a| (to, *a))
@@ -231,9 +263,75 @@ impl BitSet {
     fn contains(&self, i: usize) -> bool {
         self.0[i / 64] & (1 << (i % 64)) != 0
     }
-    fn union_with(&mut self, other: &BitSet) {
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            *a |= b;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::FlowSpec;
+
+    /// The ancestors of every node, the slow way: the rule written out.
+    fn ancestors(graph: &FlowGraph<'_>) -> Vec<Vec<bool>> {
+        let n = graph.nodes.len();
+        let mut all: Vec<Vec<bool>> = Vec::with_capacity(n);
+        for node in 0..n {
+            let mut set = vec![false; n];
+            if let Some(parent) = graph.nodes[node].parent {
+                set = all[parent].clone();
+            }
+            for arrow in &graph.nodes[node].preds {
+                for (i, &yes) in all[arrow.from].iter().enumerate() {
+                    set[i] |= yes;
+                }
+                set[arrow.from] = true;
+            }
+            all.push(set);
         }
+        all
+    }
+
+    #[test]
+    fn comes_before_agrees_with_the_rule_on_branches_and_loops() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            "steps:
+  - {key: a, script: {source: x}}
+  - {key: check, condition: {when: 'true'}}
+  - {key: yes, after: [check.true], script: {source: x}}
+  - {key: no, after: [check.false], script: {source: x}}
+  - key: again
+    after: [yes]
+    loop:
+      until: 'true'
+      maxIterations: 2
+      steps:
+        - {key: l1, script: {source: x}}
+        - {key: l2, script: {source: x}}
+        - {key: l3, after: [l1], script: {source: x}}
+  - {key: join, after: [again, no], script: {source: x}}
+  - {key: lone, after: [], script: {source: x}}
+",
+        )
+        .expect("flow");
+        let graph = FlowGraph::new(&spec.steps);
+        let expected = ancestors(&graph);
+        for (node, row) in expected.iter().enumerate() {
+            for (before, &comes) in row.iter().enumerate() {
+                assert_eq!(
+                    graph.comes_before(before, node),
+                    comes,
+                    "{} before {}",
+                    graph.nodes[before].key,
+                    graph.nodes[node].key
+                );
+            }
+        }
+        let l3 = graph.find("l3").expect("l3");
+        let a = graph.find("a").expect("a");
+        assert!(
+            graph.comes_before(a, l3),
+            "a nested step follows its loop's past"
+        );
+        assert!(!graph.comes_before(graph.find("l2").expect("l2"), l3));
+        assert_eq!(graph.next(graph.find("check").expect("check")).len(), 2);
     }
 }

@@ -24,4 +24,4 @@ pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
 pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
 pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use schedule::check_schedule;
-pub use validate::{Limits, validate, validate_with};
+pub use validate::{Limits, validate, validate_graph, validate_with};

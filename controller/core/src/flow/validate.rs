@@ -65,8 +65,18 @@ pub fn validate(spec: &FlowSpec) -> Vec<StepProblem> {
 
 /// Checks a flow and returns every problem at once, in document order.
 pub fn validate_with(spec: &FlowSpec, limits: &Limits) -> Vec<StepProblem> {
+    validate_graph(spec, &FlowGraph::new(&spec.steps), limits)
+}
+
+/// Checks a flow whose graph the caller has built already (the engine keeps
+/// it), so compiling a flow builds its graph once.
+pub fn validate_graph<'a>(
+    spec: &'a FlowSpec,
+    graph: &FlowGraph<'a>,
+    limits: &Limits,
+) -> Vec<StepProblem> {
     let mut checker = Checker {
-        graph: FlowGraph::new(&spec.steps),
+        graph,
         problems: Vec::new(),
         limits,
     };
@@ -89,13 +99,13 @@ struct Reader {
     sees_body_of: Option<usize>,
 }
 
-struct Checker<'a, 'l> {
-    graph: FlowGraph<'a>,
+struct Checker<'a, 'g, 'l> {
+    graph: &'g FlowGraph<'a>,
     problems: Vec<StepProblem>,
     limits: &'l Limits,
 }
 
-impl<'a> Checker<'a, '_> {
+impl<'a> Checker<'a, '_, '_> {
     fn report(
         &mut self,
         step: &str,

@@ -53,6 +53,11 @@ pub struct AgentConfig {
     pub max_tokens: Option<u32>,
 }
 
+/// Default cap on a model server's whole answer: the reply the record keeps
+/// (at most [`crate::api::MAX_VALUE_BYTES`]) plus room for its JSON
+/// envelope, escaping and tool-call wrapping. Reading stops there.
+pub const ANSWER_LIMIT: usize = 4 * crate::api::MAX_VALUE_BYTES;
+
 impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentConfig")
@@ -77,7 +82,7 @@ impl Default for AgentConfig {
             default_model: "gpt-4o-mini".into(),
             mode: Mode::Tools,
             timeout: Duration::from_secs(120),
-            response_limit: net::DEFAULT_RESPONSE_LIMIT,
+            response_limit: ANSWER_LIMIT,
             max_tokens: None,
         }
     }
@@ -258,11 +263,15 @@ impl AgentExecutor {
                 .await
                 .map_err(|e| call_failed(&e))?;
             add_usage(usage, completion.usage.as_ref());
+            let text = completion.parts.text();
+            if text.len() > crate::api::MAX_VALUE_BYTES {
+                return Err(too_long(text.len()));
+            }
             match contract::interpret(&contract, &completion.parts) {
                 Ok(output) => {
                     return Ok(Done {
                         output,
-                        text: Some(completion.parts.text()),
+                        text: Some(text),
                         usage: usage.clone(),
                     });
                 }
@@ -383,6 +392,17 @@ fn add_usage(total: &mut Option<TokenUsage>, call: Option<&TokenUsage>) {
 
 /// A failed call fails the attempt: with `agent.unavailable` when a later
 /// attempt may succeed (no answer, 429, 5xx), `agent.failed` otherwise.
+/// A reply longer than a record keeps of one value.
+fn too_long(bytes: usize) -> StepError {
+    step_error(
+        codes::OUTPUT,
+        format!(
+            "the model's reply is {bytes} bytes, more than the {} a run keeps of one value; ask for a shorter reply or lower max_tokens",
+            net::size(crate::api::MAX_VALUE_BYTES)
+        ),
+    )
+}
+
 fn call_failed(e: &CallError) -> StepError {
     let code = if e.is_transient() {
         codes::AGENT_UNAVAILABLE

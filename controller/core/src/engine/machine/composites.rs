@@ -50,6 +50,7 @@ impl RunMachine<'_> {
         let record = self.record_mut(node);
         record.parts = parts;
         record.output = None;
+        record.text = None;
         self.set_status(node, StepStatus::Running);
         self.fill_parallel(node);
     }
@@ -205,16 +206,6 @@ impl RunMachine<'_> {
         if open {
             return false;
         }
-        let parts: Vec<Value> = record
-            .parts
-            .iter()
-            .map(|p| json!({"key": p.key, "label": p.label, "status": p.status, "output": p.output, "error": p.error}))
-            .collect();
-        let by_key: Map<String, Value> = record
-            .parts
-            .iter()
-            .map(|p| (p.key.clone(), p.output.clone().unwrap_or(Value::Null)))
-            .collect();
         let failed = record
             .parts
             .iter()
@@ -224,7 +215,7 @@ impl RunMachine<'_> {
             .part
             .as_ref()
             .is_some_and(|c| c.continue_on_failure);
-        let output = json!({"parts": parts, "by_key": by_key});
+        let output = crate::api::stored::gathered(&record.parts);
         match failed {
             Some(p) if !continue_parts => {
                 self.record_mut(node).output = Some(output);

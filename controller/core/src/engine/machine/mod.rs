@@ -29,7 +29,7 @@ use crate::api::{
 };
 use crate::expr::EvalError;
 
-use super::compiled::CompiledFlow;
+use super::compiled::{Compiled, CompiledFlow};
 use super::work::{Failed, RunInfo, Work, WorkResult, codes, step_error};
 
 /// Most times one send-back arrow may be taken in a run.
@@ -141,7 +141,7 @@ pub enum ResumeError {
 
 /// A run in progress: the compiled flow, the record, and derived views.
 pub struct RunMachine<'f> {
-    pub(in crate::engine) flow: &'f CompiledFlow<'f>,
+    pub(in crate::engine) flow: &'f Compiled<'f>,
     /// The run's record; what the controller writes to the Run's status.
     /// Private: the machine's indexes (`recorded`, `views`) follow it.
     pub(in crate::engine) state: RunStatus,
@@ -169,7 +169,8 @@ pub struct RunMachine<'f> {
 impl<'f> RunMachine<'f> {
     /// A new run of `flow`: its record starts pinned to the flow (digest
     /// and generation) and keeps `run.since`.
-    pub fn new(flow: &'f CompiledFlow<'f>, input: Value, run: RunInfo) -> Self {
+    pub fn new(flow: &'f CompiledFlow, input: Value, run: RunInfo) -> Self {
+        let flow = flow.get();
         let state = RunStatus {
             flow_generation: flow.generation,
             flow_digest: Some(flow.digest.clone()),
@@ -184,11 +185,12 @@ impl<'f> RunMachine<'f> {
     /// record not started yet and not pinned is pinned to it now. `$SINCE`
     /// comes from the record, whatever `run.since` says.
     pub fn resume(
-        flow: &'f CompiledFlow<'f>,
+        flow: &'f CompiledFlow,
         input: Value,
         mut run: RunInfo,
         mut state: RunStatus,
     ) -> Result<Self, ResumeError> {
+        let flow = flow.get();
         match &state.flow_digest {
             Some(digest) if *digest != flow.digest => {
                 return Err(ResumeError::DifferentFlow {
@@ -211,12 +213,7 @@ impl<'f> RunMachine<'f> {
         Ok(Self::from_record(flow, input, run, state))
     }
 
-    fn from_record(
-        flow: &'f CompiledFlow<'f>,
-        input: Value,
-        run: RunInfo,
-        state: RunStatus,
-    ) -> Self {
+    fn from_record(flow: &'f Compiled<'f>, input: Value, run: RunInfo, state: RunStatus) -> Self {
         let run_value = json!({"name": run.name, "namespace": run.namespace, "uid": run.uid, "since": run.since});
         let recorded = (0..flow.graph.nodes.len())
             .map(|n| state.steps.contains_key(flow.key(n)))

@@ -74,7 +74,7 @@ impl RunMachine<'_> {
     /// A node settled: its successors may now be ready.
     pub(in crate::engine) fn settled(&mut self, node: usize) {
         self.candidates
-            .extend(self.flow.successors[node].iter().rev());
+            .extend(self.flow.graph.next(node).iter().rev());
     }
 
     /// Ends the run: running work is stopped and marked as such.
@@ -153,14 +153,19 @@ impl RunMachine<'_> {
             return;
         }
         let scope = self.scope_at_end();
-        self.state.output = Some(match &self.flow.output {
-            Some(template) => template.resolve(&scope),
-            None => top
+        // Without an `output:`, the run's result is the last completed
+        // step's output, which the record names rather than copies.
+        match &self.flow.output {
+            Some(template) => self.state.output = Some(template.resolve(&scope)),
+            None => match top
                 .iter()
                 .rev()
                 .find(|&&n| self.status(n) == StepStatus::Completed)
-                .map_or(Value::Null, |&n| self.output_of(self.flow.key(n))),
-        });
+            {
+                Some(&n) => self.state.output_from = Some(self.flow.key(n).to_string()),
+                None => self.state.output = Some(Value::Null),
+            },
+        }
         self.state.phase = RunPhase::Succeeded;
         self.state.finished_at = Some(self.now_text.clone());
     }

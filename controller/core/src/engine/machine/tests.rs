@@ -19,7 +19,7 @@ fn at(s: i64) -> jiff::Timestamp {
 }
 
 /// A new run of `flow` with `input`.
-fn fresh<'f>(flow: &'f CompiledFlow<'f>, input: Value) -> RunMachine<'f> {
+fn fresh<'f>(flow: &'f CompiledFlow, input: Value) -> RunMachine<'f> {
     RunMachine::new(flow, input, RunInfo::default())
 }
 
@@ -56,7 +56,7 @@ steps:
 #[test]
 fn cancelling_closes_every_part_and_clears_its_retry() {
     let spec = spec(PARTS_RETRY);
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let mut machine = fresh(&flow, json!({"xs": ["a", "b"]}));
     let started = machine.handle(Event::Start, at(0));
     assert_eq!(started.len(), 2, "{started:?}");
@@ -98,7 +98,7 @@ steps:
     parallel: {items: $input.xs, step: {script: {source: x}}}
 ",
     );
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let mut machine = fresh(&flow, json!({"xs": ["Ana B", "ana-b"]}));
     let runs = machine.handle(Event::Start, at(0));
     let mut ids: Vec<String> = runs
@@ -121,7 +121,7 @@ steps:
 
 /// A machine that picks the run up from `record` alone, after a trip
 /// through JSON as a Run's status would make.
-fn restarted<'f>(flow: &'f CompiledFlow<'f>, input: Value, record: &RunStatus) -> RunMachine<'f> {
+fn restarted<'f>(flow: &'f CompiledFlow, input: Value, record: &RunStatus) -> RunMachine<'f> {
     let saved = serde_json::to_string(record).expect("record to JSON");
     let state: RunStatus = serde_json::from_str(&saved).expect("record from JSON");
     RunMachine::resume(flow, input, RunInfo::default(), state).expect("same flow")
@@ -138,7 +138,7 @@ steps:
     approval: {decisions: [approve, reject], show: [draft]}
 ",
     );
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let mut machine = fresh(&flow, json!({}));
     machine.handle(Event::Start, at(0));
     let asked: Vec<Action> = machine.handle(success_of("draft", None, 1), at(1));
@@ -157,7 +157,7 @@ steps:
 #[test]
 fn a_pending_retry_wakes_the_engine_after_a_restart() {
     let spec = spec(PARTS_RETRY);
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let input = json!({"xs": ["a", "b"]});
     let mut machine = fresh(&flow, input.clone());
     machine.handle(Event::Start, at(0));
@@ -181,19 +181,24 @@ fn a_pending_retry_wakes_the_engine_after_a_restart() {
 fn a_record_is_never_resumed_with_another_flow() {
     let first = spec("steps: [{key: a, script: {source: x}}]");
     let changed = spec("steps: [{key: a, script: {source: y}}]");
-    let first = CompiledFlow::new(&first).expect("valid").with_generation(3);
-    let changed = CompiledFlow::new(&changed).expect("valid");
+    let first = CompiledFlow::new(first.clone())
+        .expect("valid")
+        .with_generation(3);
+    let changed = CompiledFlow::new(changed.clone()).expect("valid");
     let mut machine = fresh(&first, json!({}));
     machine.handle(Event::Start, at(0));
     let record = machine.record().clone();
-    assert_eq!(record.flow_digest.as_deref(), Some(first.digest.as_str()));
+    assert_eq!(
+        record.flow_digest.as_deref(),
+        Some(first.get().digest.as_str())
+    );
     assert_eq!(record.flow_generation, Some(3));
     let refused = RunMachine::resume(&changed, json!({}), RunInfo::default(), record.clone())
         .err()
         .expect("refused");
     let message = refused.to_string();
     assert!(
-        message.contains(&first.digest) && message.contains(&changed.digest),
+        message.contains(&first.get().digest) && message.contains(&changed.get().digest),
         "{message}"
     );
     // A started record that names no flow is refused too.
@@ -210,7 +215,7 @@ fn a_record_is_never_resumed_with_another_flow() {
 #[test]
 fn since_comes_back_from_the_record() {
     let spec = spec("steps: [{key: a, script: {source: x}, input: {since: $run.since}}]");
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let run = RunInfo {
         since: Some("1799990000".into()),
         ..Default::default()
@@ -246,7 +251,7 @@ fn answer(decision: Option<&str>, response: Option<Value>) -> crate::engine::Dec
 #[test]
 fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
     let spec = spec(REVIEW_AND_ENTRY);
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let mut machine = fresh(&flow, json!({}));
     machine.handle(Event::Start, at(0));
     let before = machine.record().clone();
@@ -276,7 +281,7 @@ fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
 #[test]
 fn an_entry_must_have_exactly_the_declared_fields_and_types() {
     let spec = spec(REVIEW_AND_ENTRY);
-    let flow = CompiledFlow::new(&spec).expect("valid");
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let mut machine = fresh(&flow, json!({}));
     machine.handle(Event::Start, at(0));
     machine
@@ -294,5 +299,71 @@ fn an_entry_must_have_exactly_the_declared_fields_and_types() {
         .expect("taken");
     let record = machine.record();
     assert_eq!(record.phase, RunPhase::Succeeded);
-    assert_eq!(record.output, Some(good));
+    assert_eq!(record.result(), Some(&good));
+}
+
+/// 100 kB of one letter: a large output that is easy to count in a record.
+fn big(letter: char) -> String {
+    letter.to_string().repeat(100_000)
+}
+
+/// A script that printed `text` (not JSON): its output is that string.
+fn printed(step: &str, part: Option<usize>, text: String) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part,
+        attempt: 1,
+        result: Ok(Done {
+            output: Value::String(text.clone()),
+            text: Some(text),
+            usage: None,
+        }),
+    }
+}
+
+/// The record as stored: each large value appears once, the whole stays
+/// near their total size, and reading it back rebuilds every copy.
+fn assert_stored_once(record: &RunStatus, values: &[String]) {
+    let stored = serde_json::to_string(record).expect("record to JSON");
+    for value in values {
+        assert_eq!(stored.matches(value.as_str()).count(), 1, "one copy each");
+    }
+    let limit = values.iter().map(String::len).sum::<usize>() * 5 / 4;
+    assert!(stored.len() < limit, "{} bytes stored", stored.len());
+    let read: RunStatus = serde_json::from_str(&stored).expect("record from JSON");
+    assert_eq!(&read, record, "reading the record back rebuilds its views");
+}
+
+#[test]
+fn two_large_outputs_are_stored_once_each() {
+    let flow = CompiledFlow::new(spec(
+        "steps:\n  - {key: a, script: {source: x}}\n  - {key: b, script: {source: x}}\n",
+    ))
+    .expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine.handle(printed("a", None, big('a')), at(1));
+    machine.handle(printed("b", None, big('b')), at(2));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    assert_eq!(record.result(), Some(&json!(big('b'))));
+    assert_eq!(record.steps["b"].attempts[0].output, Some(json!(big('b'))));
+    assert_stored_once(record, &[big('a'), big('b')]);
+}
+
+#[test]
+fn large_part_outputs_are_stored_once_each() {
+    let flow = CompiledFlow::new(spec(
+        "steps:\n  - key: each\n    parallel: {items: $input.xs, step: {script: {source: x}}}\n",
+    ))
+    .expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["p", "q"]}));
+    machine.handle(Event::Start, at(0));
+    machine.handle(printed("each", Some(0), big('p')), at(1));
+    machine.handle(printed("each", Some(1), big('q')), at(2));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    let gathered = record.steps["each"].output.as_ref().expect("gathered");
+    assert_eq!(gathered["by_key"]["q"], json!(big('q')));
+    assert_stored_once(record, &[big('p'), big('q')]);
 }

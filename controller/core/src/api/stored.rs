@@ -1,0 +1,210 @@
+//! The stored form of a run's step records: each value once.
+//!
+//! In memory a record keeps convenient copies (a step's `output` and `text`
+//! are also on its latest attempt; a parallel step's output gathers its parts'
+//! outputs). Stored in etcd, or printed by `coxswain run --output json`, each
+//! value appears once, and reading the record back rebuilds the copies:
+//!
+//! - the latest attempt, when it completed, leaves its output and text to
+//!   the step (or part) record, which shows them;
+//! - an output that is exactly the text (a string) is kept as `text` only;
+//! - a parallel step whose output is what its parts gathered says
+//!   `outputFromParts: true` instead of repeating them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value, json};
+
+use super::run::{Attempt, PartRecord, StepRecord, StepStatus};
+
+/// Writes the steps of a record with each value once.
+pub fn serialize_steps<S: Serializer>(
+    steps: &BTreeMap<String, StepRecord>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let compact: BTreeMap<&String, StepRecord> =
+        steps.iter().map(|(k, r)| (k, compact_step(r))).collect();
+    compact.serialize(serializer)
+}
+
+/// Reads the steps of a record and rebuilds the copies [`serialize_steps`] left out.
+pub fn deserialize_steps<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, StepRecord>, D::Error> {
+    let mut steps = BTreeMap::<String, StepRecord>::deserialize(deserializer)?;
+    steps.values_mut().for_each(expand_step);
+    Ok(steps)
+}
+
+/// What a parallel step's output is once its parts are done: every part in
+/// order, and each output by part key.
+pub fn gathered(parts: &[PartRecord]) -> Value {
+    let list: Vec<Value> = parts
+        .iter()
+        .map(|p| json!({"key": p.key, "label": p.label, "status": p.status, "output": p.output, "error": p.error}))
+        .collect();
+    let by_key: Map<String, Value> = parts
+        .iter()
+        .map(|p| (p.key.clone(), p.output.clone().unwrap_or(Value::Null)))
+        .collect();
+    json!({"parts": list, "by_key": by_key})
+}
+
+fn compact_step(record: &StepRecord) -> StepRecord {
+    let mut stored = record.clone();
+    if !stored.parts.is_empty() && stored.output.as_ref() == Some(&gathered(&stored.parts)) {
+        stored.output = None;
+        stored.output_from_parts = true;
+    }
+    for part in &mut stored.parts {
+        leave_to_record(&part.output, &part.text, &mut part.attempts);
+        text_only(&mut part.output, &part.text);
+    }
+    leave_to_record(&stored.output, &stored.text, &mut stored.attempts);
+    text_only(&mut stored.output, &stored.text);
+    stored
+}
+
+fn expand_step(record: &mut StepRecord) {
+    from_text(&mut record.output, &record.text);
+    take_from_record(&record.output, &record.text, &mut record.attempts);
+    for part in &mut record.parts {
+        from_text(&mut part.output, &part.text);
+        take_from_record(&part.output, &part.text, &mut part.attempts);
+    }
+    if record.output_from_parts {
+        record.output = Some(gathered(&record.parts));
+        record.output_from_parts = false;
+    }
+}
+
+/// A completed latest attempt whose output and text the record shows drops them.
+fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
+    for attempt in attempts.iter_mut() {
+        text_only(&mut attempt.output, &attempt.text);
+    }
+    let Some(last) = attempts.last_mut() else {
+        return;
+    };
+    let mut full = last.clone();
+    from_text(&mut full.output, &full.text);
+    if holds_its_output(last) && full.output == *output && full.text == *text {
+        last.output = None;
+        last.text = None;
+    }
+}
+
+/// The inverse of [`leave_to_record`]: a completed attempt always has an
+/// output unless it was trimmed, so a missing one is the record's.
+fn take_from_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
+    for attempt in attempts.iter_mut() {
+        from_text(&mut attempt.output, &attempt.text);
+    }
+    if let Some(last) = attempts.last_mut()
+        && holds_its_output(last)
+        && last.output.is_none()
+    {
+        last.output = output.clone();
+        last.text = text.clone();
+    }
+}
+
+fn holds_its_output(attempt: &Attempt) -> bool {
+    attempt.status == StepStatus::Completed && !attempt.trimmed
+}
+
+/// An output that is its text, as a string, is kept as the text alone.
+fn text_only(output: &mut Option<Value>, text: &Option<String>) {
+    if let (Some(Value::String(o)), Some(t)) = (output.as_ref(), text)
+        && o == t
+    {
+        *output = None;
+    }
+}
+
+/// The inverse of [`text_only`]: text with no output is an output that was
+/// its text (every settled record that has a text has an output).
+fn from_text(output: &mut Option<Value>, text: &Option<String>) {
+    if let (None, Some(t)) = (output.as_ref(), text) {
+        *output = Some(Value::String(t.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::RunStatus;
+
+    fn attempt(
+        number: i32,
+        status: StepStatus,
+        output: Option<Value>,
+        text: Option<&str>,
+    ) -> Attempt {
+        Attempt {
+            number,
+            status,
+            output,
+            text: text.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    /// Writes and reads back a record holding `step`.
+    fn round_trip(step: StepRecord) -> (Value, StepRecord) {
+        let mut record = RunStatus::default();
+        record.steps.insert("s".into(), step);
+        let stored = serde_json::to_value(&record).expect("to JSON");
+        let read: RunStatus = serde_json::from_value(stored.clone()).expect("from JSON");
+        (stored["steps"]["s"].clone(), read.steps["s"].clone())
+    }
+
+    #[test]
+    fn only_copies_are_left_out_and_all_come_back() {
+        let parsed = json!({"n": 1});
+        let step = StepRecord {
+            status: StepStatus::Completed,
+            output: Some(parsed.clone()),
+            text: Some("{\"n\": 1}\n".into()),
+            attempts: vec![
+                attempt(1, StepStatus::Completed, Some(json!("old")), Some("old")),
+                attempt(2, StepStatus::Failed, None, None),
+                attempt(
+                    3,
+                    StepStatus::Completed,
+                    Some(parsed.clone()),
+                    Some("{\"n\": 1}\n"),
+                ),
+            ],
+            ..Default::default()
+        };
+        let (stored, read) = round_trip(step.clone());
+        assert_eq!(read, step);
+        // The text differs from the parsed output, so both stay on the step;
+        // the latest attempt leaves them to it; the old one keeps its text.
+        assert_eq!(stored["output"], parsed);
+        assert_eq!(stored["attempts"][2].get("output"), None);
+        assert_eq!(stored["attempts"][2].get("text"), None);
+        assert_eq!(stored["attempts"][0].get("output"), None);
+        assert_eq!(stored["attempts"][0]["text"], "old");
+    }
+
+    #[test]
+    fn a_latest_attempt_that_differs_from_the_step_keeps_its_output() {
+        // A loop's next pass failed: the step still shows the earlier output.
+        let step = StepRecord {
+            status: StepStatus::Failed,
+            output: Some(json!({"pass": 1})),
+            attempts: vec![
+                attempt(1, StepStatus::Completed, Some(json!({"pass": 1})), None),
+                attempt(2, StepStatus::Completed, Some(json!({"pass": 2})), None),
+                attempt(3, StepStatus::Failed, None, None),
+            ],
+            ..Default::default()
+        };
+        let (stored, read) = round_trip(step.clone());
+        assert_eq!(read, step);
+        assert_eq!(stored["attempts"][1]["output"], json!({"pass": 2}));
+    }
+}

@@ -79,8 +79,10 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn attempt_failed(&mut self, node: usize, failed: Failed) {
         let policy = &self.flow.steps[node];
         let (now, now_text) = (self.now, self.now_text.clone());
+        let seed = jitter_seed(&self.run.uid, self.flow.key(node), None);
         let record = self.record_mut(node);
         let tries = Tries {
+            jitter_seed: seed,
             attempts: &mut record.attempts,
             round_start: record.round_start,
             retry_at: &mut record.retry_at,
@@ -114,8 +116,10 @@ impl RunMachine<'_> {
                     return;
                 };
                 let now = self.now;
+                let seed = jitter_seed(&self.run.uid, self.flow.key(node), Some(part));
                 let p = &mut self.record_mut(node).parts[part];
                 let tries = Tries {
+                    jitter_seed: seed,
                     attempts: &mut p.attempts,
                     round_start: 0,
                     retry_at: &mut p.retry_at,
@@ -268,6 +272,8 @@ struct Tries<'a> {
     round_start: i32,
     retry_at: &'a mut Option<String>,
     error: &'a mut Option<StepError>,
+    /// Spreads this retry's time (see [`retry_time`]).
+    jitter_seed: u64,
 }
 
 /// What the retry policy decided after a failed attempt.
@@ -300,7 +306,10 @@ impl Tries<'_> {
         if tries >= policy.max_attempts {
             return Retry::No(error);
         }
-        match retry_time(now, policy.backoff, tries) {
+        // Mixed with the attempt count, so each retry of one step spreads anew.
+        let seed =
+            (self.jitter_seed ^ self.attempts.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        match retry_time(now, policy.backoff, tries, seed >> 54) {
             Some(at) => {
                 *self.retry_at = Some(at.to_string());
                 Retry::At(at)
@@ -317,10 +326,26 @@ impl Tries<'_> {
 }
 
 /// When try number `tries + 1` is due: `base`, doubled for every earlier
-/// retry; `None` when that is past the last representable time.
-fn retry_time(now: Timestamp, base: Duration, tries: u32) -> Option<Timestamp> {
+/// retry, plus up to a quarter more so that many runs failing together do
+/// not all come back at the same instant; `None` when that is past the last
+/// representable time. The extra share comes from `seed`, not from a random
+/// source, so the engine stays pure and a resumed run computes the same time.
+fn retry_time(now: Timestamp, base: Duration, tries: u32, seed: u64) -> Option<Timestamp> {
     let wait = base.checked_mul(1u32 << tries.saturating_sub(1).min(16))?;
+    let share = u32::try_from(seed % 1024).unwrap_or(0); // 0..1023 / 4096: up to 25%
+    let wait = wait.checked_add(wait.checked_mul(share)? / 4096)?;
     now.checked_add(wait).ok()
+}
+
+/// A number fixed by the run, the step and the part, from which retries
+/// take their spread: different runs and parts spread differently.
+fn jitter_seed(run_uid: &str, key: &str, part: Option<usize>) -> u64 {
+    use sha2::{Digest, Sha256};
+    let part = part.map_or(String::new(), |p| p.to_string());
+    let digest = Sha256::digest(format!("{run_uid}/{key}/{part}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
 }
 
 pub(super) fn due_at(at: &str, now: Timestamp) -> bool {
@@ -330,6 +355,41 @@ pub(super) fn due_at(at: &str, now: Timestamp) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_spread_over_a_quarter_of_the_backoff_the_same_way_every_time() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let base = Duration::from_secs(60);
+        let mut seen = std::collections::BTreeSet::new();
+        for part in 0..50 {
+            let seed =
+                jitter_seed("uid-1", "fetch", Some(part)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+            let at = retry_time(now, base, 1, seed).unwrap();
+            let wait = at.duration_since(now).as_secs_f64();
+            assert!((60.0..75.0).contains(&wait), "part {part} waits {wait}s");
+            assert_eq!(
+                retry_time(now, base, 1, seed),
+                Some(at),
+                "a resumed run computes the same time"
+            );
+            seen.insert(at);
+            // Doubling still applies under the spread.
+            let second = retry_time(now, base, 2, seed)
+                .unwrap()
+                .duration_since(now)
+                .as_secs_f64();
+            assert!((120.0..150.0).contains(&second), "{second}");
+        }
+        assert!(
+            seen.len() > 25,
+            "fifty parts retry at only {} distinct times",
+            seen.len()
+        );
+        assert_ne!(
+            jitter_seed("uid-1", "fetch", None),
+            jitter_seed("uid-2", "fetch", None)
+        );
+    }
 
     #[test]
     fn only_the_latest_attempts_keep_their_output() {
@@ -361,10 +421,12 @@ mod tests {
     fn a_retry_past_the_last_date_is_no_retry() {
         let now = Timestamp::from_second(1_800_000_000).expect("time");
         let huge = Duration::from_secs(999_999_999 * 86_400);
-        assert_eq!(retry_time(now, huge, 1), None);
-        assert_eq!(retry_time(now, Duration::MAX, 3), None);
+        assert_eq!(retry_time(now, huge, 1, 0), None);
+        assert_eq!(retry_time(now, Duration::MAX, 3, 1023), None);
         let base = Duration::from_secs(5);
-        let third = retry_time(now, base, 3).expect("in range");
+        let third = retry_time(now, base, 3, 0).expect("in range");
         assert_eq!(third.duration_since(now).as_secs(), 20);
+        let spread = retry_time(now, base, 3, 1023).expect("in range");
+        assert_eq!(spread.duration_since(now).as_millis(), 24_995);
     }
 }

@@ -7,7 +7,7 @@
 //! names and list positions (`json.items.0.url`); a path that leads nowhere
 //! keeps `null`, so a later step can test for it. `text` is the raw body.
 //!
-//! Every request carries an `Idempotency-Key` (run uid, step, part, attempt),
+//! Every request carries an `Idempotency-Key` (run uid, step, round and part, attempt),
 //! so a receiver can recognise a request repeated after a crash. An answer
 //! that is not 2xx fails the attempt with `http.failed`, its status and a
 //! short preview of its body.

@@ -78,8 +78,10 @@ impl WorkId {
     pub fn name(&self) -> String {
         let mut readable = self.step.replace('_', "-");
         if let Some(part) = &self.part {
-            readable.push('-');
-            readable.push_str(&part.key);
+            readable.push_str(&format!("-{}", part.key));
+            if part.round > 1 {
+                readable.push_str(&format!("-r{}", part.round));
+            }
         }
         if let Some(pass) = self.iteration {
             readable.push_str(&format!("-p{pass}"));
@@ -93,12 +95,12 @@ impl WorkId {
     }
 }
 
-/// The exact form, `run/step[/part]/[pN/]aN`: one id, one text, and back.
+/// The exact form, `run/step[/round.part]/[pN/]aN`: one id, one text, and back.
 impl fmt::Display for WorkId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.run, self.step)?;
         if let Some(part) = &self.part {
-            write!(f, "/{}", part.key)?;
+            write!(f, "/{}.{}", part.round, part.key)?;
         }
         if let Some(pass) = self.iteration {
             write!(f, "/p{pass}")?;
@@ -196,6 +198,7 @@ mod tests {
             part: part.map(|key| PartRef {
                 index: 0,
                 key: key.into(),
+                round: 1,
             }),
             iteration,
             attempt,
@@ -214,7 +217,7 @@ mod tests {
     fn the_exact_form_names_every_field() {
         assert_eq!(
             id("fan_out", Some("eu-west"), Some(2), 3).to_string(),
-            "3f1c0a52-77aa-4b7e-9d51-0c2b3b7a1e11/fan_out/eu-west/p2/a3"
+            "3f1c0a52-77aa-4b7e-9d51-0c2b3b7a1e11/fan_out/1.eu-west/p2/a3"
         );
         assert_eq!(
             id("build", None, None, 1).to_string(),
@@ -229,6 +232,17 @@ mod tests {
         assert!(name.starts_with("fan-out-eu-west-p2-a3-"), "{name}");
         let long = id(&"s".repeat(40), Some(&"k".repeat(40)), Some(9), 12).name();
         assert!(is_dns_label(&long), "{long}");
+        // A part started again (a later round) reads and hashes differently.
+        let mut again = id("fan_out", Some("eu-west"), Some(2), 3);
+        if let Some(part) = again.part.as_mut() {
+            part.round = 2;
+        }
+        assert!(
+            again.name().starts_with("fan-out-eu-west-r2-p2-a3-"),
+            "{}",
+            again.name()
+        );
+        assert_ne!(again.name(), name);
     }
 
     #[test]

@@ -191,6 +191,7 @@ mod tests {
             part: Some(PartRef {
                 index: 1,
                 key: "eu".into(),
+                round: 1,
             }),
             attempt: 3,
             iteration: None,

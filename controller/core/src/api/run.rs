@@ -271,6 +271,11 @@ pub struct StepRecord {
     /// The parts of a parallel step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartRecord>,
+    /// A parallel step: how many times its parts were started (loop passes
+    /// and send-backs start them again), so each round's attempts have an
+    /// identity of their own.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub rounds: u32,
     /// Only in the stored record: this parallel step's output is what its
     /// parts gathered (`parts`, `by_key`), rebuilt from `parts` when read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -281,6 +286,10 @@ pub struct StepRecord {
 }
 
 fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 

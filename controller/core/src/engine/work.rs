@@ -46,12 +46,13 @@ pub struct Work {
 
 impl Work {
     /// A key that is the same for every retry of the same request after a
-    /// crash, and different for each attempt: `run-uid/step[/part]/attempt`.
+    /// crash, and different for each attempt: `run-uid/step/attempt`, or
+    /// `run-uid/step/round.part/attempt` for a part of a parallel step.
     pub fn idempotency_key(&self) -> String {
         match &self.part {
             Some(part) => format!(
-                "{}/{}/{}/{}",
-                self.run.uid, self.step, part.key, self.attempt
+                "{}/{}/{}.{}/{}",
+                self.run.uid, self.step, part.round, part.key, self.attempt
             ),
             None => format!("{}/{}/{}", self.run.uid, self.step, self.attempt),
         }
@@ -65,6 +66,11 @@ pub struct PartRef {
     pub index: usize,
     /// The part's key in `by_key`.
     pub key: String,
+    /// Which start of its parallel step the part belongs to (1 for the
+    /// first; a loop pass or a send-back starts the parts again, and their
+    /// attempts count from 1 each time), so a part's attempt has an identity
+    /// of its own in idempotency keys and Job names.
+    pub round: u32,
 }
 
 /// The kinds of step an executor runs. Conditions, joins, loops and
@@ -288,6 +294,7 @@ impl RunMachine<'_> {
             part: Some(PartRef {
                 index: part,
                 key: p.key.clone(),
+                round: record.rounds.max(1),
             }),
             attempt: p.attempts.len() as u32,
             iteration: self.iteration_of(node).map(|i| i as u32),

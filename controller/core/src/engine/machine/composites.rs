@@ -49,6 +49,7 @@ impl RunMachine<'_> {
         };
         let record = self.record_mut(node);
         record.parts = parts;
+        record.rounds += 1;
         record.output = None;
         record.text = None;
         self.set_status(node, StepStatus::Running);

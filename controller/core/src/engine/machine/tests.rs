@@ -119,6 +119,56 @@ steps:
     assert_eq!(output["by_key"], json!({"ana-b": "ok", "ana-b-2": "ok"}));
 }
 
+#[test]
+fn parts_started_again_by_a_loop_pass_have_new_identities() {
+    let spec = spec(
+        "
+steps:
+  - key: rounds
+    loop:
+      until: $loop.iteration == 2
+      maxIterations: 3
+      steps:
+        - key: each
+          parallel: {items: $input.xs, step: {script: {source: x}}}
+",
+    );
+    let flow = CompiledFlow::new(spec.clone()).expect("valid");
+    let mut machine = fresh(&flow, json!({"xs": ["a", "b"]}));
+    let mut pending: Vec<crate::engine::Work> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    let mut actions = machine.handle(Event::Start, at(0));
+    let mut t = 0;
+    loop {
+        for action in actions.drain(..) {
+            if let Action::Run(w) = action {
+                keys.push(w.idempotency_key());
+                pending.push(*w);
+            }
+        }
+        let Some(w) = pending.pop() else { break };
+        t += 1;
+        let part = w.part.as_ref().map(|p| p.index);
+        actions = machine.handle(success_of(&w.step, part, w.attempt), at(t));
+    }
+    assert_eq!(machine.state().phase, RunPhase::Succeeded);
+    assert_eq!(keys.len(), 4, "two parts in each of two passes: {keys:?}");
+    let mut distinct = keys.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct,
+        {
+            let mut k = keys.clone();
+            k.sort();
+            k
+        },
+        "every part attempt has its own idempotency key: {keys:?}"
+    );
+    // A restart keeps the round: a resumed machine names the same work.
+    assert_eq!(machine.record().steps["each"].rounds, 2);
+}
+
 /// A machine that picks the run up from `record` alone, after a trip
 /// through JSON as a Run's status would make.
 fn restarted<'f>(flow: &'f CompiledFlow, input: Value, record: &RunStatus) -> RunMachine<'f> {

@@ -274,8 +274,8 @@ pub struct StepRecord {
     /// A parallel step: how many times its parts were started (loop passes
     /// and send-backs start them again), so each round's attempts have an
     /// identity of their own.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub rounds: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rounds: i32,
     /// Only in the stored record: this parallel step's output is what its
     /// parts gathered (`parts`, `by_key`), rebuilt from `parts` when read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -286,10 +286,6 @@ pub struct StepRecord {
 }
 
 fn is_zero(n: &i32) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 

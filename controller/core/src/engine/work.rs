@@ -294,7 +294,7 @@ impl RunMachine<'_> {
             part: Some(PartRef {
                 index: part,
                 key: p.key.clone(),
-                round: record.rounds.max(1),
+                round: u32::try_from(record.rounds.max(1)).unwrap_or(1),
             }),
             attempt: p.attempts.len() as u32,
             iteration: self.iteration_of(node).map(|i| i as u32),

@@ -231,7 +231,8 @@ pub fn attempt_of(w: &Work) -> (String, Option<usize>, u32) {
 /// two drives of one case see the same events at the same times. With a
 /// `store`, after every event the record is handed to it and a new machine
 /// picks the run up from what comes back, as a restarted controller does:
-/// the attempts it says are running must be exactly those in flight, and
+/// the attempts it says are running must be exactly those in flight (and
+/// the work finished from then on is the work it rebuilt), and
 /// the approvals it waits for and the time it wants to wake at are taken
 /// from it alone (nothing the engine said before the restart is kept).
 pub async fn drive<S, F>(
@@ -296,6 +297,13 @@ where
                     expected.iter().map(attempt_of).collect::<Vec<_>>(),
                 ));
             }
+            // From here on the work is what the record rebuilt, finished in
+            // the order it was launched (as the outside world would).
+            let order: Vec<_> = in_flight.iter().map(attempt_of).collect();
+            in_flight = order
+                .iter()
+                .filter_map(|id| rebuilt.iter().find(|w| attempt_of(w) == *id).cloned())
+                .collect();
         }
         if !matches!(machine.state().phase, RunPhase::Running | RunPhase::Waiting) {
             break;

@@ -36,15 +36,29 @@ pub fn check_answers(steps: &[Step], answers: &[String]) -> Result<(), CliError>
     }
 }
 
+/// Why one `--decide` value cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum AnswerProblem {
+    /// No `=` in it.
+    #[error("write STEP=DECISION, STEP=DECISION:FEEDBACK or STEP=JSON")]
+    Form,
+    /// It names a step that is not an approval, or no step at all.
+    #[error("{0}")]
+    NotAnApproval(String),
+    /// The step would refuse the answer.
+    #[error(transparent)]
+    Refused(#[from] crate::local::ApproveError),
+}
+
 /// One `STEP=ANSWER`, checked with the same parser the run uses when the
 /// step asks, so the two never disagree.
 fn check_one(
     graph: &FlowGraph<'_>,
     approvals: &BTreeMap<&str, &ApprovalStep>,
     given: &str,
-) -> Result<(), String> {
+) -> Result<(), AnswerProblem> {
     let Some((key, answer)) = given.split_once('=') else {
-        return Err("write STEP=DECISION, STEP=DECISION:FEEDBACK or STEP=JSON".into());
+        return Err(AnswerProblem::Form);
     };
     let Some(approval) = approvals.get(key) else {
         let names: Vec<String> = approvals.keys().map(|k| format!("`{k}`")).collect();
@@ -53,13 +67,13 @@ fn check_one(
         } else {
             format!("its approval steps are {}", names.join(", "))
         };
-        return Err(match graph.find(key) {
+        return Err(AnswerProblem::NotAnApproval(match graph.find(key) {
             Some(node) => {
                 let kind = graph.nodes[node].step.kind().map_or("?", |k| k.name());
                 format!("step `{key}` is a {kind} step, not an approval; {which}")
             }
             None => format!("the flow has no step `{key}`; {which}"),
-        });
+        }));
     };
     let request = ApprovalRequest {
         step: key.to_string(),
@@ -71,7 +85,6 @@ fn check_one(
         approvers: approval.approvers.clone(),
         instructions: None,
     };
-    parse_answer(&request, answer)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    parse_answer(&request, answer)?;
+    Ok(())
 }

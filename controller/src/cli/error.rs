@@ -104,6 +104,17 @@ pub enum CliError {
         /// The flow's name.
         flow: String,
     },
+    /// A path named to `lint` that cannot be read, or a directory under it
+    /// that cannot be listed.
+    #[error("cannot {act} {}: {source}", path.display())]
+    Walk {
+        /// `read` or `list`.
+        act: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
     /// `--decide` answers that cannot be used, one message each.
     #[error("{}", .0.join("\n"))]
     Answers(Vec<String>),

@@ -7,6 +7,7 @@ use std::{
 
 use serde::Serialize;
 
+use super::CliError;
 use crate::{api::StepProblem, flow};
 
 /// Options of `coxswain lint`.
@@ -62,11 +63,11 @@ pub fn run(args: Args) -> ExitCode {
     let mut files = Vec::new();
     let mut findings = Vec::new();
     for path in &args.paths {
-        if let Err(message) = collect_files(path, &mut files) {
+        if let Err(e) = collect_files(path, &mut files) {
             findings.push(Finding {
                 file: path.display().to_string(),
                 flow: "?".into(),
-                problem: flow_problem(message),
+                problem: flow_problem(e.to_string()),
             });
         }
     }
@@ -144,9 +145,12 @@ fn flow_problem(message: String) -> StepProblem {
 
 /// Files named on the command line, and YAML files under named directories,
 /// sorted. A path named on the command line is followed wherever it points.
-fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), CliError> {
+    let meta = std::fs::metadata(path).map_err(|source| CliError::Walk {
+        act: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
     if meta.is_dir() {
         walk(path, files)
     } else {
@@ -159,9 +163,13 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
 /// A symbolic link to a directory is not followed: two links to `..` would
 /// make the walk exponential, and a pull request can add them. A link to a
 /// file is read like the file.
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CliError> {
     let mut entries: Vec<(PathBuf, std::fs::FileType)> = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .map_err(|source| CliError::Walk {
+            act: "list",
+            path: dir.to_path_buf(),
+            source,
+        })?
         .filter_map(|entry| entry.ok())
         .filter_map(|entry| Some((entry.path(), entry.file_type().ok()?)))
         .collect();

@@ -24,7 +24,7 @@ use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 
-use super::net::{self, DenyList, ReadError};
+use super::net::{self, NetPolicy, ReadError};
 use super::{Executor, Secrets};
 use crate::api::{MessageStep, SlackTarget, StepError, WebhookTarget};
 use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
@@ -159,34 +159,35 @@ const RESPONSE_LIMIT: usize = 1 << 20;
 pub struct MessageExecutor {
     client: reqwest::Client,
     secrets: Arc<dyn Secrets>,
-    deny: Arc<DenyList>,
+    policy: Arc<NetPolicy>,
     slack_api: String,
 }
 
 impl std::fmt::Debug for MessageExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MessageExecutor")
-            .field("deny", &self.deny)
+            .field("policy", &self.policy)
             .field("slack_api", &self.slack_api)
             .finish_non_exhaustive()
     }
 }
 
 impl MessageExecutor {
-    /// An executor posting to the real Slack API, with the default deny
-    /// list; Slack tokens come from `secrets`.
+    /// An executor posting to the real Slack API, with the default network
+    /// policy; Slack tokens come from `secrets`.
     pub fn new(secrets: Arc<dyn Secrets>) -> Result<Self, MessageError> {
-        Self::with_deny_list(secrets, DenyList::default())
+        Self::with_policy(secrets, NetPolicy::default())
     }
 
-    /// An executor that refuses the addresses in `deny` instead of the default.
-    pub fn with_deny_list(secrets: Arc<dyn Secrets>, deny: DenyList) -> Result<Self, MessageError> {
-        let deny = Arc::new(deny);
+    /// An executor that reaches only what `policy` allows (the controller
+    /// passes `NetPolicy::cluster()`).
+    pub fn with_policy(secrets: Arc<dyn Secrets>, policy: NetPolicy) -> Result<Self, MessageError> {
+        let policy = Arc::new(policy);
         Ok(MessageExecutor {
-            client: net::client(deny.clone(), net::Redirects::SameOrigin)
+            client: net::client(policy.clone(), net::Redirects::SameOrigin)
                 .map_err(MessageError::Client)?,
             secrets,
-            deny,
+            policy,
             slack_api: SLACK_API.to_string(),
         })
     }
@@ -216,7 +217,7 @@ impl MessageExecutor {
         body: &Value,
         token: Option<HeaderValue>,
     ) -> Result<Vec<u8>, MessageError> {
-        self.deny
+        self.policy
             .check_url(url)
             .await
             .map_err(MessageError::Refused)?;

@@ -19,15 +19,12 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-pub use self::policy::{DenyList, NetMode, NetPolicy, Refusal, forms, parse_block};
+pub use self::policy::{NetMode, NetPolicy, Refusal, forms, parse_block};
 pub use self::redact::Redactor;
 use crate::api::StepError;
 use crate::engine::{DataView, codes, step_error};
 use crate::template::{self, Place};
 
-/// The default cap on an answer's body; a bigger one fails the attempt
-/// without being read to its end.
-pub const DEFAULT_RESPONSE_LIMIT: usize = 10 << 20;
 /// The most redirects one request follows.
 pub const MAX_REDIRECTS: usize = 5;
 

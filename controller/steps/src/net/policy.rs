@@ -35,10 +35,6 @@ pub struct NetPolicy {
     allow: Vec<IpNet>,
 }
 
-/// The earlier name of [`NetPolicy`], kept so callers written against it
-/// (`DenyList::default()`, `with_deny_list`) still read naturally.
-pub type DenyList = NetPolicy;
-
 /// Why an address was refused: the form of it that was denied, and the block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal {

@@ -485,13 +485,14 @@ async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
     // grace period is longer than the timeout: the timeout ends the attempt.
     let step = source(&format!("{}; echo started", escape(&pid_file)));
     let mut w = script_work(step, Value::Null);
-    w.timeout = Some(Duration::from_millis(300));
+    // Long enough for the escape to finish even on a loaded machine.
+    w.timeout = Some(Duration::from_millis(1500));
     let exec = executor().with_drain_grace(Duration::from_secs(600));
     let result = ends(&exec, &w).await;
     kill(read_pid(&pid_file).await);
     let err = result.expect("the attempt hung").unwrap_err().error;
     assert_eq!(err.code, codes::TIMEOUT);
-    assert!(err.message.contains("300ms"), "{}", err.message);
+    assert!(err.message.contains("1500ms"), "{}", err.message);
 }
 
 #[tokio::test]

@@ -259,6 +259,30 @@ pub struct Field {
     pub description: Option<String>,
 }
 
+impl Field {
+    /// Whether `value` is of this field's type: the one check behind a
+    /// script's declared output and a person's entry, so both agree. A whole
+    /// number written as a float (`3.0`) is an integer; an unknown type
+    /// (the validator refuses those) accepts nothing.
+    pub fn accepts(&self, value: &Value) -> bool {
+        match self.type_.as_str() {
+            "string" => value.is_string(),
+            "number" => value.is_number(),
+            "integer" => {
+                value.is_i64()
+                    || value.is_u64()
+                    || value
+                        .as_f64()
+                        .is_some_and(|f| f.fract() == 0.0 && f.is_finite())
+            }
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            _ => false,
+        }
+    }
+}
+
 /// Runs a program with its inputs as files.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -137,7 +137,7 @@ pub fn check_entry(step: &str, fields: &[Field], response: &Value) -> Result<(),
                 expected,
             });
         };
-        if !has_type(value, &field.type_) {
+        if !field.accepts(value) {
             return Err(AnswerError::WrongType {
                 step: step.into(),
                 field: field.name.clone(),
@@ -154,22 +154,6 @@ pub fn check_entry(step: &str, fields: &[Field], response: &Value) -> Result<(),
         });
     }
     Ok(())
-}
-
-/// Whether `value` is of the field type `type_` (one of
-/// `FIELD_TYPES`; the validator refuses any other).
-fn has_type(value: &Value, type_: &str) -> bool {
-    match type_ {
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => {
-            value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
-        "boolean" => value.is_boolean(),
-        "array" => value.is_array(),
-        "object" => value.is_object(),
-        _ => false,
-    }
 }
 
 /// A field type as a message says it.

@@ -1,5 +1,6 @@
 //! The `coxswain` command line: one binary, one subcommand per job.
 
+mod controller;
 mod crd;
 mod decide;
 mod error;
@@ -9,6 +10,7 @@ mod lint;
 mod read;
 mod render;
 mod run;
+mod step_exec;
 
 use std::process::ExitCode;
 
@@ -38,6 +40,11 @@ enum Command {
     Crd(crd::Args),
     /// Draw a flow (Mermaid or DOT), with what happened on a run when given its record.
     Graph(graph::Args),
+    /// Run Flows and Runs on Kubernetes (the kubeconfig's cluster, or in-cluster).
+    Controller(controller::Args),
+    /// Inside a script step's pod: run the script and hand its result back.
+    #[command(hide = true)]
+    StepExec(step_exec::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -50,6 +57,8 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Controller(args) => controller::run(args),
+        Command::StepExec(args) => step_exec::run(args),
     }
 }
 

@@ -1,0 +1,42 @@
+//! What can go wrong in a reconcile. None of these is a step's failure (those
+//! go into the Run's record): they say the API server could not be read or
+//! written, and the reconcile is tried again.
+
+/// A reconcile that could not finish; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused or failed a request.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done, such as `writing the status of run ns/name`.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A child object's content could not be read back.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+impl Error {
+    /// Wraps a client error with what was being done.
+    pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
+        Error::Kube {
+            action: action.into(),
+            source,
+        }
+    }
+
+    /// A short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { source, .. } => match source {
+                kube::Error::Api(status) if status.code == 409 => "conflict",
+                kube::Error::Api(_) => "api",
+                _ => "client",
+            },
+            Error::Corrupt(_) => "corrupt",
+        }
+    }
+}

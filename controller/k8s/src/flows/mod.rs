@@ -1,0 +1,2 @@
+//! The Flow reconciler: a Flow's `Valid` condition and its schedule.
+//! (Being built: see the "flows" work item.)

@@ -1,0 +1,27 @@
+//! Coxswain on Kubernetes: the thin shell around the pure engine.
+//!
+//! The Run reconciler reads a Run, rebuilds the engine from its status, feeds
+//! it what happened (Jobs finished, an Approval decided, in-controller work
+//! finished, time passed, `spec.cancel`), carries out the actions it returns
+//! and writes the record back in one status write. Nothing lives only in
+//! memory: a controller killed at any moment resumes every run from the API
+//! server. This crate sits above `coxswain-core` and `coxswain-steps` and is
+//! the only one that talks to the API server.
+
+// The core's and the executors' modules under short paths.
+#[allow(unused_imports)]
+use coxswain_core::{api, engine, flow};
+use coxswain_steps as steps;
+
+pub mod controller;
+pub mod error;
+pub mod flows;
+pub mod jobs;
+pub mod names;
+pub mod offload;
+pub mod ops;
+pub mod run;
+pub mod settings;
+
+pub use error::Error;
+pub use settings::Settings;

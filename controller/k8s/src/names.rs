@@ -1,0 +1,112 @@
+//! Names and labels of what the controller makes for a Run, derived from the
+//! Run and the work alone, so a restarted controller finds what it made.
+
+use sha2::{Digest, Sha256};
+
+use crate::steps::launch::WorkId;
+
+/// Longest name of a Job (its pods carry it in a label) or a label value.
+pub const LABEL_MAX: usize = 63;
+
+/// Longest name of a ConfigMap, an Approval or any other object.
+pub const NAME_MAX: usize = 253;
+
+/// Label on everything made for a Run: the Run's uid (names may be too long
+/// for a label value; a uid never is).
+pub const RUN_UID_LABEL: &str = "coxswain.dev/run-uid";
+
+/// Label on everything made for a Run: the Run's name, when it fits a label.
+pub const RUN_NAME_LABEL: &str = "coxswain.dev/run";
+
+/// Label naming the step a Job or an Approval is for (`_` written as `-`).
+pub const STEP_LABEL: &str = "coxswain.dev/step";
+
+/// Label saying what a child object holds: `flow` (the pinned flow), `value`
+/// (an output moved out of the status), `inputs` (a script's inputs), `step` (a Job).
+pub const ROLE_LABEL: &str = "coxswain.dev/role";
+
+/// Label put on Runs a schedule starts, naming the Flow.
+pub const FLOW_LABEL: &str = "coxswain.dev/flow";
+
+/// `prefix-suffix`, at most `max` characters: when too long, `prefix` is cut
+/// and a digest of the whole prefix keeps names of different prefixes apart.
+/// `suffix` is kept whole; it must be short.
+pub fn joined(prefix: &str, suffix: &str, max: usize) -> String {
+    let full = format!("{prefix}-{suffix}");
+    if full.len() <= max {
+        return full;
+    }
+    let digest = hex(&Sha256::digest(prefix.as_bytes()))[..8].to_string();
+    let room = max.saturating_sub(suffix.len() + digest.len() + 2);
+    let mut cut: String = prefix.chars().take(room).collect();
+    while cut.ends_with(['-', '.']) {
+        cut.pop();
+    }
+    format!("{cut}-{digest}-{suffix}")
+}
+
+/// The Job (and its inputs ConfigMap or Secret) of one attempt of a script.
+pub fn job(run: &str, id: &WorkId) -> String {
+    joined(run, &id.name(), LABEL_MAX)
+}
+
+/// The ConfigMap holding the flow a Run pinned when it started.
+pub fn flow_snapshot(run: &str) -> String {
+    joined(run, "flow", NAME_MAX)
+}
+
+/// The Approval a person step's attempt waits on: `run-step-attempt`, as
+/// people read and type it (`_` in step keys is written `-`; step keys hold
+/// no `-`, so two steps never share a name).
+pub fn approval(run: &str, step: &str, attempt: u32) -> String {
+    joined(
+        run,
+        &format!("{}-{attempt}", step.replace('_', "-")),
+        NAME_MAX,
+    )
+}
+
+/// The step key as a label value.
+pub fn step_label(step: &str) -> String {
+    let label = step.replace('_', "-");
+    if label.len() <= LABEL_MAX {
+        label
+    } else {
+        joined(&label, "", LABEL_MAX)
+            .trim_end_matches('-')
+            .to_string()
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_read_as_written() {
+        assert_eq!(approval("post-x7k2", "review", 1), "post-x7k2-review-1");
+        assert_eq!(
+            approval("post-x7k2", "final_review", 2),
+            "post-x7k2-final-review-2"
+        );
+        assert_eq!(flow_snapshot("post-x7k2"), "post-x7k2-flow");
+    }
+
+    #[test]
+    fn long_names_fit_and_stay_apart() {
+        let a = joined(&"r".repeat(80), "build-a1-0123456789", LABEL_MAX);
+        let b = joined(
+            &format!("{}x", "r".repeat(79)),
+            "build-a1-0123456789",
+            LABEL_MAX,
+        );
+        assert!(a.len() <= LABEL_MAX && b.len() <= LABEL_MAX, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a.ends_with("-build-a1-0123456789"), "{a}");
+    }
+}

@@ -1,0 +1,46 @@
+//! The controller's settings: flags, each with an environment variable, so
+//! a Deployment sets them with `env:` and a developer with flags. Each part
+//! of the controller owns its group of settings.
+
+use std::time::Duration;
+
+/// Everything `coxswain controller` is told.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Settings {
+    /// Watch Runs, Flows and their children in this namespace only (default: all).
+    #[arg(long, env = "COXSWAIN_NAMESPACE", value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Most agent, http and message attempts running at once in the controller.
+    #[arg(long, env = "COXSWAIN_MAX_IN_CONTROLLER", default_value_t = 64)]
+    pub max_in_controller: usize,
+    /// Most Runs reconciled at once.
+    #[arg(long, env = "COXSWAIN_RECONCILE_CONCURRENCY", default_value_t = 16)]
+    pub reconcile_concurrency: u16,
+    /// Script steps as Jobs.
+    #[command(flatten)]
+    pub jobs: crate::jobs::JobSettings,
+    /// Moving large values out of the Run.
+    #[command(flatten)]
+    pub offload: crate::offload::OffloadSettings,
+    /// Metrics, health, logs and leader election.
+    #[command(flatten)]
+    pub ops: crate::ops::OpsSettings,
+    /// Agent steps: the model server.
+    #[command(flatten)]
+    pub agent: AgentSettings,
+}
+
+/// Where agent steps go; each flag wins over its `COXSWAIN_AGENT_*` variable,
+/// read as `coxswain run` reads them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AgentSettings {
+    /// The OpenAI-compatible endpoint for agent steps.
+    #[arg(long, value_name = "URL")]
+    pub agent_url: Option<String>,
+    /// The model id that `model: default` stands for.
+    #[arg(long, value_name = "ID")]
+    pub agent_model: Option<String>,
+}
+
+/// How long a failed reconcile waits before it is tried again.
+pub const ERROR_REQUEUE: Duration = Duration::from_secs(5);

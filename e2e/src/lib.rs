@@ -8,12 +8,16 @@
 //! Every test gets its own namespace ([`TestNamespace`]).
 
 mod cluster;
+mod controller;
 mod error;
+mod kubectl;
 mod namespace;
 mod wait;
 
 pub use cluster::{client, kubeconfig, workspace_root};
+pub use controller::{ControllerProcess, coxswain_bin};
 pub use error::Error;
+pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use wait::{wait_for, wait_for_job_condition};
 

@@ -83,6 +83,22 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The labels of a child made for `run`, with its role.
+pub fn child_labels(
+    run: &coxswain_core::api::Run,
+    role: &str,
+) -> std::collections::BTreeMap<String, String> {
+    use kube::ResourceExt;
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert(RUN_UID_LABEL.to_string(), run.uid().unwrap_or_default());
+    let name = run.name_any();
+    if name.len() <= LABEL_MAX {
+        labels.insert(RUN_NAME_LABEL.to_string(), name);
+    }
+    labels.insert(ROLE_LABEL.to_string(), role.to_string());
+    labels
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,17 @@ pub struct Settings {
     /// Most Runs reconciled at once.
     #[arg(long, env = "COXSWAIN_RECONCILE_CONCURRENCY", default_value_t = 16)]
     pub reconcile_concurrency: u16,
+    /// Address ranges (CIDR) http, message and agent steps may reach even
+    /// though the controller's defaults deny them (loopback, private and
+    /// link-local ranges), e.g. an in-cluster service or the model server.
+    /// Repeat it for several.
+    #[arg(
+        long = "allow-net",
+        env = "COXSWAIN_ALLOW_NET",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub allow_net: Vec<String>,
     /// Script steps as Jobs.
     #[command(flatten)]
     pub jobs: crate::jobs::JobSettings,

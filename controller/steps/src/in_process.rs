@@ -90,6 +90,29 @@ impl<E: Executor + 'static> InProcess<E> {
     }
 }
 
+impl<E> InProcess<E> {
+    /// Cancels every piece of work `which` picks (all the work of a Run
+    /// being deleted, say) and forgets it; returns how many were running.
+    pub async fn cancel_where(&self, which: impl Fn(&WorkId) -> bool) -> usize {
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut entries = self.shared.entries();
+            let ids: Vec<WorkId> = entries.keys().filter(|id| which(id)).cloned().collect();
+            ids.iter()
+                .filter_map(|id| match entries.remove(id) {
+                    Some(Entry::Running { task, .. }) => Some(task),
+                    _ => None,
+                })
+                .collect()
+        };
+        let running = tasks.len();
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+        running
+    }
+}
+
 impl<E> std::fmt::Debug for InProcess<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InProcess")

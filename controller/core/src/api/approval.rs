@@ -93,4 +93,8 @@ pub struct ApprovalStatus {
     /// True once the run has taken the decision in.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub consumed: bool,
+    /// Why the answer written was not taken (it does not fit the step);
+    /// the person may write another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }

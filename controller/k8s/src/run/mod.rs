@@ -1,1 +1,334 @@
-//! The Run reconciler.
+//! The Run reconciler: read the Run, rebuild the engine from its status, feed
+//! it what happened, write the record back in one write, then act.
+//!
+//! The order makes a crash at any moment harmless:
+//! 1. What happened is gathered: the run just started, `spec.cancel`, work
+//!    that finished (read from the Jobs, or from the in-controller tasks), a
+//!    person's answer on an Approval, a retry that is due.
+//! 2. The engine turns it into a new record, written with the resource
+//!    version that was read; a stale read fails the write and changes nothing.
+//! 3. Only then is anything started, stopped or created: every attempt the
+//!    record says is running and that is not known to run is launched (under
+//!    a name built from the work, so launching twice starts it once),
+//!    stopped work is cancelled, Approvals are created for waiting steps.
+//!    A controller killed before this step does it after its restart, from
+//!    the record alone.
+
+pub mod approvals;
+pub mod events;
+pub mod in_controller;
+pub mod pin;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+
+use crate::api::{Approval, Run, RunPhase, RunStatus, StepError};
+use crate::engine::{self, Event, Failed, RunInfo, RunMachine, Work, codes, step_error};
+use crate::error::Error;
+use crate::settings::Settings;
+use crate::steps::in_process::InProcess;
+use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
+
+use in_controller::InController;
+use pin::{FlowCache, Pinned};
+
+/// The annotation a schedule puts on the Runs it starts: `$SINCE`, the
+/// start (Unix seconds) of the schedule's last run that succeeded.
+pub const SINCE_ANNOTATION: &str = "coxswain.dev/since";
+
+/// What every reconcile shares. Nothing here is the truth about a run: the
+/// in-controller tasks and the flow cache are found again (or redone) from
+/// the API server after a restart.
+pub struct Context {
+    /// The API client.
+    pub client: kube::Client,
+    /// The controller's settings.
+    pub settings: Arc<Settings>,
+    /// Agent, http and message attempts running in this process.
+    pub in_controller: InProcess<InController>,
+    /// Compiled flow snapshots by digest.
+    pub flows: FlowCache,
+    /// Publishes Events.
+    pub recorder: Recorder,
+    /// Which Run each in-controller attempt belongs to, so its end queues
+    /// that Run (a routing table, not a record: lost on restart, when the
+    /// work is launched again anyway).
+    pub routes: crate::controller::Routes,
+}
+
+/// How long a Run whose Flow does not exist yet waits before looking again.
+const FLOW_MISSING_REQUEUE: Duration = Duration::from_secs(10);
+
+/// Reconciles one Run.
+pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if run.metadata.deletion_timestamp.is_some() {
+        // Jobs, ConfigMaps and Approvals go with the Run (owner references);
+        // work running here is stopped.
+        stop_in_controller(&ctx, &run).await;
+        return Ok(Action::await_change());
+    }
+    let old = run.status.clone().unwrap_or_default();
+    if status::is_over(old.phase) {
+        return Ok(Action::await_change());
+    }
+    let flow =
+        match pin::pinned_flow(&ctx.client, &ctx.flows, &run, old.flow_digest.as_deref()).await? {
+            Pinned::Flow(flow) => flow,
+            Pinned::Refused(reason) => return refuse(&ctx, &run, &old, reason).await,
+            Pinned::NotYet(reason) => {
+                tracing::info!(run = %run.name_any(), "{reason}; looking again soon");
+                return Ok(Action::requeue(FLOW_MISSING_REQUEUE));
+            }
+        };
+    let info = run_info(&run);
+    let input = run
+        .spec
+        .input
+        .clone()
+        .unwrap_or(Value::Object(Default::default()));
+    let mut machine = match RunMachine::resume(&flow, input, info, old.clone()) {
+        Ok(machine) => machine,
+        Err(e) => return refuse(&ctx, &run, &old, e.to_string()).await,
+    };
+    Reconcile {
+        ctx: &ctx,
+        run: &run,
+        machine: &mut machine,
+        now: Timestamp::now(),
+    }
+    .go(old)
+    .await
+}
+
+/// One pass over a run whose engine is rebuilt.
+struct Reconcile<'a, 'f> {
+    ctx: &'a Context,
+    run: &'a Run,
+    machine: &'a mut RunMachine<'f>,
+    now: Timestamp,
+}
+
+impl Reconcile<'_, '_> {
+    async fn go(self, old: RunStatus) -> Result<Action, Error> {
+        let Reconcile {
+            ctx,
+            run,
+            machine,
+            now,
+        } = self;
+        let approvals: Api<Approval> =
+            Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
+        let mut actions = Vec::new();
+        if old.phase == RunPhase::Pending && old.steps.is_empty() {
+            actions.extend(machine.handle(Event::Start, now));
+        }
+        if run.spec.cancel && !status::is_over(machine.state().phase) {
+            actions.extend(machine.handle(Event::Cancel, now));
+        }
+        // Work the record says runs: what became of it.
+        let before: Vec<Work> = machine.running_work();
+        let mut known_running = Vec::new();
+        let mut finished = Vec::new();
+        for work in &before {
+            let id = WorkId::of(work);
+            match observe(ctx, work, &id).await {
+                Ok(Observation::Running) => known_running.push(id),
+                Ok(Observation::Finished(result)) => {
+                    actions.extend(machine.handle(id.finished(result), now));
+                    finished.push((work.clone(), id));
+                }
+                Ok(Observation::Unknown) => {}
+                Err(e) => {
+                    tracing::warn!(run = %run.name_any(), error = %e, "could not observe work");
+                    known_running.push(id);
+                }
+            }
+        }
+        // A person's answers.
+        let asked = approvals::read(&approvals, run, machine.pending_approvals()).await?;
+        let mut settled = Vec::new();
+        for a in &asked {
+            let Some(answer) = a.answer() else { continue };
+            match machine.decide(&a.request.step, a.request.attempt, answer, now) {
+                Ok(more) => {
+                    actions.extend(more);
+                    settled.push((a.name.clone(), None));
+                }
+                Err(refused) => {
+                    let reason = refused.to_string();
+                    if a.refused() != Some(reason.as_str()) {
+                        settled.push((a.name.clone(), Some(reason)));
+                    }
+                }
+            }
+        }
+        // Time.
+        if machine.next_wake().is_some_and(|at| at <= now) {
+            actions.extend(machine.handle(Event::Tick, now));
+        }
+
+        // The record, written once.
+        let mut new = machine.record().clone();
+        status::set_conditions(&mut new, run.metadata.generation, now);
+        if new != old {
+            let stored = serde_json::to_value(&new).map_err(|e| {
+                Error::Corrupt(format!("the run's record cannot be written as JSON: {e}"))
+            })?;
+            status::write(&ctx.client, run, stored).await?;
+            events::publish(&ctx.recorder, run, events::transitions(&old, &new)).await;
+        }
+
+        // Acting on it.
+        for (work, id) in &finished {
+            if let Err(e) = forget(ctx, work, id).await {
+                tracing::debug!(error = %e, "could not forget finished work");
+            }
+        }
+        let by_place: HashMap<(String, Option<usize>), &Work> = before
+            .iter()
+            .map(|w| ((w.step.clone(), w.part.as_ref().map(|p| p.index)), w))
+            .collect();
+        for action in &actions {
+            if let engine::Action::Stop { step, part } = action
+                && let Some(work) = by_place.get(&(step.clone(), *part))
+            {
+                let id = WorkId::of(work);
+                if let Err(e) = cancel(ctx, work, &id).await {
+                    tracing::warn!(error = %e, "could not stop work");
+                }
+            }
+        }
+        let over = status::is_over(new.phase);
+        if !over {
+            for work in machine.running_work() {
+                let id = WorkId::of(&work);
+                if known_running.contains(&id) {
+                    continue;
+                }
+                if let Err(e) = launch(ctx, run, &work).await {
+                    // Launching is retried by the next reconcile; the record
+                    // already says the attempt runs.
+                    tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
+                    return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));
+                }
+            }
+            for a in approvals::read(&approvals, run, machine.pending_approvals()).await? {
+                if a.object.is_none() {
+                    approvals::create(&approvals, run, &a).await?;
+                }
+            }
+        } else {
+            for work in &before {
+                let id = WorkId::of(work);
+                if known_running.contains(&id) {
+                    let _ = cancel(ctx, work, &id).await;
+                }
+            }
+        }
+        for (name, refused) in settled {
+            approvals::settle(&approvals, &name, refused.as_deref()).await?;
+        }
+        Ok(match machine.next_wake() {
+            Some(at) if !over => {
+                let wait =
+                    Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or_default();
+                Action::requeue(wait.max(Duration::from_millis(10)))
+            }
+            _ => Action::await_change(),
+        })
+    }
+}
+
+/// The facts the engine and the executors get about the run.
+fn run_info(run: &Run) -> RunInfo {
+    RunInfo {
+        name: run.name_any(),
+        namespace: run.namespace().unwrap_or_default(),
+        uid: run.uid().unwrap_or_default(),
+        since: run
+            .annotations()
+            .get(SINCE_ANNOTATION)
+            .filter(|s| !s.is_empty())
+            .cloned(),
+    }
+}
+
+/// Ends a run that cannot start or go on, with the reason in its record.
+async fn refuse(
+    ctx: &Context,
+    run: &Run,
+    old: &RunStatus,
+    reason: String,
+) -> Result<Action, Error> {
+    let mut new = old.clone();
+    new.phase = RunPhase::Failed;
+    new.error = Some(StepError {
+        code: codes::INTERNAL.into(),
+        message: reason,
+    });
+    let now = Timestamp::now();
+    if new.finished_at.is_none() {
+        new.finished_at = Some(now.to_string());
+    }
+    status::set_conditions(&mut new, run.metadata.generation, now);
+    if new != *old {
+        let stored = serde_json::to_value(&new).map_err(|e| {
+            Error::Corrupt(format!("the run's record cannot be written as JSON: {e}"))
+        })?;
+        status::write(&ctx.client, run, stored).await?;
+        events::publish(&ctx.recorder, run, events::transitions(old, &new)).await;
+    }
+    Ok(Action::await_change())
+}
+
+/// Stops whatever this process runs for a Run being deleted.
+async fn stop_in_controller(ctx: &Context, run: &Run) {
+    let uid = run.uid().unwrap_or_default();
+    let stopped = ctx.in_controller.cancel_where(|id| id.run == uid).await;
+    if stopped > 0 {
+        tracing::info!(run = %run.name_any(), stopped, "stopped the work of a deleted run");
+    }
+    ctx.routes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&uid);
+}
+
+fn is_script(work: &Work) -> bool {
+    matches!(work.task, engine::Task::Script(_))
+}
+
+async fn observe(ctx: &Context, work: &Work, id: &WorkId) -> Result<Observation, LauncherError> {
+    let _ = is_script(work);
+    ctx.in_controller.observe(id).await
+}
+
+async fn launch(ctx: &Context, run: &Run, work: &Work) -> Result<(), LauncherError> {
+    ctx.routes.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        work.run.uid.clone(),
+        kube::runtime::reflector::ObjectRef::from(run),
+    );
+    ctx.in_controller.launch(work).await
+}
+
+async fn cancel(ctx: &Context, _work: &Work, id: &WorkId) -> Result<(), LauncherError> {
+    ctx.in_controller.cancel(id).await
+}
+
+async fn forget(ctx: &Context, _work: &Work, id: &WorkId) -> Result<(), LauncherError> {
+    ctx.in_controller.forget(id).await
+}
+
+/// The failure recorded when work could not be launched at all.
+#[allow(dead_code)]
+fn launch_failed(error: LauncherError) -> Failed {
+    Failed::from(step_error(codes::INTERNAL, error.to_string()))
+}

@@ -1,0 +1,136 @@
+//! Person steps as Approval objects: one per waiting attempt, owned by the
+//! Run, named after run, step and attempt. A person patches `decision` and
+//! `feedback` (or `response`); the next reconcile hands the answer to the
+//! engine and marks the Approval consumed.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::api::{Approval, ApprovalSpec, Run};
+use crate::engine::{ApprovalRequest, Decision};
+use crate::error::Error;
+use crate::names;
+
+/// A waiting approval and what a person answered, if anything.
+pub struct Asked {
+    /// What the engine asks.
+    pub request: ApprovalRequest,
+    /// The Approval's name.
+    pub name: String,
+    /// The object, when it exists.
+    pub object: Option<Approval>,
+}
+
+impl Asked {
+    /// The person's answer, when one was written and not taken in yet.
+    pub fn answer(&self) -> Option<Decision> {
+        let approval = self.object.as_ref()?;
+        if approval.status.as_ref().is_some_and(|s| s.consumed) {
+            return None;
+        }
+        let spec = &approval.spec;
+        if spec.decision.is_none() && spec.response.is_none() {
+            return None;
+        }
+        Some(Decision {
+            decision: spec.decision.clone(),
+            feedback: spec.feedback.clone(),
+            response: spec.response.clone(),
+            decided_by: spec.decided_by.as_ref().map(|d| d.username.clone()),
+        })
+    }
+
+    /// The refusal already recorded on the Approval, so it is not written twice.
+    pub fn refused(&self) -> Option<&str> {
+        self.object.as_ref()?.status.as_ref()?.refused.as_deref()
+    }
+}
+
+/// The Approvals of the attempts waiting for a person.
+pub async fn read(
+    api: &Api<Approval>,
+    run: &Run,
+    requests: Vec<ApprovalRequest>,
+) -> Result<Vec<Asked>, Error> {
+    let mut asked = Vec::with_capacity(requests.len());
+    for request in requests {
+        let name = names::approval(&run.name_any(), &request.step, request.attempt);
+        let object = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("reading the approval {name}"), e))?;
+        asked.push(Asked {
+            request,
+            name,
+            object,
+        });
+    }
+    Ok(asked)
+}
+
+/// Creates the Approval for a waiting attempt; one that exists is left alone.
+pub async fn create(api: &Api<Approval>, run: &Run, asked: &Asked) -> Result<(), Error> {
+    let request = &asked.request;
+    let mut approval = Approval::new(
+        &asked.name,
+        ApprovalSpec {
+            run: run.name_any(),
+            step: request.step.clone(),
+            attempt: request.attempt as i32,
+            mode: request.mode,
+            show: (!request.show.is_empty())
+                .then(|| Value::Object(request.show.clone().into_iter().collect())),
+            decisions: request.decisions.clone(),
+            fields: request.fields.clone(),
+            approvers: request.approvers.clone(),
+            instructions: request.instructions.clone(),
+            ..Default::default()
+        },
+    );
+    approval.metadata = ObjectMeta {
+        name: Some(asked.name.clone()),
+        namespace: run.namespace(),
+        owner_references: run.controller_owner_ref(&()).map(|o| vec![o]),
+        labels: Some({
+            let mut labels = names::child_labels(run, "approval");
+            labels.insert(names::STEP_LABEL.into(), names::step_label(&request.step));
+            labels
+        }),
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &approval).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!("creating the approval {}", asked.name),
+            e,
+        )),
+    }
+}
+
+/// Marks an answer taken in (`consumed`), or refused with the reason.
+pub async fn settle(api: &Api<Approval>, name: &str, refused: Option<&str>) -> Result<(), Error> {
+    let status = match refused {
+        None => json!({"consumed": true, "refused": null}),
+        Some(reason) => json!({"refused": reason}),
+    };
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
+    .or_else(|e| match e {
+        // Deleted meanwhile (the run was deleted): nothing to mark.
+        kube::Error::Api(status) if status.code == 404 => Ok(()),
+        e => Err(Error::kube(format!("updating the approval {name}"), e)),
+    })
+}
+
+/// A reference to an Approval, for events about it.
+pub fn reference(approval: &Approval) -> ObjectReference {
+    approval.object_ref(&())
+}

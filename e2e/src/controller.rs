@@ -1,0 +1,91 @@
+//! `coxswain controller` started as a process, as the acceptance checks
+//! start it: from the checkout, with only `KUBECONFIG` set.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use crate::{kubeconfig, workspace_root};
+
+/// The `coxswain` executable `cargo test` built beside the test binaries
+/// (`target/debug/coxswain`); `E2E_COXSWAIN` overrides it.
+pub fn coxswain_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("E2E_COXSWAIN") {
+        return PathBuf::from(path);
+    }
+    // A test binary lives in target/<profile>/deps/.
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("coxswain")))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| workspace_root().join("target/debug/coxswain"))
+}
+
+/// A running controller, killed (SIGKILL) when dropped. Its stderr goes to
+/// a log file named in [`ControllerProcess::log`].
+pub struct ControllerProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl ControllerProcess {
+    /// Starts `coxswain controller ARGS…` with the test cluster's kubeconfig
+    /// and nothing else of the environment but `PATH` and `HOME`.
+    pub async fn start(args: &[&str]) -> crate::Result<Self> {
+        let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
+            .await
+            .map_err(|e| crate::Error::Start(e.to_string()))??;
+        let dir = workspace_root().join("target/e2e/controllers");
+        std::fs::create_dir_all(&dir).map_err(|e| crate::Error::Start(e.to_string()))?;
+        let log = dir.join(format!("{}-{}.log", std::process::id(), unique()));
+        let file = std::fs::File::create(&log).map_err(|e| crate::Error::Start(e.to_string()))?;
+        let child = Command::new(coxswain_bin())
+            .arg("controller")
+            .args(args)
+            .env_clear()
+            .env("KUBECONFIG", &kubeconfig)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .map_err(|e| {
+                crate::Error::Start(format!("cannot start {}: {e}", coxswain_bin().display()))
+            })?;
+        Ok(Self { child, log })
+    }
+
+    /// Where its log goes.
+    pub fn log(&self) -> &PathBuf {
+        &self.log
+    }
+
+    /// Its log so far, for failure messages.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills it with SIGKILL, as a node failure would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn unique() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

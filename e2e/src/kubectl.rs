@@ -1,0 +1,154 @@
+//! The real kubectl against the test cluster, as users and Argo CD drive it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::{kubeconfig, workspace_root};
+
+/// kubectl with the test cluster's kubeconfig and a discovery cache of its
+/// own (a stale cache in `~/.kube` never answers for a CRD created a moment
+/// ago). `E2E_KUBECTL` names the binary, else `/usr/bin/kubectl`, else `PATH`'s.
+pub struct Kubectl {
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+}
+
+impl Kubectl {
+    /// kubectl for the cluster of this test binary (started on first use).
+    pub async fn new() -> crate::Result<Self> {
+        let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
+            .await
+            .map_err(|e| crate::Error::Start(e.to_string()))??;
+        let cache = workspace_root().join(format!(
+            "target/e2e/kubectl-cache-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        Ok(Self {
+            binary: binary(),
+            kubeconfig,
+            cache,
+        })
+    }
+
+    /// The kubeconfig it uses.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// kubectl's stdout, or its stdout and stderr as the error.
+    pub fn run(&self, args: &[&str]) -> Result<String, String> {
+        self.run_with_stdin(args, None)
+    }
+
+    /// As [`Kubectl::run`], with `stdin` fed to it (for `-f -`).
+    pub fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes())
+                .map_err(|e| format!("writing kubectl's stdin: {e}"))?;
+        }
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("waiting for kubectl: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "kubectl {}: {}\n{stdout}{stderr}",
+                args.join(" "),
+                output.status
+            ))
+        }
+    }
+
+    /// kubectl's stdout as JSON; panics with kubectl's message otherwise
+    /// (for tests).
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: not JSON: {e}"))
+    }
+
+    /// Applies `crds/` (client-side) and waits until every CRD is served;
+    /// once per test binary, however many tests ask at once.
+    pub async fn install_crds(&self) -> crate::Result<()> {
+        static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+        INSTALLED
+            .get_or_try_init(|| self.apply_crds())
+            .await
+            .map(drop)
+    }
+
+    async fn apply_crds(&self) -> crate::Result<()> {
+        let dir = workspace_root().join("crds");
+        let dir = dir.to_string_lossy();
+        self.run(&["apply", "-f", &dir])
+            .map_err(crate::Error::Start)?;
+        self.run(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/flows.coxswain.dev",
+            "crd/runs.coxswain.dev",
+            "crd/approvals.coxswain.dev",
+        ])
+        .map_err(crate::Error::Start)?;
+        crate::wait_for(
+            "the Run resource served",
+            std::time::Duration::from_secs(60),
+            || async {
+                Ok(self
+                    .run(&["get", "runs", "-A", "-o", "name"])
+                    .ok()
+                    .map(drop))
+            },
+        )
+        .await
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.cache);
+    }
+}
+
+fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("E2E_KUBECTL") {
+        return PathBuf::from(path);
+    }
+    let usr_bin = Path::new("/usr/bin/kubectl");
+    if usr_bin.exists() {
+        usr_bin.to_path_buf()
+    } else {
+        PathBuf::from("kubectl")
+    }
+}
+
+fn rand_suffix() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

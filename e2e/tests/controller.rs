@@ -1,0 +1,279 @@
+//! `coxswain controller` started as a process against the real API server,
+//! driven with the real kubectl as people drive it: flows applied, Runs
+//! created, Approvals patched, runs cancelled, flows edited mid-run.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::get;
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use serde_json::{Value, json};
+
+const BOUND: Duration = Duration::from_secs(90);
+
+/// A local HTTP server that answers `GET /n` with a count of the calls so
+/// far, and remembers each call's `Idempotency-Key`.
+#[derive(Clone, Default)]
+struct Counter {
+    keys: Arc<Mutex<Vec<String>>>,
+}
+
+async fn serve_counter() -> (SocketAddr, Counter) {
+    let counter = Counter::default();
+    let app = axum::Router::new()
+        .route(
+            "/n",
+            get(|State(c): State<Counter>, headers: HeaderMap| async move {
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let mut keys = c.keys.lock().expect("lock");
+                keys.push(key);
+                axum::Json(json!({"n": keys.len()}))
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                "late"
+            }),
+        )
+        .with_state(counter.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, counter)
+}
+
+/// A namespace with the CRDs installed, kubectl, and a controller for it.
+struct Setup {
+    ns: TestNamespace,
+    kubectl: Kubectl,
+    controller: ControllerProcess,
+}
+
+async fn setup() -> Setup {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let controller =
+        ControllerProcess::start(&["--namespace", ns.name(), "--allow-net", "127.0.0.1/32"])
+            .await
+            .expect("controller");
+    Setup {
+        ns,
+        kubectl,
+        controller,
+    }
+}
+
+impl Setup {
+    fn apply(&self, yaml: &str) {
+        self.kubectl
+            .run_with_stdin(&["apply", "-n", self.ns.name(), "-f", "-"], Some(yaml))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn create_run(&self, flow: &str, input: Value) -> String {
+        let run = json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {"generateName": format!("{flow}-")},
+            "spec": {"flowRef": {"name": flow}, "input": input},
+        });
+        let out = self
+            .kubectl
+            .run_with_stdin(
+                &["create", "-n", self.ns.name(), "-f", "-", "-o", "name"],
+                Some(&run.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        out.trim()
+            .trim_start_matches("run.coxswain.dev/")
+            .to_string()
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Value {
+        self.kubectl
+            .json(&["get", kind, name, "-n", self.ns.name(), "-o", "json"])
+    }
+
+    async fn wait_phase(&self, run: &str, phases: &[&str]) -> Value {
+        let found = wait_for(&format!("run {run} in {phases:?}"), BOUND, || async {
+            let object = self.get("run", run);
+            let phase = object["status"]["phase"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            Ok(phases.contains(&phase.as_str()).then_some(object))
+        })
+        .await;
+        match found {
+            Ok(object) => object,
+            Err(e) => panic!(
+                "{e}\nrun: {}\ncontroller log:\n{}",
+                self.get("run", run),
+                self.controller.log_text()
+            ),
+        }
+    }
+}
+
+fn review_flow(addr: SocketAddr) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: counted}}
+spec:
+  steps:
+    - key: fetch
+      http: {{url: "http://{addr}/n"}}
+    - key: review
+      approval: {{decisions: [approve, changes], show: [fetch]}}
+      sendBack: [{{exit: changes, to: fetch}}]
+    - key: big
+      after: [review.approve]
+      condition: {{when: $steps.fetch.output.body.n > 1}}
+"#
+    )
+}
+
+#[tokio::test]
+async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_work() {
+    let (addr, counter) = serve_counter().await;
+    let s = setup().await;
+    s.apply(&review_flow(addr));
+    let run = s.create_run("counted", json!({}));
+
+    let waiting = s.wait_phase(&run, &["Waiting"]).await;
+    assert_eq!(waiting["status"]["steps"]["fetch"]["status"], "completed");
+    let approval = format!("{run}-review-1");
+    let asked = s.get("approval", &approval);
+    assert_eq!(asked["spec"]["run"], run.as_str());
+    assert_eq!(asked["spec"]["decisions"], json!(["approve", "changes"]));
+    assert_eq!(asked["spec"]["show"]["fetch"]["body"]["n"], 1, "{asked}");
+    assert_eq!(
+        asked["metadata"]["ownerReferences"][0]["name"],
+        run.as_str()
+    );
+
+    // "changes" sends the work back: fetch runs again, a second approval is asked.
+    s.kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &approval,
+            "-n",
+            s.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"decision":"changes","feedback":"Count again."}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = format!("{run}-review-2");
+    wait_for("the second approval", BOUND, || async {
+        Ok(s.kubectl
+            .run(&["get", "approval", &second, "-n", s.ns.name()])
+            .ok()
+            .map(drop))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
+    assert_eq!(s.get("approval", &approval)["status"]["consumed"], true);
+
+    s.kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &second,
+            "-n",
+            s.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"decision":"approve"}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let status = &done["status"];
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    assert_eq!(
+        status["steps"]["fetch"]["attempts"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(status["steps"]["big"]["exit"], "true", "{status}");
+    assert_eq!(status["flowGeneration"], 1);
+    let keys = counter.keys.lock().expect("lock").clone();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1], "each attempt has its own idempotency key");
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Succeeded" && c["status"] == "True"),
+        "{conditions:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_run_pins_its_flow_and_cancel_stops_it() {
+    let (addr, _counter) = serve_counter().await;
+    let s = setup().await;
+    let flow = format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: slow}}
+spec:
+  steps:
+    - key: wait
+      http: {{url: "http://{addr}/slow"}}
+    - key: after
+      condition: {{when: "true"}}
+"#
+    );
+    s.apply(&flow);
+    let run = s.create_run("slow", json!({}));
+    let running = s.wait_phase(&run, &["Running"]).await;
+    assert_eq!(running["status"]["steps"]["wait"]["status"], "running");
+    // The flow changes under the run: the run goes on with its snapshot.
+    s.apply(&flow.replace("key: after", "key: later"));
+    let snapshot = s.get("configmap", &format!("{run}-flow"));
+    assert!(
+        snapshot["data"]["flow.json"]
+            .as_str()
+            .is_some_and(|f| f.contains("\"after\""))
+    );
+
+    s.kubectl
+        .run(&[
+            "patch",
+            "run",
+            &run,
+            "-n",
+            s.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"cancel":true}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = s
+        .wait_phase(&run, &["Cancelled", "Failed", "Succeeded"])
+        .await;
+    assert_eq!(done["status"]["phase"], "Cancelled", "{}", done["status"]);
+    assert!(done["status"]["steps"].get("later").is_none());
+    assert_eq!(done["status"]["flowGeneration"], 1);
+}

@@ -78,11 +78,15 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
         }
         StepStatus::Pending => return None,
     };
+    // Events with the same action and reason are merged into one series
+    // (keeping the first note): each step's attempt is an action of its own.
+    let mut action = format!("Step {key} attempt {attempt}");
+    action.truncate(ACTION_MAX);
     Some(Event {
         type_,
         reason: reason.into(),
         note: Some(cut(note)),
-        action: "Reconcile".into(),
+        action,
         secondary: None,
     })
 }
@@ -104,10 +108,13 @@ fn run_event(status: &RunStatus) -> Event {
         type_,
         reason: reason.into(),
         note: Some(cut(note)),
-        action: "Reconcile".into(),
+        action: "Run".into(),
         secondary: None,
     }
 }
+
+/// The longest action the Events API takes.
+const ACTION_MAX: usize = 128;
 
 /// An event's note holds at most 1 kB.
 fn cut(mut note: String) -> String {

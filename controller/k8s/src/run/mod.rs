@@ -178,10 +178,9 @@ impl Reconcile<'_, '_> {
         // The record, written once.
         let mut new = machine.record().clone();
         status::set_conditions(&mut new, run.metadata.generation, now);
-        if new != old {
-            let stored = serde_json::to_value(&new).map_err(|e| {
-                Error::Corrupt(format!("the run's record cannot be written as JSON: {e}"))
-            })?;
+        let wrote = new != old;
+        if wrote {
+            let stored = status::stored(&new)?;
             status::write(&ctx.client, run, stored).await?;
             events::publish(&ctx.recorder, run, events::transitions(&old, &new)).await;
         }
@@ -208,11 +207,19 @@ impl Reconcile<'_, '_> {
         }
         let over = status::is_over(new.phase);
         if !over {
-            for work in machine.running_work() {
-                let id = WorkId::of(&work);
-                if known_running.contains(&id) {
-                    continue;
-                }
+            let to_launch: Vec<Work> = machine
+                .running_work()
+                .into_iter()
+                .filter(|w| !known_running.contains(&WorkId::of(w)))
+                .collect();
+            // Work is launched only from a record known to be current: the
+            // write just made proves it; without one, the Run read may be
+            // older than a record that already saw this work finish (and
+            // forgot it), and launching it again would run it twice.
+            if !wrote && !to_launch.is_empty() && !is_current(ctx, run).await? {
+                return Ok(Action::requeue(STALE_REQUEUE));
+            }
+            for work in to_launch {
                 if let Err(e) = launch(ctx, run, &work).await {
                     // Launching is retried by the next reconcile; the record
                     // already says the attempt runs.
@@ -232,6 +239,11 @@ impl Reconcile<'_, '_> {
                     let _ = cancel(ctx, work, &id).await;
                 }
             }
+            let uid = run.uid().unwrap_or_default();
+            ctx.routes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&uid);
         }
         for (name, refused) in settled {
             approvals::settle(&approvals, &name, refused.as_deref()).await?;
@@ -245,6 +257,21 @@ impl Reconcile<'_, '_> {
             _ => Action::await_change(),
         })
     }
+}
+
+/// How soon a reconcile that read a stale Run looks again (the watch
+/// brings the current one meanwhile).
+const STALE_REQUEUE: Duration = Duration::from_millis(200);
+
+/// Whether `run` is the Run as the API server has it now (a quorum read).
+async fn is_current(ctx: &Context, run: &Run) -> Result<bool, Error> {
+    let api: Api<Run> = Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
+    let name = run.name_any();
+    let now = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::kube(format!("reading the run {name}"), e))?;
+    Ok(now.is_some_and(|now| now.resource_version() == run.resource_version()))
 }
 
 /// The facts the engine and the executors get about the run.
@@ -280,9 +307,7 @@ async fn refuse(
     }
     status::set_conditions(&mut new, run.metadata.generation, now);
     if new != *old {
-        let stored = serde_json::to_value(&new).map_err(|e| {
-            Error::Corrupt(format!("the run's record cannot be written as JSON: {e}"))
-        })?;
+        let stored = status::stored(&new)?;
         status::write(&ctx.client, run, stored).await?;
         events::publish(&ctx.recorder, run, events::transitions(old, &new)).await;
     }

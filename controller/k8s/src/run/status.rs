@@ -57,6 +57,37 @@ pub fn set_conditions(status: &mut RunStatus, generation: Option<i64>, now: Time
     status.observed_generation = generation;
 }
 
+/// Marks a run that cannot start yet because its Flow is missing: the
+/// `Running` condition is False with the reason, and the run stays Pending.
+pub fn set_flow_missing(
+    status: &mut RunStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+    why: &str,
+) {
+    let since = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Running" && c.status == "False" && c.reason == "FlowNotFound")
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    status.conditions = vec![Condition {
+        type_: "Running".into(),
+        status: "False".into(),
+        reason: "FlowNotFound".into(),
+        message: why.to_string(),
+        observed_generation: generation,
+        last_transition_time: since,
+    }];
+    status.observed_generation = generation;
+}
+
+/// The record in the form the Run's status stores.
+pub fn stored(status: &RunStatus) -> Result<Value, Error> {
+    serde_json::to_value(status)
+        .map_err(|e| Error::Corrupt(format!("the run's record cannot be written as JSON: {e}")))
+}
+
 /// Writes `status` (its stored form) to the Run with the resource version
 /// the reconcile read: a write based on a stale read fails with a
 /// conflict instead of undoing a newer record, and the reconcile runs again.

@@ -38,6 +38,25 @@ async fn serve_counter() -> (SocketAddr, Counter) {
             }),
         )
         .route(
+            "/first-slow",
+            get(|State(c): State<Counter>, headers: HeaderMap| async move {
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let first = {
+                    let mut keys = c.keys.lock().expect("lock");
+                    keys.push(key);
+                    keys.len() == 1
+                };
+                if first {
+                    tokio::time::sleep(Duration::from_secs(600)).await;
+                }
+                axum::Json(json!({"ok": true}))
+            }),
+        )
+        .route(
             "/slow",
             get(|| async {
                 tokio::time::sleep(Duration::from_secs(600)).await;
@@ -276,4 +295,38 @@ spec:
     assert_eq!(done["status"]["phase"], "Cancelled", "{}", done["status"]);
     assert!(done["status"]["steps"].get("later").is_none());
     assert_eq!(done["status"]["flowGeneration"], 1);
+}
+
+#[tokio::test]
+async fn a_controller_killed_mid_call_resumes_the_run_with_the_same_idempotency_key() {
+    let (addr, counter) = serve_counter().await;
+    let mut s = setup().await;
+    s.apply(&format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: resumed}}
+spec:
+  steps:
+    - key: call
+      http: {{url: "http://{addr}/first-slow"}}
+"#
+    ));
+    let run = s.create_run("resumed", json!({}));
+    wait_for("the first call", BOUND, || async {
+        Ok((!counter.keys.lock().expect("lock").is_empty()).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
+    s.controller.kill();
+    s.controller = ControllerProcess::start(&["--namespace", s.ns.name(), "--allow-net", "127.0.0.1/32"])
+        .await
+        .expect("controller again");
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
+    let keys = counter.keys.lock().expect("lock").clone();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys[0], keys[1], "the repeat carries the same Idempotency-Key");
+    assert!(keys[0].ends_with("/call/1"), "{keys:?}");
+    assert_eq!(done["status"]["steps"]["call"]["attempts"].as_array().map(Vec::len), Some(1));
 }

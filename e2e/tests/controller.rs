@@ -319,14 +319,23 @@ spec:
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
     s.controller.kill();
-    s.controller = ControllerProcess::start(&["--namespace", s.ns.name(), "--allow-net", "127.0.0.1/32"])
-        .await
-        .expect("controller again");
+    s.controller =
+        ControllerProcess::start(&["--namespace", s.ns.name(), "--allow-net", "127.0.0.1/32"])
+            .await
+            .expect("controller again");
     let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     let keys = counter.keys.lock().expect("lock").clone();
     assert_eq!(keys.len(), 2, "{keys:?}");
-    assert_eq!(keys[0], keys[1], "the repeat carries the same Idempotency-Key");
+    assert_eq!(
+        keys[0], keys[1],
+        "the repeat carries the same Idempotency-Key"
+    );
     assert!(keys[0].ends_with("/call/1"), "{keys:?}");
-    assert_eq!(done["status"]["steps"]["call"]["attempts"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        done["status"]["steps"]["call"]["attempts"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
 }

@@ -138,3 +138,79 @@ pub async fn publish(recorder: &Recorder, run: &Run, events: Vec<Event>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Attempt, StepError};
+
+    fn step(status: StepStatus, attempts: usize) -> StepRecord {
+        StepRecord {
+            status,
+            attempts: (1..=attempts as i32)
+                .map(|number| Attempt {
+                    number,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_transition_is_an_event_of_its_own_and_nothing_else_is() {
+        let mut old = RunStatus::default();
+        old.steps
+            .insert("draft".into(), step(StepStatus::Running, 1));
+        old.steps
+            .insert("same".into(), step(StepStatus::Completed, 1));
+        let mut new = old.clone();
+        new.phase = RunPhase::Failed;
+        let mut failed = step(StepStatus::Failed, 1);
+        failed.error = Some(StepError {
+            code: "script.failed".into(),
+            message: "exit 3".into(),
+        });
+        new.steps.insert("draft".into(), failed);
+        new.steps
+            .insert("next".into(), step(StepStatus::Running, 1));
+        let events = transitions(&old, &new);
+        let seen: Vec<(&str, &str)> = events
+            .iter()
+            .map(|e| (e.reason.as_str(), e.action.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("StepFailed", "Step draft attempt 1"),
+                ("StepStarted", "Step next attempt 1"),
+                ("RunFailed", "Run"),
+            ]
+        );
+        assert_eq!(events[0].type_, EventType::Warning);
+        assert!(
+            events[0]
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("exit 3"))
+        );
+        // A second attempt of a running step is a new event, not a repeat.
+        let mut again = new.clone();
+        again
+            .steps
+            .insert("next".into(), step(StepStatus::Running, 2));
+        let events = transitions(&new, &again);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].action, "Step next attempt 2");
+    }
+
+    #[test]
+    fn long_notes_are_cut_and_say_so() {
+        let note = cut("é".repeat(800));
+        assert!(
+            note.len() <= 1000 && note.ends_with("(cut)"),
+            "{}",
+            note.len()
+        );
+    }
+}

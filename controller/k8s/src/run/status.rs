@@ -107,3 +107,38 @@ pub async fn write(client: &kube::Client, run: &Run, status: Value) -> Result<Ru
         .try_parse::<Run>()
         .map_err(|e| Error::Corrupt(format!("the run {namespace}/{name} as written: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_keep_their_time_until_their_status_changes() {
+        let t1: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        let t2: Timestamp = "2026-01-01T00:05:00Z".parse().expect("time");
+        let mut status = RunStatus {
+            phase: RunPhase::Running,
+            ..Default::default()
+        };
+        set_conditions(&mut status, Some(1), t1);
+        status.phase = RunPhase::Waiting;
+        set_conditions(&mut status, Some(1), t2);
+        let running = &status.conditions[0];
+        assert_eq!(
+            (running.type_.as_str(), running.status.as_str()),
+            ("Running", "True")
+        );
+        assert_eq!(
+            running.last_transition_time,
+            Time(t1),
+            "still running: time kept"
+        );
+        assert_eq!(running.reason, "Waiting");
+        status.phase = RunPhase::Succeeded;
+        set_conditions(&mut status, Some(1), t2);
+        assert_eq!(status.conditions[0].status, "False");
+        assert_eq!(status.conditions[0].last_transition_time, Time(t2));
+        assert_eq!(status.conditions[1].status, "True");
+        assert_eq!(status.observed_generation, Some(1));
+    }
+}

@@ -28,24 +28,29 @@ pub struct Case {
     #[serde(default)]
     pub decide: Vec<String>,
     #[serde(default)]
-    replies: HashMap<String, Vec<Reply>>,
+    pub replies: HashMap<String, Vec<Reply>>,
     pub expect: Value,
     /// Inputs each step must have received, in order of attempts.
     #[serde(default)]
     pub received: HashMap<String, Vec<Value>>,
 }
 
+/// A scripted result of one attempt.
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
-struct Reply {
+pub struct Reply {
+    /// The output.
     #[serde(default)]
-    output: Value,
+    pub output: Value,
+    /// The text, when it is not the output's.
     #[serde(default)]
-    text: Option<String>,
+    pub text: Option<String>,
+    /// A failure instead.
     #[serde(default)]
-    error: Option<StepError>,
+    pub error: Option<StepError>,
+    /// Tokens, as an agent reports them.
     #[serde(default)]
-    usage: Option<TokenUsage>,
+    pub usage: Option<TokenUsage>,
 }
 
 /// Answers work from the case's replies, in order per step; with no reply

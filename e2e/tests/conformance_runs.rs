@@ -1,0 +1,352 @@
+//! The conformance cases (`controller/tests/conformance/*.yaml`) run as Runs
+//! on the cluster by `coxswain controller`, with approvals patched through
+//! kubectl, and their records checked against the same expectations.
+//!
+//! The cases script what each task step returns. On the cluster every agent,
+//! script, http and message step becomes a real script step, run as a Job,
+//! whose program (`conformance_reply.py`) asks this test's reply server for
+//! the case's next reply and prints it — a scripted failure is a script that
+//! exits non-zero. So what differs from the in-process suite is only what a
+//! script cannot show, and the expectations drop exactly that:
+//! - a failure's code is always `script.failed` and its message the
+//!   script's, so only the code of executor failures is compared;
+//! - token `usage` (only agents report it) and `text` apart from the output
+//!   (a script's text is its stdout) are not compared;
+//! - `received`/`feedback` (what the in-process executor saw) are not
+//!   compared; the record's own `attempts[].feedback` still are.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path as UrlPath, State};
+use axum::routing::post;
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, workspace_root};
+use serde_json::{Value, json};
+
+#[allow(dead_code)]
+#[path = "../../controller/tests/support/conformance_driver.rs"]
+mod driver;
+
+use driver::{Case, Reply};
+
+const BOUND: Duration = Duration::from_secs(240);
+
+/// Error codes executors fail with: on the cluster every task step is a
+/// script, so these become `script.failed`.
+const EXECUTOR_CODES: [&str; 5] = [
+    "script.failed",
+    "http.failed",
+    "message.failed",
+    "agent.failed",
+    "agent.unavailable",
+];
+
+/// The cases' replies, by case and step (or `step/part`), in order.
+type Replies = Arc<Mutex<HashMap<String, HashMap<String, VecDeque<Reply>>>>>;
+
+async fn serve_replies(replies: Replies) -> SocketAddr {
+    let app = axum::Router::new()
+        .route("/case/{case}", post(reply))
+        .with_state(replies);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// The next reply for the step that asks; with none left, the step echoes
+/// its input (as the in-process suite's executor does).
+async fn reply(
+    State(replies): State<Replies>,
+    UrlPath(case): UrlPath<String>,
+    Json(asked): Json<Value>,
+) -> Json<Value> {
+    let step = asked["step"].as_str().unwrap_or_default().to_string();
+    let part = asked["part"].as_str().unwrap_or_default();
+    let next = {
+        let mut all = replies.lock().expect("lock");
+        let queues = all.entry(case).or_default();
+        let key = if !part.is_empty() && queues.contains_key(&format!("{step}/{part}")) {
+            format!("{step}/{part}")
+        } else {
+            step
+        };
+        queues.get_mut(&key).and_then(VecDeque::pop_front)
+    };
+    Json(match next {
+        Some(Reply {
+            error: Some(error), ..
+        }) => json!({"stdout": "", "stderr": error.message, "exit": 1}),
+        Some(reply) => json!({"stdout": json!({"data": reply.output}).to_string(), "exit": 0}),
+        None => json!({"stdout": json!({"data": asked["input"]}).to_string(), "exit": 0}),
+    })
+}
+
+/// The case's flow with every task step made a script step asking the
+/// reply server.
+fn on_cluster(flow: &Value, reply_url: &str) -> Value {
+    let program = workspace_root().join("e2e/tests/conformance_reply.py");
+    let mut flow = flow.clone();
+    rewrite(
+        &mut flow,
+        &format!("exec /usr/bin/python3 {}", program.display()),
+        reply_url,
+    );
+    flow
+}
+
+fn rewrite(value: &mut Value, source: &str, reply_url: &str) {
+    match value {
+        Value::Object(map) => {
+            let task = ["agent", "script", "http", "message"]
+                .into_iter()
+                .find(|k| map.contains_key(*k));
+            if let Some(kind) = task {
+                map.remove(kind);
+                map.insert(
+                    "script".into(),
+                    json!({"source": source, "env": [{"name": "REPLY_URL", "value": reply_url}]}),
+                );
+            }
+            for v in map.values_mut() {
+                rewrite(v, source, reply_url);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rewrite(v, source, reply_url)),
+        _ => {}
+    }
+}
+
+/// The case's expectations without what a script cannot show (see the
+/// module's doc).
+fn expectations(expect: &Value) -> Value {
+    let mut expect = expect.clone();
+    if let Some(map) = expect.as_object_mut() {
+        map.remove("received");
+        map.remove("feedback");
+    }
+    normalize(&mut expect);
+    expect
+}
+
+fn normalize(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("usage");
+            map.remove("text");
+            if let Some(error) = map.get_mut("error").and_then(Value::as_object_mut)
+                && error
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| EXECUTOR_CODES.contains(&c))
+            {
+                error.insert("code".into(), json!("script.failed"));
+                error.remove("message");
+            }
+            // A run that failed because a step failed says so in its own
+            // words around the script's message.
+            if let Some(error) = map.get_mut("error").and_then(Value::as_object_mut)
+                && error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.contains("failed: "))
+                && error.get("code").and_then(Value::as_str) == Some("script.failed")
+            {
+                error.remove("message");
+            }
+            map.values_mut().for_each(normalize);
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize),
+        _ => {}
+    }
+}
+
+/// Answers for each step, in order, as `coxswain run --decide` takes them.
+fn answers(case: &Case) -> HashMap<String, VecDeque<String>> {
+    let mut by_step: HashMap<String, VecDeque<String>> = HashMap::new();
+    for answer in &case.decide {
+        if let Some((step, text)) = answer.split_once('=') {
+            by_step
+                .entry(step.to_string())
+                .or_default()
+                .push_back(text.to_string());
+        }
+    }
+    by_step
+}
+
+/// The merge patch a person writes for `answer` on an Approval in `mode`.
+fn answer_patch(mode: &str, answer: &str) -> Value {
+    if mode == "entry" {
+        let response: Value = serde_json::from_str(answer).unwrap_or(Value::Null);
+        return json!({"spec": {"response": response}});
+    }
+    match answer.split_once(':') {
+        Some((decision, feedback)) => {
+            json!({"spec": {"decision": decision.trim(), "feedback": feedback.trim()}})
+        }
+        None => json!({"spec": {"decision": answer.trim()}}),
+    }
+}
+
+struct Running {
+    name: String,
+    run: String,
+    case: Case,
+    answers: HashMap<String, VecDeque<String>>,
+    answered: Vec<String>,
+}
+
+#[tokio::test]
+async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
+    let replies: Replies = Arc::default();
+    let addr = serve_replies(replies.clone()).await;
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let controller =
+        ControllerProcess::start(&["--namespace", ns.name(), "--allow-net", "127.0.0.1/32"])
+            .await
+            .expect("controller");
+
+    let mut running = Vec::new();
+    for file in driver::case_files() {
+        let case = driver::read_case(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let stem = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let name = format!("case-{}", &stem[..2]);
+        replies.lock().expect("lock").insert(
+            name.clone(),
+            case.replies
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                .collect(),
+        );
+        let flow_spec = serde_json::to_value(&case.flow).expect("flow as JSON");
+        let flow = json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Flow",
+            "metadata": {"name": name},
+            "spec": on_cluster(&flow_spec, &format!("http://{addr}/case/{name}")),
+        });
+        kubectl
+            .run_with_stdin(
+                &["apply", "-n", ns.name(), "-f", "-"],
+                Some(&flow.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {"name": name},
+            "spec": {"flowRef": {"name": name}, "input": case.input},
+        });
+        kubectl
+            .run_with_stdin(
+                &["create", "-n", ns.name(), "-f", "-"],
+                Some(&run.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        running.push(Running {
+            name: name.clone(),
+            run: name,
+            answers: answers(&case),
+            case,
+            answered: Vec::new(),
+        });
+    }
+
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let finished = loop {
+        let mut done = HashMap::new();
+        for r in running.iter_mut() {
+            let object = kubectl.json(&["get", "run", &r.run, "-n", ns.name(), "-o", "json"]);
+            let phase = object["status"]["phase"].as_str().unwrap_or_default();
+            if ["Succeeded", "Failed", "Cancelled"].contains(&phase) {
+                done.insert(r.name.clone(), object["status"].clone());
+                continue;
+            }
+            answer_approvals(&kubectl, ns.name(), r);
+        }
+        if done.len() == running.len() {
+            break done;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let open: Vec<&str> = running
+                .iter()
+                .map(|r| r.name.as_str())
+                .filter(|n| !done.contains_key(*n))
+                .collect();
+            panic!(
+                "runs not ended after {BOUND:?}: {open:?}\ncontroller log:\n{}",
+                controller.log_text()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+
+    let mut failures = Vec::new();
+    for r in &running {
+        let mut errors = Vec::new();
+        driver::fragment_matches(
+            &expectations(&r.case.expect),
+            &finished[&r.name],
+            "",
+            &mut errors,
+        );
+        if !errors.is_empty() {
+            failures.push(format!(
+                "{}:\n  {}\n  record: {}",
+                r.name,
+                errors.join("\n  "),
+                finished[&r.name]
+            ));
+        }
+    }
+    driver::report(running.len(), &failures);
+}
+
+/// Answers each Approval of the run that waits, with the case's next answer
+/// for its step; with none left, cancels the run (as the in-process driver
+/// does when its approver has nothing to say).
+fn answer_approvals(kubectl: &Kubectl, ns: &str, r: &mut Running) {
+    let list = kubectl.json(&["get", "approvals", "-n", ns, "-o", "json"]);
+    let empty = Vec::new();
+    for approval in list["items"].as_array().unwrap_or(&empty) {
+        let name = approval["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let spec = &approval["spec"];
+        if spec["run"] != r.run.as_str() || r.answered.contains(&name) {
+            continue;
+        }
+        let step = spec["step"].as_str().unwrap_or_default();
+        let mode = spec["mode"].as_str().unwrap_or("review");
+        let patch = match r.answers.get_mut(step).and_then(VecDeque::pop_front) {
+            Some(answer) => ("approval", name.clone(), answer_patch(mode, &answer)),
+            None => ("run", r.run.clone(), json!({"spec": {"cancel": true}})),
+        };
+        kubectl
+            .run(&[
+                "patch",
+                patch.0,
+                &patch.1,
+                "-n",
+                ns,
+                "--type",
+                "merge",
+                "-p",
+                &patch.2.to_string(),
+            ])
+            .unwrap_or_else(|e| panic!("{}: {e}", r.name));
+        r.answered.push(name);
+    }
+}

@@ -167,3 +167,75 @@ async fn missing_rights_fail_at_once_with_the_lease_named() {
         "{message}"
     );
 }
+
+/// A TCP relay to the API server that can be cut, as a network partition
+/// between one replica and the API server would be: the relay's address
+/// and the switch that cuts it (open connections and new ones alike).
+async fn relay_to_api_server() -> (std::net::SocketAddr, tokio::sync::watch::Sender<bool>) {
+    use tokio::net::{TcpListener, TcpStream};
+    coxswain_e2e::client().await.expect("cluster");
+    let path = coxswain_e2e::kubeconfig().expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&path).expect("readable"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("valid kubeconfig");
+    let target = format!(
+        "{}:{}",
+        config.cluster_url.host().expect("a host"),
+        config.cluster_url.port_u16().expect("a port")
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let relay = listener.local_addr().expect("bound");
+    let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let mut stop = cut_rx.clone();
+        loop {
+            let (mut inbound, _) = tokio::select! {
+                accepted = listener.accept() => accepted.expect("accept"),
+                _ = stop.wait_for(|cut| *cut) => return,
+            };
+            let mut outbound = TcpStream::connect(&target).await.expect("the API server");
+            let mut stop = cut_rx.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = stop.wait_for(|cut| *cut) => {}
+                }
+            });
+        }
+    });
+    (relay, cut)
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_learns_it_lost() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let (relay, cut) = relay_to_api_server().await;
+    let path = coxswain_e2e::kubeconfig().expect("kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&path).expect("readable"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("valid kubeconfig");
+    config.cluster_url = format!("https://{relay}").parse().expect("a URI");
+    let client = kube::Client::try_from(config).expect("a client");
+    let settings = replica(&ns, "replica-a", Duration::from_secs(6));
+    let first = tokio::time::timeout(BOUND, Leadership::acquire(client, &settings))
+        .await
+        .expect("leads within the bound")
+        .expect("leads");
+    let lost = first.lost();
+
+    cut.send_replace(true);
+    let err = tokio::time::timeout(BOUND, lost)
+        .await
+        .expect("the leader gives up once its renewals failed until the lease ran out");
+    let message = err.to_string();
+    assert!(message.contains("renewing it failed"), "{message}");
+    // Nobody renewed it: the lease still names the cut-off replica, whose
+    // time is up, so a standby may take it.
+    assert_eq!(holder(&ns).await.as_deref(), Some("replica-a"));
+}

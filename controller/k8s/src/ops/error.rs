@@ -51,9 +51,9 @@ pub enum OpsError {
         name: String,
         /// What was being done, such as `taking the lease`.
         action: &'static str,
-        /// The lease manager's error.
+        /// The lease manager's error (boxed: it is large and rare).
         #[source]
-        source: kube_lease_manager::LeaseManagerError,
+        source: Box<kube_lease_manager::LeaseManagerError>,
     },
     /// `--lease-duration` is too short for the lease manager.
     #[error("--lease-duration (COXSWAIN_LEASE_DURATION) must be at least {min}s, not {given}s")]

@@ -78,7 +78,7 @@ impl LeaseRef {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             action,
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -268,11 +268,10 @@ async fn keep(manager: Arc<LeaseManager>, grace: Duration, lost: watch::Sender<O
 /// Whether retrying cannot help: the API server refused the request itself
 /// (forbidden, not found namespace, invalid), not a conflict or an overload.
 fn is_permanent(e: &OpsError) -> bool {
-    let OpsError::Lease {
-        source: LeaseManagerError::KubeError(kube::Error::Api(status)),
-        ..
-    } = e
-    else {
+    let OpsError::Lease { source, .. } = e else {
+        return false;
+    };
+    let LeaseManagerError::KubeError(kube::Error::Api(status)) = &**source else {
         return false;
     };
     (400..500).contains(&status.code) && !matches!(status.code, 408 | 409 | 429)

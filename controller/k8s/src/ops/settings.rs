@@ -154,9 +154,8 @@ fn parse_lease_duration(text: &str) -> Result<Duration, String> {
     let duration = parse_duration(text).map_err(|e| e.to_string())?;
     if duration.subsec_nanos() != 0 {
         return Err(format!(
-            "a Lease counts whole seconds; write {}s or {}s",
-            duration.as_secs(),
-            duration.as_secs() + 1
+            "a Lease counts whole seconds; write {}s",
+            (duration.as_secs() + 1).max(MIN_LEASE_DURATION.as_secs())
         ));
     }
     if duration < MIN_LEASE_DURATION {
@@ -235,7 +234,7 @@ mod tests {
     #[test]
     fn bad_values_say_what_is_wrong() {
         let err = parse(&["--lease-duration", "1500ms"]).expect_err("fraction");
-        assert!(err.to_string().contains("whole seconds"), "{err}");
+        assert!(err.to_string().contains("whole seconds; write 3s"), "{err}");
         let err = parse(&["--lease-duration", "1s"]).expect_err("too short");
         assert!(err.to_string().contains("at least 3s"), "{err}");
         let err = parse(&["--lease-duration", "soon"]).expect_err("not a duration");

@@ -17,6 +17,10 @@ pub enum Error {
     /// A child object's content could not be read back.
     #[error("{0}")]
     Corrupt(String),
+    /// The controller cannot run as a service: metrics address, logging,
+    /// signals or the Lease (see [`crate::ops`]).
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
 }
 
 impl Error {
@@ -37,6 +41,7 @@ impl Error {
                 _ => "client",
             },
             Error::Corrupt(_) => "corrupt",
+            Error::Ops(_) => "ops",
         }
     }
 }

@@ -1,0 +1,278 @@
+//! Leader election on a `coordination.k8s.io` Lease, so that of several
+//! replicas exactly one reconciles and the others wait to take over.
+//!
+//! [`Leadership::acquire`] returns once this replica holds the Lease; a task
+//! then renews it, and [`Leadership::lost`] resolves if it is lost (another
+//! replica took it, or renewals failed until the Lease ran out): the
+//! controller must then stop reconciling and exit, to be restarted as a
+//! standby. [`Leadership::release`] frees the Lease on a graceful shutdown so
+//! a standby takes over at once: a waiting replica watches the Lease and
+//! tries again the moment it is freed, instead of sleeping until it expires.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt, future::BoxFuture};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{
+    Api, Client,
+    runtime::{WatchStreamExt, watcher},
+};
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerError, LeaseParams};
+use tokio::{sync::watch, task::JoinHandle};
+
+use super::{OpsError, OpsSettings, settings::MIN_LEASE_DURATION};
+
+/// Wait after a failed attempt to take or renew the Lease, doubling up to
+/// [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+/// This replica holds the Lease. Dropping it stops renewing without freeing
+/// the Lease (as a crash would); [`Leadership::release`] frees it.
+pub struct Leadership {
+    lease: LeaseRef,
+    manager: Arc<LeaseManager>,
+    keeper: JoinHandle<()>,
+    lost: watch::Receiver<Option<String>>,
+}
+
+/// The Lease and who this replica is in it.
+#[derive(Clone, Debug)]
+struct LeaseRef {
+    namespace: String,
+    name: String,
+    identity: String,
+    params: LeaseParams,
+    /// Renewal starts this long before the Lease ends.
+    grace: Duration,
+}
+
+impl LeaseRef {
+    fn from_settings(client: &Client, settings: &OpsSettings) -> Result<LeaseRef, OpsError> {
+        let seconds = settings.lease_duration.as_secs();
+        if seconds < MIN_LEASE_DURATION.as_secs() {
+            return Err(OpsError::LeaseDuration {
+                given: seconds,
+                min: MIN_LEASE_DURATION.as_secs(),
+            });
+        }
+        // A third of the duration: with 15 s, renew every 10 s and keep 5 s
+        // for a slow API server or clocks apart. 1 <= grace < seconds holds
+        // for seconds >= 3, as LeaseParams::new requires.
+        let grace = seconds / 3;
+        let identity = settings.identity();
+        Ok(LeaseRef {
+            namespace: settings.lease_namespace(client.default_namespace()),
+            name: settings.lease_name.clone(),
+            params: LeaseParams::new(identity.clone(), seconds, grace),
+            identity,
+            grace: Duration::from_secs(grace),
+        })
+    }
+
+    fn error(&self, action: &'static str, source: LeaseManagerError) -> OpsError {
+        OpsError::Lease {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            action,
+            source: Box::new(source),
+        }
+    }
+
+    async fn manager(&self, client: &Client) -> Result<LeaseManager, OpsError> {
+        LeaseManager::new(
+            client.clone(),
+            &self.name,
+            &self.namespace,
+            self.params.clone(),
+            LeaseCreateMode::AutoCreate,
+        )
+        .await
+        .map_err(|e| self.error("reading or creating the lease", e))
+    }
+}
+
+impl Leadership {
+    /// Waits until this replica holds the Lease `settings` name (creating it
+    /// if missing), then keeps renewing it in a task. Fails at once when the
+    /// Lease cannot be read or written for a reason retrying will not mend
+    /// (such as missing RBAC); other failures are logged and retried.
+    pub async fn acquire(client: Client, settings: &OpsSettings) -> Result<Leadership, OpsError> {
+        let lease = LeaseRef::from_settings(&client, settings)?;
+        tracing::info!(
+            lease = %format!("{}/{}", lease.namespace, lease.name),
+            identity = %lease.identity,
+            "waiting to lead"
+        );
+        let manager = Arc::new(wait_until_held(&client, &lease).await?);
+        tracing::info!(
+            lease = %format!("{}/{}", lease.namespace, lease.name),
+            identity = %lease.identity,
+            "leading"
+        );
+        let (tx, lost) = watch::channel(None);
+        let keeper = tokio::spawn(keep(manager.clone(), lease.grace, tx));
+        Ok(Leadership {
+            lease,
+            manager,
+            keeper,
+            lost,
+        })
+    }
+
+    /// This replica's identity in the Lease.
+    pub fn identity(&self) -> &str {
+        &self.lease.identity
+    }
+
+    /// Resolves when this replica no longer holds the Lease, with why. The
+    /// controller must then stop reconciling at once and exit non-zero.
+    pub fn lost(&self) -> BoxFuture<'static, OpsError> {
+        let mut lost = self.lost.clone();
+        let lease = self.lease.clone();
+        Box::pin(async move {
+            let reason = match lost.wait_for(Option::is_some).await {
+                Ok(reason) => reason.clone().unwrap_or_default(),
+                Err(_) => "the task renewing it stopped".to_string(),
+            };
+            OpsError::LeaseLost {
+                namespace: lease.namespace,
+                name: lease.name,
+                reason,
+            }
+        })
+    }
+
+    /// Stops renewing and frees the Lease, so a standby replica takes over
+    /// at once. Call on graceful shutdown, after reconciling stopped.
+    pub async fn release(self) -> Result<(), OpsError> {
+        self.keeper.abort();
+        let manager = self.manager.clone();
+        let lease = self.lease.clone();
+        drop(self);
+        manager
+            .release()
+            .await
+            .map_err(|e| lease.error("releasing the lease", e))?;
+        tracing::info!(
+            lease = %format!("{}/{}", lease.namespace, lease.name),
+            identity = %lease.identity,
+            "released the lease"
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+/// Tries to take the Lease until it is held. While another replica holds
+/// it, a watch on the Lease notices the moment it is freed, and a fresh
+/// manager (which reads the Lease anew) tries again at once.
+async fn wait_until_held(client: &Client, lease: &LeaseRef) -> Result<LeaseManager, OpsError> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
+    let mut retry = FIRST_RETRY;
+    loop {
+        let manager = match lease.manager(client).await {
+            Ok(manager) => manager,
+            Err(e) if is_permanent(&e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "retrying in {retry:?}");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(MAX_RETRY);
+                continue;
+            }
+        };
+        tokio::select! {
+            biased;
+            taken = manager.changed() => match taken {
+                Ok(true) => return Ok(manager),
+                Ok(false) => {}
+                Err(e) => {
+                    let e = lease.error("taking the lease", e);
+                    if is_permanent(&e) {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, "retrying in {retry:?}");
+                    tokio::time::sleep(retry).await;
+                    retry = (retry * 2).min(MAX_RETRY);
+                }
+            },
+            () = freed(api.clone(), &lease.name, &lease.identity) => {
+                tracing::debug!(lease = %lease.name, "the lease was freed; trying to take it");
+                retry = FIRST_RETRY;
+            }
+        }
+    }
+}
+
+/// Resolves when the Lease, seen held by another replica, has no holder.
+/// Watch errors are retried with the watcher's backoff.
+async fn freed(api: Api<Lease>, name: &str, identity: &str) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+    let mut held_by_another = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(lease) => match lease.spec.and_then(|spec| spec.holder_identity) {
+                Some(holder) if holder != identity => held_by_another = true,
+                None if held_by_another => return,
+                _ => {}
+            },
+            Err(e) => tracing::debug!(error = %e, lease = %name, "watching the lease"),
+        }
+    }
+    std::future::pending::<()>().await
+}
+
+/// Renews the Lease until it is lost, then says why on `lost`. Renewals
+/// start `grace` before the Lease ends; when they keep failing for `grace`,
+/// the Lease has run out and another replica may take it.
+async fn keep(manager: Arc<LeaseManager>, grace: Duration, lost: watch::Sender<Option<String>>) {
+    let mut failing_since: Option<Instant> = None;
+    let mut retry = FIRST_RETRY;
+    loop {
+        let call = Instant::now();
+        let reason = match manager.changed().await {
+            Ok(true) => continue,
+            Ok(false) => "another replica holds it".to_string(),
+            Err(e) => {
+                // A call that ran longer than `grace` renewed at least once
+                // before failing: this failure starts a new count.
+                if call.elapsed() > grace {
+                    failing_since = None;
+                    retry = FIRST_RETRY;
+                }
+                let since = *failing_since.get_or_insert(call);
+                if since.elapsed() < grace {
+                    tracing::warn!(error = %e, "renewing the lease failed; retrying in {retry:?}");
+                    tokio::time::sleep(retry.min(grace.saturating_sub(since.elapsed()))).await;
+                    retry = (retry * 2).min(MAX_RETRY);
+                    continue;
+                }
+                format!("renewing it failed for {}s: {e}", grace.as_secs())
+            }
+        };
+        tracing::error!(%reason, "lost the lease");
+        let _ = lost.send(Some(reason));
+        return;
+    }
+}
+
+/// Whether retrying cannot help: the API server refused the request itself
+/// (forbidden, not found namespace, invalid), not a conflict or an overload.
+fn is_permanent(e: &OpsError) -> bool {
+    let OpsError::Lease { source, .. } = e else {
+        return false;
+    };
+    let LeaseManagerError::KubeError(kube::Error::Api(status)) = &**source else {
+        return false;
+    };
+    (400..500).contains(&status.code) && !matches!(status.code, 408 | 409 | 429)
+}

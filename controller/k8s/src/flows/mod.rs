@@ -5,3 +5,4 @@
 //! `spec`), and only when it changed, so its own writes never start a storm.
 
 pub mod schedule;
+pub mod status;

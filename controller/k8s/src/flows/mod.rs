@@ -4,5 +4,6 @@
 //! It writes only a Flow's `status` (GitOps: nothing but the author writes
 //! `spec`), and only when it changed, so its own writes never start a storm.
 
+pub mod runs;
 pub mod schedule;
 pub mod status;

@@ -17,6 +17,10 @@ pub enum Error {
     /// A child object's content could not be read back.
     #[error("{0}")]
     Corrupt(String),
+    /// The controller's cache of a kind has not been listed yet (its CRD
+    /// may be missing); deciding on an empty cache could start work twice.
+    #[error("the controller's cache of {0} is not filled yet; is its CRD installed?")]
+    CacheNotReady(&'static str),
 }
 
 impl Error {
@@ -37,6 +41,7 @@ impl Error {
                 _ => "client",
             },
             Error::Corrupt(_) => "corrupt",
+            Error::CacheNotReady(_) => "cache",
         }
     }
 }

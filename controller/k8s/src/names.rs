@@ -52,7 +52,9 @@ pub fn flow_label(flow: &str) -> String {
     if flow.len() <= LABEL_MAX {
         flow.to_string()
     } else {
-        joined(flow, "", LABEL_MAX).trim_end_matches('-').to_string()
+        joined(flow, "", LABEL_MAX)
+            .trim_end_matches('-')
+            .to_string()
     }
 }
 
@@ -130,7 +132,10 @@ mod tests {
         let slot: jiff::Timestamp = "2030-01-01T10:02:00Z".parse().expect("a time");
         assert_eq!(scheduled_run("nightly", slot), "nightly-31558202");
         let long = scheduled_run(&"f".repeat(100), slot);
-        assert!(long.len() <= LABEL_MAX && long.ends_with("-31558202"), "{long}");
+        assert!(
+            long.len() <= LABEL_MAX && long.ends_with("-31558202"),
+            "{long}"
+        );
         assert_eq!(flow_label("nightly"), "nightly");
         let label = flow_label(&"f".repeat(100));
         assert!(label.len() <= LABEL_MAX && !label.ends_with('-'), "{label}");

@@ -85,10 +85,7 @@ pub fn survey<'a>(flow: &str, runs: impl IntoIterator<Item = &'a Run>) -> Survey
 pub fn scheduled_run(flow: &Flow, slot: Timestamp, since: Option<Timestamp>) -> Run {
     let name = flow.name_any();
     let annotations = BTreeMap::from([
-        (
-            names::SCHEDULED_AT_ANNOTATION.to_string(),
-            slot.to_string(),
-        ),
+        (names::SCHEDULED_AT_ANNOTATION.to_string(), slot.to_string()),
         (
             names::SINCE_ANNOTATION.to_string(),
             since.map(|t| t.as_second().to_string()).unwrap_or_default(),

@@ -55,9 +55,7 @@ impl Timetable {
             })?;
         let zone = match &schedule.time_zone {
             None => TimeZone::UTC,
-            Some(name) => {
-                TimeZone::get(name).map_err(|_| TimetableError::Zone(name.clone()))?
-            }
+            Some(name) => TimeZone::get(name).map_err(|_| TimetableError::Zone(name.clone()))?,
         };
         Ok(Timetable {
             cron,
@@ -161,7 +159,10 @@ pub fn decide(timetable: &Timetable, now: Timestamp, history: &History) -> Decis
         return decision;
     };
     let late_by = now.duration_since(slot);
-    if timetable.deadline.is_some_and(|deadline| late_by > deadline) {
+    if timetable
+        .deadline
+        .is_some_and(|deadline| late_by > deadline)
+    {
         decision.skipped = Some(Skip::TooLate { slot, late_by });
         return decision;
     }

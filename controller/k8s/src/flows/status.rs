@@ -248,11 +248,17 @@ mod tests {
             at("2030-01-01T00:00:00Z"),
         );
         let valid = condition(&status, VALID);
-        assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "Invalid"));
+        assert_eq!(
+            (valid.status.as_str(), valid.reason.as_str()),
+            ("False", "Invalid")
+        );
         let lines: Vec<&str> = valid.message.lines().collect();
         assert_eq!(lines[0], "2 problems:");
         assert!(lines[1].starts_with("step second: when: "), "{lines:?}");
-        assert!(lines[1].ends_with(')') && lines[1].contains("(character "), "{lines:?}");
+        assert!(
+            lines[1].ends_with(')') && lines[1].contains("(character "),
+            "{lines:?}"
+        );
         assert!(lines[2].starts_with("step third: when: "), "{lines:?}");
         assert_eq!(condition(&status, READY).status, "False");
         assert_eq!(status.problems, verdict.problems);

@@ -337,6 +337,60 @@ async fn flows_get_valid_and_the_columns_people_read() {
     assert_eq!(still.observed_generation, edited.metadata.generation);
 }
 
+/// A Flow the API server keeps (a loop's body is free JSON to its schema,
+/// the steps being recursive) but Coxswain cannot read: it must not stop the
+/// watch of other Flows.
+const UNREADABLE: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: unreadable}
+spec:
+  steps:
+    - key: repeat
+      loop:
+        until: $loop.iteration >= 2
+        maxIterations: 3
+        steps:
+          - key: again
+            attempts: three
+            script: {command: [echo, again]}
+"#;
+
+#[tokio::test]
+async fn a_flow_coxswain_cannot_read_is_reported_and_others_still_reconcile() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let kubectl = Kubectl::new("unreadable").await;
+    kubectl.install_crds().await;
+    let _controller = FlowController::start(&ns);
+    kubectl.apply(ns.name(), UNREADABLE);
+    kubectl.apply(ns.name(), GOOD);
+    let flows: Api<Flow> = ns.api();
+    assert_eq!(
+        condition(&observed(&flows, "good").await, "Valid")
+            .expect("Valid")
+            .status,
+        "True"
+    );
+    let raw = wait_for("unreadable observed", BOUND, || async {
+        let out = kubectl
+            .run(&["get", "flow", "unreadable", "-n", ns.name(), "-o", "json"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let flow: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        Ok(flow["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Valid").cloned()))
+    })
+    .await
+    .expect("the unreadable flow got a Valid condition");
+    assert_eq!(raw["status"], "False");
+    let message = raw["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("1 problem:\nthe flow's spec could not be read: ")
+            && message.contains("three"),
+        "{message}"
+    );
+}
+
 const SCHEDULED: &str = r#"
 apiVersion: coxswain.dev/v1alpha1
 kind: Flow

@@ -167,7 +167,7 @@ fn log_skip(flow: &Flow, skip: &Skip) {
             %flow, %slot, late_by = %format!("{late_by:#}"),
             "a scheduled start was missed by more than startingDeadlineSeconds; skipped"
         ),
-        Skip::Busy { slot, active } => tracing::info!(
+        Skip::Busy { slot, active } => tracing::debug!(
             %flow, %slot, ?active,
             "concurrencyPolicy Forbid: the slot waits for the running runs to end"
         ),

@@ -42,6 +42,10 @@ pub async fn reconcile(
 }
 
 async fn reconcile_flow(flow: &Flow, ctx: &Context) -> Result<Action, Error> {
+    if flow.metadata.deletion_timestamp.is_some() {
+        // Going away: start nothing it would own, write nothing.
+        return Ok(Action::await_change());
+    }
     wait_for_runs(ctx).await?;
     let now = Timestamp::now();
     let verdict = status::check(&flow.spec);

@@ -21,6 +21,10 @@ pub enum Error {
     /// signals or the Lease (see [`crate::ops`]).
     #[error(transparent)]
     Ops(#[from] crate::ops::OpsError),
+    /// The controller's cache of a kind has not been listed yet (its CRD
+    /// may be missing); deciding on an empty cache could start work twice.
+    #[error("the controller's cache of {0} is not filled yet; is its CRD installed?")]
+    CacheNotReady(&'static str),
 }
 
 impl Error {
@@ -42,6 +46,7 @@ impl Error {
             },
             Error::Corrupt(_) => "corrupt",
             Error::Ops(_) => "ops",
+            Error::CacheNotReady(_) => "cache",
         }
     }
 }

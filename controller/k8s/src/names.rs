@@ -28,6 +28,36 @@ pub const ROLE_LABEL: &str = "coxswain.dev/role";
 /// Label put on Runs a schedule starts, naming the Flow.
 pub const FLOW_LABEL: &str = "coxswain.dev/flow";
 
+/// Annotation on a Run a schedule started: the slot it was started for
+/// (RFC 3339, UTC). A restarted controller reads it to know which slots
+/// are done even when the Flow's status write was lost.
+pub const SCHEDULED_AT_ANNOTATION: &str = "coxswain.dev/scheduled-at";
+
+/// Annotation on a Run a schedule started: `$SINCE`, the start of the
+/// schedule's last run that ended Succeeded, in Unix seconds; empty when no
+/// scheduled run has succeeded yet. The Run reconciler reads it into
+/// `RunInfo.since` (and keeps it in `status.since`).
+pub const SINCE_ANNOTATION: &str = "coxswain.dev/since";
+
+/// The Run a Flow's schedule starts for a slot: `<flow>-<minutes since the
+/// Unix epoch>`, cut to fit a label value, so a restarted controller never
+/// starts the same slot twice (the second create is refused as existing).
+pub fn scheduled_run(flow: &str, slot: jiff::Timestamp) -> String {
+    let minutes = slot.as_second().div_euclid(60);
+    joined(flow, &minutes.to_string(), LABEL_MAX)
+}
+
+/// A Flow's name as the value of [`FLOW_LABEL`] (hashed when too long).
+pub fn flow_label(flow: &str) -> String {
+    if flow.len() <= LABEL_MAX {
+        flow.to_string()
+    } else {
+        joined(flow, "", LABEL_MAX)
+            .trim_end_matches('-')
+            .to_string()
+    }
+}
+
 /// `prefix-suffix`, at most `max` characters: when too long, `prefix` is cut
 /// and a digest of the whole prefix keeps names of different prefixes apart.
 /// `suffix` is kept whole; it must be short.
@@ -111,6 +141,20 @@ mod tests {
             "post-x7k2-final-review-2"
         );
         assert_eq!(flow_snapshot("post-x7k2"), "post-x7k2-flow");
+    }
+
+    #[test]
+    fn a_scheduled_run_is_named_after_its_flow_and_minute() {
+        let slot: jiff::Timestamp = "2030-01-01T10:02:00Z".parse().expect("a time");
+        assert_eq!(scheduled_run("nightly", slot), "nightly-31558202");
+        let long = scheduled_run(&"f".repeat(100), slot);
+        assert!(
+            long.len() <= LABEL_MAX && long.ends_with("-31558202"),
+            "{long}"
+        );
+        assert_eq!(flow_label("nightly"), "nightly");
+        let label = flow_label(&"f".repeat(100));
+        assert!(label.len() <= LABEL_MAX && !label.ends_with('-'), "{label}");
     }
 
     #[test]

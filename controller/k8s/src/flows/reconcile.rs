@@ -1,0 +1,265 @@
+//! One reconcile of one Flow: validate it, follow its schedule, and write
+//! its status when (and only when) it changed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{DeserializeGuard, error_boundary::InvalidObject};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use super::runs::{self, Survey};
+use super::schedule::{self, History, Skip, Timetable};
+use super::status::{self, Bookkeeping};
+use crate::Error;
+use crate::api::{Flow, FlowStatus, Run, Schedule};
+
+/// What every reconcile of a Flow shares.
+pub struct Context {
+    /// The API server.
+    pub client: Client,
+    /// Every Run the controller sees, kept current by a watch.
+    pub runs: Store<DeserializeGuard<Run>>,
+}
+
+/// How long a reconcile waits for the Run cache's first listing before it
+/// gives up and is retried (the Run CRD may not be installed yet).
+const RUN_CACHE_WAIT: Duration = Duration::from_secs(10);
+
+/// Reconciles one Flow, readable or not.
+pub async fn reconcile(
+    flow: Arc<DeserializeGuard<Flow>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    match &flow.0 {
+        Ok(flow) => reconcile_flow(flow, &ctx).await,
+        Err(invalid) => reconcile_unreadable(invalid, &ctx).await,
+    }
+}
+
+async fn reconcile_flow(flow: &Flow, ctx: &Context) -> Result<Action, Error> {
+    if flow.metadata.deletion_timestamp.is_some() {
+        // Going away: start nothing it would own, write nothing.
+        return Ok(Action::await_change());
+    }
+    wait_for_runs(ctx).await?;
+    let now = Timestamp::now();
+    let verdict = status::check(&flow.spec);
+    let survey = survey(flow, ctx);
+    let old = flow.status.clone().unwrap_or_default();
+    let mut book = Bookkeeping {
+        last_run: survey.last_run.clone(),
+        last_schedule_time: read_time(&old.last_schedule_time).max(survey.last_slot),
+        last_successful_run_start: read_time(&old.last_successful_run_start)
+            .max(survey.last_success_start),
+        schedule_problem: None,
+    };
+    let mut wake_at = None;
+    if verdict.problems.is_empty()
+        && let Some(schedule) = &flow.spec.schedule
+    {
+        wake_at = follow(flow, schedule, &survey, &mut book, now, ctx).await?;
+    }
+    let new = status::compose(&old, flow.metadata.generation, &verdict, &book, now);
+    if flow.status.as_ref() != Some(&new) {
+        write_status(flow, new, ctx).await?;
+    }
+    Ok(match wake_at {
+        Some(at) => Action::requeue(until(at, now)),
+        None => Action::await_change(),
+    })
+}
+
+/// The Runs of this flow in its namespace, surveyed.
+fn survey(flow: &Flow, ctx: &Context) -> Survey {
+    let namespace = flow.namespace();
+    let all = ctx.runs.state();
+    let runs = all
+        .iter()
+        .filter_map(|guard| guard.0.as_ref().ok())
+        .filter(|run| run.namespace() == namespace);
+    runs::survey(&flow.name_any(), runs)
+}
+
+/// Follows the schedule: cancels what `Replace` replaces and starts the due
+/// slot's Run. Returns when to look again.
+async fn follow(
+    flow: &Flow,
+    schedule: &Schedule,
+    survey: &Survey,
+    book: &mut Bookkeeping,
+    now: Timestamp,
+    ctx: &Context,
+) -> Result<Option<Timestamp>, Error> {
+    let timetable = match Timetable::new(schedule) {
+        Ok(timetable) => timetable,
+        Err(error) => {
+            book.schedule_problem = Some(error.to_string());
+            return Ok(None);
+        }
+    };
+    let created = flow.creation_timestamp().map(|t| t.0).unwrap_or(now);
+    let history = History {
+        settled_until: book.last_schedule_time.unwrap_or(created).max(created),
+        active: survey.active.clone(),
+    };
+    let decision = schedule::decide(&timetable, now, &history);
+    if let Some(skip) = &decision.skipped {
+        log_skip(flow, skip);
+    }
+    let api: Api<Run> = Api::namespaced(ctx.client.clone(), &namespace(flow));
+    for name in &decision.cancel {
+        cancel(&api, name).await?;
+    }
+    if let Some(slot) = decision.start {
+        let run = runs::scheduled_run(flow, slot, book.last_successful_run_start);
+        match start(&api, &run).await? {
+            Started::Yes => {
+                book.last_schedule_time = Some(slot);
+                book.last_run = Some(run.name_any());
+            }
+            Started::Refused(why) => book.schedule_problem = Some(why),
+        }
+    }
+    Ok(decision.wake_at)
+}
+
+/// Whether the API server took a scheduled Run.
+enum Started {
+    /// Created now, or before (a restarted controller).
+    Yes,
+    /// Refused for good (e.g. admission found its input wrong): why.
+    Refused(String),
+}
+
+async fn start(api: &Api<Run>, run: &Run) -> Result<Started, Error> {
+    let name = run.name_any();
+    match api.create(&PostParams::default(), run).await {
+        Ok(_) => {
+            tracing::info!(run = %name, "the schedule started a run");
+            Ok(Started::Yes)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Started::Yes),
+        Err(kube::Error::Api(status)) if (400..500).contains(&status.code) => Ok(Started::Refused(
+            format!("the scheduled run {name} was refused: {}", status.message),
+        )),
+        Err(e) => Err(Error::kube(format!("creating the scheduled run {name}"), e)),
+    }
+}
+
+/// Asks a Run to stop (`spec.cancel: true`), as a person would.
+async fn cancel(api: &Api<Run>, name: &str) -> Result<(), Error> {
+    let patch = Patch::Merge(json!({"spec": {"cancel": true}}));
+    match api.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => {
+            tracing::info!(run = %name, "the schedule replaced a running run");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(format!("cancelling run {name}"), e)),
+    }
+}
+
+fn log_skip(flow: &Flow, skip: &Skip) {
+    let flow = flow.name_any();
+    match skip {
+        Skip::TooLate { slot, late_by } => tracing::warn!(
+            %flow, %slot, late_by = %format!("{late_by:#}"),
+            "a scheduled start was missed by more than startingDeadlineSeconds; skipped"
+        ),
+        Skip::Busy { slot, active } => tracing::debug!(
+            %flow, %slot, ?active,
+            "concurrencyPolicy Forbid: the slot waits for the running runs to end"
+        ),
+    }
+}
+
+/// Writes the status through `/status` only, guarded by the resource
+/// version it was computed from.
+async fn write_status(flow: &Flow, status: FlowStatus, ctx: &Context) -> Result<(), Error> {
+    let api: Api<Flow> = Api::namespaced(ctx.client.clone(), &namespace(flow));
+    let mut updated = flow.clone();
+    updated.status = Some(status);
+    api.replace_status(&flow.name_any(), &PostParams::default(), &updated)
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!(
+                    "writing the status of flow {}/{}",
+                    namespace(flow),
+                    flow.name_any()
+                ),
+                e,
+            )
+        })?;
+    Ok(())
+}
+
+/// A Flow whose spec does not read as Coxswain's types: `Valid` False with
+/// the reason, written on the raw object so nothing else of it is touched.
+async fn reconcile_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<Action, Error> {
+    let meta = &invalid.metadata;
+    let (Some(ns), Some(name)) = (&meta.namespace, &meta.name) else {
+        return Ok(Action::await_change());
+    };
+    let resource = ApiResource::erase::<Flow>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &resource);
+    let what = format!("writing the status of flow {ns}/{name}");
+    let mut object = api.get(name).await.map_err(|e| Error::kube(&what, e))?;
+    let old: FlowStatus = object
+        .data
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default();
+    let verdict = status::unreadable(&invalid.error);
+    let book = Bookkeeping {
+        last_run: old.last_run.clone(),
+        last_schedule_time: read_time(&old.last_schedule_time),
+        last_successful_run_start: read_time(&old.last_successful_run_start),
+        schedule_problem: None,
+    };
+    let new = status::compose(
+        &old,
+        object.metadata.generation,
+        &verdict,
+        &book,
+        Timestamp::now(),
+    );
+    if new != old {
+        object.data["status"] =
+            serde_json::to_value(&new).map_err(|e| Error::Corrupt(e.to_string()))?;
+        api.replace_status(name, &PostParams::default(), &object)
+            .await
+            .map_err(|e| Error::kube(&what, e))?;
+    }
+    Ok(Action::await_change())
+}
+
+/// Waits for the Run cache's first listing: deciding on an empty cache
+/// would forget active runs (Forbid) and the last success (`$SINCE`).
+async fn wait_for_runs(ctx: &Context) -> Result<(), Error> {
+    match tokio::time::timeout(RUN_CACHE_WAIT, ctx.runs.wait_until_ready()).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Error::CacheNotReady("runs")),
+    }
+}
+
+fn read_time(text: &Option<String>) -> Option<Timestamp> {
+    text.as_deref().and_then(|t| t.parse().ok())
+}
+
+fn namespace(flow: &Flow) -> String {
+    flow.namespace().unwrap_or_default()
+}
+
+/// How long until `at`, at least a moment (a wake-up never spins).
+fn until(at: Timestamp, now: Timestamp) -> Duration {
+    let wait = at.duration_since(now);
+    Duration::try_from(wait)
+        .unwrap_or_default()
+        .max(Duration::from_millis(100))
+}

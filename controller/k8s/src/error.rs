@@ -17,6 +17,15 @@ pub enum Error {
     /// A child object's content could not be read back.
     #[error("{0}")]
     Corrupt(String),
+    /// A Run's values could not be moved out of its status or put back.
+    #[error("the status of run {run}: {source}")]
+    Offload {
+        /// The Run, as `namespace/name`.
+        run: String,
+        /// What was wrong.
+        #[source]
+        source: coxswain_core::api::offload::OffloadError,
+    },
 }
 
 impl Error {
@@ -37,6 +46,7 @@ impl Error {
                 _ => "client",
             },
             Error::Corrupt(_) => "corrupt",
+            Error::Offload { .. } => "offload",
         }
     }
 }

@@ -261,4 +261,32 @@ async fn a_mebibyte_and_a_thousand_passes_fit_and_come_back() {
             .expect("collect again"),
         0
     );
+
+    // What a person is shown keeps its own ConfigMaps, which collect leaves.
+    let draft = json!({"body": "d".repeat(50_000)});
+    let show = std::collections::BTreeMap::from([("draft".to_string(), draft)]);
+    let shown = offloader
+        .store_shown(&run, &show)
+        .await
+        .expect("store shown");
+    let preview = shown["draft"].as_str().expect("a preview");
+    assert!(
+        preview.starts_with("[moved out of the status: "),
+        "{preview}"
+    );
+    let listed = cms
+        .list(&ListParams::default().labels("coxswain.dev/role=shown"))
+        .await
+        .expect("list");
+    assert_eq!(listed.items.len(), 1);
+    let shown_name = listed.items[0].metadata.name.clone().expect("named");
+    assert!(preview.contains(&shown_name), "{preview}");
+    assert_eq!(
+        offloader
+            .collect(&run, &next.status)
+            .await
+            .expect("collect"),
+        0
+    );
+    cms.get(&shown_name).await.expect("still there");
 }

@@ -78,6 +78,16 @@ pub fn value(run: &str, sha256: &str, piece: usize) -> String {
     joined(run, &format!("value-{short}-{piece}"), NAME_MAX)
 }
 
+/// Label value of [`ROLE_LABEL`] on a ConfigMap holding a large value an
+/// Approval shows (kept apart from [`ROLE_VALUE`]: no status references it).
+pub const ROLE_SHOWN: &str = "shown";
+
+/// The ConfigMap holding piece `piece` of a large value an Approval shows.
+pub fn shown(run: &str, sha256: &str, piece: usize) -> String {
+    let short = &sha256[..sha256.len().min(16)];
+    joined(run, &format!("shown-{short}-{piece}"), NAME_MAX)
+}
+
 /// The step key as a label value.
 pub fn step_label(step: &str) -> String {
     let label = step.replace('_', "-");

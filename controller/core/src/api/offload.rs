@@ -291,6 +291,47 @@ pub fn split(
     })
 }
 
+/// What a person is shown (an Approval's `show`: values by step key) with
+/// every value larger than the threshold replaced by its preview.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shown {
+    /// The object to show: previews in place of large values.
+    pub show: Value,
+    /// Where each moved value went (paths are `/KEY`).
+    pub moved: Vec<MovedValue>,
+    /// The content of every moved value, by its SHA-256 (compact JSON).
+    pub contents: BTreeMap<String, String>,
+}
+
+/// Moves the large values of `show` (each value whole) out, as [`split`]
+/// does for a record; `name(sha256, index)` names the ConfigMaps. An
+/// Approval has no list of moved values: each preview says where its
+/// value is kept.
+pub fn split_shown(
+    show: &BTreeMap<String, Value>,
+    limits: &Limits,
+    name: &dyn Fn(&str, usize) -> String,
+) -> Shown {
+    let mut object = Value::Object(show.clone().into_iter().collect());
+    let mut mover = Mover {
+        name,
+        contents: BTreeMap::new(),
+        entries: Vec::new(),
+    };
+    for (key, value) in show {
+        let bytes = compact_len(value);
+        if bytes > limits.threshold {
+            let path = format!("/{}", escape(key));
+            mover.take(&mut object, &Place { path, bytes });
+        }
+    }
+    Shown {
+        show: object,
+        moved: mover.entries,
+        contents: mover.contents,
+    }
+}
+
 /// Puts the moved values back into `stored`, given their contents by
 /// SHA-256: the inverse of [`split`]. Each content is checked against its
 /// digest and size. A record with no `values` comes back as it was.

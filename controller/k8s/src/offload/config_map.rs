@@ -56,11 +56,18 @@ impl Owner {
         }
     }
 
-    /// The immutable ConfigMap `name` holding `piece` of `entry`'s value.
-    pub(super) fn config_map(&self, entry: &MovedValue, name: &str, piece: &str) -> ConfigMap {
+    /// The immutable ConfigMap `name` holding `piece` of `entry`'s value,
+    /// labelled with `role` ([`names::ROLE_VALUE`] or [`names::ROLE_SHOWN`]).
+    pub(super) fn config_map(
+        &self,
+        role: &str,
+        entry: &MovedValue,
+        name: &str,
+        piece: &str,
+    ) -> ConfigMap {
         let mut labels = BTreeMap::from([
             (names::RUN_UID_LABEL.to_string(), self.uid.clone()),
-            (names::ROLE_LABEL.to_string(), names::ROLE_VALUE.to_string()),
+            (names::ROLE_LABEL.to_string(), role.to_string()),
         ]);
         if self.name.len() <= names::LABEL_MAX {
             labels.insert(names::RUN_NAME_LABEL.to_string(), self.name.clone());

@@ -133,16 +133,10 @@ impl Offloader {
             names::value(&owner.name, sha, piece)
         })
         .map_err(|source| owner.error(source))?;
-        let mut created = 0;
-        for entry in unique(split.moved().map_err(|source| owner.error(source))?) {
-            let content = &split.contents[&entry.sha256];
-            for (name, piece) in entry.config_maps.iter().zip(offload::pieces(content)) {
-                if self.cache.get(name).is_none() {
-                    created += usize::from(self.create(&owner, &entry, name, piece).await?);
-                    self.cache.put(name, Arc::from(piece));
-                }
-            }
-        }
+        let moved = split.moved().map_err(|source| owner.error(source))?;
+        let created = self
+            .keep(&owner, names::ROLE_VALUE, moved, &split.contents)
+            .await?;
         if split.over_budget() {
             tracing::warn!(
                 run = %owner.id(),
@@ -157,6 +151,53 @@ impl Offloader {
             status: split.status,
             created,
         })
+    }
+
+    /// What an Approval of `run` shows (`spec.show`), with each value over
+    /// the threshold moved into ConfigMaps the Run owns (labelled
+    /// `coxswain.dev/role: shown`, which [`Offloader::collect`] leaves
+    /// alone) and replaced by a preview naming them.
+    pub async fn store_shown(
+        &self,
+        run: &Run,
+        show: &BTreeMap<String, Value>,
+    ) -> Result<Value, Error> {
+        let owner = config_map::Owner::of(run)?;
+        let shown = offload::split_shown(show, &self.limits, &|sha, piece| {
+            names::shown(&owner.name, sha, piece)
+        });
+        self.keep(&owner, names::ROLE_SHOWN, shown.moved, &shown.contents)
+            .await?;
+        Ok(shown.show)
+    }
+
+    /// Makes sure every piece of `moved` has its ConfigMap; returns how
+    /// many it created.
+    async fn keep(
+        &self,
+        owner: &config_map::Owner,
+        role: &str,
+        moved: Vec<offload::MovedValue>,
+        contents: &BTreeMap<String, String>,
+    ) -> Result<usize, Error> {
+        let mut created = 0;
+        for entry in unique(moved) {
+            let content = contents.get(&entry.sha256).ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "the value at {} of run {} has no content to keep",
+                    entry.path,
+                    owner.id()
+                ))
+            })?;
+            for (name, piece) in entry.config_maps.iter().zip(offload::pieces(content)) {
+                if self.cache.get(name).is_none() {
+                    let object = owner.config_map(role, &entry, name, piece);
+                    created += usize::from(self.create(owner, &entry, object).await?);
+                    self.cache.put(name, Arc::from(piece));
+                }
+            }
+        }
+        Ok(created)
     }
 
     /// The record in `run`'s status with every moved value put back.
@@ -235,10 +276,9 @@ impl Offloader {
         &self,
         owner: &config_map::Owner,
         entry: &offload::MovedValue,
-        name: &str,
-        piece: &str,
+        object: ConfigMap,
     ) -> Result<bool, Error> {
-        let object = owner.config_map(entry, name, piece);
+        let name = object.name_any();
         match self
             .api(owner)
             .create(&PostParams::default(), &object)

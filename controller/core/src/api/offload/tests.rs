@@ -179,6 +179,29 @@ fn a_split_record_is_not_split_again_and_limits_are_checked() {
 }
 
 #[test]
+fn a_person_is_shown_previews_of_large_values_only() {
+    let show = BTreeMap::from([
+        ("draft".to_string(), json!({"body": "b".repeat(50_000)})),
+        ("notes".to_string(), json!("short")),
+    ]);
+    let shown = split_shown(&show, &Limits::default(), &name);
+    assert_eq!(shown.show["notes"], "short");
+    let preview = shown.show["draft"].as_str().expect("a preview");
+    assert!(preview.starts_with(PREVIEW_PREFIX), "{preview}");
+    assert_eq!(shown.moved.len(), 1);
+    assert_eq!(shown.moved[0].path, "/draft");
+    assert!(
+        preview.contains(&shown.moved[0].config_maps[0]),
+        "{preview}"
+    );
+    let content = &shown.contents[&shown.moved[0].sha256];
+    assert_eq!(
+        check(&shown.moved[0], content).expect("content"),
+        show["draft"]
+    );
+}
+
+#[test]
 fn pieces_cut_on_characters() {
     let text = format!("{}é{}", "a".repeat(PIECE_BYTES - 1), "b".repeat(10));
     let cut = pieces(&text);

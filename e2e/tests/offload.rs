@@ -62,7 +62,7 @@ fn drive(flow: &CompiledFlow) -> RunStatus {
             }
         }
         let Some(work) = queue.pop() else { break };
-        now = now + jiff::SignedDuration::from_secs(1);
+        now += jiff::SignedDuration::from_secs(1);
         actions = machine.handle(
             Event::Finished {
                 step: work.step.clone(),

@@ -112,10 +112,9 @@ pub struct Offloader {
 impl Offloader {
     /// An offloader with `settings`; refuses a threshold below the minimum.
     pub fn new(client: Client, settings: &OffloadSettings) -> Result<Self, Error> {
-        let limits = settings.limits().map_err(|source| Error::Offload {
-            run: "(any)".into(),
-            source,
-        })?;
+        let limits = settings
+            .limits()
+            .map_err(|e| Error::Corrupt(format!("the controller's settings: {e}")))?;
         Ok(Offloader {
             client,
             limits,

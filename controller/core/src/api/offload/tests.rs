@@ -349,6 +349,8 @@ proptest! {
         let joined = join(split.status.clone(), &split.contents).expect("join");
         prop_assert_eq!(&joined, &original);
         let typed: RunStatus = serde_json::from_value(split.status.clone()).expect("typed");
+        // Read as a `RunStatus` and written again, the split record is the same.
+        prop_assert_eq!(&stored(&typed), &split.status);
         let again = join(stored(&typed), &split.contents).expect("join typed");
         prop_assert_eq!(&again, &original);
         let back: RunStatus = serde_json::from_value(again).expect("typed back");

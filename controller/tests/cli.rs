@@ -346,6 +346,56 @@ fn graph_draws_a_run_from_its_record() {
 }
 
 #[test]
+fn graph_reads_a_run_whose_large_values_moved_out() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let hello = format!("{examples}/hello.yaml");
+    let run = coxswain(&[
+        "run",
+        &hello,
+        "--input",
+        r#"{"names": ["Ada"], "loud": false}"#,
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let mut record: serde_json::Value = serde_json::from_str(&stdout(&run)).expect("record");
+    assert_eq!(record.get("values"), None, "nothing moves locally");
+    // As the controller stores it: a large text moved into ConfigMaps.
+    record["steps"]["whisper"]["text"] = serde_json::json!("w".repeat(20_000));
+    let name = |sha: &str, i: usize| format!("r-value-{}-{i}", &sha[..16]);
+    let split =
+        coxswain::api::offload::split(record, &coxswain::api::offload::Limits::default(), &name)
+            .expect("split");
+    let moved = split.moved().expect("values");
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let as_run = serde_json::json!({
+        "apiVersion": "coxswain.dev/v1alpha1", "kind": "Run", "metadata": {"name": "r"},
+        "spec": {"flowRef": {"name": "hello"}}, "status": split.status
+    });
+    let file = temp_file("moved-run.json", &as_run.to_string());
+    for (format, comment) in [("mermaid", "%%"), ("dot", "//")] {
+        let o = coxswain(&[
+            "graph",
+            &hello,
+            "--record",
+            &file.display().to_string(),
+            "--format",
+            format,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        let note = format!(
+            "{comment} moved out of the status: /steps/whisper/text (20002 bytes, sha256 {}) is in ConfigMap {}\n",
+            moved[0].sha256, moved[0].config_maps[0]
+        );
+        assert!(out.ends_with(&note), "{out}");
+        assert!(out.contains("whisper"), "{out}");
+        assert!(stderr(&o).starts_with("note: 1 value(s)"), "{}", stderr(&o));
+    }
+}
+
+#[test]
 fn graph_says_what_is_wrong_with_its_input() {
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
     let hello = format!("{examples}/hello.yaml");

@@ -25,6 +25,15 @@ pub enum Error {
     /// may be missing); deciding on an empty cache could start work twice.
     #[error("the controller's cache of {0} is not filled yet; is its CRD installed?")]
     CacheNotReady(&'static str),
+    /// A Run's values could not be moved out of its status or put back.
+    #[error("the status of run {run}: {source}")]
+    Offload {
+        /// The Run, as `namespace/name`.
+        run: String,
+        /// What was wrong.
+        #[source]
+        source: coxswain_core::api::offload::OffloadError,
+    },
 }
 
 impl Error {
@@ -47,6 +56,7 @@ impl Error {
             Error::Corrupt(_) => "corrupt",
             Error::Ops(_) => "ops",
             Error::CacheNotReady(_) => "cache",
+            Error::Offload { .. } => "offload",
         }
     }
 }

@@ -96,6 +96,28 @@ pub fn approval(run: &str, step: &str, attempt: u32) -> String {
     )
 }
 
+/// Label value of [`ROLE_LABEL`] on a ConfigMap holding a value moved out
+/// of a Run's status.
+pub const ROLE_VALUE: &str = "value";
+
+/// The ConfigMap holding piece `piece` (from 0) of a value moved out of a
+/// Run's status, named by the value's digest: the same value always gets
+/// the same name, so writing the same status again creates nothing.
+pub fn value(run: &str, sha256: &str, piece: usize) -> String {
+    let short = &sha256[..sha256.len().min(16)];
+    joined(run, &format!("value-{short}-{piece}"), NAME_MAX)
+}
+
+/// Label value of [`ROLE_LABEL`] on a ConfigMap holding a large value an
+/// Approval shows (kept apart from [`ROLE_VALUE`]: no status references it).
+pub const ROLE_SHOWN: &str = "shown";
+
+/// The ConfigMap holding piece `piece` of a large value an Approval shows.
+pub fn shown(run: &str, sha256: &str, piece: usize) -> String {
+    let short = &sha256[..sha256.len().min(16)];
+    joined(run, &format!("shown-{short}-{piece}"), NAME_MAX)
+}
+
 /// The step key as a label value.
 pub fn step_label(step: &str) -> String {
     let label = step.replace('_', "-");
@@ -141,6 +163,10 @@ mod tests {
             "post-x7k2-final-review-2"
         );
         assert_eq!(flow_snapshot("post-x7k2"), "post-x7k2-flow");
+        assert_eq!(
+            value("post-x7k2", "0123456789abcdef0123", 1),
+            "post-x7k2-value-0123456789abcdef-1"
+        );
     }
 
     #[test]

@@ -61,7 +61,44 @@ fn diagram(args: &Args) -> Result<String, CliError> {
         DiagramFormat::Mermaid => Format::Mermaid,
         DiagramFormat::Dot => Format::Dot,
     };
-    Ok(draw(&flow.steps, record.as_ref(), format))
+    let mut diagram = draw(&flow.steps, record.as_ref(), format);
+    if let Some(record) = &record {
+        diagram.push_str(&moved_values(record, format));
+        if !record.values.is_empty() {
+            eprintln!(
+                "note: {} value(s) of this record were moved out of the Run's status into \
+                 ConfigMaps; the record holds a preview of each (listed at the end of the diagram)",
+                record.values.len()
+            );
+        }
+    }
+    Ok(diagram)
+}
+
+/// Comment lines naming each value the controller moved out of the Run's
+/// status (`status.values`): where it was, its size and where it is kept.
+/// The record holds only a preview of those, so the reader learns what the
+/// diagram stands on instead of meeting a preview unawares.
+fn moved_values(record: &RunStatus, format: Format) -> String {
+    let comment = match format {
+        Format::Mermaid => "%%",
+        Format::Dot => "//",
+    };
+    record
+        .values
+        .iter()
+        .map(|v| {
+            let line = format!(
+                "{comment} moved out of the status: {} ({} bytes, sha256 {}) is in ConfigMap {}",
+                v.path,
+                v.bytes,
+                v.sha256,
+                v.config_maps.join(", ")
+            );
+            // A record is read from a file: keep each note on its line.
+            format!("{}\n", line.replace(['\n', '\r'], " "))
+        })
+        .collect()
 }
 
 fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {

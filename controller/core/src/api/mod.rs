@@ -10,6 +10,7 @@
 mod approval;
 #[allow(clippy::duplicated_attributes)]
 mod flow;
+pub mod offload;
 #[allow(clippy::duplicated_attributes)]
 mod run;
 pub mod schema;
@@ -18,6 +19,7 @@ pub mod stored;
 
 pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
 pub use flow::{ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
+pub use offload::MovedValue;
 pub use run::{
     Arrow, Attempt, FlowRef, MAX_VALUE_BYTES, PartRecord, ReviewNote, Run, RunPhase, RunSpec,
     RunStatus, StepError, StepRecord, StepStatus, TokenUsage,

@@ -154,6 +154,11 @@ pub struct RunStatus {
     /// A send-back waiting for the steps in progress to finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_send_back: Option<ReviewNote>,
+    /// Values moved out of this status to keep the Run small, each into
+    /// ConfigMaps the Run owns; in its place the status shows a preview
+    /// that says so. Empty in a record put back together (and locally).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<super::offload::MovedValue>,
 }
 
 impl RunStatus {

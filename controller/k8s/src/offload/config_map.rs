@@ -1,0 +1,98 @@
+//! The ConfigMap holding one piece of a moved value, and who owns it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+
+use crate::api::Run;
+use crate::api::offload::{MovedValue, OffloadError};
+use crate::{Error, names};
+
+/// The key under which a ConfigMap holds its piece.
+pub(super) const KEY: &str = "value";
+
+/// Annotation: the digest of the whole value a piece belongs to.
+const SHA_ANNOTATION: &str = "coxswain.dev/sha256";
+
+/// Annotation: where the value was in the status (the first place, when
+/// the same value was in several).
+const PATH_ANNOTATION: &str = "coxswain.dev/path";
+
+/// The Run that owns the value ConfigMaps, as they need it.
+pub(super) struct Owner {
+    pub(super) name: String,
+    pub(super) namespace: String,
+    pub(super) uid: String,
+    reference: OwnerReference,
+}
+
+impl Owner {
+    /// The owner facts of `run`; a Run read from the API server has them all.
+    pub(super) fn of(run: &Run) -> Result<Self, Error> {
+        let name = run.name_any();
+        let missing = |what: &str| Error::Corrupt(format!("run {name} has no {what}"));
+        Ok(Owner {
+            namespace: run.namespace().ok_or_else(|| missing("namespace"))?,
+            uid: run.uid().ok_or_else(|| missing("uid"))?,
+            reference: run
+                .controller_owner_ref(&())
+                .ok_or_else(|| missing("uid"))?,
+            name,
+        })
+    }
+
+    /// `namespace/name`, for messages.
+    pub(super) fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// An offload error about this run.
+    pub(super) fn error(&self, source: OffloadError) -> Error {
+        Error::Offload {
+            run: self.id(),
+            source,
+        }
+    }
+
+    /// The immutable ConfigMap `name` holding `piece` of `entry`'s value,
+    /// labelled with `role` ([`names::ROLE_VALUE`] or [`names::ROLE_SHOWN`]).
+    pub(super) fn config_map(
+        &self,
+        role: &str,
+        entry: &MovedValue,
+        name: &str,
+        piece: &str,
+    ) -> ConfigMap {
+        let mut labels = BTreeMap::from([
+            (names::RUN_UID_LABEL.to_string(), self.uid.clone()),
+            (names::ROLE_LABEL.to_string(), role.to_string()),
+        ]);
+        if self.name.len() <= names::LABEL_MAX {
+            labels.insert(names::RUN_NAME_LABEL.to_string(), self.name.clone());
+        }
+        let annotations = BTreeMap::from([
+            (SHA_ANNOTATION.to_string(), entry.sha256.clone()),
+            (PATH_ANNOTATION.to_string(), entry.path.clone()),
+        ]);
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(labels),
+                annotations: Some(annotations),
+                owner_references: Some(vec![self.reference.clone()]),
+                ..Default::default()
+            },
+            immutable: Some(true),
+            data: Some(BTreeMap::from([(KEY.to_string(), piece.to_string())])),
+            ..Default::default()
+        }
+    }
+}
+
+/// The piece a value ConfigMap holds.
+pub(super) fn piece_of(object: ConfigMap) -> Option<String> {
+    object.data?.remove(KEY)
+}

@@ -1,0 +1,362 @@
+//! Large values moved out of a Run's status into ConfigMaps the Run owns, so
+//! a Run stays within its size budget however long its outputs and loops.
+//!
+//! The reconciler reads a Run with [`Offloader::load`] (the record with
+//! every value back in place), hands the record it wants written to
+//! [`Offloader::store`] (which creates the ConfigMaps the record needs and
+//! returns the status to write), writes that status, and then calls
+//! [`Offloader::collect`] to delete the value ConfigMaps no status
+//! references any more. What moves and how it is referenced is the pure
+//! `coxswain_core::api::offload`; this module only keeps the pieces.
+//!
+//! Each ConfigMap holds one piece (at most
+//! [`PIECE_BYTES`](coxswain_core::api::offload::PIECE_BYTES)) of a value's
+//! compact JSON under the key `value`, is immutable, owned by the Run and
+//! labelled with the Run's uid and `coxswain.dev/role: value`. Its name
+//! comes from the value's digest, so storing the same record twice creates
+//! nothing the second time.
+
+mod cache;
+mod config_map;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use crate::api::offload::{self, DEFAULT_BUDGET, DEFAULT_THRESHOLD, Limits, MIN_THRESHOLD};
+use crate::api::{Run, RunStatus};
+use crate::{Error, names};
+use cache::Cache;
+
+/// When values leave a Run's status.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OffloadSettings {
+    /// A value (output, text, reviewed work, error message) whose JSON is
+    /// larger than this many bytes moves out of the Run's status into a
+    /// ConfigMap the Run owns, leaving a preview; at least 1024.
+    #[arg(
+        long = "offload-threshold",
+        env = "COXSWAIN_OFFLOAD_THRESHOLD",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_THRESHOLD,
+        value_parser = parse_threshold
+    )]
+    pub threshold: usize,
+    /// The size a Run's status should stay under: while it is larger, its
+    /// largest remaining values move out too.
+    #[arg(
+        long = "status-budget",
+        env = "COXSWAIN_STATUS_BUDGET",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_BUDGET
+    )]
+    pub budget: usize,
+}
+
+impl Default for OffloadSettings {
+    fn default() -> Self {
+        OffloadSettings {
+            threshold: DEFAULT_THRESHOLD,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+}
+
+impl OffloadSettings {
+    /// The settings as the pure splitter takes them.
+    pub fn limits(&self) -> Result<Limits, offload::OffloadError> {
+        Limits::new(self.threshold, self.budget)
+    }
+}
+
+fn parse_threshold(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of bytes"))?;
+    if n < MIN_THRESHOLD {
+        return Err(format!(
+            "{n} bytes is too small: a moved value leaves a preview of a few hundred bytes, \
+             so the threshold must be at least {MIN_THRESHOLD}"
+        ));
+    }
+    Ok(n)
+}
+
+/// What [`Offloader::store`] made of a record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The status to write: previews in place of moved values, and
+    /// `values` listing where each went.
+    pub status: Value,
+    /// Its size as compact JSON, in bytes.
+    pub bytes: usize,
+    /// Whether it is still over the budget once every value that could
+    /// move has moved (a warning is logged; the status is written anyway).
+    pub over_budget: bool,
+    /// ConfigMaps this call created (0 when they all existed).
+    pub created: usize,
+}
+
+/// Moves values between Runs' statuses and their ConfigMaps. Holds a cache
+/// of the ConfigMaps it read or wrote; share one for the whole controller.
+pub struct Offloader {
+    client: Client,
+    limits: Limits,
+    cache: Cache,
+}
+
+impl Offloader {
+    /// An offloader with `settings`; refuses a threshold below the minimum.
+    pub fn new(client: Client, settings: &OffloadSettings) -> Result<Self, Error> {
+        let limits = settings
+            .limits()
+            .map_err(|e| Error::Corrupt(format!("the controller's settings: {e}")))?;
+        Ok(Offloader {
+            client,
+            limits,
+            cache: Cache::default(),
+        })
+    }
+
+    /// The status to write for `status`: its large values moved into
+    /// ConfigMaps owned by `run`, which exist when this returns.
+    pub async fn store(&self, run: &Run, status: &RunStatus) -> Result<Stored, Error> {
+        let owner = config_map::Owner::of(run)?;
+        let stored = serde_json::to_value(status)
+            .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))?;
+        let split = offload::split(stored, &self.limits, &|sha, piece| {
+            names::value(&owner.name, sha, piece)
+        })
+        .map_err(|source| owner.error(source))?;
+        let moved = split.moved().map_err(|source| owner.error(source))?;
+        let created = self
+            .keep(&owner, names::ROLE_VALUE, moved, &split.contents)
+            .await?;
+        if split.over_budget() {
+            tracing::warn!(
+                run = %owner.id(),
+                bytes = split.bytes,
+                budget = split.budget,
+                "the status is over its budget with every large value moved out"
+            );
+        }
+        Ok(Stored {
+            bytes: split.bytes,
+            over_budget: split.over_budget(),
+            status: split.status,
+            created,
+        })
+    }
+
+    /// What an Approval of `run` shows (`spec.show`), with each value over
+    /// the threshold moved into ConfigMaps the Run owns (labelled
+    /// `coxswain.dev/role: shown`, which [`Offloader::collect`] leaves
+    /// alone) and replaced by a preview naming them.
+    pub async fn store_shown(
+        &self,
+        run: &Run,
+        show: &BTreeMap<String, Value>,
+    ) -> Result<Value, Error> {
+        let owner = config_map::Owner::of(run)?;
+        let shown = offload::split_shown(show, &self.limits, &|sha, piece| {
+            names::shown(&owner.name, sha, piece)
+        });
+        self.keep(&owner, names::ROLE_SHOWN, shown.moved, &shown.contents)
+            .await?;
+        Ok(shown.show)
+    }
+
+    /// Makes sure every piece of `moved` has its ConfigMap; returns how
+    /// many it created.
+    async fn keep(
+        &self,
+        owner: &config_map::Owner,
+        role: &str,
+        moved: Vec<offload::MovedValue>,
+        contents: &BTreeMap<String, String>,
+    ) -> Result<usize, Error> {
+        let mut created = 0;
+        for entry in unique(moved) {
+            let content = contents.get(&entry.sha256).ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "the value at {} of run {} has no content to keep",
+                    entry.path,
+                    owner.id()
+                ))
+            })?;
+            for (name, piece) in entry.config_maps.iter().zip(offload::pieces(content)) {
+                if self.cache.get(name).is_none() {
+                    let object = owner.config_map(role, &entry, name, piece);
+                    created += usize::from(self.create(owner, &entry, object).await?);
+                    self.cache.put(name, Arc::from(piece));
+                }
+            }
+        }
+        Ok(created)
+    }
+
+    /// The record in `run`'s status with every moved value put back.
+    pub async fn load(&self, run: &Run) -> Result<RunStatus, Error> {
+        let Some(status) = &run.status else {
+            return Ok(RunStatus::default());
+        };
+        if status.values.is_empty() {
+            return Ok(status.clone());
+        }
+        let owner = config_map::Owner::of(run)?;
+        let stored = serde_json::to_value(status)
+            .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))?;
+        let mut contents = BTreeMap::new();
+        for entry in unique(status.values.clone()) {
+            let mut content = String::with_capacity(usize::try_from(entry.bytes).unwrap_or(0));
+            for name in &entry.config_maps {
+                content.push_str(&self.piece(&owner, &entry.path, name).await?);
+            }
+            contents.insert(entry.sha256, content);
+        }
+        let joined = offload::join(stored, &contents).map_err(|source| owner.error(source))?;
+        serde_json::from_value(joined)
+            .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))
+    }
+
+    /// Deletes `run`'s value ConfigMaps that `written` (the status just
+    /// written) does not reference; returns how many it deleted.
+    pub async fn collect(&self, run: &Run, written: &Value) -> Result<usize, Error> {
+        let owner = config_map::Owner::of(run)?;
+        let keep: BTreeSet<String> = offload::moved(written)
+            .map_err(|source| owner.error(source))?
+            .into_iter()
+            .flat_map(|m| m.config_maps)
+            .collect();
+        let api = self.api(&owner);
+        let selector = format!(
+            "{}={},{}={}",
+            names::RUN_UID_LABEL,
+            owner.uid,
+            names::ROLE_LABEL,
+            names::ROLE_VALUE
+        );
+        let list = api
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| {
+                Error::kube(
+                    format!("listing the value ConfigMaps of run {}", owner.id()),
+                    e,
+                )
+            })?;
+        let mut deleted = 0;
+        for name in list.items.iter().map(|cm| cm.name_any()) {
+            if keep.contains(&name) {
+                continue;
+            }
+            self.cache.forget(&name);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => deleted += 1,
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("deleting ConfigMap {name} of run {}", owner.id()),
+                        e,
+                    ));
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Creates one piece's ConfigMap; false when it already existed (its
+    /// name is its content's digest, so it holds the same piece).
+    async fn create(
+        &self,
+        owner: &config_map::Owner,
+        entry: &offload::MovedValue,
+        object: ConfigMap,
+    ) -> Result<bool, Error> {
+        let name = object.name_any();
+        match self
+            .api(owner)
+            .create(&PostParams::default(), &object)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(e) => Err(Error::kube(
+                format!(
+                    "creating ConfigMap {name} for the value at {} of run {}",
+                    entry.path,
+                    owner.id()
+                ),
+                e,
+            )),
+        }
+    }
+
+    /// The piece ConfigMap `name` holds, from the cache or the API server.
+    async fn piece(
+        &self,
+        owner: &config_map::Owner,
+        path: &str,
+        name: &str,
+    ) -> Result<Arc<str>, Error> {
+        if let Some(piece) = self.cache.get(name) {
+            return Ok(piece);
+        }
+        let what = || {
+            format!(
+                "ConfigMap {name}, holding the value at {path} of run {}",
+                owner.id()
+            )
+        };
+        let object = self
+            .api(owner)
+            .get(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading {}", what()), e))?;
+        let piece = config_map::piece_of(object)
+            .ok_or_else(|| Error::Corrupt(format!("{} has no `value` key", what())))?;
+        let piece: Arc<str> = Arc::from(piece);
+        self.cache.put(name, piece.clone());
+        Ok(piece)
+    }
+
+    fn api(&self, owner: &config_map::Owner) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &owner.namespace)
+    }
+}
+
+/// One entry per digest: the same value in several places is stored once.
+fn unique(entries: Vec<offload::MovedValue>) -> Vec<offload::MovedValue> {
+    let mut seen = BTreeSet::new();
+    entries
+        .into_iter()
+        .filter(|e| seen.insert(e.sha256.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        offload: OffloadSettings,
+    }
+
+    #[test]
+    fn settings_default_and_refuse_a_tiny_threshold() {
+        let cli = Cli::try_parse_from(["x"]).expect("defaults");
+        assert_eq!(cli.offload.threshold, DEFAULT_THRESHOLD);
+        assert_eq!(cli.offload.budget, DEFAULT_BUDGET);
+        let err = Cli::try_parse_from(["x", "--offload-threshold", "100"])
+            .err()
+            .expect("too small");
+        assert!(err.to_string().contains("at least 1024"), "{err}");
+    }
+}

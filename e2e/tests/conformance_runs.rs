@@ -209,10 +209,9 @@ async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
-    let controller =
-        ControllerProcess::start(&["--namespace", ns.name(), "--allow-net", "127.0.0.1/32"])
-            .await
-            .expect("controller");
+    let controller = ControllerProcess::start(&controller_args(ns.name()))
+        .await
+        .expect("controller");
 
     let mut running = Vec::new();
     for file in driver::case_files() {
@@ -349,4 +348,19 @@ fn answer_approvals(kubectl: &Kubectl, ns: &str, r: &mut Running) {
             .unwrap_or_else(|e| panic!("{}: {e}", r.name));
         r.answered.push(name);
     }
+}
+
+/// A controller for one test's namespace: its own Lease there, metrics on
+/// a free port, and the loopback address allowed for the test's servers.
+fn controller_args(ns: &str) -> [&str; 8] {
+    [
+        "--namespace",
+        ns,
+        "--lease-namespace",
+        ns,
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--allow-net",
+        "127.0.0.1/32",
+    ]
 }

@@ -83,10 +83,9 @@ async fn setup() -> Setup {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
-    let controller =
-        ControllerProcess::start(&["--namespace", ns.name(), "--allow-net", "127.0.0.1/32"])
-            .await
-            .expect("controller");
+    let controller = ControllerProcess::start(&controller_args(ns.name()))
+        .await
+        .expect("controller");
     Setup {
         ns,
         kubectl,
@@ -319,10 +318,9 @@ spec:
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
     s.controller.kill();
-    s.controller =
-        ControllerProcess::start(&["--namespace", s.ns.name(), "--allow-net", "127.0.0.1/32"])
-            .await
-            .expect("controller again");
+    s.controller = ControllerProcess::start(&controller_args(s.ns.name()))
+        .await
+        .expect("controller again");
     let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     let keys = counter.keys.lock().expect("lock").clone();
@@ -338,4 +336,19 @@ spec:
             .map(Vec::len),
         Some(1)
     );
+}
+
+/// A controller for one test's namespace: its own Lease there, metrics on
+/// a free port, and the loopback address allowed for the test's servers.
+fn controller_args(ns: &str) -> [&str; 8] {
+    [
+        "--namespace",
+        ns,
+        "--lease-namespace",
+        ns,
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--allow-net",
+        "127.0.0.1/32",
+    ]
 }

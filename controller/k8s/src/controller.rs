@@ -1,92 +1,179 @@
-//! `coxswain controller`: every reconciler, wired together.
+//! `coxswain controller`: every reconciler, wired together, run by the
+//! replica that holds the Lease, with metrics and health served by all.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use tokio::sync::watch;
 
 use crate::api::{Approval, Run};
 use crate::error::Error;
+use crate::offload::Offloader;
+use crate::ops::{self, Health, Leadership, Metrics, Readiness};
 use crate::run::in_controller::InController;
 use crate::run::{self, Context};
 use crate::settings::{ERROR_REQUEUE, Settings};
-use crate::steps::in_process::InProcess;
+use crate::steps::in_process::{Finishes, InProcess};
 use crate::steps::local::{AgentFlags, LocalConfig};
 use crate::steps::net::{NetPolicy, parse_block};
 
-/// Why the controller could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// No kubeconfig and not in a cluster, or the cluster cannot be reached.
-    #[error("cannot reach the cluster: {0}")]
-    Client(#[source] kube::Error),
-    /// A flag's value is wrong.
-    #[error("{0}")]
-    Setting(String),
-}
+/// Run uid → the Run, for in-controller work that finishes.
+pub type Routes = Arc<Mutex<HashMap<String, ObjectRef<Run>>>>;
 
-impl From<StartError> for Error {
-    fn from(e: StartError) -> Self {
-        Error::Corrupt(e.to_string())
-    }
-}
-
-/// Runs the controller until SIGTERM or SIGINT.
+/// Runs the controller until SIGTERM or SIGINT (`Ok`), or until this replica
+/// loses its Lease (`Err`: the process exits non-zero and is restarted as a
+/// standby).
 pub async fn run(settings: Settings) -> Result<(), Error> {
-    let client = Client::try_default().await.map_err(StartError::Client)?;
+    ops::init_tracing(&settings.ops)?;
+    let stop = ops::shutdown_signal()?;
+    tokio::pin!(stop);
+    let client = Client::try_default()
+        .await
+        .map_err(|e| Error::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
     let settings = Arc::new(settings);
-    let ctx = context(client.clone(), settings.clone())?;
-    let routes = ctx.routes.clone();
+    let (metrics, health) = (Metrics::new(), Health::new());
+    ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
+    health.set(Readiness::Standby);
+    let leadership = if settings.ops.leader_election {
+        tokio::select! {
+            leadership = Leadership::acquire(client.clone(), &settings.ops) => Some(leadership?),
+            signal = &mut stop => {
+                tracing::info!(%signal, "stopped while waiting for the Lease");
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    metrics.set_leader(true);
+    health.set(Readiness::Syncing);
+
+    let (quit, quitting) = watch::channel(false);
+    let on_quit = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|q| *q).await;
+    };
+    let runs = reconcile_runs(
+        client.clone(),
+        settings.clone(),
+        metrics.clone(),
+        health.clone(),
+        on_quit(quitting.clone()),
+    );
+    let flows = crate::flows::run(
+        client.clone(),
+        settings.namespace.clone(),
+        on_quit(quitting),
+    );
+    let work = async { tokio::join!(runs, flows) };
+    tokio::pin!(work);
+    let lost = async {
+        match &leadership {
+            Some(leadership) => leadership.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        (runs, flows) = &mut work => runs.and(flows),
+        signal = &mut stop => {
+            tracing::info!(%signal, "shutting down: finishing the reconciles in flight");
+            health.set(Readiness::Stopping);
+            let _ = quit.send(true);
+            let (runs, flows) = work.await;
+            runs.and(flows)
+        }
+        lost = lost => {
+            health.set(Readiness::Stopping);
+            let _ = quit.send(true);
+            Err(lost.into())
+        }
+    };
+    health.set(Readiness::Stopping);
+    metrics.set_leader(false);
+    if let Some(leadership) = leadership
+        && outcome.is_ok()
+    {
+        leadership.release().await?;
+    }
+    tracing::info!("coxswain controller stopped");
+    outcome
+}
+
+/// The Run reconciler, until `shutdown`.
+async fn reconcile_runs(
+    client: Client,
+    settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), Error> {
+    let (ctx, finishes) = context(client.clone(), settings.clone(), metrics.clone())?;
     let (finished_tx, finished_rx) = futures::channel::mpsc::unbounded();
-    tokio::spawn(route_finishes(ctx.finishes.clone(), routes, finished_tx));
+    tokio::spawn(route_finishes(finishes, ctx.routes.clone(), finished_tx));
     let runs: Api<Run> = scoped(&client, settings.namespace.as_deref());
     let jobs: Api<Job> = scoped(&client, settings.namespace.as_deref());
     let approvals: Api<Approval> = scoped(&client, settings.namespace.as_deref());
-    let config = Config::default().concurrency(settings.reconcile_concurrency);
-    tracing::info!("coxswain controller started");
-    Controller::new(runs, watcher::Config::default().any_semantic())
+    let controller = Controller::new(runs, watcher::Config::default().any_semantic())
         .owns(
             jobs,
             watcher::Config::default().labels(crate::names::RUN_UID_LABEL),
         )
         .owns(approvals, watcher::Config::default())
         .reconcile_on(finished_rx)
-        .with_config(config)
-        .graceful_shutdown_on(shutdown_signal())
-        .run(run::reconcile, error_policy, ctx.run.clone())
+        .with_config(Config::default().concurrency(settings.reconcile_concurrency))
+        .graceful_shutdown_on(shutdown);
+    tokio::spawn(watch_store(controller.store(), metrics.clone(), health));
+    tracing::info!("reconciling Runs");
+    controller
+        .run(run::reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "reconcile");
             }
         })
         .await;
-    tracing::info!("coxswain controller stopped");
     Ok(())
 }
 
-/// The shared context, and what routes finished in-controller work back
-/// to its Run.
-struct Wired {
-    run: Arc<Context>,
-    routes: Routes,
-    finishes: Arc<tokio::sync::Mutex<crate::steps::in_process::Finishes>>,
+/// Marks the replica ready once the Runs are listed, then keeps the
+/// active-runs gauge up to date from the same cache.
+async fn watch_store(store: Store<Run>, metrics: Arc<Metrics>, health: Arc<Health>) {
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+    health.set(Readiness::Ready);
+    loop {
+        let active = store
+            .state()
+            .iter()
+            .filter(|r| {
+                !r.status
+                    .as_ref()
+                    .is_some_and(|s| run::status::is_over(s.phase))
+            })
+            .count();
+        metrics.set_active_runs(active);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }
 
-/// Run uid → the Run, for in-controller work that finishes.
-pub type Routes = Arc<Mutex<HashMap<String, ObjectRef<Run>>>>;
-
-fn context(client: Client, settings: Arc<Settings>) -> Result<Wired, Error> {
+fn context(
+    client: Client,
+    settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+) -> Result<(Arc<Context>, Finishes), Error> {
     let mut allowed = Vec::new();
     for block in &settings.allow_net {
         allowed.push(
-            parse_block(block)
-                .map_err(|e| StartError::Setting(format!("--allow-net {block}: {e}")))?,
+            parse_block(block).map_err(|e| Error::Setting(format!("--allow-net {block}: {e}")))?,
         );
     }
     let policy = NetPolicy::cluster().allowing(allowed);
@@ -97,38 +184,38 @@ fn context(client: Client, settings: Arc<Settings>) -> Result<Wired, Error> {
     })
     .map(|c| c.agent)
     .map_err(|e| e.to_string());
-    let executors = InController::new(client.clone(), agent, policy, settings.max_in_controller);
+    let executors = InController::new(
+        client.clone(),
+        agent,
+        policy,
+        settings.max_in_controller,
+        metrics.clone(),
+    );
     let (in_controller, finishes) = InProcess::new(Arc::new(executors));
-    let instance = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("pid-{}", std::process::id()));
     let reporter = Reporter {
         controller: "coxswain".into(),
-        instance: Some(instance),
+        instance: Some(settings.ops.identity()),
     };
-    let routes: Routes = Arc::default();
-    let run = Arc::new(Context {
+    let offloader = Offloader::new(client.clone(), &settings.offload)?;
+    let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
         settings,
         in_controller,
         flows: Default::default(),
-        routes: routes.clone(),
+        routes: Routes::default(),
+        offloader,
+        metrics,
     });
-    Ok(Wired {
-        run,
-        routes,
-        finishes: Arc::new(tokio::sync::Mutex::new(finishes)),
-    })
+    Ok((ctx, finishes))
 }
 
 /// Queues the Run of each in-controller attempt that finishes.
 async fn route_finishes(
-    finishes: Arc<tokio::sync::Mutex<crate::steps::in_process::Finishes>>,
+    mut finishes: Finishes,
     routes: Routes,
     to: futures::channel::mpsc::UnboundedSender<ObjectRef<Run>>,
 ) {
-    let mut finishes = finishes.lock().await;
     while let Some(id) = finishes.next().await {
         let target = routes
             .lock()
@@ -154,29 +241,14 @@ where
     }
 }
 
-fn error_policy(run: Arc<Run>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy(run: Arc<Run>, error: &Error, ctx: Arc<Context>) -> Action {
     use kube::ResourceExt;
+    ctx.metrics.reconcile_failed(error.metric_label());
     if error.metric_label() == "conflict" {
         // A stale read: the watch brings the newer Run; look again soon.
         tracing::debug!(run = %run.name_any(), "{error}");
-        return Action::requeue(std::time::Duration::from_millis(500));
+        return Action::requeue(Duration::from_millis(500));
     }
     tracing::warn!(run = %run.name_any(), "{error}");
     Action::requeue(ERROR_REQUEUE)
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }

@@ -14,6 +14,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A setting (flag or environment variable) is wrong.
+    #[error("{0}")]
+    Setting(String),
     /// A child object's content could not be read back.
     #[error("{0}")]
     Corrupt(String),
@@ -54,6 +57,7 @@ impl Error {
                 _ => "client",
             },
             Error::Corrupt(_) => "corrupt",
+            Error::Setting(_) => "setting",
             Error::Ops(_) => "ops",
             Error::CacheNotReady(_) => "cache",
             Error::Offload { .. } => "offload",

@@ -71,7 +71,12 @@ pub async fn read(
 }
 
 /// Creates the Approval for a waiting attempt; one that exists is left alone.
-pub async fn create(api: &Api<Approval>, run: &Run, asked: &Asked) -> Result<(), Error> {
+pub async fn create(
+    api: &Api<Approval>,
+    run: &Run,
+    asked: &Asked,
+    show: Value,
+) -> Result<(), Error> {
     let request = &asked.request;
     let mut approval = Approval::new(
         &asked.name,
@@ -80,8 +85,7 @@ pub async fn create(api: &Api<Approval>, run: &Run, asked: &Asked) -> Result<(),
             step: request.step.clone(),
             attempt: request.attempt as i32,
             mode: request.mode,
-            show: (!request.show.is_empty())
-                .then(|| Value::Object(request.show.clone().into_iter().collect())),
+            show: (!request.show.is_empty()).then_some(show),
             decisions: request.decisions.clone(),
             fields: request.fields.clone(),
             approvers: request.approvers.clone(),

@@ -27,6 +27,7 @@ pub struct InController {
     policy: NetPolicy,
     by_namespace: Mutex<HashMap<String, Arc<NamespaceExecutors>>>,
     slots: Semaphore,
+    metrics: Arc<crate::ops::Metrics>,
 }
 
 /// The http and message executors reading Secrets of one namespace.
@@ -43,6 +44,7 @@ impl InController {
         agent: Result<AgentConfig, String>,
         policy: NetPolicy,
         max_running: usize,
+        metrics: Arc<crate::ops::Metrics>,
     ) -> Self {
         let (agent, agent_problem) = match agent
             .and_then(|c| AgentExecutor::with_policy(c, policy.clone()).map_err(|e| e.to_string()))
@@ -57,6 +59,7 @@ impl InController {
             policy,
             by_namespace: Mutex::new(HashMap::new()),
             slots: Semaphore::new(max_running.max(1)),
+            metrics,
         }
     }
 
@@ -115,6 +118,7 @@ impl Executor for InController {
     async fn run(&self, work: &Work) -> WorkResult {
         // The semaphore is never closed, so acquiring only waits.
         let _slot = self.slots.acquire().await;
+        let _running = self.metrics.attempt_running();
         self.dispatch(work).instrument(attempt_span(work)).await
     }
 }

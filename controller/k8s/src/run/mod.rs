@@ -30,7 +30,7 @@ use kube::runtime::events::Recorder;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::api::{Approval, Run, RunPhase, RunStatus, StepError};
+use crate::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus};
 use crate::engine::{self, Event, Failed, RunInfo, RunMachine, Work, codes, step_error};
 use crate::error::Error;
 use crate::settings::Settings;
@@ -62,6 +62,10 @@ pub struct Context {
     /// that Run (a routing table, not a record: lost on restart, when the
     /// work is launched again anyway).
     pub routes: crate::controller::Routes,
+    /// Moves large values between the status and ConfigMaps.
+    pub offloader: crate::offload::Offloader,
+    /// The controller's metrics.
+    pub metrics: Arc<crate::ops::Metrics>,
 }
 
 /// How long a Run whose Flow does not exist yet waits before looking again.
@@ -69,16 +73,22 @@ const FLOW_MISSING_REQUEUE: Duration = Duration::from_secs(10);
 
 /// Reconciles one Run.
 pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile_timer();
     if run.metadata.deletion_timestamp.is_some() {
         // Jobs, ConfigMaps and Approvals go with the Run (owner references);
         // work running here is stopped.
         stop_in_controller(&ctx, &run).await;
         return Ok(Action::await_change());
     }
-    let old = run.status.clone().unwrap_or_default();
-    if status::is_over(old.phase) {
+    if run
+        .status
+        .as_ref()
+        .is_some_and(|s| status::is_over(s.phase))
+    {
         return Ok(Action::await_change());
     }
+    // The record with the values that were moved out of the status put back.
+    let old = ctx.offloader.load(&run).await?;
     let flow =
         match pin::pinned_flow(&ctx.client, &ctx.flows, &run, old.flow_digest.as_deref()).await? {
             Pinned::Flow(flow) => flow,
@@ -180,8 +190,8 @@ impl Reconcile<'_, '_> {
         status::set_conditions(&mut new, run.metadata.generation, now);
         let wrote = new != old;
         if wrote {
-            let stored = status::stored(&new)?;
-            status::write(&ctx.client, run, stored).await?;
+            write_record(ctx, run, &new).await?;
+            count(ctx, machine, &old, &new);
             events::publish(&ctx.recorder, run, events::transitions(&old, &new)).await;
         }
 
@@ -229,7 +239,8 @@ impl Reconcile<'_, '_> {
             }
             for a in approvals::read(&approvals, run, machine.pending_approvals()).await? {
                 if a.object.is_none() {
-                    approvals::create(&approvals, run, &a).await?;
+                    let show = ctx.offloader.store_shown(run, &a.request.show).await?;
+                    approvals::create(&approvals, run, &a, show).await?;
                 }
             }
         } else {
@@ -274,6 +285,61 @@ async fn is_current(ctx: &Context, run: &Run) -> Result<bool, Error> {
     Ok(now.is_some_and(|now| now.resource_version() == run.resource_version()))
 }
 
+/// Writes `new` as the Run's status, its large values moved into
+/// ConfigMaps first, and deletes the value ConfigMaps it no longer needs.
+async fn write_record(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), Error> {
+    let stored = ctx.offloader.store(run, new).await?;
+    status::write(&ctx.client, run, stored.status.clone()).await?;
+    ctx.metrics.status_written(stored.bytes);
+    // Only a status that referenced moved values can leave some unused
+    // (ConfigMaps made for a write that then failed go with the Run).
+    let had_values = run.status.as_ref().is_some_and(|s| !s.values.is_empty());
+    if had_values && let Err(e) = ctx.offloader.collect(run, &stored.status).await {
+        tracing::debug!(error = %e, "could not delete unused value ConfigMaps");
+    }
+    Ok(())
+}
+
+/// Counts the steps that settled, the tokens they used and the run's end.
+fn count(ctx: &Context, machine: &RunMachine<'_>, old: &RunStatus, new: &RunStatus) {
+    let compiled = machine.flow();
+    for (key, record) in &new.steps {
+        let before = old.steps.get(key);
+        let settled = matches!(record.status, StepStatus::Completed | StepStatus::Failed);
+        let same = before.is_some_and(|b| {
+            b.status == record.status && b.attempts.len() == record.attempts.len()
+        });
+        if !settled || same {
+            continue;
+        }
+        let kind = compiled
+            .node(key)
+            .and_then(|n| compiled.steps[n].step.kind());
+        let took = match (&record.started_at, &record.finished_at) {
+            (Some(a), Some(b)) => match (a.parse::<Timestamp>(), b.parse::<Timestamp>()) {
+                (Ok(a), Ok(b)) => Duration::try_from(b.duration_since(a)).unwrap_or_default(),
+                _ => Duration::ZERO,
+            },
+            _ => Duration::ZERO,
+        };
+        if let Some(kind) = kind {
+            ctx.metrics.step_finished(&kind, record.status, took);
+        }
+        let seen = before.map_or(0, |b| b.attempts.len());
+        for attempt in record.attempts.iter().skip(seen) {
+            if let Some(usage) = &attempt.usage {
+                ctx.metrics.tokens(
+                    usage.prompt_tokens.max(0) as u64,
+                    usage.completion_tokens.max(0) as u64,
+                );
+            }
+        }
+    }
+    if !status::is_over(old.phase) && status::is_over(new.phase) {
+        ctx.metrics.run_finished(new.phase);
+    }
+}
+
 /// The facts the engine and the executors get about the run.
 fn run_info(run: &Run) -> RunInfo {
     RunInfo {
@@ -307,8 +373,8 @@ async fn refuse(
     }
     status::set_conditions(&mut new, run.metadata.generation, now);
     if new != *old {
-        let stored = status::stored(&new)?;
-        status::write(&ctx.client, run, stored).await?;
+        write_record(ctx, run, &new).await?;
+        ctx.metrics.run_finished(new.phase);
         events::publish(&ctx.recorder, run, events::transitions(old, &new)).await;
     }
     Ok(Action::await_change())

@@ -354,6 +354,11 @@ impl<'f> RunMachine<'f> {
     pub fn input(&self) -> &Value {
         &self.input
     }
+
+    /// The compiled flow the run follows (its steps' kinds, for metrics).
+    pub fn flow(&self) -> &'f Compiled<'f> {
+        self.flow
+    }
 }
 
 impl RunMachine<'_> {

@@ -76,7 +76,7 @@ async fn serve_counter() -> (SocketAddr, Counter) {
 struct Setup {
     ns: TestNamespace,
     kubectl: Kubectl,
-    controller: ControllerProcess,
+    controllers: Vec<ControllerProcess>,
 }
 
 async fn setup() -> Setup {
@@ -89,11 +89,20 @@ async fn setup() -> Setup {
     Setup {
         ns,
         kubectl,
-        controller,
+        controllers: vec![controller],
     }
 }
 
 impl Setup {
+    /// Every controller's log, for failure messages.
+    fn logs(&self) -> String {
+        self.controllers
+            .iter()
+            .map(|c| c.log_text())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    }
+
     fn apply(&self, yaml: &str) {
         self.kubectl
             .run_with_stdin(&["apply", "-n", self.ns.name(), "-f", "-"], Some(yaml))
@@ -139,7 +148,7 @@ impl Setup {
             Err(e) => panic!(
                 "{e}\nrun: {}\ncontroller log:\n{}",
                 self.get("run", run),
-                self.controller.log_text()
+                self.logs()
             ),
         }
     }
@@ -206,7 +215,7 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
             .map(drop))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     assert_eq!(s.get("approval", &approval)["status"]["consumed"], true);
 
     s.kubectl
@@ -316,9 +325,9 @@ spec:
         Ok((!counter.keys.lock().expect("lock").is_empty()).then_some(()))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
-    s.controller.kill();
-    s.controller = ControllerProcess::start(&controller_args(s.ns.name()))
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.controllers[0].kill();
+    s.controllers[0] = ControllerProcess::start(&controller_args(s.ns.name()))
         .await
         .expect("controller again");
     let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
@@ -351,4 +360,117 @@ fn controller_args(ns: &str) -> [&str; 8] {
         "--allow-net",
         "127.0.0.1/32",
     ]
+}
+
+fn approval_flow() -> &'static str {
+    r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: asked}
+spec:
+  steps:
+    - key: review
+      approval: {decisions: [approve]}
+    - key: after
+      condition: {when: "true"}
+"#
+}
+
+#[tokio::test]
+async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let args = [
+        "--namespace",
+        ns.name(),
+        "--lease-namespace",
+        ns.name(),
+        "--lease-duration",
+        "4s",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ];
+    let first = ControllerProcess::start(&args)
+        .await
+        .expect("first replica");
+    let second = ControllerProcess::start(&args)
+        .await
+        .expect("second replica");
+    let mut s = Setup {
+        ns,
+        kubectl,
+        controllers: vec![first, second],
+    };
+    s.apply(approval_flow());
+    let run = s.create_run("asked", json!({}));
+    s.wait_phase(&run, &["Waiting"]).await;
+    let lease = s.get("lease", "coxswain-controller");
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let leader = s
+        .controllers
+        .iter()
+        .position(|c| holder.ends_with(&format!("-{}", c.pid())))
+        .unwrap_or_else(|| panic!("no replica holds the Lease: {lease}"));
+    s.controllers[leader].kill();
+    let standby = 1 - leader;
+    s.kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &format!("{run}-review-1"),
+            "-n",
+            s.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"decision":"approve"}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = wait_for("the standby to finish the run", BOUND, || async {
+        let object = s.get("run", &run);
+        Ok((object["status"]["phase"] == "Succeeded").then_some(object))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    assert_eq!(done["status"]["steps"]["after"]["status"], "completed");
+    let lease = s.get("lease", "coxswain-controller");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| h.ends_with(&format!("-{}", s.controllers[standby].pid()))),
+        "{lease}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_run_removes_what_was_made_for_it() {
+    let s = setup().await;
+    s.apply(approval_flow());
+    let run = s.create_run("asked", json!({}));
+    s.wait_phase(&run, &["Waiting"]).await;
+    let snapshot = format!("{run}-flow");
+    let approval = format!("{run}-review-1");
+    s.get("configmap", &snapshot);
+    s.get("approval", &approval);
+    s.kubectl
+        .run(&["delete", "run", &run, "-n", s.ns.name(), "--wait=true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_for("the run's children to go", BOUND, || async {
+        let left: Vec<String> = [("configmap", &snapshot), ("approval", &approval)]
+            .iter()
+            .filter(|(kind, name)| {
+                s.kubectl
+                    .run(&["get", kind, name, "-n", s.ns.name()])
+                    .is_ok()
+            })
+            .map(|(kind, name)| format!("{kind}/{name}"))
+            .collect();
+        Ok(left.is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
 }

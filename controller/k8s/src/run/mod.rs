@@ -40,10 +40,6 @@ use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
 use in_controller::InController;
 use pin::{FlowCache, Pinned};
 
-/// The annotation a schedule puts on the Runs it starts: `$SINCE`, the
-/// start (Unix seconds) of the schedule's last run that succeeded.
-pub const SINCE_ANNOTATION: &str = "coxswain.dev/since";
-
 /// What every reconcile shares. Nothing here is the truth about a run: the
 /// in-controller tasks and the flow cache are found again (or redone) from
 /// the API server after a restart.
@@ -348,7 +344,7 @@ fn run_info(run: &Run) -> RunInfo {
         uid: run.uid().unwrap_or_default(),
         since: run
             .annotations()
-            .get(SINCE_ANNOTATION)
+            .get(crate::names::SINCE_ANNOTATION)
             .filter(|s| !s.is_empty())
             .cloned(),
     }

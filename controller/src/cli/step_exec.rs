@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use coxswain_k8s::jobs::pod::{self, PodPaths};
 use coxswain_k8s::jobs::paths;
+use coxswain_k8s::jobs::pod::{self, PodPaths};
 
 /// Options of `coxswain step-exec`.
 #[derive(clap::Args, Debug)]

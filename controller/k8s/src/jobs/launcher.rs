@@ -101,7 +101,9 @@ impl JobLauncher {
                     Some((_, Reading::Failed(error))) => Err(Failed::from(error)),
                     Some((_, Reading::Running)) | None => Err(Failed::from(step_error(
                         codes::INTERNAL,
-                        format!("the step's Job ended, {condition}, and left no pod to read its result from"),
+                        format!(
+                            "the step's Job ended, {condition}, and left no pod to read its result from"
+                        ),
                     ))),
                 };
                 Observation::Finished(result)

@@ -95,10 +95,14 @@ pub struct Manifests {
 #[derive(Debug, thiserror::Error)]
 enum InputsProblem {
     /// A key too long for a ConfigMap key.
-    #[error("input `{key}` has a name of {len} characters; as a file in $INPUTS it may have at most {max}")]
+    #[error(
+        "input `{key}` has a name of {len} characters; as a file in $INPUTS it may have at most {max}"
+    )]
     NameTooLong { key: String, len: usize, max: usize },
     /// More than a ConfigMap holds.
-    #[error("the step's inputs weigh {bytes} bytes, more than the {max} bytes a ConfigMap holds; pass the script less (a reference, a smaller part) and let it fetch the rest")]
+    #[error(
+        "the step's inputs weigh {bytes} bytes, more than the {max} bytes a ConfigMap holds; pass the script less (a reference, a smaller part) and let it fetch the rest"
+    )]
     TooLarge { bytes: usize, max: usize },
 }
 
@@ -367,10 +371,7 @@ fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
         path: path.into(),
         ..KeyToPath::default()
     };
-    let task = from_config_map(
-        "coxswain-task",
-        vec![item(TASK_KEY.to_string(), TASK_KEY)],
-    );
+    let task = from_config_map("coxswain-task", vec![item(TASK_KEY.to_string(), TASK_KEY)]);
     // An empty `items` would project every key, the task included: no
     // inputs means an empty folder.
     let inputs = if inputs.is_empty() {
@@ -563,7 +564,10 @@ mod tests {
             sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
             Some("RuntimeDefault")
         );
-        let containers = pod.containers.iter().chain(pod.init_containers.iter().flatten());
+        let containers = pod
+            .containers
+            .iter()
+            .chain(pod.init_containers.iter().flatten());
         for c in containers {
             let sc = c.security_context.as_ref().expect("container security");
             assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
@@ -585,10 +589,18 @@ mod tests {
             get("GREETING").and_then(|v| v.value),
             Some("costs $$(PRICE) and $$$$5".to_string())
         );
-        let token = get("TOKEN").and_then(|v| v.value_from).and_then(|f| f.secret_key_ref);
-        assert_eq!(token.map(|s| (s.name, s.key)), Some(("api".into(), "token".into())));
+        let token = get("TOKEN")
+            .and_then(|v| v.value_from)
+            .and_then(|f| f.secret_key_ref);
+        assert_eq!(
+            token.map(|s| (s.name, s.key)),
+            Some(("api".into(), "token".into()))
+        );
         assert_eq!(get("ATTEMPT").and_then(|v| v.value), Some("2".into()));
-        assert_eq!(get("SINCE").and_then(|v| v.value), Some("1700000000".into()));
+        assert_eq!(
+            get("SINCE").and_then(|v| v.value),
+            Some("1700000000".into())
+        );
         // The step's HOME wins over the contract's, once.
         let homes: Vec<_> = env.iter().filter(|v| v.name == "HOME").collect();
         assert_eq!(homes.len(), 1);
@@ -606,7 +618,11 @@ mod tests {
         assert_eq!(task.error, None);
         let volumes = pod(&m).volumes.clone().expect("volumes");
         let inputs = volumes.iter().find(|v| v.name == "inputs").expect("inputs");
-        let items = inputs.config_map.as_ref().and_then(|c| c.items.clone()).expect("items");
+        let items = inputs
+            .config_map
+            .as_ref()
+            .and_then(|c| c.items.clone())
+            .expect("items");
         let paths: Vec<_> = items.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(paths, ["Jira_Ticket", "count"]);
     }

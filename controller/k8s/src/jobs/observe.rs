@@ -41,9 +41,11 @@ pub enum JobState {
 /// Where `job` stands.
 pub fn read_job(job: &Job) -> JobState {
     let status = job.status.clone().unwrap_or_default();
-    let ended = status.conditions.iter().flatten().find(|c| {
-        c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed")
-    });
+    let ended = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"));
     match ended {
         Some(c) if c.type_ == "Failed" && c.reason.as_deref() == Some("DeadlineExceeded") => {
             JobState::TimedOut(ScriptError::Timeout(timeout_of(job)).into())
@@ -178,12 +180,12 @@ fn stuck(c: &ContainerStatus) -> Option<StepError> {
         return None;
     }
     let message = waiting.message.as_deref().unwrap_or_default();
-    let code = if reason == "CreateContainerConfigError" && message.to_lowercase().contains("secret")
-    {
-        codes::SECRET
-    } else {
-        codes::INTERNAL
-    };
+    let code =
+        if reason == "CreateContainerConfigError" && message.to_lowercase().contains("secret") {
+            codes::SECRET
+        } else {
+            codes::INTERNAL
+        };
     Some(step_error(
         code,
         format!(
@@ -232,8 +234,7 @@ mod tests {
     }
 
     fn pod(status: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status}))
-            .expect("a pod")
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status})).expect("a pod")
     }
 
     #[test]
@@ -273,7 +274,11 @@ mod tests {
             panic!("failure expected: {reading:?}");
         };
         assert_eq!(error.code, codes::INTERNAL);
-        assert!(error.message.contains("ImagePullBackOff"), "{}", error.message);
+        assert!(
+            error.message.contains("ImagePullBackOff"),
+            "{}",
+            error.message
+        );
         assert!(error.message.contains("nope:1"), "{}", error.message);
     }
 
@@ -299,7 +304,11 @@ mod tests {
             panic!("failure expected: {reading:?}");
         };
         assert_eq!(error.code, codes::INTERNAL);
-        assert!(error.message.contains("OOMKilled, exit code 137"), "{}", error.message);
+        assert!(
+            error.message.contains("OOMKilled, exit code 137"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

@@ -106,10 +106,15 @@ pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) ->
         .iter()
         .map(|var| (var.name.clone(), env(&var.name).unwrap_or_default()))
         .collect();
-    let script =
-        LocalScript::new(Arc::new(MapSecrets::new())).with_stdout_limit(task.max_output);
+    let script = LocalScript::new(Arc::new(MapSecrets::new())).with_stdout_limit(task.max_output);
     script
-        .run_in(&task.step, &folders, &task.attempt(), step_env, task.timeout())
+        .run_in(
+            &task.step,
+            &folders,
+            &task.attempt(),
+            step_env,
+            task.timeout(),
+        )
         .await
         .map_err(|e| Failed::from(StepError::from(e)))
 }
@@ -134,7 +139,11 @@ fn read_task(path: &Path) -> Result<PodTask, StepError> {
 
 /// Hands `result` back: the log frame on `stdout` when the result is too
 /// big for the termination message, then the message at `termination_log`.
-pub fn report(result: &WorkResult, termination_log: &Path, stdout: &mut impl Write) -> io::Result<()> {
+pub fn report(
+    result: &WorkResult,
+    termination_log: &Path,
+    stdout: &mut impl Write,
+) -> io::Result<()> {
     let encoded = wire::encode(&WireResult::from(result));
     if let Some(frame) = &encoded.log {
         stdout.write_all(frame.as_bytes())?;

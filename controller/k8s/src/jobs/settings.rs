@@ -34,7 +34,11 @@ pub struct JobSettings {
     /// when it runs outside a cluster (`KUBERNETES_SERVICE_HOST` unset, as on
     /// a development cluster whose node uses the host's files for images),
     /// else /usr/local/bin/coxswain.
-    #[arg(long = "job-executable", env = "COXSWAIN_JOB_EXECUTABLE", value_name = "PATH")]
+    #[arg(
+        long = "job-executable",
+        env = "COXSWAIN_JOB_EXECUTABLE",
+        value_name = "PATH"
+    )]
     pub executable: Option<PathBuf>,
     /// The user id step pods run as (never root).
     #[arg(

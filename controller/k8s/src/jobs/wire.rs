@@ -172,13 +172,17 @@ pub fn decode_message(message: &str) -> Option<Decoded> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LogError {
     /// No frame header in the log.
-    #[error("the pod's log holds no result (expected {bytes} bytes); it may have been rotated or cut")]
+    #[error(
+        "the pod's log holds no result (expected {bytes} bytes); it may have been rotated or cut"
+    )]
     NoFrame {
         /// The size the termination message announced.
         bytes: usize,
     },
     /// The header announces another result than the termination message.
-    #[error("the pod's log announces a result of {found} bytes, not the {expected} bytes its termination message gives")]
+    #[error(
+        "the pod's log announces a result of {found} bytes, not the {expected} bytes its termination message gives"
+    )]
     OtherFrame {
         /// The size the termination message announced.
         expected: usize,
@@ -194,7 +198,9 @@ pub enum LogError {
         found: usize,
     },
     /// The bytes are there but are not the result that was written.
-    #[error("the result in the pod's log does not match its digest; the log was cut or mixed with other output")]
+    #[error(
+        "the result in the pod's log does not match its digest; the log was cut or mixed with other output"
+    )]
     Digest,
     /// The bytes match but are not a result.
     #[error("the result in the pod's log is not a result: {0}")]
@@ -268,7 +274,8 @@ mod tests {
 
     #[test]
     fn a_failure_round_trips_as_a_work_result() {
-        let failed: WorkResult = Err(step_error(codes::SCRIPT, "exited with status 3: boom").into());
+        let failed: WorkResult =
+            Err(step_error(codes::SCRIPT, "exited with status 3: boom").into());
         let encoded = encode(&WireResult::from(&failed));
         let Some(Decoded::Result(back)) = decode_message(&encoded.message) else {
             panic!("inline result expected: {}", encoded.message);

@@ -25,6 +25,29 @@
 //!
 //! [`JobLauncher`] performs the acts a Run reconciler asks for (launch,
 //! observe, cancel, forget); [`pod`] is what runs inside the pod.
+//!
+//! Where a Job differs from a local process, and why:
+//! - The timeout is also the Job's `activeDeadlineSeconds` (rounded up to a
+//!   second), which counts from the Job's start, pulling the image and
+//!   copying `coxswain` included. Whichever of it and the wrapper's own
+//!   timer fires first, the error is the local one (`workflow.timeout`,
+//!   same words).
+//! - `$INPUTS` is a ConfigMap volume: read-only, and the kubelet keeps its
+//!   bookkeeping there in hidden entries (`..data`); `$INPUTS/*` lists
+//!   exactly the inputs.
+//! - Cancelling deletes the Job; the wrapper takes SIGTERM as "stop" and
+//!   kills the script's process group at once.
+//! - A pod that cannot start (an image that cannot be pulled, a Secret the
+//!   step's `env` names that does not exist) fails the attempt as soon as
+//!   it is observed, and `forget` then deletes the Job, which would
+//!   otherwise wait forever. Nothing about such a pod changes the Job, so a
+//!   reconciler that only watches Jobs should requeue a Run now and then
+//!   while it has script work running.
+//!
+//! The controller needs, in the Runs' namespaces: Jobs create/get/delete,
+//! ConfigMaps create/delete, Pods list, `pods/log` get, and `update` on
+//! `runs/finalizers` (the owner references block the Run's deletion).
+//! It never reads a Secret for a script.
 
 mod launcher;
 mod manifest;

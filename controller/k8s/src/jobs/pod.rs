@@ -2,7 +2,7 @@
 //! executable into the pod's emptyDir (run by the init container, from the
 //! controller's image); `run` runs the script with the local runner's own
 //! code ([`LocalScript::run_in`]) in the folders Kubernetes made, then
-//! reports the result as [`wire`](super::wire) describes.
+//! reports the result as [`wire`] describes.
 
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -12,7 +12,7 @@ use super::JobSettings;
 use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, manifests};
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
-use crate::api::Run;
+use crate::api::{Run, StepError};
 use crate::engine::{Failed, Task, Work, WorkResult, codes, step_error};
 use crate::names;
 use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
@@ -72,42 +72,55 @@ impl JobLauncher {
         }
     }
 
+    /// What `job` says of its work, reading its pods only when the Job
+    /// alone cannot tell.
     async fn read(&self, id: &WorkId, job: &Job) -> Result<Observation, LauncherError> {
-        let pods = || self.pods_of(id, job);
         Ok(match read_job(job) {
             JobState::TimedOut(error) => Observation::Finished(Err(Failed::from(error))),
             JobState::Active { starting: false } => Observation::Running,
-            JobState::Active { starting: true } => {
-                let stuck = pods().await?.iter().find_map(|pod| match read_pod(pod) {
-                    Reading::Failed(error) => Some(error),
-                    _ => None,
-                });
-                match stuck {
-                    Some(error) => Observation::Finished(Err(Failed::from(error))),
-                    None => Observation::Running,
-                }
-            }
+            JobState::Active { starting: true } => match self.stuck(id, job).await? {
+                Some(error) => Observation::Finished(Err(Failed::from(error))),
+                None => Observation::Running,
+            },
             JobState::Ended { condition } => {
-                let pods = pods().await?;
-                let reading = pods
-                    .iter()
-                    .map(|pod| (pod, read_pod(pod)))
-                    .find(|(_, r)| !matches!(r, Reading::Running));
-                let result = match reading {
-                    Some((_, Reading::Result(result))) => WorkResult::from(result),
-                    Some((pod, Reading::InLog(reference))) => {
-                        self.result_in_log(id, pod, &reference).await?
-                    }
-                    Some((_, Reading::Failed(error))) => Err(Failed::from(error)),
-                    Some((_, Reading::Running)) | None => Err(Failed::from(step_error(
-                        codes::INTERNAL,
-                        format!(
-                            "the step's Job ended, {condition}, and left no pod to read its result from"
-                        ),
-                    ))),
-                };
-                Observation::Finished(result)
+                Observation::Finished(self.ended(id, job, &condition).await?)
             }
+        })
+    }
+
+    /// Why the pod of a Job that has not started running never will, if so.
+    async fn stuck(&self, id: &WorkId, job: &Job) -> Result<Option<StepError>, LauncherError> {
+        let pods = self.pods_of(id, job).await?;
+        Ok(pods.iter().find_map(|pod| match read_pod(pod) {
+            Reading::Failed(error) => Some(error),
+            _ => None,
+        }))
+    }
+
+    /// The result of a Job that ended, from its pod (newest first).
+    async fn ended(
+        &self,
+        id: &WorkId,
+        job: &Job,
+        condition: &str,
+    ) -> Result<WorkResult, LauncherError> {
+        let pods = self.pods_of(id, job).await?;
+        let reading = pods
+            .iter()
+            .map(|pod| (pod, read_pod(pod)))
+            .find(|(_, r)| !matches!(r, Reading::Running));
+        Ok(match reading {
+            Some((_, Reading::Result(result))) => WorkResult::from(result),
+            Some((pod, Reading::InLog(reference))) => {
+                self.result_in_log(id, pod, &reference).await?
+            }
+            Some((_, Reading::Failed(error))) => Err(Failed::from(error)),
+            Some((_, Reading::Running)) | None => Err(Failed::from(step_error(
+                codes::INTERNAL,
+                format!(
+                    "the step's Job ended, {condition}, and left no pod to read its result from"
+                ),
+            ))),
         })
     }
 

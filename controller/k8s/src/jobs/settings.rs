@@ -15,7 +15,10 @@ pub const DEFAULT_RUN_AS_USER: i64 = 65532;
 /// The largest script stdout a Job may hand back by default. Bigger than a
 /// record's 256 KiB cap on purpose: the controller moves large values out
 /// of the Run's status into ConfigMaps (`coxswain run` keeps
-/// `api::MAX_VALUE_BYTES`).
+/// `api::MAX_VALUE_BYTES`). A result this big travels through the pod's
+/// log, which holds the output and the raw text, so the kubelet's
+/// `containerLogMaxSize` (10 MiB by default) must hold about twice the cap;
+/// a log rotated or cut under the result is detected and fails the attempt.
 pub const DEFAULT_MAX_OUTPUT: usize = 4 << 20;
 
 /// The image used when `COXSWAIN_IMAGE` is not set: the controller's own,

@@ -478,3 +478,38 @@ async fn cancel_removes_the_job_its_pods_and_its_inputs() {
         Observation::Unknown
     );
 }
+
+#[tokio::test]
+async fn forget_deletes_the_inputs_and_keeps_the_finished_job() {
+    let Setup { ns, run, launcher } = setup().await;
+    let work = work(&run, "kept", script("echo 2"), json!({"a": 1}));
+    let result = through_job(&launcher, &work).await;
+    let id = WorkId::of(&work);
+    launcher.forget(&id).await.expect("forgotten");
+    launcher
+        .forget(&id)
+        .await
+        .expect("forgetting again is fine");
+    let name = names::job("nightly", &id);
+    assert!(
+        ns.api::<ConfigMap>()
+            .get_opt(&name)
+            .await
+            .expect("read")
+            .is_none(),
+        "the inputs are deleted"
+    );
+    assert!(
+        ns.api::<Job>()
+            .get_opt(&name)
+            .await
+            .expect("read")
+            .is_some(),
+        "the Job stays for `kubectl logs`"
+    );
+    // The result is still there to read: it never depended on the inputs.
+    assert_eq!(
+        launcher.observe(&id).await.expect("observed"),
+        Observation::Finished(result)
+    );
+}

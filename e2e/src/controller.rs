@@ -4,21 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use crate::{kubeconfig, workspace_root};
-
-/// The `coxswain` executable `cargo test` built beside the test binaries
-/// (`target/debug/coxswain`); `E2E_COXSWAIN` overrides it.
-pub fn coxswain_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("E2E_COXSWAIN") {
-        return PathBuf::from(path);
-    }
-    // A test binary lives in target/<profile>/deps/.
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.join("coxswain")))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| workspace_root().join("target/debug/coxswain"))
-}
+use crate::{coxswain_bin, kubeconfig, workspace_root};
 
 /// A running controller, killed (SIGKILL) when dropped. Its stderr goes to
 /// a log file named in [`ControllerProcess::log`].
@@ -38,7 +24,8 @@ impl ControllerProcess {
         std::fs::create_dir_all(&dir).map_err(|e| crate::Error::Start(e.to_string()))?;
         let log = dir.join(format!("{}-{}.log", std::process::id(), unique()));
         let file = std::fs::File::create(&log).map_err(|e| crate::Error::Start(e.to_string()))?;
-        let child = Command::new(coxswain_bin())
+        let bin = coxswain_bin()?;
+        let child = Command::new(&bin)
             .arg("controller")
             .args(args)
             .env_clear()
@@ -50,9 +37,7 @@ impl ControllerProcess {
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
-            .map_err(|e| {
-                crate::Error::Start(format!("cannot start {}: {e}", coxswain_bin().display()))
-            })?;
+            .map_err(|e| crate::Error::Start(format!("cannot start {}: {e}", bin.display())))?;
         Ok(Self { child, log })
     }
 

@@ -15,11 +15,30 @@ mod namespace;
 mod wait;
 
 pub use cluster::{client, kubeconfig, workspace_root};
-pub use controller::{ControllerProcess, coxswain_bin};
+pub use controller::ControllerProcess;
 pub use error::Error;
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use wait::{wait_for, wait_for_job_condition};
+
+/// The `coxswain` executable built beside the running test binary
+/// (`target/debug/coxswain` for `target/debug/deps/TEST`), for pods that run
+/// it (on the stand-in node the host's files stand in for images).
+/// `cargo test --workspace` builds it; alone, `cargo test -p coxswain-e2e`
+/// does not, hence the error naming the command that does.
+pub fn coxswain_bin() -> Result<std::path::PathBuf> {
+    let test = std::env::current_exe()?;
+    let bin = test
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap_or(std::path::Path::new("."))
+        .join("coxswain");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(Error::NotBuilt(bin))
+    }
+}
 
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

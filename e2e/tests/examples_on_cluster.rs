@@ -113,7 +113,7 @@ impl Cluster {
 
 /// What `coxswain run FILE --output json` records on this machine.
 fn local_record(file: &Path, input: &Value, extra: &[&str]) -> Value {
-    let out = Command::new(coxswain_bin())
+    let out = Command::new(coxswain_bin().expect("the coxswain binary"))
         .arg("run")
         .arg(file)
         .args(["--output", "json", "--quiet", "--input", &input.to_string()])

@@ -197,6 +197,7 @@ fn context(
         instance: Some(settings.ops.identity()),
     };
     let offloader = Offloader::new(client.clone(), &settings.offload)?;
+    let settings_jobs = settings.jobs.clone();
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
@@ -206,6 +207,7 @@ fn context(
         routes: Routes::default(),
         offloader,
         metrics,
+        jobs: Arc::new(settings_jobs),
     });
     Ok((ctx, finishes))
 }

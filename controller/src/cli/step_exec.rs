@@ -1,14 +1,124 @@
-//! `coxswain step-exec`: the wrapper that runs a script step inside its Job's
-//! pod and hands the result back. (Being built: see the "jobs" work item.)
+//! `coxswain step-exec`: the wrapper inside a script step's pod (see
+//! `coxswain_k8s::jobs`). `install DEST` copies this executable into the
+//! pod (the init container); `run` runs the script and hands its result
+//! back through the termination message and, when large, the log.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use coxswain_k8s::jobs::paths;
+use coxswain_k8s::jobs::pod::{self, PodPaths};
 
 /// Options of `coxswain step-exec`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
 
-/// Runs the step in this pod.
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("coxswain step-exec: not built yet");
-    ExitCode::FAILURE
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Copy this executable to DEST (the init container of a step's pod).
+    Install {
+        /// Where the copy goes.
+        dest: PathBuf,
+    },
+    /// Run the step described by the task file and report its result.
+    Run(RunArgs),
+}
+
+/// Where `run` finds things; the defaults are the pod's paths.
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The step's task (the inputs ConfigMap's `step.json`).
+    #[arg(long, default_value = paths::TASK_FILE)]
+    task: PathBuf,
+    /// `$INPUTS`.
+    #[arg(long, default_value = paths::INPUTS)]
+    inputs: PathBuf,
+    /// `$OUTPUTS`.
+    #[arg(long, default_value = paths::OUTPUTS)]
+    outputs: PathBuf,
+    /// `$WORKSPACE`.
+    #[arg(long, default_value = paths::WORKSPACE)]
+    workspace: PathBuf,
+    /// `$HOME`.
+    #[arg(long, default_value = paths::HOME)]
+    home: PathBuf,
+    /// `$TMPDIR`.
+    #[arg(long, default_value = paths::TMP)]
+    tmp: PathBuf,
+    /// Where the termination message is written.
+    #[arg(long, default_value = paths::TERMINATION_LOG)]
+    termination_log: PathBuf,
+}
+
+/// Runs the chosen act. `run` exits 0 when the attempt succeeded, 1 when it
+/// failed (its error is in the result), 2 when the result could not be
+/// written, 143 when stopped by SIGTERM (the Job was deleted).
+pub fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Install { dest } => match pod::install(&dest) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("coxswain step-exec install: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run(args) => run_step(args),
+    }
+}
+
+fn run_step(args: RunArgs) -> ExitCode {
+    let paths = PodPaths {
+        task: args.task,
+        inputs: args.inputs,
+        outputs: args.outputs,
+        workspace: args.workspace,
+        home: args.home,
+        tmp: args.tmp,
+        termination_log: args.termination_log,
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("coxswain step-exec: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(result) = runtime.block_on(until_sigterm(&paths)) else {
+        return ExitCode::from(143);
+    };
+    if let Err(e) = pod::report(&result, &paths.termination_log, &mut std::io::stdout()) {
+        eprintln!(
+            "coxswain step-exec: cannot write the result to {}: {e}",
+            paths.termination_log.display()
+        );
+        return ExitCode::from(2);
+    }
+    if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The attempt's result, or `None` when SIGTERM came first: the script's
+/// process group is killed as the attempt is dropped. (As PID 1 of a
+/// container, this process would otherwise ignore SIGTERM until SIGKILL.)
+async fn until_sigterm(paths: &PodPaths) -> Option<crate::engine::WorkResult> {
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let stopped = async {
+        match sigterm.as_mut() {
+            Some(signal) => {
+                signal.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        result = pod::run_task(paths, |name| std::env::var(name).ok()) => Some(result),
+        () = stopped => None,
+    }
 }

@@ -162,8 +162,9 @@ pub enum LauncherError {
 ///   result read from the Pod), no Job means [`Observation::Unknown`].
 /// - `cancel` deletes the Job with background propagation (the Pods go with
 ///   it); a Job already gone counts as cancelled.
-/// - `forget` deletes the finished Job, or leaves it to the Job's
-///   `ttlSecondsAfterFinished`.
+/// - `forget` deletes the Job's inputs; the finished Job stays (so
+///   `kubectl logs` works) until its `ttlSecondsAfterFinished` or its Run
+///   is deleted.
 pub trait Launcher: Send + Sync {
     /// Starts `work` unless work with the same [`WorkId`] is already known
     /// here (running, or finished and not forgotten): launching twice runs

@@ -61,7 +61,7 @@ use super::{Executor, Secrets};
 use crate::api::{Field, ScriptStep};
 use crate::engine::{Done, Failed, Task, Work, WorkResult};
 
-pub use env::{DEFAULT_PATH, HostEnv};
+pub use env::{Attempt, DEFAULT_PATH, Folders, HostEnv};
 pub use error::ScriptError;
 pub use files::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, ListingCaps};
 pub use process::DEFAULT_DRAIN_GRACE;
@@ -164,29 +164,49 @@ impl LocalScript {
             private_dir(path)?;
         }
         write_inputs(&inputs, &work.input)?;
-        let folders = env::Folders {
+        let folders = Folders {
             inputs: &inputs,
             outputs: &outputs,
             workspace: &workspace,
             home: &home,
             tmp: &tmp,
         };
+        let step_env = self.step_env(step).await?;
+        let attempt = Attempt::of(work);
+        self.run_in(step, &folders, &attempt, step_env, work.timeout)
+            .await
+    }
+
+    /// Runs `step` in folders that already exist, its inputs already in
+    /// `folders.inputs`, with the step's `env` already resolved: the part of
+    /// an attempt a Job's pod shares with a local run (there, Kubernetes
+    /// makes the folders and reads the secrets). Everything else of the
+    /// contract — the environment, stdout's rules, the `files` list, the
+    /// process group, the timeout and the errors — is this one code.
+    pub async fn run_in(
+        &self,
+        step: &ScriptStep,
+        folders: &Folders<'_>,
+        attempt: &Attempt,
+        step_env: Vec<(String, String)>,
+        timeout: Option<Duration>,
+    ) -> Result<Done, ScriptError> {
         let mut command = build_command(step)?;
         command
             .env_clear()
-            .envs(env::contract_vars(&self.host, &folders, work));
-        for (name, value) in self.step_env(step).await? {
+            .envs(env::contract_vars(&self.host, folders, attempt));
+        for (name, value) in step_env {
             command.env(name, value);
         }
         command
-            .current_dir(&workspace)
+            .current_dir(folders.workspace)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
 
-        let captured = self.execute(command, step, work.timeout).await?;
+        let captured = self.execute(command, step, timeout).await?;
         let text = String::from_utf8_lossy(&captured.stdout).into_owned();
         if let Some(e) = crate::expr::numbers::number_out_of_range(&text) {
             return Err(e.into());
@@ -196,7 +216,7 @@ impl LocalScript {
             Some(fields) if !fields.is_empty() => check_declared(&text, fields)?,
             _ => undeclared_output(&text),
         };
-        files::list_files(&outputs, self.listing)
+        files::list_files(folders.outputs, self.listing)
             .map_err(ScriptError::ListOutputs)?
             .add_to(&mut output);
         Ok(Done {
@@ -365,8 +385,22 @@ pub fn contract_form(value: &Value) -> Value {
     }
 }
 
-fn write_inputs(dir: &Path, input: &Value) -> Result<(), ScriptError> {
-    let files: Vec<(String, &str, &Value)> = match input {
+/// One input as the script reads it: a file in `$INPUTS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// The file's name in `$INPUTS` ([`input_file_name`] of the key).
+    pub file: String,
+    /// The input's key (`input` for an input that is not an object).
+    pub key: String,
+    /// The file's content: the value in [`contract_form`], as JSON.
+    pub content: String,
+}
+
+/// The files an attempt's input becomes in `$INPUTS`, in key order: one
+/// per key of an object input, one `input` file for any other value, none
+/// for `null`. Two keys that would share a file are refused, naming both.
+pub fn input_files(input: &Value) -> Result<Vec<InputFile>, ScriptError> {
+    let pairs: Vec<(String, &str, &Value)> = match input {
         Value::Null => Vec::new(),
         Value::Object(map) => map
             .iter()
@@ -375,7 +409,7 @@ fn write_inputs(dir: &Path, input: &Value) -> Result<(), ScriptError> {
         other => vec![("input".to_string(), "input", other)],
     };
     let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
-    for (file, key, _) in &files {
+    for (file, key, _) in &pairs {
         if let Some(first) = taken.insert(file.as_str(), *key) {
             return Err(ScriptError::InputClash {
                 first: first.to_string(),
@@ -384,23 +418,36 @@ fn write_inputs(dir: &Path, input: &Value) -> Result<(), ScriptError> {
             });
         }
     }
-    for (file, key, value) in &files {
-        write_private(&dir.join(file), value).map_err(|source| ScriptError::Input {
+    Ok(pairs
+        .into_iter()
+        .map(|(file, key, value)| InputFile {
+            file,
             key: key.to_string(),
-            source,
+            content: contract_form(value).to_string(),
+        })
+        .collect())
+}
+
+fn write_inputs(dir: &Path, input: &Value) -> Result<(), ScriptError> {
+    for input in input_files(input)? {
+        write_private(&dir.join(&input.file), &input.content).map_err(|source| {
+            ScriptError::Input {
+                key: input.key.clone(),
+                source,
+            }
         })?;
     }
     Ok(())
 }
 
 /// Writes a value in contract form to a new file only its owner can read.
-fn write_private(path: &Path, value: &Value) -> std::io::Result<()> {
+fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)?;
-    serde_json::to_writer(&mut file, &contract_form(value))?;
+    file.write_all(content.as_bytes())?;
     file.flush()
 }
 

@@ -37,6 +37,7 @@ use crate::settings::Settings;
 use crate::steps::in_process::InProcess;
 use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
 
+use crate::jobs::JobLauncher;
 use in_controller::InController;
 use pin::{FlowCache, Pinned};
 
@@ -62,6 +63,8 @@ pub struct Context {
     pub offloader: crate::offload::Offloader,
     /// The controller's metrics.
     pub metrics: Arc<crate::ops::Metrics>,
+    /// How script steps become Jobs.
+    pub jobs: Arc<crate::jobs::JobSettings>,
 }
 
 /// How long a Run whose Flow does not exist yet waits before looking again.
@@ -145,7 +148,7 @@ impl Reconcile<'_, '_> {
         let mut finished = Vec::new();
         for work in &before {
             let id = WorkId::of(work);
-            match observe(ctx, work, &id).await {
+            match observe(ctx, run, work, &id).await {
                 Ok(Observation::Running) => known_running.push(id),
                 Ok(Observation::Finished(result)) => {
                     actions.extend(machine.handle(id.finished(result), now));
@@ -193,7 +196,7 @@ impl Reconcile<'_, '_> {
 
         // Acting on it.
         for (work, id) in &finished {
-            if let Err(e) = forget(ctx, work, id).await {
+            if let Err(e) = forget(ctx, run, work, id).await {
                 tracing::debug!(error = %e, "could not forget finished work");
             }
         }
@@ -206,7 +209,7 @@ impl Reconcile<'_, '_> {
                 && let Some(work) = by_place.get(&(step.clone(), *part))
             {
                 let id = WorkId::of(work);
-                if let Err(e) = cancel(ctx, work, &id).await {
+                if let Err(e) = cancel(ctx, run, work, &id).await {
                     tracing::warn!(error = %e, "could not stop work");
                 }
             }
@@ -243,7 +246,7 @@ impl Reconcile<'_, '_> {
             for work in &before {
                 let id = WorkId::of(work);
                 if known_running.contains(&id) {
-                    let _ = cancel(ctx, work, &id).await;
+                    let _ = cancel(ctx, run, work, &id).await;
                 }
             }
             let uid = run.uid().unwrap_or_default();
@@ -255,16 +258,27 @@ impl Reconcile<'_, '_> {
         for (name, refused) in settled {
             approvals::settle(&approvals, &name, refused.as_deref()).await?;
         }
-        Ok(match machine.next_wake() {
-            Some(at) if !over => {
-                let wait =
-                    Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or_default();
-                Action::requeue(wait.max(Duration::from_millis(10)))
-            }
-            _ => Action::await_change(),
+        // A pod stuck before it starts (an image that cannot be pulled, a
+        // missing Secret) does not change its Job: look again now and then
+        // while scripts run.
+        let scripts_run = !over && machine.running_work().iter().any(is_script);
+        let wake = machine.next_wake().filter(|_| !over).map(|at| {
+            Duration::try_from(at.duration_since(Timestamp::now()))
+                .unwrap_or_default()
+                .max(Duration::from_millis(10))
+        });
+        Ok(match (wake, scripts_run) {
+            (Some(wait), true) => Action::requeue(wait.min(SCRIPT_RECHECK)),
+            (Some(wait), false) => Action::requeue(wait),
+            (None, true) => Action::requeue(SCRIPT_RECHECK),
+            (None, false) => Action::await_change(),
         })
     }
 }
+
+/// How often a Run with scripts running is looked at even when nothing
+/// it watches changed.
+const SCRIPT_RECHECK: Duration = Duration::from_secs(20);
 
 /// How soon a reconcile that read a stale Run looks again (the watch
 /// brings the current one meanwhile).
@@ -393,12 +407,29 @@ fn is_script(work: &Work) -> bool {
     matches!(work.task, engine::Task::Script(_))
 }
 
-async fn observe(ctx: &Context, work: &Work, id: &WorkId) -> Result<Observation, LauncherError> {
-    let _ = is_script(work);
-    ctx.in_controller.observe(id).await
+/// Where a piece of work runs: script steps as Jobs of the Run, the rest
+/// as tasks in this process.
+fn jobs(ctx: &Context, run: &Run) -> JobLauncher {
+    JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run)
+}
+
+async fn observe(
+    ctx: &Context,
+    run: &Run,
+    work: &Work,
+    id: &WorkId,
+) -> Result<Observation, LauncherError> {
+    if is_script(work) {
+        jobs(ctx, run).observe(id).await
+    } else {
+        ctx.in_controller.observe(id).await
+    }
 }
 
 async fn launch(ctx: &Context, run: &Run, work: &Work) -> Result<(), LauncherError> {
+    if is_script(work) {
+        return jobs(ctx, run).launch(work).await;
+    }
     ctx.routes.lock().unwrap_or_else(|e| e.into_inner()).insert(
         work.run.uid.clone(),
         kube::runtime::reflector::ObjectRef::from(run),
@@ -406,12 +437,20 @@ async fn launch(ctx: &Context, run: &Run, work: &Work) -> Result<(), LauncherErr
     ctx.in_controller.launch(work).await
 }
 
-async fn cancel(ctx: &Context, _work: &Work, id: &WorkId) -> Result<(), LauncherError> {
-    ctx.in_controller.cancel(id).await
+async fn cancel(ctx: &Context, run: &Run, work: &Work, id: &WorkId) -> Result<(), LauncherError> {
+    if is_script(work) {
+        jobs(ctx, run).cancel(id).await
+    } else {
+        ctx.in_controller.cancel(id).await
+    }
 }
 
-async fn forget(ctx: &Context, _work: &Work, id: &WorkId) -> Result<(), LauncherError> {
-    ctx.in_controller.forget(id).await
+async fn forget(ctx: &Context, run: &Run, work: &Work, id: &WorkId) -> Result<(), LauncherError> {
+    if is_script(work) {
+        jobs(ctx, run).forget(id).await
+    } else {
+        ctx.in_controller.forget(id).await
+    }
 }
 
 /// The failure recorded when work could not be launched at all.

@@ -63,14 +63,43 @@ pub struct Folders<'a> {
     pub tmp: &'a Path,
 }
 
+/// Which attempt of which run a script is, for `$RUN_NAME`, `$STEP_KEY`,
+/// `$ATTEMPT`, `$SINCE` and `$LAST_RUN`: all a script learns of the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attempt {
+    /// The run's name.
+    pub run_name: String,
+    /// The step's key.
+    pub step_key: String,
+    /// The attempt number, from 1.
+    pub attempt: u32,
+    /// For scheduled runs, the start of the last successful one.
+    pub since: Option<String>,
+    /// For a part of a parallel step, the part's key (`$PART_KEY`).
+    pub part_key: Option<String>,
+}
+
+impl Attempt {
+    /// The attempt `work` is.
+    pub fn of(work: &Work) -> Self {
+        Attempt {
+            run_name: work.run.name.clone(),
+            step_key: work.step.clone(),
+            attempt: work.attempt,
+            since: work.run.since.clone(),
+            part_key: work.part.as_ref().map(|p| p.key.clone()),
+        }
+    }
+}
+
 /// Every variable of the contract except the step's own `env`, which the
 /// caller adds last (so it may override any of these).
 pub fn contract_vars(
     host: &HostEnv,
     folders: &Folders<'_>,
-    work: &Work,
+    attempt: &Attempt,
 ) -> Vec<(String, OsString)> {
-    let since = work.run.since.clone().unwrap_or_default();
+    let since = attempt.since.clone().unwrap_or_default();
     let mut vars = host.0.clone();
     vars.extend([
         ("HOME".to_string(), folders.home.into()),
@@ -78,9 +107,13 @@ pub fn contract_vars(
         ("INPUTS".to_string(), folders.inputs.into()),
         ("OUTPUTS".to_string(), folders.outputs.into()),
         ("WORKSPACE".to_string(), folders.workspace.into()),
-        ("RUN_NAME".to_string(), work.run.name.clone().into()),
-        ("STEP_KEY".to_string(), work.step.clone().into()),
-        ("ATTEMPT".to_string(), work.attempt.to_string().into()),
+        ("RUN_NAME".to_string(), attempt.run_name.clone().into()),
+        ("STEP_KEY".to_string(), attempt.step_key.clone().into()),
+        ("ATTEMPT".to_string(), attempt.attempt.to_string().into()),
+        (
+            "PART_KEY".to_string(),
+            attempt.part_key.clone().unwrap_or_default().into(),
+        ),
         ("SINCE".to_string(), since.clone().into()),
         ("LAST_RUN".to_string(), since.into()),
     ]);

@@ -1,0 +1,274 @@
+//! [`JobLauncher`]: the acts a Run reconciler performs on script Jobs, each
+//! safe to repeat, each finding its objects by name alone.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::{Client, Resource};
+
+use super::JobSettings;
+use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, manifests};
+use super::observe::{JobState, Reading, read_job, read_pod};
+use super::wire::{self, LogRef};
+use crate::api::{Run, StepError};
+use crate::engine::{Failed, Task, Work, WorkResult, codes, step_error};
+use crate::names;
+use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
+
+/// The label the Job controller puts on its pods (Kubernetes 1.27 and later).
+const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+
+/// Runs the script steps of one Run as Jobs in the Run's namespace.
+#[derive(Clone)]
+pub struct JobLauncher {
+    owner: RunOwner,
+    settings: Arc<JobSettings>,
+    jobs: Api<Job>,
+    config_maps: Api<ConfigMap>,
+    pods: Api<Pod>,
+}
+
+impl std::fmt::Debug for JobLauncher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobLauncher")
+            .field("owner", &self.owner)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobLauncher {
+    /// A launcher for `run`'s script steps: cheap to make for each reconcile.
+    pub fn for_run(client: Client, settings: Arc<JobSettings>, run: &Run) -> Self {
+        let owner = RunOwner::of(run);
+        JobLauncher {
+            jobs: Api::namespaced(client.clone(), &owner.namespace),
+            config_maps: Api::namespaced(client.clone(), &owner.namespace),
+            pods: Api::namespaced(client, &owner.namespace),
+            owner,
+            settings,
+        }
+    }
+
+    /// The name of the Job (and inputs ConfigMap) of `id`.
+    pub fn job_name(&self, id: &WorkId) -> String {
+        names::job(&self.owner.name, id)
+    }
+
+    /// The objects `work` becomes, without creating them.
+    pub fn manifests(&self, work: &Work) -> Result<Manifests, LauncherError> {
+        match &work.task {
+            Task::Script(step) => Ok(manifests(&self.owner, work, step, &self.settings)),
+            other => Err(unavailable(
+                &WorkId::of(work),
+                "launched",
+                format!(
+                    "only script steps run as Jobs; a {} step runs in the controller",
+                    kind(other)
+                ),
+            )),
+        }
+    }
+
+    /// What `job` says of its work, reading its pods only when the Job
+    /// alone cannot tell.
+    async fn read(&self, id: &WorkId, job: &Job) -> Result<Observation, LauncherError> {
+        Ok(match read_job(job) {
+            JobState::TimedOut(error) => Observation::Finished(Err(Failed::from(error))),
+            JobState::Active { starting: false } => Observation::Running,
+            JobState::Active { starting: true } => match self.stuck(id, job).await? {
+                Some(error) => Observation::Finished(Err(Failed::from(error))),
+                None => Observation::Running,
+            },
+            JobState::Ended { condition } => {
+                Observation::Finished(self.ended(id, job, &condition).await?)
+            }
+        })
+    }
+
+    /// Why the pod of a Job that has not started running never will, if so.
+    async fn stuck(&self, id: &WorkId, job: &Job) -> Result<Option<StepError>, LauncherError> {
+        let pods = self.pods_of(id, job).await?;
+        Ok(pods.iter().find_map(|pod| match read_pod(pod) {
+            Reading::Failed(error) => Some(error),
+            _ => None,
+        }))
+    }
+
+    /// The result of a Job that ended, from its pod (newest first).
+    async fn ended(
+        &self,
+        id: &WorkId,
+        job: &Job,
+        condition: &str,
+    ) -> Result<WorkResult, LauncherError> {
+        let pods = self.pods_of(id, job).await?;
+        let reading = pods
+            .iter()
+            .map(|pod| (pod, read_pod(pod)))
+            .find(|(_, r)| !matches!(r, Reading::Running));
+        Ok(match reading {
+            Some((_, Reading::Result(result))) => WorkResult::from(result),
+            Some((pod, Reading::InLog(reference))) => {
+                self.result_in_log(id, pod, &reference).await?
+            }
+            Some((_, Reading::Failed(error))) => Err(Failed::from(error)),
+            Some((_, Reading::Running)) | None => Err(Failed::from(step_error(
+                codes::INTERNAL,
+                format!(
+                    "the step's Job ended, {condition}, and left no pod to read its result from"
+                ),
+            ))),
+        })
+    }
+
+    /// The pods of `job`, found by the label the Job controller gives them
+    /// (never a list of the whole namespace).
+    async fn pods_of(&self, id: &WorkId, job: &Job) -> Result<Vec<Pod>, LauncherError> {
+        let Some(uid) = job.metadata.uid.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let params = ListParams::default().labels(&format!("{JOB_UID_LABEL}={uid}"));
+        let mut pods = self
+            .pods
+            .list(&params)
+            .await
+            .map_err(|e| unavailable(id, "observed", e.to_string()))?
+            .items;
+        // The newest first: with `backoffLimit: 0` there is one, unless it
+        // was evicted and replaced.
+        pods.sort_by(|a, b| {
+            b.metadata
+                .creation_timestamp
+                .cmp(&a.metadata.creation_timestamp)
+        });
+        Ok(pods)
+    }
+
+    /// The result a pod wrote to its log, or why it cannot be taken.
+    async fn result_in_log(
+        &self,
+        id: &WorkId,
+        pod: &Pod,
+        reference: &LogRef,
+    ) -> Result<WorkResult, LauncherError> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let params = LogParams {
+            container: Some(STEP_CONTAINER.to_string()),
+            ..LogParams::default()
+        };
+        let log = match self.pods.logs(&name, &params).await {
+            Ok(log) => log,
+            Err(kube::Error::Api(status)) if status.code == 404 => String::new(),
+            Err(e) => return Err(unavailable(id, "observed", e.to_string())),
+        };
+        Ok(match wire::decode_log(&log, reference) {
+            Ok(result) => WorkResult::from(result),
+            Err(problem) => Err(Failed::from(step_error(
+                codes::INTERNAL,
+                format!("cannot read the step's result from pod {name}: {problem}"),
+            ))),
+        })
+    }
+}
+
+impl Launcher for JobLauncher {
+    async fn launch(&self, work: &Work) -> Result<(), LauncherError> {
+        let id = WorkId::of(work);
+        let Manifests { config_map, job } = self.manifests(work)?;
+        create(&self.config_maps, &config_map)
+            .await
+            .map_err(|e| unavailable(&id, "launched", e.to_string()))?;
+        create(&self.jobs, &job)
+            .await
+            .map_err(|e| unavailable(&id, "launched", e.to_string()))
+    }
+
+    async fn observe(&self, id: &WorkId) -> Result<Observation, LauncherError> {
+        let job = self
+            .jobs
+            .get_opt(&self.job_name(id))
+            .await
+            .map_err(|e| unavailable(id, "observed", e.to_string()))?;
+        match job {
+            None => Ok(Observation::Unknown),
+            Some(job) => self.read(id, &job).await,
+        }
+    }
+
+    async fn cancel(&self, id: &WorkId) -> Result<(), LauncherError> {
+        let name = self.job_name(id);
+        delete(&self.jobs, &name)
+            .await
+            .map_err(|e| unavailable(id, "cancelled", e.to_string()))?;
+        delete(&self.config_maps, &name)
+            .await
+            .map_err(|e| unavailable(id, "cancelled", e.to_string()))
+    }
+
+    async fn forget(&self, id: &WorkId) -> Result<(), LauncherError> {
+        let name = self.job_name(id);
+        delete(&self.config_maps, &name)
+            .await
+            .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
+        // A finished Job stays (for `kubectl logs`, until its TTL or its
+        // Run goes); one whose pod could not start is still trying: stop it.
+        let job = self
+            .jobs
+            .get_opt(&name)
+            .await
+            .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
+        if let Some(job) = job
+            && matches!(read_job(&job), JobState::Active { .. })
+        {
+            delete(&self.jobs, &name)
+                .await
+                .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates `object`; one that exists already counts as created.
+async fn create<K>(api: &Api<K>, object: &K) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes `name` with background propagation (a Job's pods go too); one
+/// already gone counts as deleted.
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn unavailable(id: &WorkId, act: &'static str, reason: String) -> LauncherError {
+    LauncherError::Unavailable {
+        id: id.to_string(),
+        act,
+        reason,
+    }
+}
+
+fn kind(task: &Task) -> &'static str {
+    match task {
+        Task::Agent(_) => "agent",
+        Task::Script(_) => "script",
+        Task::Http(_) => "http",
+        Task::Message(_) => "message",
+    }
+}

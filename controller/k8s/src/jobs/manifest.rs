@@ -1,0 +1,654 @@
+//! The objects one attempt of a script becomes: its inputs ConfigMap and its
+//! Job, built from the work alone, so launching again builds the same.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
+    SecretKeySelector, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+
+use super::JobSettings;
+use super::task::{PodTask, paths};
+use crate::api::{Run, ScriptStep, StepError};
+use crate::engine::{Work, codes, step_error};
+use crate::names;
+use crate::steps::launch::WorkId;
+use crate::steps::script::{InputFile, input_files};
+
+/// The inputs ConfigMap's key holding the [`PodTask`].
+pub const TASK_KEY: &str = "step.json";
+
+/// What each input file's key in the inputs ConfigMap starts with (then the
+/// file's name), so no input can take the [`TASK_KEY`].
+pub const INPUT_KEY_PREFIX: &str = "input.";
+
+/// Annotation on a Job naming its work ([`WorkId`]'s exact form).
+pub const WORK_ANNOTATION: &str = "coxswain.dev/work";
+
+/// Annotation on a Job giving its timeout in milliseconds, for the message
+/// of a deadline the Job ran into.
+pub const TIMEOUT_ANNOTATION: &str = "coxswain.dev/timeout-ms";
+
+/// The step's container (the init container is [`INSTALL_CONTAINER`]).
+pub const STEP_CONTAINER: &str = "step";
+
+/// The init container that copies `coxswain` into the pod.
+pub const INSTALL_CONTAINER: &str = "install";
+
+/// The most a ConfigMap holds (keys and values), less room for its metadata.
+const CONFIG_MAP_MAX: usize = (1 << 20) - (8 << 10);
+
+/// The longest ConfigMap key.
+const KEY_MAX: usize = 253;
+
+/// The Run everything is made for, as its children need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOwner {
+    /// The Run's namespace, where its children go.
+    pub namespace: String,
+    /// The Run's name.
+    pub name: String,
+    /// The Run's uid.
+    pub uid: String,
+}
+
+impl RunOwner {
+    /// The facts of `run` (empty when the object lacks them, which a Run
+    /// read from the API server never does).
+    pub fn of(run: &Run) -> Self {
+        RunOwner {
+            namespace: run.metadata.namespace.clone().unwrap_or_default(),
+            name: run.metadata.name.clone().unwrap_or_default(),
+            uid: run.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The owner reference that makes the Run the controller of a child, so
+    /// deleting the Run deletes it.
+    pub fn reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: Run::api_version(&()).into_owned(),
+            kind: Run::kind(&()).into_owned(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+}
+
+/// An attempt's objects, ready to create.
+#[derive(Debug, Clone)]
+pub struct Manifests {
+    /// The inputs (and the [`PodTask`]).
+    pub config_map: ConfigMap,
+    /// The Job.
+    pub job: Job,
+}
+
+/// Why inputs cannot become a ConfigMap's files.
+#[derive(Debug, thiserror::Error)]
+enum InputsProblem {
+    /// A key too long for a ConfigMap key.
+    #[error(
+        "input `{key}` has a name of {len} characters; as a file in $INPUTS it may have at most {max}"
+    )]
+    NameTooLong { key: String, len: usize, max: usize },
+    /// More than a ConfigMap holds.
+    #[error(
+        "the step's inputs weigh {bytes} bytes, more than the {max} bytes a ConfigMap holds; pass the script less (a reference, a smaller part) and let it fetch the rest"
+    )]
+    TooLarge { bytes: usize, max: usize },
+}
+
+/// The ConfigMap and Job of `work`, a script step, for `owner`.
+pub fn manifests(
+    owner: &RunOwner,
+    work: &Work,
+    step: &ScriptStep,
+    settings: &JobSettings,
+) -> Manifests {
+    let id = WorkId::of(work);
+    let name = names::job(&owner.name, &id);
+    let mut task = PodTask {
+        step: step.clone(),
+        step_key: work.step.clone(),
+        run_name: work.run.name.clone(),
+        attempt: work.attempt,
+        part_key: work.part.as_ref().map(|p| p.key.clone()),
+        since: work.run.since.clone(),
+        timeout_ms: work
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        max_output: settings.max_output,
+        error: None,
+    };
+    let inputs = match checked_inputs(work, &task) {
+        Ok(inputs) => inputs,
+        Err(error) => {
+            task.error = Some(error);
+            Vec::new()
+        }
+    };
+    let config_map = config_map(owner, &name, &work.step, &task, &inputs);
+    let job = job(owner, &name, &id, work, step, &inputs, settings);
+    Manifests { config_map, job }
+}
+
+/// The input files, or the step error that stops the attempt (the local
+/// runner's for clashing names, else what a ConfigMap cannot hold).
+fn checked_inputs(work: &Work, task: &PodTask) -> Result<Vec<InputFile>, StepError> {
+    let files = input_files(&work.input).map_err(StepError::from)?;
+    let max = KEY_MAX - INPUT_KEY_PREFIX.len();
+    if let Some(long) = files.iter().find(|f| f.file.len() > max) {
+        let problem = InputsProblem::NameTooLong {
+            key: long.key.clone(),
+            len: long.file.len(),
+            max,
+        };
+        return Err(step_error(codes::SCRIPT, problem.to_string()));
+    }
+    let task_bytes = serde_json::to_string(task).map(|t| t.len()).unwrap_or(0);
+    let bytes: usize = files
+        .iter()
+        .map(|f| INPUT_KEY_PREFIX.len() + f.file.len() + f.content.len())
+        .sum();
+    if bytes + task_bytes + TASK_KEY.len() > CONFIG_MAP_MAX {
+        let problem = InputsProblem::TooLarge {
+            bytes,
+            max: CONFIG_MAP_MAX.saturating_sub(task_bytes + TASK_KEY.len()),
+        };
+        return Err(step_error(codes::SCRIPT, problem.to_string()));
+    }
+    Ok(files)
+}
+
+/// The labels of a child of the run for `step`, playing `role`.
+fn labels(owner: &RunOwner, step: &str, role: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        (names::RUN_UID_LABEL.to_string(), owner.uid.clone()),
+        (names::STEP_LABEL.to_string(), names::step_label(step)),
+        (names::ROLE_LABEL.to_string(), role.to_string()),
+    ]);
+    if owner.name.len() <= names::LABEL_MAX {
+        labels.insert(names::RUN_NAME_LABEL.to_string(), owner.name.clone());
+    }
+    labels
+}
+
+fn meta(owner: &RunOwner, name: &str, step: &str, role: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(owner.namespace.clone()),
+        labels: Some(labels(owner, step, role)),
+        owner_references: Some(vec![owner.reference()]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn config_map(
+    owner: &RunOwner,
+    name: &str,
+    step: &str,
+    task: &PodTask,
+    inputs: &[InputFile],
+) -> ConfigMap {
+    let mut data: BTreeMap<String, String> = inputs
+        .iter()
+        .map(|f| (format!("{INPUT_KEY_PREFIX}{}", f.file), f.content.clone()))
+        .collect();
+    data.insert(
+        TASK_KEY.to_string(),
+        serde_json::to_string(task).unwrap_or_default(),
+    );
+    ConfigMap {
+        metadata: meta(owner, name, step, "inputs"),
+        data: Some(data),
+        immutable: Some(true),
+        ..ConfigMap::default()
+    }
+}
+
+fn job(
+    owner: &RunOwner,
+    name: &str,
+    id: &WorkId,
+    work: &Work,
+    step: &ScriptStep,
+    inputs: &[InputFile],
+    settings: &JobSettings,
+) -> Job {
+    let mut metadata = meta(owner, name, &work.step, "step");
+    let mut annotations = BTreeMap::from([(WORK_ANNOTATION.to_string(), id.to_string())]);
+    if let Some(timeout) = work.timeout {
+        annotations.insert(
+            TIMEOUT_ANNOTATION.to_string(),
+            timeout.as_millis().to_string(),
+        );
+    }
+    metadata.annotations = Some(annotations);
+    let template_meta = ObjectMeta {
+        labels: Some(labels(owner, &work.step, "step")),
+        ..ObjectMeta::default()
+    };
+    Job {
+        metadata,
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: work.timeout.map(|t| {
+                let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+                i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+            }),
+            ttl_seconds_after_finished: settings.ttl_after_finished,
+            template: PodTemplateSpec {
+                metadata: Some(template_meta),
+                spec: Some(pod_spec(name, work, step, inputs, settings)),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn pod_spec(
+    config_map: &str,
+    work: &Work,
+    step: &ScriptStep,
+    inputs: &[InputFile],
+    settings: &JobSettings,
+) -> PodSpec {
+    let install = Container {
+        name: INSTALL_CONTAINER.to_string(),
+        image: Some(settings.image.clone()),
+        command: Some(vec![
+            settings.executable().to_string_lossy().into_owned(),
+            "step-exec".into(),
+            "install".into(),
+            paths::EXECUTABLE.into(),
+        ]),
+        volume_mounts: Some(vec![mount("coxswain-bin", paths::BIN_DIR, false)]),
+        resources: step.resources.clone(),
+        security_context: Some(hardened()),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Container::default()
+    };
+    let main = Container {
+        name: STEP_CONTAINER.to_string(),
+        image: Some(step.image.clone().unwrap_or_else(|| settings.image.clone())),
+        command: Some(vec![
+            paths::EXECUTABLE.into(),
+            "step-exec".into(),
+            "run".into(),
+        ]),
+        env: Some(env(work, step)),
+        working_dir: Some(paths::WORKSPACE.into()),
+        volume_mounts: Some(vec![
+            mount("coxswain-bin", paths::BIN_DIR, true),
+            mount("coxswain-task", paths::TASK_DIR, true),
+            mount("inputs", paths::INPUTS, true),
+            mount("outputs", paths::OUTPUTS, false),
+            mount("workspace", paths::WORKSPACE, false),
+            mount("home", paths::HOME, false),
+            mount("tmp", paths::TMP, false),
+        ]),
+        resources: step.resources.clone(),
+        security_context: Some(hardened()),
+        termination_message_path: Some(paths::TERMINATION_LOG.into()),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Container::default()
+    };
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(settings.run_as_user),
+            run_as_group: Some(settings.run_as_user),
+            seccomp_profile: Some(runtime_default()),
+            ..PodSecurityContext::default()
+        }),
+        init_containers: Some(vec![install]),
+        containers: vec![main],
+        volumes: Some(volumes(config_map, inputs)),
+        ..PodSpec::default()
+    }
+}
+
+/// What the "restricted" Pod Security Standard asks of every container.
+fn hardened() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Capabilities::default()
+        }),
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        ..SeccompProfile::default()
+    }
+}
+
+fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: volume.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
+    let from_config_map = |name: &str, items: Vec<KeyToPath>| Volume {
+        name: name.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map.into(),
+            items: Some(items),
+            // Readable by the pod's (non-root) user; the pod is the only reader.
+            default_mode: Some(0o444),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    let empty = |name: &str| Volume {
+        name: name.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    let item = |key: String, path: &str| KeyToPath {
+        key,
+        path: path.into(),
+        ..KeyToPath::default()
+    };
+    let task = from_config_map("coxswain-task", vec![item(TASK_KEY.to_string(), TASK_KEY)]);
+    // An empty `items` would project every key, the task included: no
+    // inputs means an empty folder.
+    let inputs = if inputs.is_empty() {
+        empty("inputs")
+    } else {
+        from_config_map(
+            "inputs",
+            inputs
+                .iter()
+                .map(|f| item(format!("{INPUT_KEY_PREFIX}{}", f.file), &f.file))
+                .collect(),
+        )
+    };
+    vec![
+        empty("coxswain-bin"),
+        task,
+        inputs,
+        empty("outputs"),
+        empty("workspace"),
+        empty("home"),
+        empty("tmp"),
+    ]
+}
+
+/// The script's contract variables, then the step's own `env` (which wins,
+/// as locally). Kubernetes expands `$(NAME)` in values: every `$` is
+/// doubled, so a value reaches the script exactly as written.
+fn env(work: &Work, step: &ScriptStep) -> Vec<EnvVar> {
+    let since = work.run.since.clone().unwrap_or_default();
+    let contract = [
+        ("INPUTS", paths::INPUTS.to_string()),
+        ("OUTPUTS", paths::OUTPUTS.to_string()),
+        ("WORKSPACE", paths::WORKSPACE.to_string()),
+        ("HOME", paths::HOME.to_string()),
+        ("TMPDIR", paths::TMP.to_string()),
+        ("RUN_NAME", work.run.name.clone()),
+        ("STEP_KEY", work.step.clone()),
+        ("ATTEMPT", work.attempt.to_string()),
+        (
+            "PART_KEY",
+            work.part
+                .as_ref()
+                .map(|p| p.key.clone())
+                .unwrap_or_default(),
+        ),
+        ("SINCE", since.clone()),
+        ("LAST_RUN", since),
+    ];
+    let overridden = |name: &str| step.env.iter().any(|v| v.name == name);
+    let mut vars: Vec<EnvVar> = contract
+        .into_iter()
+        .filter(|(name, _)| !overridden(name))
+        .map(|(name, value)| literal(name, &value))
+        .collect();
+    for var in &step.env {
+        vars.push(match (&var.value, &var.value_from) {
+            (Some(value), _) => literal(&var.name, value),
+            (None, Some(from)) => EnvVar {
+                name: var.name.clone(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: from.secret_key_ref.name.clone(),
+                        key: from.secret_key_ref.key.clone(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            },
+            (None, None) => literal(&var.name, ""),
+        });
+    }
+    vars
+}
+
+fn literal(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.replace('$', "$$")),
+        ..EnvVar::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::{EnvVar as StepEnv, SecretKeyRef, ValueFrom};
+    use crate::engine::{RunInfo, Task};
+
+    fn owner() -> RunOwner {
+        RunOwner {
+            namespace: "team".into(),
+            name: "nightly-x7k2".into(),
+            uid: "3f1c0a52-77aa-4b7e-9d51-0c2b3b7a1e11".into(),
+        }
+    }
+
+    fn work(step: ScriptStep, input: serde_json::Value) -> Work {
+        Work {
+            step: "build_report".into(),
+            part: None,
+            attempt: 2,
+            iteration: None,
+            task: Task::Script(step),
+            input,
+            timeout: Some(Duration::from_millis(1500)),
+            data: Default::default(),
+            run: RunInfo {
+                name: "nightly-x7k2".into(),
+                namespace: "team".into(),
+                uid: owner().uid,
+                since: Some("1700000000".into()),
+            },
+        }
+    }
+
+    fn script() -> ScriptStep {
+        ScriptStep {
+            source: Some("echo $HOME".into()),
+            env: vec![
+                StepEnv {
+                    name: "GREETING".into(),
+                    value: Some("costs $(PRICE) and $$5".into()),
+                    value_from: None,
+                },
+                StepEnv {
+                    name: "TOKEN".into(),
+                    value: None,
+                    value_from: Some(ValueFrom {
+                        secret_key_ref: SecretKeyRef {
+                            name: "api".into(),
+                            key: "token".into(),
+                        },
+                    }),
+                },
+                StepEnv {
+                    name: "HOME".into(),
+                    value: Some("/home/me".into()),
+                    value_from: None,
+                },
+            ],
+            ..ScriptStep::default()
+        }
+    }
+
+    fn build(input: serde_json::Value) -> Manifests {
+        let step = script();
+        manifests(
+            &owner(),
+            &work(step.clone(), input),
+            &step,
+            &JobSettings::default(),
+        )
+    }
+
+    fn pod(m: &Manifests) -> &PodSpec {
+        m.job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod spec")
+    }
+
+    #[test]
+    fn one_attempt_one_job_that_never_retries_and_stops_at_the_timeout() {
+        let m = build(json!({}));
+        let spec = m.job.spec.as_ref().expect("spec");
+        assert_eq!(spec.backoff_limit, Some(0));
+        assert_eq!(spec.active_deadline_seconds, Some(2), "1.5 s rounds up");
+        assert_eq!(pod(&m).restart_policy.as_deref(), Some("Never"));
+        let name = m.job.metadata.name.clone().expect("named");
+        assert!(name.starts_with("nightly-x7k2-build-report-a2-"), "{name}");
+        assert!(name.len() <= names::LABEL_MAX);
+        assert_eq!(m.config_map.metadata.name, Some(name));
+        let owners = m.job.metadata.owner_references.clone().expect("owned");
+        assert_eq!(owners[0].kind, "Run");
+        assert_eq!(owners[0].controller, Some(true));
+        let labels = m.job.metadata.labels.clone().expect("labels");
+        assert_eq!(labels[names::STEP_LABEL], "build-report");
+        assert_eq!(labels[names::ROLE_LABEL], "step");
+        assert_eq!(labels[names::RUN_UID_LABEL], owner().uid);
+    }
+
+    #[test]
+    fn pods_meet_the_restricted_standard() {
+        let m = build(json!({}));
+        let pod = pod(&m);
+        assert_eq!(pod.automount_service_account_token, Some(false));
+        let sc = pod.security_context.as_ref().expect("pod security");
+        assert_eq!(sc.run_as_non_root, Some(true));
+        assert_eq!(sc.run_as_user, Some(DEFAULT_RUN_AS_USER));
+        assert_eq!(
+            sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+            Some("RuntimeDefault")
+        );
+        let containers = pod
+            .containers
+            .iter()
+            .chain(pod.init_containers.iter().flatten());
+        for c in containers {
+            let sc = c.security_context.as_ref().expect("container security");
+            assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
+            assert_eq!(
+                sc.capabilities.as_ref().and_then(|c| c.drop.clone()),
+                Some(vec!["ALL".to_string()])
+            );
+        }
+    }
+
+    use super::super::DEFAULT_RUN_AS_USER;
+
+    #[test]
+    fn env_keeps_values_as_written_and_secrets_as_references() {
+        let m = build(json!({}));
+        let env = pod(&m).containers[0].env.clone().expect("env");
+        let get = |name: &str| env.iter().find(|v| v.name == name).cloned();
+        assert_eq!(
+            get("GREETING").and_then(|v| v.value),
+            Some("costs $$(PRICE) and $$$$5".to_string())
+        );
+        let token = get("TOKEN")
+            .and_then(|v| v.value_from)
+            .and_then(|f| f.secret_key_ref);
+        assert_eq!(
+            token.map(|s| (s.name, s.key)),
+            Some(("api".into(), "token".into()))
+        );
+        assert_eq!(get("ATTEMPT").and_then(|v| v.value), Some("2".into()));
+        assert_eq!(
+            get("SINCE").and_then(|v| v.value),
+            Some("1700000000".into())
+        );
+        // The step's HOME wins over the contract's, once.
+        let homes: Vec<_> = env.iter().filter(|v| v.name == "HOME").collect();
+        assert_eq!(homes.len(), 1);
+        assert_eq!(homes[0].value.as_deref(), Some("/home/me"));
+    }
+
+    #[test]
+    fn inputs_are_files_and_the_task_is_apart() {
+        let m = build(json!({"Jira Ticket": {"id": 7}, "count": 3}));
+        let data = m.config_map.data.clone().expect("data");
+        assert_eq!(data["input.Jira_Ticket"], r#"{"id":7}"#);
+        assert_eq!(data["input.count"], r#"{"data":3}"#);
+        let task: PodTask = serde_json::from_str(&data[TASK_KEY]).expect("task");
+        assert_eq!(task.timeout_ms, Some(1500));
+        assert_eq!(task.error, None);
+        let volumes = pod(&m).volumes.clone().expect("volumes");
+        let inputs = volumes.iter().find(|v| v.name == "inputs").expect("inputs");
+        let items = inputs
+            .config_map
+            .as_ref()
+            .and_then(|c| c.items.clone())
+            .expect("items");
+        let paths: Vec<_> = items.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["Jira_Ticket", "count"]);
+    }
+
+    #[test]
+    fn inputs_that_cannot_be_files_fail_the_attempt_in_the_pod() {
+        let m = build(json!({"a b": 1, "a_b": 2}));
+        let data = m.config_map.data.clone().expect("data");
+        let task: PodTask = serde_json::from_str(&data[TASK_KEY]).expect("task");
+        let error = task.error.expect("an error");
+        assert_eq!(error.code, codes::SCRIPT);
+        assert!(error.message.contains("$INPUTS/a_b"), "{}", error.message);
+        assert_eq!(data.len(), 1, "no input keys");
+
+        let m = build(json!({"big": "x".repeat(2 << 20)}));
+        let data = m.config_map.data.clone().expect("data");
+        let task: PodTask = serde_json::from_str(&data[TASK_KEY]).expect("task");
+        let message = task.error.expect("an error").message;
+        assert!(message.contains("more than"), "{message}");
+    }
+}

@@ -1,0 +1,251 @@
+//! What `coxswain step-exec` does inside a step's pod: `install` copies the
+//! executable into the pod's emptyDir (run by the init container, from the
+//! controller's image); `run` runs the script with the local runner's own
+//! code ([`LocalScript::run_in`]) in the folders Kubernetes made, then
+//! reports the result as [`wire`] describes.
+
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::task::{PodTask, paths};
+use super::wire::{self, WireResult};
+use crate::api::StepError;
+use crate::engine::{Failed, WorkResult, codes, step_error};
+use crate::steps::script::{Folders, LocalScript};
+use crate::steps::secrets::MapSecrets;
+
+/// Why `step-exec install` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// This process's own executable cannot be found.
+    #[error("cannot find the coxswain executable to copy: {0}")]
+    OwnExecutable(#[source] io::Error),
+    /// The copy failed.
+    #[error("cannot copy {} to {}: {source}", .from.display(), .to.display())]
+    Copy {
+        /// The executable.
+        from: PathBuf,
+        /// Where it was to go.
+        to: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+/// Copies this executable to `dest`, executable by anyone in the pod.
+pub fn install(dest: &Path) -> Result<(), InstallError> {
+    let from = std::env::current_exe().map_err(InstallError::OwnExecutable)?;
+    let copy = |from: &Path| -> io::Result<()> {
+        std::fs::copy(from, dest)?;
+        std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755))
+    };
+    copy(&from).map_err(|source| InstallError::Copy {
+        from,
+        to: dest.to_path_buf(),
+        source,
+    })
+}
+
+/// Where `step-exec run` finds its task and folders: the pod's paths by
+/// default ([`paths`]), others for a test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPaths {
+    /// The [`PodTask`] file.
+    pub task: PathBuf,
+    /// `$INPUTS`.
+    pub inputs: PathBuf,
+    /// `$OUTPUTS`.
+    pub outputs: PathBuf,
+    /// `$WORKSPACE`.
+    pub workspace: PathBuf,
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// `$TMPDIR`.
+    pub tmp: PathBuf,
+    /// Where the termination message goes.
+    pub termination_log: PathBuf,
+}
+
+impl Default for PodPaths {
+    fn default() -> Self {
+        PodPaths {
+            task: paths::TASK_FILE.into(),
+            inputs: paths::INPUTS.into(),
+            outputs: paths::OUTPUTS.into(),
+            workspace: paths::WORKSPACE.into(),
+            home: paths::HOME.into(),
+            tmp: paths::TMP.into(),
+            termination_log: paths::TERMINATION_LOG.into(),
+        }
+    }
+}
+
+/// Runs the attempt described at `paths.task`. The step's `env` values are
+/// read from this process's environment through `env` (Kubernetes put them
+/// there, secrets included); a variable missing there is empty, as locally.
+pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) -> WorkResult {
+    let task = match read_task(&paths.task) {
+        Ok(task) => task,
+        Err(error) => return Err(Failed::from(error)),
+    };
+    if let Some(error) = task.error.clone() {
+        return Err(Failed::from(error));
+    }
+    let folders = Folders {
+        inputs: &paths.inputs,
+        outputs: &paths.outputs,
+        workspace: &paths.workspace,
+        home: &paths.home,
+        tmp: &paths.tmp,
+    };
+    let step_env = task
+        .step
+        .env
+        .iter()
+        .map(|var| (var.name.clone(), env(&var.name).unwrap_or_default()))
+        .collect();
+    let script = LocalScript::new(Arc::new(MapSecrets::new())).with_stdout_limit(task.max_output);
+    script
+        .run_in(
+            &task.step,
+            &folders,
+            &task.attempt(),
+            step_env,
+            task.timeout(),
+        )
+        .await
+        .map_err(|e| Failed::from(StepError::from(e)))
+}
+
+fn read_task(path: &Path) -> Result<PodTask, StepError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        step_error(
+            codes::INTERNAL,
+            format!("cannot read the step's task {}: {e}", path.display()),
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        step_error(
+            codes::INTERNAL,
+            format!(
+                "the step's task {} is not one this coxswain reads ({e}); the controller and the image differ in version?",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// Hands `result` back: the log frame on `stdout` when the result is too
+/// big for the termination message, then the message at `termination_log`.
+pub fn report(
+    result: &WorkResult,
+    termination_log: &Path,
+    stdout: &mut impl Write,
+) -> io::Result<()> {
+    let encoded = wire::encode(&WireResult::from(result));
+    if let Some(frame) = &encoded.log {
+        stdout.write_all(frame.as_bytes())?;
+        stdout.flush()?;
+    }
+    std::fs::write(termination_log, encoded.message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{EnvVar, ScriptStep};
+    use serde_json::json;
+
+    fn pod_dirs(task: &PodTask) -> (tempfile::TempDir, PodPaths) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let at = |name: &str| dir.path().join(name);
+        for name in ["inputs", "outputs", "workspace", "home", "tmp"] {
+            std::fs::create_dir(at(name)).expect("folder");
+        }
+        std::fs::write(at("step.json"), serde_json::to_string(task).expect("json")).expect("task");
+        let paths = PodPaths {
+            task: at("step.json"),
+            inputs: at("inputs"),
+            outputs: at("outputs"),
+            workspace: at("workspace"),
+            home: at("home"),
+            tmp: at("tmp"),
+            termination_log: at("termination-log"),
+        };
+        (dir, paths)
+    }
+
+    fn task(source: &str) -> PodTask {
+        PodTask {
+            step: ScriptStep {
+                source: Some(source.into()),
+                env: vec![EnvVar {
+                    name: "TOKEN".into(),
+                    value: None,
+                    value_from: None,
+                }],
+                ..ScriptStep::default()
+            },
+            step_key: "fetch".into(),
+            run_name: "nightly".into(),
+            attempt: 3,
+            part_key: None,
+            since: None,
+            timeout_ms: None,
+            max_output: 64,
+            error: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_contract_holds_in_the_pods_folders() {
+        let (_dir, paths) = pod_dirs(&task(
+            r#"touch "$OUTPUTS/out.txt"; printf '{"who":"%s","a":%s,"t":"%s"}' "$STEP_KEY" "$ATTEMPT" "$TOKEN""#,
+        ));
+        let env = |name: &str| (name == "TOKEN").then(|| "s3cret".to_string());
+        let done = run_task(&paths, env).await.expect("done");
+        assert_eq!(
+            done.output,
+            json!({"who": "fetch", "a": 3, "t": "s3cret", "files": ["out.txt"]})
+        );
+    }
+
+    #[tokio::test]
+    async fn the_output_cap_is_the_tasks() {
+        let (_dir, paths) = pod_dirs(&task("head -c 100 /dev/zero"));
+        let error = run_task(&paths, |_| None).await.expect_err("too big").error;
+        assert_eq!(error.code, codes::OUTPUT);
+        assert!(error.message.contains("64 bytes"), "{}", error.message);
+    }
+
+    #[tokio::test]
+    async fn an_error_found_at_launch_is_the_result() {
+        let mut t = task("exit 0");
+        t.error = Some(step_error(codes::SCRIPT, "inputs clash"));
+        let (_dir, paths) = pod_dirs(&t);
+        let error = run_task(&paths, |_| None).await.expect_err("fails").error;
+        assert_eq!(error.message, "inputs clash");
+    }
+
+    #[test]
+    fn a_big_result_goes_to_stdout_and_the_message_says_so() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("termination-log");
+        let result: WorkResult = Ok(crate::engine::Done {
+            output: json!("x".repeat(10_000)),
+            text: Some("x".repeat(10_000)),
+            usage: None,
+        });
+        let mut stdout = Vec::new();
+        report(&result, &log, &mut stdout).expect("reported");
+        let message = std::fs::read_to_string(&log).expect("message");
+        let Some(wire::Decoded::InLog(reference)) = wire::decode_message(&message) else {
+            panic!("a log reference: {message}");
+        };
+        let back = wire::decode_log(&String::from_utf8(stdout).expect("utf-8"), &reference)
+            .expect("the result");
+        assert_eq!(WorkResult::from(back), result);
+    }
+}

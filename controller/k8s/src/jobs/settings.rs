@@ -1,0 +1,141 @@
+//! How script Jobs are made: the image, the executable the pods borrow from
+//! it, the user they run as, the largest result they may hand back, and how
+//! long finished Jobs stay.
+
+use std::path::PathBuf;
+
+/// Where the `coxswain` executable lives in the controller's image, for a
+/// controller running in the cluster.
+pub const IN_IMAGE_EXECUTABLE: &str = "/usr/local/bin/coxswain";
+
+/// The user step pods run as unless told otherwise: not root, and the
+/// "nonroot" user of distroless images.
+pub const DEFAULT_RUN_AS_USER: i64 = 65532;
+
+/// The largest script stdout a Job may hand back by default. Bigger than a
+/// record's 256 KiB cap on purpose: the controller moves large values out
+/// of the Run's status into ConfigMaps (`coxswain run` keeps
+/// `api::MAX_VALUE_BYTES`). A result this big travels through the pod's
+/// log, which holds the output and the raw text, so the kubelet's
+/// `containerLogMaxSize` (10 MiB by default) must hold about twice the cap;
+/// a log rotated or cut under the result is detected and fails the attempt.
+pub const DEFAULT_MAX_OUTPUT: usize = 4 << 20;
+
+/// The image used when `COXSWAIN_IMAGE` is not set: the controller's own,
+/// by the name its release is published under.
+const DEFAULT_IMAGE: &str = concat!("coxswain:", env!("CARGO_PKG_VERSION"));
+
+/// How script Jobs are made.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JobSettings {
+    /// Image of the init container that brings `coxswain step-exec` into a
+    /// step's pod, and of steps that name no `image`: the controller's own.
+    #[arg(long = "job-image", env = "COXSWAIN_IMAGE", default_value = DEFAULT_IMAGE)]
+    pub image: String,
+    /// Path of the `coxswain` executable in that image, which the init
+    /// container copies into the pod. Default: this process's own executable
+    /// when it runs outside a cluster (`KUBERNETES_SERVICE_HOST` unset, as on
+    /// a development cluster whose node uses the host's files for images),
+    /// else /usr/local/bin/coxswain.
+    #[arg(
+        long = "job-executable",
+        env = "COXSWAIN_JOB_EXECUTABLE",
+        value_name = "PATH"
+    )]
+    pub executable: Option<PathBuf>,
+    /// The user id step pods run as (never root).
+    #[arg(
+        long = "job-run-as-user",
+        env = "COXSWAIN_JOB_RUN_AS_USER",
+        default_value_t = DEFAULT_RUN_AS_USER,
+        value_parser = clap::value_parser!(i64).range(1..)
+    )]
+    pub run_as_user: i64,
+    /// The most bytes a script may print on stdout; more fails the attempt.
+    #[arg(
+        long = "job-max-output",
+        env = "COXSWAIN_JOB_MAX_OUTPUT",
+        default_value_t = DEFAULT_MAX_OUTPUT,
+        value_name = "BYTES"
+    )]
+    pub max_output: usize,
+    /// Seconds a finished Job (and its pod and log) is kept before
+    /// Kubernetes deletes it; default: kept until its Run is deleted.
+    #[arg(
+        long = "job-ttl-after-finished",
+        env = "COXSWAIN_JOB_TTL_AFTER_FINISHED",
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(i32).range(0..)
+    )]
+    pub ttl_after_finished: Option<i32>,
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        JobSettings {
+            image: DEFAULT_IMAGE.to_string(),
+            executable: None,
+            run_as_user: DEFAULT_RUN_AS_USER,
+            max_output: DEFAULT_MAX_OUTPUT,
+            ttl_after_finished: None,
+        }
+    }
+}
+
+impl JobSettings {
+    /// The executable the init container copies: as set, else this
+    /// process's own outside a cluster, else [`IN_IMAGE_EXECUTABLE`].
+    pub fn executable(&self) -> PathBuf {
+        if let Some(path) = &self.executable {
+            return path.clone();
+        }
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_none()
+            && let Ok(own) = std::env::current_exe()
+        {
+            return own;
+        }
+        PathBuf::from(IN_IMAGE_EXECUTABLE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        jobs: JobSettings,
+    }
+
+    #[test]
+    fn flags_read_as_documented() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--job-image",
+            "registry.example/coxswain:1",
+            "--job-executable",
+            "/opt/coxswain",
+            "--job-max-output",
+            "1024",
+            "--job-ttl-after-finished",
+            "600",
+        ])
+        .expect("valid flags");
+        assert_eq!(cli.jobs.image, "registry.example/coxswain:1");
+        assert_eq!(cli.jobs.executable(), PathBuf::from("/opt/coxswain"));
+        assert_eq!(cli.jobs.max_output, 1024);
+        assert_eq!(cli.jobs.ttl_after_finished, Some(600));
+        assert_eq!(cli.jobs.run_as_user, DEFAULT_RUN_AS_USER);
+    }
+
+    #[test]
+    fn root_is_refused() {
+        let err = Cli::try_parse_from(["x", "--job-run-as-user", "0"])
+            .err()
+            .expect("root refused")
+            .to_string();
+        assert!(err.contains("--job-run-as-user"), "{err}");
+    }
+}

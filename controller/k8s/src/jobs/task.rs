@@ -1,0 +1,82 @@
+//! What `coxswain step-exec run` is told about the attempt it runs, and
+//! where things are in a step's pod.
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::{ScriptStep, StepError};
+use crate::steps::script::Attempt;
+
+/// Where things are in a step's pod. Every folder of the script contract is
+/// a volume of its own, so nothing depends on the image's file system.
+pub mod paths {
+    /// The emptyDir the init container copies `coxswain` into.
+    pub const BIN_DIR: &str = "/coxswain/bin";
+    /// The copied executable the step's container runs.
+    pub const EXECUTABLE: &str = "/coxswain/bin/coxswain";
+    /// The folder holding the [`PodTask`](super::PodTask) file.
+    pub const TASK_DIR: &str = "/coxswain/task";
+    /// The [`PodTask`](super::PodTask) file.
+    pub const TASK_FILE: &str = "/coxswain/task/step.json";
+    /// `$INPUTS`: the inputs ConfigMap, read-only.
+    pub const INPUTS: &str = "/coxswain/inputs";
+    /// `$OUTPUTS`.
+    pub const OUTPUTS: &str = "/coxswain/outputs";
+    /// `$WORKSPACE`, also the working directory.
+    pub const WORKSPACE: &str = "/coxswain/workspace";
+    /// `$HOME`.
+    pub const HOME: &str = "/coxswain/home";
+    /// `$TMPDIR`.
+    pub const TMP: &str = "/coxswain/tmp";
+    /// Where the container's termination message is written.
+    pub const TERMINATION_LOG: &str = "/dev/termination-log";
+}
+
+/// Everything the pod needs to know of its attempt besides its inputs and
+/// its secrets: kept in the inputs ConfigMap under [`TASK_KEY`](super::TASK_KEY)
+/// as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTask {
+    /// The step as written in the flow.
+    pub step: ScriptStep,
+    /// The step's key (`$STEP_KEY`).
+    pub step_key: String,
+    /// The run's name (`$RUN_NAME`).
+    pub run_name: String,
+    /// The attempt number (`$ATTEMPT`).
+    pub attempt: u32,
+    /// The part's key, for a part of a parallel step (`$PART_KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_key: Option<String>,
+    /// `$SINCE` and `$LAST_RUN`, for scheduled runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The attempt's timeout, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The most bytes the script may print on stdout.
+    pub max_output: usize,
+    /// A failure found when the Job was made (inputs that cannot become
+    /// files): the pod reports it as the attempt's result without running
+    /// anything, so it reaches the run the way every result does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+}
+
+impl PodTask {
+    /// The facts of the attempt the script's environment is built from.
+    pub fn attempt(&self) -> Attempt {
+        Attempt {
+            run_name: self.run_name.clone(),
+            step_key: self.step_key.clone(),
+            attempt: self.attempt,
+            since: self.since.clone(),
+            part_key: self.part_key.clone(),
+        }
+    }
+
+    /// The timeout as a duration.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout_ms.map(std::time::Duration::from_millis)
+    }
+}

@@ -9,7 +9,7 @@
 //! exits non-zero. So what differs from the in-process suite is only what a
 //! script cannot show, and the expectations drop exactly that:
 //! - a failure's code is always `script.failed` and its message the
-//!   script's, so only the code of executor failures is compared;
+//!   script's, which holds the scripted message: that is what is compared;
 //! - token `usage` (only agents report it) and `text` apart from the output
 //!   (a script's text is its stdout) are not compared;
 //! - `received`/`feedback` (what the in-process executor saw) are not
@@ -139,30 +139,33 @@ fn normalize(value: &mut Value) {
         Value::Object(map) => {
             map.remove("usage");
             map.remove("text");
-            if let Some(error) = map.get_mut("error").and_then(Value::as_object_mut)
-                && error
-                    .get("code")
-                    .and_then(Value::as_str)
-                    .is_some_and(|c| EXECUTOR_CODES.contains(&c))
-            {
-                error.insert("code".into(), json!("script.failed"));
-                error.remove("message");
-            }
-            // A run that failed because a step failed says so in its own
-            // words around the script's message.
-            if let Some(error) = map.get_mut("error").and_then(Value::as_object_mut)
-                && error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .is_some_and(|m| m.contains("failed: "))
-                && error.get("code").and_then(Value::as_str) == Some("script.failed")
-            {
-                error.remove("message");
+            if let Some(error) = map.get_mut("error").and_then(Value::as_object_mut) {
+                script_failure(error);
             }
             map.values_mut().for_each(normalize);
         }
         Value::Array(items) => items.iter_mut().for_each(normalize),
         _ => {}
+    }
+}
+
+/// An executor's failure as a script's: code `script.failed`, and the
+/// scripted message found inside the script's own (`the script exited with
+/// status 1: MESSAGE`), also where a run's error wraps a step's.
+fn script_failure(error: &mut serde_json::Map<String, Value>) {
+    let code = error.get("code").and_then(Value::as_str);
+    if code.is_some_and(|c| !EXECUTOR_CODES.contains(&c)) {
+        return;
+    }
+    if code.is_some() {
+        error.insert("code".into(), json!("script.failed"));
+    }
+    if let Some(message) = error.get("message").and_then(Value::as_str) {
+        let message = message.trim_start_matches('~');
+        let scripted = message
+            .rsplit_once("failed: ")
+            .map_or(message, |(_, tail)| tail);
+        error.insert("message".into(), json!(format!("~{scripted}")));
     }
 }
 
@@ -199,7 +202,9 @@ struct Running {
     run: String,
     case: Case,
     answers: HashMap<String, VecDeque<String>>,
-    answered: Vec<String>,
+    /// The last answer sent to each Approval (its decision).
+    answered: HashMap<String, String>,
+    cancelled: bool,
 }
 
 #[tokio::test]
@@ -258,7 +263,8 @@ async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
             run: name,
             answers: answers(&case),
             case,
-            answered: Vec::new(),
+            answered: HashMap::new(),
+            cancelled: false,
         });
     }
 
@@ -313,8 +319,10 @@ async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
 }
 
 /// Answers each Approval of the run that waits, with the case's next answer
-/// for its step; with none left, cancels the run (as the in-process driver
-/// does when its approver has nothing to say).
+/// for its step. An answer the controller refused (it names the refused
+/// decision in the Approval's status) is followed by the next one, as the
+/// in-process driver asks again; with none left, the run is cancelled (as
+/// that driver does when its approver has nothing to say).
 fn answer_approvals(kubectl: &Kubectl, ns: &str, r: &mut Running) {
     let list = kubectl.json(&["get", "approvals", "-n", ns, "-o", "json"]);
     let empty = Vec::new();
@@ -324,29 +332,46 @@ fn answer_approvals(kubectl: &Kubectl, ns: &str, r: &mut Running) {
             .unwrap_or_default()
             .to_string();
         let spec = &approval["spec"];
-        if spec["run"] != r.run.as_str() || r.answered.contains(&name) {
+        if spec["run"] != r.run.as_str() || r.cancelled {
             continue;
+        }
+        let refused = approval["status"]["refused"].as_str().unwrap_or_default();
+        match r.answered.get(&name) {
+            None => {}
+            Some(last) if !refused.is_empty() && refused.contains(last.as_str()) => {}
+            Some(_) => continue,
         }
         let step = spec["step"].as_str().unwrap_or_default();
         let mode = spec["mode"].as_str().unwrap_or("review");
-        let patch = match r.answers.get_mut(step).and_then(VecDeque::pop_front) {
-            Some(answer) => ("approval", name.clone(), answer_patch(mode, &answer)),
-            None => ("run", r.run.clone(), json!({"spec": {"cancel": true}})),
+        let (kind, target, patch) = match r.answers.get_mut(step).and_then(VecDeque::pop_front) {
+            Some(answer) => {
+                let sent = answer
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                r.answered.insert(name.clone(), sent);
+                ("approval", name, answer_patch(mode, &answer))
+            }
+            None => {
+                r.cancelled = true;
+                ("run", r.run.clone(), json!({"spec": {"cancel": true}}))
+            }
         };
         kubectl
             .run(&[
                 "patch",
-                patch.0,
-                &patch.1,
+                kind,
+                &target,
                 "-n",
                 ns,
                 "--type",
                 "merge",
                 "-p",
-                &patch.2.to_string(),
+                &patch.to_string(),
             ])
             .unwrap_or_else(|e| panic!("{}: {e}", r.name));
-        r.answered.push(name);
     }
 }
 

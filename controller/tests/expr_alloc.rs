@@ -47,13 +47,23 @@ fn benchmark_condition_evaluates_without_allocating() {
         let expr = parse(src).unwrap();
         // Warm up once outside the measured region.
         assert_eq!(expr.eval_bool(&data), Ok(want));
-        let region = Region::new(GLOBAL);
-        let mut all = true;
-        for _ in 0..1000 {
-            all &= black_box(expr.eval_bool(black_box(&data))) == Ok(want);
+        // The counter is process-wide: the test harness's own thread may
+        // allocate now and then. An evaluation that allocates does so in
+        // every round, so the quietest of a few rounds must show none.
+        let mut quietest = None;
+        for _ in 0..5 {
+            let region = Region::new(GLOBAL);
+            let mut all = true;
+            for _ in 0..1000 {
+                all &= black_box(expr.eval_bool(black_box(&data))) == Ok(want);
+            }
+            let stats = region.change();
+            assert!(all, "{src}");
+            if quietest.is_none_or(|q: stats_alloc::Stats| stats.allocations < q.allocations) {
+                quietest = Some(stats);
+            }
         }
-        let stats = region.change();
-        assert!(all, "{src}");
+        let stats = quietest.expect("five rounds ran");
         assert_eq!(stats.allocations, 0, "{src}: {stats:?}");
         assert_eq!(stats.reallocations, 0, "{src}: {stats:?}");
     }

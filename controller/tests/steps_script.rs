@@ -404,6 +404,7 @@ async fn the_environment_holds_only_what_the_contract_gives() {
             "INPUTS",
             "LAST_RUN",
             "OUTPUTS",
+            "PART_KEY",
             "PATH",
             "PLAIN",
             "RUN_NAME",

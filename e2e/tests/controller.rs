@@ -474,3 +474,60 @@ async fn deleting_a_run_removes_what_was_made_for_it() {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[tokio::test]
+async fn a_mebibyte_output_and_a_thousand_passes_keep_the_run_under_512_kib() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: heavy}
+spec:
+  steps:
+    - key: big
+      script:
+        source: head -c 1048576 /dev/zero | tr '\0' 'a'
+    - key: spin
+      loop:
+        until: "$loop.iteration >= 1000"
+        maxIterations: 1000
+        steps:
+          - key: tick
+            condition: {when: "$loop.iteration > 0"}
+"#,
+    );
+    let run = s.create_run("heavy", json!({}));
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let status = &done["status"];
+    assert_eq!(status["phase"], "Succeeded", "{}", s.logs());
+    assert_eq!(status["steps"]["spin"]["iteration"], 1000);
+    let object = s
+        .kubectl
+        .run(&["get", "run", &run, "-n", s.ns.name(), "-o", "json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = object.len();
+    eprintln!(
+        "the Run after a 1 MiB output and 1,000 passes: {bytes} bytes of JSON (kubectl get -o json)"
+    );
+    assert!(bytes < 512 << 10, "{bytes} bytes");
+    // The mebibyte is in ConfigMaps the Run owns, listed in status.values.
+    let values = status["values"].as_array().cloned().unwrap_or_default();
+    let text = values
+        .iter()
+        .find(|v| v["path"] == "/steps/big/text")
+        .unwrap_or_else(|| panic!("{values:?}"));
+    assert!(
+        text["bytes"].as_i64().is_some_and(|b| b > 1 << 20),
+        "{text}"
+    );
+    for name in text["configMaps"].as_array().cloned().unwrap_or_default() {
+        let cm = s.get("configmap", name.as_str().unwrap_or_default());
+        assert_eq!(cm["metadata"]["ownerReferences"][0]["name"], run.as_str());
+    }
+    assert!(
+        status["steps"]["big"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[moved out of the status"))
+    );
+}

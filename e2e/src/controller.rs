@@ -41,6 +41,25 @@ impl ControllerProcess {
         Ok(Self { child, log })
     }
 
+    /// A controller for one test's namespace: it watches only that
+    /// namespace, keeps its Lease there, serves metrics on a free port and
+    /// may call the test's servers on the loopback address; `extra` flags
+    /// come after those.
+    pub async fn for_namespace(namespace: &str, extra: &[&str]) -> crate::Result<Self> {
+        let mut args = vec![
+            "--namespace",
+            namespace,
+            "--lease-namespace",
+            namespace,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--allow-net",
+            "127.0.0.1/32",
+        ];
+        args.extend_from_slice(extra);
+        Self::start(&args).await
+    }
+
     /// Where its log goes.
     pub fn log(&self) -> &PathBuf {
         &self.log

@@ -91,6 +91,50 @@ impl Kubectl {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: not JSON: {e}"))
     }
 
+    /// `kubectl apply -f -` of `yaml` in `namespace`.
+    pub fn apply(&self, namespace: &str, yaml: &str) -> Result<String, String> {
+        self.run_with_stdin(&["apply", "-n", namespace, "-f", "-"], Some(yaml))
+    }
+
+    /// `kubectl create` of a Run of `flow` with `input` (named after the
+    /// flow, `generateName`), as a person starts one; returns its name.
+    pub fn create_run(&self, namespace: &str, flow: &str, input: &Value) -> Result<String, String> {
+        let run = serde_json::json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {"generateName": format!("{flow}-")},
+            "spec": {"flowRef": {"name": flow}, "input": input},
+        });
+        let out = self.run_with_stdin(
+            &["create", "-n", namespace, "-f", "-", "-o", "name"],
+            Some(&run.to_string()),
+        )?;
+        Ok(out
+            .trim()
+            .trim_start_matches("run.coxswain.dev/")
+            .to_string())
+    }
+
+    /// The Run `run` as `kubectl get -o json` prints it, once its phase is
+    /// one of `phases` (within `bound`).
+    pub async fn wait_run(
+        &self,
+        namespace: &str,
+        run: &str,
+        phases: &[&str],
+        bound: std::time::Duration,
+    ) -> crate::Result<Value> {
+        crate::wait_for(&format!("run {run} in {phases:?}"), bound, || async {
+            let Ok(text) = self.run(&["get", "run", run, "-n", namespace, "-o", "json"]) else {
+                return Ok(None);
+            };
+            let object: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let phase = object["status"]["phase"].as_str().unwrap_or_default();
+            Ok(phases.contains(&phase).then_some(object))
+        })
+        .await
+    }
+
     /// Applies `crds/` (client-side) and waits until every CRD is served;
     /// once per test binary, however many tests ask at once.
     pub async fn install_crds(&self) -> crate::Result<()> {

@@ -214,7 +214,7 @@ async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
-    let controller = ControllerProcess::start(&controller_args(ns.name()))
+    let controller = ControllerProcess::for_namespace(ns.name(), &[])
         .await
         .expect("controller");
 
@@ -373,19 +373,4 @@ fn answer_approvals(kubectl: &Kubectl, ns: &str, r: &mut Running) {
             ])
             .unwrap_or_else(|e| panic!("{}: {e}", r.name));
     }
-}
-
-/// A controller for one test's namespace: its own Lease there, metrics on
-/// a free port, and the loopback address allowed for the test's servers.
-fn controller_args(ns: &str) -> [&str; 8] {
-    [
-        "--namespace",
-        ns,
-        "--lease-namespace",
-        ns,
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--allow-net",
-        "127.0.0.1/32",
-    ]
 }

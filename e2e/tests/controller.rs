@@ -21,36 +21,33 @@ struct Counter {
     keys: Arc<Mutex<Vec<String>>>,
 }
 
+impl Counter {
+    /// Records a call's `Idempotency-Key`; returns how many calls came so far.
+    fn count(&self, headers: &HeaderMap) -> usize {
+        let key = headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let mut keys = self.keys.lock().expect("lock");
+        keys.push(key);
+        keys.len()
+    }
+}
+
 async fn serve_counter() -> (SocketAddr, Counter) {
     let counter = Counter::default();
     let app = axum::Router::new()
         .route(
             "/n",
             get(|State(c): State<Counter>, headers: HeaderMap| async move {
-                let key = headers
-                    .get("idempotency-key")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                let mut keys = c.keys.lock().expect("lock");
-                keys.push(key);
-                axum::Json(json!({"n": keys.len()}))
+                axum::Json(json!({"n": c.count(&headers)}))
             }),
         )
         .route(
             "/first-slow",
             get(|State(c): State<Counter>, headers: HeaderMap| async move {
-                let key = headers
-                    .get("idempotency-key")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                let first = {
-                    let mut keys = c.keys.lock().expect("lock");
-                    keys.push(key);
-                    keys.len() == 1
-                };
-                if first {
+                if c.count(&headers) == 1 {
                     tokio::time::sleep(Duration::from_secs(600)).await;
                 }
                 axum::Json(json!({"ok": true}))
@@ -83,7 +80,7 @@ async fn setup() -> Setup {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
-    let controller = ControllerProcess::start(&controller_args(ns.name()))
+    let controller = ControllerProcess::for_namespace(ns.name(), &[])
         .await
         .expect("controller");
     Setup {
@@ -105,27 +102,14 @@ impl Setup {
 
     fn apply(&self, yaml: &str) {
         self.kubectl
-            .run_with_stdin(&["apply", "-n", self.ns.name(), "-f", "-"], Some(yaml))
+            .apply(self.ns.name(), yaml)
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
     fn create_run(&self, flow: &str, input: Value) -> String {
-        let run = json!({
-            "apiVersion": "coxswain.dev/v1alpha1",
-            "kind": "Run",
-            "metadata": {"generateName": format!("{flow}-")},
-            "spec": {"flowRef": {"name": flow}, "input": input},
-        });
-        let out = self
-            .kubectl
-            .run_with_stdin(
-                &["create", "-n", self.ns.name(), "-f", "-", "-o", "name"],
-                Some(&run.to_string()),
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-        out.trim()
-            .trim_start_matches("run.coxswain.dev/")
-            .to_string()
+        self.kubectl
+            .create_run(self.ns.name(), flow, &input)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn get(&self, kind: &str, name: &str) -> Value {
@@ -134,16 +118,11 @@ impl Setup {
     }
 
     async fn wait_phase(&self, run: &str, phases: &[&str]) -> Value {
-        let found = wait_for(&format!("run {run} in {phases:?}"), BOUND, || async {
-            let object = self.get("run", run);
-            let phase = object["status"]["phase"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            Ok(phases.contains(&phase.as_str()).then_some(object))
-        })
-        .await;
-        match found {
+        match self
+            .kubectl
+            .wait_run(self.ns.name(), run, phases, BOUND)
+            .await
+        {
             Ok(object) => object,
             Err(e) => panic!(
                 "{e}\nrun: {}\ncontroller log:\n{}",
@@ -327,7 +306,7 @@ spec:
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     s.controllers[0].kill();
-    s.controllers[0] = ControllerProcess::start(&controller_args(s.ns.name()))
+    s.controllers[0] = ControllerProcess::for_namespace(s.ns.name(), &[])
         .await
         .expect("controller again");
     let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
@@ -344,190 +323,5 @@ spec:
             .as_array()
             .map(Vec::len),
         Some(1)
-    );
-}
-
-/// A controller for one test's namespace: its own Lease there, metrics on
-/// a free port, and the loopback address allowed for the test's servers.
-fn controller_args(ns: &str) -> [&str; 8] {
-    [
-        "--namespace",
-        ns,
-        "--lease-namespace",
-        ns,
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--allow-net",
-        "127.0.0.1/32",
-    ]
-}
-
-fn approval_flow() -> &'static str {
-    r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: asked}
-spec:
-  steps:
-    - key: review
-      approval: {decisions: [approve]}
-    - key: after
-      condition: {when: "true"}
-"#
-}
-
-#[tokio::test]
-async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
-    let args = [
-        "--namespace",
-        ns.name(),
-        "--lease-namespace",
-        ns.name(),
-        "--lease-duration",
-        "4s",
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ];
-    let first = ControllerProcess::start(&args)
-        .await
-        .expect("first replica");
-    let second = ControllerProcess::start(&args)
-        .await
-        .expect("second replica");
-    let mut s = Setup {
-        ns,
-        kubectl,
-        controllers: vec![first, second],
-    };
-    s.apply(approval_flow());
-    let run = s.create_run("asked", json!({}));
-    s.wait_phase(&run, &["Waiting"]).await;
-    let lease = s.get("lease", "coxswain-controller");
-    let holder = lease["spec"]["holderIdentity"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let leader = s
-        .controllers
-        .iter()
-        .position(|c| holder.ends_with(&format!("-{}", c.pid())))
-        .unwrap_or_else(|| panic!("no replica holds the Lease: {lease}"));
-    s.controllers[leader].kill();
-    let standby = 1 - leader;
-    s.kubectl
-        .run(&[
-            "patch",
-            "approval",
-            &format!("{run}-review-1"),
-            "-n",
-            s.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"decision":"approve"}}"#,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let done = wait_for("the standby to finish the run", BOUND, || async {
-        let object = s.get("run", &run);
-        Ok((object["status"]["phase"] == "Succeeded").then_some(object))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
-    assert_eq!(done["status"]["steps"]["after"]["status"], "completed");
-    let lease = s.get("lease", "coxswain-controller");
-    assert!(
-        lease["spec"]["holderIdentity"]
-            .as_str()
-            .is_some_and(|h| h.ends_with(&format!("-{}", s.controllers[standby].pid()))),
-        "{lease}"
-    );
-}
-
-#[tokio::test]
-async fn deleting_a_run_removes_what_was_made_for_it() {
-    let s = setup().await;
-    s.apply(approval_flow());
-    let run = s.create_run("asked", json!({}));
-    s.wait_phase(&run, &["Waiting"]).await;
-    let snapshot = format!("{run}-flow");
-    let approval = format!("{run}-review-1");
-    s.get("configmap", &snapshot);
-    s.get("approval", &approval);
-    s.kubectl
-        .run(&["delete", "run", &run, "-n", s.ns.name(), "--wait=true"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_for("the run's children to go", BOUND, || async {
-        let left: Vec<String> = [("configmap", &snapshot), ("approval", &approval)]
-            .iter()
-            .filter(|(kind, name)| {
-                s.kubectl
-                    .run(&["get", kind, name, "-n", s.ns.name()])
-                    .is_ok()
-            })
-            .map(|(kind, name)| format!("{kind}/{name}"))
-            .collect();
-        Ok(left.is_empty().then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-}
-
-#[tokio::test]
-async fn a_mebibyte_output_and_a_thousand_passes_keep_the_run_under_512_kib() {
-    let s = setup().await;
-    s.apply(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: heavy}
-spec:
-  steps:
-    - key: big
-      script:
-        source: head -c 1048576 /dev/zero | tr '\0' 'a'
-    - key: spin
-      loop:
-        until: "$loop.iteration >= 1000"
-        maxIterations: 1000
-        steps:
-          - key: tick
-            condition: {when: "$loop.iteration > 0"}
-"#,
-    );
-    let run = s.create_run("heavy", json!({}));
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
-    let status = &done["status"];
-    assert_eq!(status["phase"], "Succeeded", "{}", s.logs());
-    assert_eq!(status["steps"]["spin"]["iteration"], 1000);
-    let object = s
-        .kubectl
-        .run(&["get", "run", &run, "-n", s.ns.name(), "-o", "json"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let bytes = object.len();
-    eprintln!(
-        "the Run after a 1 MiB output and 1,000 passes: {bytes} bytes of JSON (kubectl get -o json)"
-    );
-    assert!(bytes < 512 << 10, "{bytes} bytes");
-    // The mebibyte is in ConfigMaps the Run owns, listed in status.values.
-    let values = status["values"].as_array().cloned().unwrap_or_default();
-    let text = values
-        .iter()
-        .find(|v| v["path"] == "/steps/big/text")
-        .unwrap_or_else(|| panic!("{values:?}"));
-    assert!(
-        text["bytes"].as_i64().is_some_and(|b| b > 1 << 20),
-        "{text}"
-    );
-    for name in text["configMaps"].as_array().cloned().unwrap_or_default() {
-        let cm = s.get("configmap", name.as_str().unwrap_or_default());
-        assert_eq!(cm["metadata"]["ownerReferences"][0]["name"], run.as_str());
-    }
-    assert!(
-        status["steps"]["big"]["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("[moved out of the status"))
     );
 }

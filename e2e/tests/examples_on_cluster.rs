@@ -25,18 +25,9 @@ async fn cluster(extra: &[&str]) -> Cluster {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
-    let mut args = vec![
-        "--namespace",
-        ns.name(),
-        "--lease-namespace",
-        ns.name(),
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--allow-net",
-        "127.0.0.1/32",
-    ];
-    args.extend_from_slice(extra);
-    let controller = ControllerProcess::start(&args).await.expect("controller");
+    let controller = ControllerProcess::for_namespace(ns.name(), extra)
+        .await
+        .expect("controller");
     Cluster {
         ns,
         kubectl,
@@ -56,22 +47,9 @@ impl Cluster {
         let path = workspace_root().join("examples").join(file);
         self.kubectl(&["apply", "-n", self.ns.name(), "-f", &path.to_string_lossy()]);
         let flow = file.trim_end_matches(".yaml");
-        let run = json!({
-            "apiVersion": "coxswain.dev/v1alpha1",
-            "kind": "Run",
-            "metadata": {"generateName": format!("{flow}-")},
-            "spec": {"flowRef": {"name": flow}, "input": input},
-        });
-        let out = self
-            .kubectl
-            .run_with_stdin(
-                &["create", "-n", self.ns.name(), "-f", "-", "-o", "name"],
-                Some(&run.to_string()),
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-        out.trim()
-            .trim_start_matches("run.coxswain.dev/")
-            .to_string()
+        self.kubectl
+            .create_run(self.ns.name(), flow, input)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn run_status(&self, run: &str) -> Value {
@@ -81,19 +59,18 @@ impl Cluster {
     }
 
     async fn wait(&self, run: &str, phases: &[&str]) -> Value {
-        wait_for(&format!("run {run} in {phases:?}"), BOUND, || async {
-            let status = self.run_status(run);
-            let phase = status["phase"].as_str().unwrap_or_default().to_string();
-            Ok(phases.contains(&phase.as_str()).then_some(status))
-        })
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
+        match self
+            .kubectl
+            .wait_run(self.ns.name(), run, phases, BOUND)
+            .await
+        {
+            Ok(object) => object["status"].clone(),
+            Err(e) => panic!(
                 "{e}\nrun: {}\ncontroller log:\n{}",
                 self.run_status(run),
                 self.controller.log_text()
-            )
-        })
+            ),
+        }
     }
 
     fn decide(&self, approval: &str, patch: Value) {

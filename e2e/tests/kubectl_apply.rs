@@ -8,12 +8,11 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::Command,
     time::Duration,
 };
 
 use coxswain::api::Flow;
-use coxswain_e2e::{TestNamespace, wait_for, workspace_root};
+use coxswain_e2e::{Kubectl, TestNamespace, wait_for, workspace_root};
 use serde_json::Value;
 
 const CRDS: [&str; 3] = [
@@ -38,78 +37,6 @@ impl Mode {
             Mode::ClientSide => &[],
             Mode::ServerSide => &["--server-side", "--field-manager=coxswain-e2e"],
         }
-    }
-}
-
-/// The real kubectl: `E2E_KUBECTL` when set, else `/usr/bin/kubectl`, else
-/// the one on `PATH`.
-fn kubectl_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("E2E_KUBECTL") {
-        return PathBuf::from(path);
-    }
-    let usr_bin = Path::new("/usr/bin/kubectl");
-    if usr_bin.exists() {
-        usr_bin.to_path_buf()
-    } else {
-        PathBuf::from("kubectl")
-    }
-}
-
-/// Runs kubectl against the test cluster with its own discovery cache (so a
-/// stale cache in `~/.kube` never answers for a CRD created a moment ago).
-struct Kubectl {
-    binary: PathBuf,
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-}
-
-impl Kubectl {
-    async fn new() -> Self {
-        let kubeconfig = tokio::task::spawn_blocking(coxswain_e2e::kubeconfig)
-            .await
-            .expect("kubeconfig task")
-            .expect("a test cluster");
-        let cache =
-            workspace_root().join(format!("target/e2e/kubectl-cache-{}", std::process::id()));
-        Self {
-            binary: kubectl_binary(),
-            kubeconfig,
-            cache,
-        }
-    }
-
-    /// kubectl's stdout, or its stderr as the error.
-    fn run(&self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new(&self.binary)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        if output.status.success() {
-            Ok(stdout)
-        } else {
-            Err(format!(
-                "kubectl {}: {}\n{stdout}{stderr}",
-                args.join(" "),
-                output.status
-            ))
-        }
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args).unwrap_or_else(|e| panic!("{e}"));
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: not JSON: {e}"))
-    }
-}
-
-impl Drop for Kubectl {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.cache);
     }
 }
 
@@ -235,7 +162,7 @@ fn kubectl_reads_every_shipped_file_as_coxswain_does(kubectl: &Kubectl) {
 /// would. The CRDs are cluster-wide, so every pass runs in this one test.
 #[tokio::test]
 async fn crds_and_examples_apply_with_kubectl_and_mean_the_same() {
-    let kubectl = Kubectl::new().await;
+    let kubectl = Kubectl::new().await.expect("kubectl");
     apply_crds(&kubectl, Mode::ClientSide).await;
     kubectl_reads_every_shipped_file_as_coxswain_does(&kubectl);
     apply_examples(&kubectl, Mode::ClientSide).await;

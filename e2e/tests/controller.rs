@@ -325,3 +325,173 @@ spec:
         Some(1)
     );
 }
+
+fn approval_flow() -> &'static str {
+    r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: asked}
+spec:
+  steps:
+    - key: review
+      approval: {decisions: [approve]}
+    - key: after
+      condition: {when: "true"}
+"#
+}
+
+#[tokio::test]
+async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let args = [
+        "--namespace",
+        ns.name(),
+        "--lease-namespace",
+        ns.name(),
+        "--lease-duration",
+        "4s",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ];
+    let first = ControllerProcess::start(&args)
+        .await
+        .expect("first replica");
+    let second = ControllerProcess::start(&args)
+        .await
+        .expect("second replica");
+    let mut s = Setup {
+        ns,
+        kubectl,
+        controllers: vec![first, second],
+    };
+    s.apply(approval_flow());
+    let run = s.create_run("asked", json!({}));
+    s.wait_phase(&run, &["Waiting"]).await;
+    let lease = s.get("lease", "coxswain-controller");
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let leader = s
+        .controllers
+        .iter()
+        .position(|c| holder.ends_with(&format!("-{}", c.pid())))
+        .unwrap_or_else(|| panic!("no replica holds the Lease: {lease}"));
+    s.controllers[leader].kill();
+    let standby = 1 - leader;
+    s.kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &format!("{run}-review-1"),
+            "-n",
+            s.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"decision":"approve"}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = wait_for("the standby to finish the run", BOUND, || async {
+        let object = s.get("run", &run);
+        Ok((object["status"]["phase"] == "Succeeded").then_some(object))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    assert_eq!(done["status"]["steps"]["after"]["status"], "completed");
+    let lease = s.get("lease", "coxswain-controller");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| h.ends_with(&format!("-{}", s.controllers[standby].pid()))),
+        "{lease}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_run_removes_what_was_made_for_it() {
+    let s = setup().await;
+    s.apply(approval_flow());
+    let run = s.create_run("asked", json!({}));
+    s.wait_phase(&run, &["Waiting"]).await;
+    let snapshot = format!("{run}-flow");
+    let approval = format!("{run}-review-1");
+    s.get("configmap", &snapshot);
+    s.get("approval", &approval);
+    s.kubectl
+        .run(&["delete", "run", &run, "-n", s.ns.name(), "--wait=true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_for("the run's children to go", BOUND, || async {
+        let left: Vec<String> = [("configmap", &snapshot), ("approval", &approval)]
+            .iter()
+            .filter(|(kind, name)| {
+                s.kubectl
+                    .run(&["get", kind, name, "-n", s.ns.name()])
+                    .is_ok()
+            })
+            .map(|(kind, name)| format!("{kind}/{name}"))
+            .collect();
+        Ok(left.is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_mebibyte_output_and_a_thousand_passes_keep_the_run_under_512_kib() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: heavy}
+spec:
+  steps:
+    - key: big
+      script:
+        source: head -c 1048576 /dev/zero | tr '\0' 'a'
+    - key: spin
+      loop:
+        until: "$loop.iteration >= 1000"
+        maxIterations: 1000
+        steps:
+          - key: tick
+            condition: {when: "$loop.iteration > 0"}
+"#,
+    );
+    let run = s.create_run("heavy", json!({}));
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let status = &done["status"];
+    assert_eq!(status["phase"], "Succeeded", "{}", s.logs());
+    assert_eq!(status["steps"]["spin"]["iteration"], 1000);
+    let object = s
+        .kubectl
+        .run(&["get", "run", &run, "-n", s.ns.name(), "-o", "json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = object.len();
+    eprintln!(
+        "the Run after a 1 MiB output and 1,000 passes: {bytes} bytes of JSON (kubectl get -o json)"
+    );
+    assert!(bytes < 512 << 10, "{bytes} bytes");
+    // The mebibyte is in ConfigMaps the Run owns, listed in status.values.
+    let values = status["values"].as_array().cloned().unwrap_or_default();
+    let text = values
+        .iter()
+        .find(|v| v["path"] == "/steps/big/text")
+        .unwrap_or_else(|| panic!("{values:?}"));
+    assert!(
+        text["bytes"].as_i64().is_some_and(|b| b > 1 << 20),
+        "{text}"
+    );
+    for name in text["configMaps"].as_array().cloned().unwrap_or_default() {
+        let cm = s.get("configmap", name.as_str().unwrap_or_default());
+        assert_eq!(cm["metadata"]["ownerReferences"][0]["name"], run.as_str());
+    }
+    assert!(
+        status["steps"]["big"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[moved out of the status"))
+    );
+}

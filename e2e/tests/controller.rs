@@ -162,6 +162,26 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
 
     let waiting = s.wait_phase(&run, &["Waiting"]).await;
     assert_eq!(waiting["status"]["steps"]["fetch"]["status"], "completed");
+    let table = s
+        .kubectl
+        .run(&["get", "runs", "-n", s.ns.name()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let words = |line: &str| {
+        line.split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let mut lines = table.lines();
+    assert_eq!(
+        words(lines.next().unwrap_or_default()),
+        ["NAME", "FLOW", "PHASE", "STEP", "PROGRESS", "AGE"],
+        "{table}"
+    );
+    assert_eq!(
+        words(lines.next().unwrap_or_default())[..5],
+        [run.as_str(), "counted", "Waiting", "review", "1/3"],
+        "{table}"
+    );
     let approval = format!("{run}-review-1");
     let asked = s.get("approval", &approval);
     assert_eq!(asked["spec"]["run"], run.as_str());
@@ -413,30 +433,179 @@ async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
 #[tokio::test]
 async fn deleting_a_run_removes_what_was_made_for_it() {
     let s = setup().await;
-    s.apply(approval_flow());
-    let run = s.create_run("asked", json!({}));
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: built}
+spec:
+  steps:
+    - key: build
+      script: {source: 'echo "{\"ok\": true}"'}
+    - key: review
+      approval: {decisions: [approve]}
+"#,
+    );
+    let run = s.create_run("built", json!({}));
     s.wait_phase(&run, &["Waiting"]).await;
-    let snapshot = format!("{run}-flow");
-    let approval = format!("{run}-review-1");
-    s.get("configmap", &snapshot);
-    s.get("approval", &approval);
+    let selector = format!("coxswain.dev/run={run}");
+    let children = || {
+        let mut names = Vec::new();
+        for kind in ["jobs", "configmaps", "approvals"] {
+            let out = s
+                .kubectl
+                .run(&[
+                    "get",
+                    kind,
+                    "-n",
+                    s.ns.name(),
+                    "-l",
+                    &selector,
+                    "-o",
+                    "name",
+                ])
+                .unwrap_or_else(|e| panic!("{e}"));
+            names.extend(out.lines().map(String::from));
+        }
+        names
+    };
+    let made = children();
+    for kind in ["job.batch/", "configmap/", "approval.coxswain.dev/"] {
+        assert!(
+            made.iter().any(|n| n.starts_with(kind)),
+            "no {kind} among {made:?}"
+        );
+    }
     s.kubectl
         .run(&["delete", "run", &run, "-n", s.ns.name(), "--wait=true"])
         .unwrap_or_else(|e| panic!("{e}"));
     wait_for("the run's children to go", BOUND, || async {
-        let left: Vec<String> = [("configmap", &snapshot), ("approval", &approval)]
-            .iter()
-            .filter(|(kind, name)| {
-                s.kubectl
-                    .run(&["get", kind, name, "-n", s.ns.name()])
-                    .is_ok()
-            })
-            .map(|(kind, name)| format!("{kind}/{name}"))
-            .collect();
-        Ok(left.is_empty().then_some(()))
+        Ok(children().is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", children()));
+}
+
+#[tokio::test]
+async fn cancelling_a_run_deletes_its_running_job() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: sleepy}
+spec:
+  steps:
+    - key: nap
+      script: {source: sleep 600}
+"#,
+    );
+    let run = s.create_run("sleepy", json!({}));
+    s.wait_phase(&run, &["Running"]).await;
+    let selector = format!("coxswain.dev/run={run}");
+    let jobs = || {
+        s.kubectl
+            .run(&[
+                "get",
+                "jobs",
+                "-n",
+                s.ns.name(),
+                "-l",
+                &selector,
+                "-o",
+                "name",
+            ])
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    wait_for("the Job", BOUND, || async {
+        Ok((!jobs().trim().is_empty()).then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
+    s.kubectl
+        .run(&[
+            "patch",
+            "run",
+            &run,
+            "-n",
+            s.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"cancel":true}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = s
+        .wait_phase(&run, &["Cancelled", "Failed", "Succeeded"])
+        .await;
+    assert_eq!(done["status"]["phase"], "Cancelled", "{}", done["status"]);
+    wait_for("the Job to go", BOUND, || async {
+        Ok(jobs().trim().is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {}", jobs()));
+}
+
+#[tokio::test]
+async fn a_schedule_fires_twice_and_the_second_run_sees_since() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: nightly}
+spec:
+  schedule: {cron: "* * * * *"}
+  steps:
+    - key: report
+      script: {source: 'printf "{\"since\": \"%s\", \"last\": \"%s\"}" "$SINCE" "$LAST_RUN"'}
+"#,
+    );
+    let runs = wait_for(
+        "two scheduled runs to succeed",
+        Duration::from_secs(200),
+        || async {
+            let list = s.kubectl.json(&[
+                "get",
+                "runs",
+                "-n",
+                s.ns.name(),
+                "-l",
+                "coxswain.dev/flow=nightly",
+                "-o",
+                "json",
+            ]);
+            let mut done: Vec<Value> = list["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r["status"]["phase"] == "Succeeded")
+                .collect();
+            done.sort_by_key(|r| {
+                r["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            });
+            Ok((done.len() >= 2).then_some(done))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let (first, second) = (&runs[0], &runs[1]);
+    assert_eq!(
+        first["status"]["steps"]["report"]["output"]["since"], "",
+        "{first}"
+    );
+    let started: jiff::Timestamp = first["status"]["startedAt"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{first}"));
+    let since = second["status"]["steps"]["report"]["output"]["since"].clone();
+    assert_eq!(since, json!(started.as_second().to_string()), "{second}");
+    assert_eq!(second["status"]["steps"]["report"]["output"]["last"], since);
+    assert_eq!(second["status"]["since"], since, "pinned in the record");
 }
 
 #[tokio::test]

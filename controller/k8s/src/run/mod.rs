@@ -84,6 +84,9 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         .as_ref()
         .is_some_and(|s| status::is_over(s.phase))
     {
+        // A controller killed between writing the end of a run and stopping
+        // its work finds that work here.
+        stop_leftovers(&ctx, &run).await?;
         return Ok(Action::await_change());
     }
     // The record with the values that were moved out of the status put back.
@@ -135,6 +138,9 @@ impl Reconcile<'_, '_> {
         } = self;
         let approvals: Api<Approval> =
             Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
+        // Work the record says runs, before anything happens to the run
+        // (a cancel ends it; its work must still be stopped).
+        let before: Vec<Work> = machine.running_work();
         let mut actions = Vec::new();
         if old.phase == RunPhase::Pending && old.steps.is_empty() {
             actions.extend(machine.handle(Event::Start, now));
@@ -142,11 +148,13 @@ impl Reconcile<'_, '_> {
         if run.spec.cancel && !status::is_over(machine.state().phase) {
             actions.extend(machine.handle(Event::Cancel, now));
         }
-        // Work the record says runs: what became of it.
-        let before: Vec<Work> = machine.running_work();
+        // What became of that work, while the run goes on.
         let mut known_running = Vec::new();
         let mut finished = Vec::new();
         for work in &before {
+            if status::is_over(machine.state().phase) {
+                break;
+            }
             let id = WorkId::of(work);
             match observe(ctx, run, work, &id).await {
                 Ok(Observation::Running) => known_running.push(id),
@@ -243,10 +251,13 @@ impl Reconcile<'_, '_> {
                 }
             }
         } else {
+            // The run is over: whatever of its work did not finish stops.
             for work in &before {
                 let id = WorkId::of(work);
-                if known_running.contains(&id) {
-                    let _ = cancel(ctx, run, work, &id).await;
+                if !finished.iter().any(|(_, done)| *done == id)
+                    && let Err(e) = cancel(ctx, run, work, &id).await
+                {
+                    tracing::warn!(run = %run.name_any(), error = %e, "could not stop work");
                 }
             }
             let uid = run.uid().unwrap_or_default();
@@ -388,6 +399,49 @@ async fn refuse(
         events::publish(&ctx.recorder, run, events::transitions(old, &new)).await;
     }
     Ok(Action::await_change())
+}
+
+/// Stops the Jobs of an ended run that still run, and its in-controller work.
+async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::api::{DeleteParams, ListParams};
+    let uid = run.uid().unwrap_or_default();
+    ctx.in_controller.cancel_where(|id| id.run == uid).await;
+    let namespace = run.namespace().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+    let selector = format!("{}={uid}", crate::names::RUN_UID_LABEL);
+    let list = jobs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("listing the Jobs of run {namespace}/{}", run.name_any()),
+                e,
+            )
+        })?;
+    for job in list.items {
+        let done = job
+            .status
+            .as_ref()
+            .is_some_and(|s| s.completion_time.is_some() || s.failed.unwrap_or(0) > 0);
+        if done {
+            continue;
+        }
+        let name = job.name_any();
+        match jobs.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {
+                tracing::info!(run = %run.name_any(), job = %name, "stopped a Job of an ended run")
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => {
+                return Err(Error::kube(
+                    format!("deleting the Job {namespace}/{name}"),
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Stops whatever this process runs for a Run being deleted.

@@ -24,6 +24,15 @@ pub struct Asked {
 }
 
 impl Asked {
+    /// What the engine asks, with the Approval's name and no object read.
+    pub fn new(run: &Run, request: ApprovalRequest) -> Self {
+        Asked {
+            name: names::approval(&run.name_any(), &request.step, request.attempt),
+            request,
+            object: None,
+        }
+    }
+
     /// The person's answer, when one was written and not taken in yet.
     pub fn answer(&self) -> Option<Decision> {
         let approval = self.object.as_ref()?;
@@ -56,16 +65,12 @@ pub async fn read(
 ) -> Result<Vec<Asked>, Error> {
     let mut asked = Vec::with_capacity(requests.len());
     for request in requests {
-        let name = names::approval(&run.name_any(), &request.step, request.attempt);
-        let object = api
-            .get_opt(&name)
+        let mut a = Asked::new(run, request);
+        a.object = api
+            .get_opt(&a.name)
             .await
-            .map_err(|e| Error::kube(format!("reading the approval {name}"), e))?;
-        asked.push(Asked {
-            request,
-            name,
-            object,
-        });
+            .map_err(|e| Error::kube(format!("reading the approval {}", a.name), e))?;
+        asked.push(a);
     }
     Ok(asked)
 }

@@ -244,8 +244,15 @@ impl Reconcile<'_, '_> {
                     return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));
                 }
             }
-            for a in approvals::read(&approvals, run, machine.pending_approvals()).await? {
-                if a.object.is_none() {
+            // Approvals for the attempts waiting now; those read above exist.
+            let existing: Vec<&str> = asked
+                .iter()
+                .filter(|a| a.object.is_some())
+                .map(|a| a.name.as_str())
+                .collect();
+            for request in machine.pending_approvals() {
+                let a = approvals::Asked::new(run, request);
+                if !existing.contains(&a.name.as_str()) {
                     let show = ctx.offloader.store_shown(run, &a.request.show).await?;
                     approvals::create(&approvals, run, &a, show).await?;
                 }

@@ -43,18 +43,7 @@ struct Finding {
 impl Finding {
     /// `FILE: flow NAME: step KEY: FIELD: MESSAGE (character N)`.
     fn line(&self) -> String {
-        let mut line = format!("{}: flow {}: ", self.file, self.flow);
-        if !self.problem.step.is_empty() {
-            line.push_str(&format!("step {}: ", self.problem.step));
-        }
-        if !self.problem.field.is_empty() {
-            line.push_str(&format!("{}: ", self.problem.field));
-        }
-        line.push_str(&self.problem.message);
-        if let Some(c) = self.problem.character {
-            line.push_str(&format!(" (character {c})"));
-        }
-        line
+        format!("{}: flow {}: {}", self.file, self.flow, self.problem)
     }
 }
 

@@ -104,21 +104,7 @@ fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
         Ok(flow) => flow,
         Err(problems) => {
             for p in problems {
-                let step = if p.step.is_empty() {
-                    String::new()
-                } else {
-                    format!("step {}: ", p.step)
-                };
-                let field = if p.field.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}: ", p.field)
-                };
-                let at = p
-                    .character
-                    .map(|c| format!(" (character {c})"))
-                    .unwrap_or_default();
-                eprintln!("{file}: {step}{field}{}{at}", p.message);
+                eprintln!("{file}: {p}");
             }
             return ExitCode::from(2);
         }

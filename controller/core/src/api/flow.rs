@@ -117,6 +117,10 @@ pub struct FlowStatus {
 }
 
 /// One validation problem, as the validator reports it.
+///
+/// It reads as `coxswain lint` prints it (without file and flow), in the
+/// Flow's `Valid` condition and in a refused Run:
+/// `step KEY: FIELD: MESSAGE (character N)`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepProblem {
@@ -131,4 +135,20 @@ pub struct StepProblem {
     /// The 1-based character of `field`'s text where reading stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub character: Option<i32>,
+}
+
+impl std::fmt::Display for StepProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.step.is_empty() {
+            write!(f, "step {}: ", self.step)?;
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(c) = self.character {
+            write!(f, " (character {c})")?;
+        }
+        Ok(())
+    }
 }

@@ -53,18 +53,7 @@ pub fn unreadable(reason: &str) -> Verdict {
 /// One problem as `coxswain lint` prints it (without file and flow):
 /// `step KEY: FIELD: MESSAGE (character N)`.
 pub fn problem_line(problem: &StepProblem) -> String {
-    let mut line = String::new();
-    if !problem.step.is_empty() {
-        line.push_str(&format!("step {}: ", problem.step));
-    }
-    if !problem.field.is_empty() {
-        line.push_str(&format!("{}: ", problem.field));
-    }
-    line.push_str(&problem.message);
-    if let Some(c) = problem.character {
-        line.push_str(&format!(" (character {c})"));
-    }
-    line
+    problem.to_string()
 }
 
 /// The `Valid` condition's message: every problem on a line of its own,

@@ -213,29 +213,6 @@ async fn snapshot_flow(
 
 /// Validation problems on one line, each with its step, field and character.
 pub fn problems_text(problems: &[StepProblem]) -> String {
-    let list: Vec<String> = problems
-        .iter()
-        .map(|p| {
-            let mut text = String::new();
-            if !p.step.is_empty() {
-                text.push_str(&format!("step `{}`", p.step));
-            }
-            if !p.field.is_empty() {
-                text.push_str(&format!(
-                    "{}{}",
-                    if text.is_empty() { "" } else { ", " },
-                    p.field
-                ));
-            }
-            if let Some(c) = p.character {
-                text.push_str(&format!(" (character {c})"));
-            }
-            if text.is_empty() {
-                p.message.clone()
-            } else {
-                format!("{text}: {}", p.message)
-            }
-        })
-        .collect();
+    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
     list.join("; ")
 }

@@ -217,7 +217,7 @@ impl Setup {
                 .run(&["get", kind, name, "-n", self.ns.name(), "-o", "json"])
                 .ok();
             let object: Option<Value> = text.and_then(|t| serde_json::from_str(&t).ok());
-            Ok(object.filter(|o| ready(o)))
+            Ok(object.filter(ready))
         })
         .await;
         found.unwrap_or_else(|e| {

@@ -259,6 +259,16 @@ fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == kind)
 }
 
+/// `text` as a YAML literal block under a key of `data` (four spaces in).
+fn block(text: &str) -> String {
+    text.lines()
+        .map(|line| match line {
+            "" => "\n".to_string(),
+            line => format!("    {line}\n"),
+        })
+        .collect()
+}
+
 /// A flow with a call the test holds, a person's review and a last call.
 fn reviewed_flow(addr: SocketAddr) -> String {
     format!(
@@ -313,11 +323,11 @@ async fn argocd_cm_holds_byte_for_byte_the_scripts_tested_for_the_crds_kinds() {
     for kind in KINDS {
         let key = format!("resource.customizations.health.coxswain.dev_{kind}");
         let tested = std::fs::read_to_string(script(kind)).expect("the script");
-        assert_eq!(
-            data[&key].as_str(),
-            Some(tested.as_str()),
-            "{key} in argocd-cm.yaml differs from {}",
-            script(kind).display()
+        assert!(
+            data[&key].as_str() == Some(tested.as_str()),
+            "{key} in argocd-cm.yaml differs from {}; its value should read:\n  {key}: |\n{}",
+            script(kind).display(),
+            block(&tested)
         );
     }
 }
@@ -545,4 +555,42 @@ spec:
     assert_health("Run", &asked, "Progressing", &["take in the run's change"]);
     let ended = s.wait_phase(&cancelled, "Cancelled").await;
     assert_health("Run", &ended, "Degraded", &["the run was cancelled"]);
+}
+
+#[tokio::test]
+async fn an_entry_is_suspended_until_filled_in_then_healthy() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: assign}
+spec:
+  steps:
+    - key: owner
+      approval: {mode: entry, fields: [{name: owner, type: string}, {name: days, type: integer}]}
+"#,
+    );
+    let run = name(&s.create_run("assign"));
+    let waiting = s.wait_phase(&run, "Waiting").await;
+    assert_health("Run", &waiting, "Suspended", &["at step owner"]);
+    let approval = format!("{run}-owner-1");
+    let asked = s.get("approval", &approval);
+    assert_health(
+        "Approval",
+        &asked,
+        "Suspended",
+        &[&format!("fill in (owner, days) on step owner of run {run}")],
+    );
+    let filled = s.patch(
+        "approval",
+        &approval,
+        json!({"spec": {"response": {"owner": "ada", "days": 3}}}),
+    );
+    assert_health("Approval", &filled, "Healthy", &["Answered an entry"]);
+    let done = s.wait_phase(&run, "Succeeded").await;
+    assert_health("Run", &done, "Healthy", &["1/1"]);
+    let consumed = s.get("approval", &approval);
+    assert_eq!(consumed["status"]["consumed"], true, "{consumed:#}");
+    assert_health("Approval", &consumed, "Healthy", &["the run took it in"]);
 }

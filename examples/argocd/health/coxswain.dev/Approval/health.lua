@@ -42,7 +42,14 @@ end
 
 hs.status = "Suspended"
 if spec.mode == "entry" then
-  hs.message = "Waiting for a person to fill in step " .. spec.step .. " of run " .. spec.run
+  local names = {}
+  if spec.fields ~= nil then
+    for _, field in ipairs(spec.fields) do
+      table.insert(names, field.name)
+    end
+  end
+  hs.message = "Waiting for a person to fill in (" .. table.concat(names, ", ") ..
+    ") on step " .. spec.step .. " of run " .. spec.run
 elseif spec.decisions ~= nil then
   hs.message = "Waiting for a person to decide (" .. table.concat(spec.decisions, ", ") ..
     ") on step " .. spec.step .. " of run " .. spec.run

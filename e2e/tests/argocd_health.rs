@@ -1,0 +1,596 @@
+//! The Argo CD health checks of `examples/argocd/` run by gopher-lua, the
+//! interpreter Argo CD embeds (`target/e2e/lua-health`, built from
+//! `e2e/argocd/` under Argo CD's contract: the object is `obj`, the script
+//! returns `{status, message}`), on objects read with `kubectl -o json` from
+//! real Flows, Runs and Approvals that `coxswain controller` drives, at each
+//! stage of their lives; and the scripts in `argocd-cm.yaml` are, byte for
+//! byte, the ones run here.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for, workspace_root};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const BOUND: Duration = Duration::from_secs(90);
+
+/// The kinds with a health check, as Argo CD keys them (`group_kind`).
+const KINDS: [&str; 3] = ["Flow", "Run", "Approval"];
+
+/// What a health script returned.
+#[derive(Debug, serde::Deserialize)]
+struct Health {
+    status: String,
+    message: String,
+}
+
+/// The script Argo CD runs for `kind`, as the repo ships it.
+fn script(kind: &str) -> PathBuf {
+    workspace_root()
+        .join("examples/argocd/health/coxswain.dev")
+        .join(kind)
+        .join("health.lua")
+}
+
+/// `target/e2e/lua-health` (or `E2E_LUA_HEALTH`), built with
+/// `e2e/argocd/build` when missing.
+fn lua_health() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        if let Some(path) = std::env::var_os("E2E_LUA_HEALTH") {
+            return PathBuf::from(path);
+        }
+        let root = workspace_root();
+        let binary = root.join("target/e2e/lua-health");
+        if !binary.exists() {
+            let status = Command::new(root.join("e2e/argocd/build"))
+                .stdout(Stdio::null())
+                .status()
+                .unwrap_or_else(|e| panic!("running e2e/argocd/build: {e}"));
+            assert!(status.success(), "e2e/argocd/build exited with {status}");
+        }
+        binary
+    })
+}
+
+/// Runs `kind`'s health script on `object` under gopher-lua.
+fn health(kind: &str, object: &Value) -> Health {
+    let mut child = Command::new(lua_health())
+        .arg(script(kind))
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", lua_health().display()));
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(object.to_string().as_bytes())
+            .expect("writing the object to lua-health");
+    }
+    let out = child.wait_with_output().expect("lua-health");
+    assert!(
+        out.status.success(),
+        "the {kind} health script failed on {object:#}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "lua-health printed no health ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Asserts `kind`'s health of `object` is `status`, with a message that
+/// contains every one of `parts`; returns the message.
+#[track_caller]
+fn assert_health(kind: &str, object: &Value, status: &str, parts: &[&str]) -> String {
+    let got = health(kind, object);
+    assert_eq!(got.status, status, "{got:?} of {object:#}");
+    for part in parts {
+        assert!(
+            got.message.contains(part),
+            "{kind} health message {:?} lacks {part:?}; object: {object:#}",
+            got.message
+        );
+    }
+    got.message
+}
+
+/// A local server the flows' HTTP steps call: `/ok`, `/fail` (422) and
+/// `/hold`, which answers once the test releases it (so a run is seen
+/// Running).
+async fn serve() -> (SocketAddr, watch::Sender<bool>) {
+    let (release, released) = watch::channel(false);
+    let app = axum::Router::new()
+        .route("/ok", get(|| async { axum::Json(json!({"ok": true})) }))
+        .route(
+            "/fail",
+            get(|| async { (StatusCode::UNPROCESSABLE_ENTITY, "no such order") }),
+        )
+        .route(
+            "/hold",
+            get(
+                |State(mut released): State<watch::Receiver<bool>>| async move {
+                    let _ = released.wait_for(|r| *r).await;
+                    axum::Json(json!({"held": true}))
+                },
+            ),
+        )
+        .with_state(released);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, release)
+}
+
+/// A namespace with the CRDs, kubectl and a controller for it.
+struct Setup {
+    ns: TestNamespace,
+    kubectl: Kubectl,
+    controller: ControllerProcess,
+}
+
+async fn setup() -> Setup {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let controller = ControllerProcess::for_namespace(ns.name(), &[])
+        .await
+        .expect("controller");
+    Setup {
+        ns,
+        kubectl,
+        controller,
+    }
+}
+
+impl Setup {
+    /// kubectl's stdout as JSON (`-o json` is the caller's); panics with
+    /// kubectl's message and the controller's log otherwise.
+    fn json(&self, args: &[&str], stdin: Option<&str>) -> Value {
+        let mut all = vec!["-n", self.ns.name()];
+        all.extend_from_slice(args);
+        let out = self
+            .kubectl
+            .run_with_stdin(&all, stdin)
+            .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: not JSON: {e}"))
+    }
+
+    /// `kubectl apply -o json` of `yaml`: the object as the API server
+    /// stored it, before the controller has looked at it.
+    fn apply(&self, yaml: &str) -> Value {
+        self.json(&["apply", "-f", "-", "-o", "json"], Some(yaml))
+    }
+
+    /// `kubectl create -o json` of a Run of `flow`: the Run as created.
+    fn create_run(&self, flow: &str) -> Value {
+        let run = json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {"generateName": format!("{flow}-")},
+            "spec": {"flowRef": {"name": flow}},
+        });
+        self.json(&["create", "-f", "-", "-o", "json"], Some(&run.to_string()))
+    }
+
+    /// `kubectl patch --type merge -o json`: the object as patched.
+    fn patch(&self, kind: &str, name: &str, patch: Value) -> Value {
+        self.json(
+            &[
+                "patch",
+                kind,
+                name,
+                "--type",
+                "merge",
+                "-p",
+                &patch.to_string(),
+                "-o",
+                "json",
+            ],
+            None,
+        )
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Value {
+        self.json(&["get", kind, name, "-o", "json"], None)
+    }
+
+    /// The object once `ready` holds of it (within the bound).
+    async fn wait(&self, kind: &str, name: &str, what: &str, ready: fn(&Value) -> bool) -> Value {
+        let found = wait_for(what, BOUND, || async {
+            let text = self
+                .kubectl
+                .run(&["get", kind, name, "-n", self.ns.name(), "-o", "json"])
+                .ok();
+            let object: Option<Value> = text.and_then(|t| serde_json::from_str(&t).ok());
+            Ok(object.filter(ready))
+        })
+        .await;
+        found.unwrap_or_else(|e| {
+            panic!(
+                "{e}\n{kind} {name}: {:#}\ncontroller log:\n{}",
+                self.get(kind, name),
+                self.controller.log_text()
+            )
+        })
+    }
+
+    async fn wait_phase(&self, run: &str, phase: &'static str) -> Value {
+        match self
+            .kubectl
+            .wait_run(self.ns.name(), run, &[phase], BOUND)
+            .await
+        {
+            Ok(object) => object,
+            Err(e) => panic!(
+                "{e}\nrun: {:#}\ncontroller log:\n{}",
+                self.get("run", run),
+                self.controller.log_text()
+            ),
+        }
+    }
+}
+
+fn name(object: &Value) -> String {
+    object["metadata"]["name"]
+        .as_str()
+        .expect("a named object")
+        .to_string()
+}
+
+fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// `text` as a YAML literal block under a key of `data` (four spaces in).
+fn block(text: &str) -> String {
+    text.lines()
+        .map(|line| match line {
+            "" => "\n".to_string(),
+            line => format!("    {line}\n"),
+        })
+        .collect()
+}
+
+/// A flow with a call the test holds, a person's review and a last call.
+fn reviewed_flow(addr: SocketAddr) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: reviewed}}
+spec:
+  steps:
+    - key: fetch
+      http: {{url: "http://{addr}/hold"}}
+    - key: review
+      approval: {{decisions: [approve, reject]}}
+    - key: publish
+      after: [review.approve]
+      http: {{url: "http://{addr}/ok"}}
+"#
+    )
+}
+
+#[tokio::test]
+async fn argocd_cm_holds_byte_for_byte_the_scripts_tested_for_the_crds_kinds() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    let file = workspace_root().join("examples/argocd/argocd-cm.yaml");
+    // What kubectl reads from the file is what the API server stores and
+    // Argo CD runs.
+    let out = kubectl
+        .run(&[
+            "create",
+            "--dry-run=client",
+            "-o",
+            "json",
+            "-f",
+            &file.to_string_lossy(),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cm: Value = serde_json::from_str(&out).expect("kubectl prints JSON");
+    assert_eq!(cm["metadata"]["name"], "argocd-cm");
+    let data = cm["data"].as_object().expect("argocd-cm has data");
+    let mut crds = BTreeSet::new();
+    for entry in std::fs::read_dir(workspace_root().join("crds")).expect("crds/") {
+        let text = std::fs::read_to_string(entry.expect("crds/ entry").path()).expect("a CRD");
+        let crd: serde_yaml::Value = serde_yaml::from_str(&text).expect("a CRD in YAML");
+        crds.insert(format!(
+            "resource.customizations.health.{}_{}",
+            crd["spec"]["group"].as_str().expect("a group"),
+            crd["spec"]["names"]["kind"].as_str().expect("a kind"),
+        ));
+    }
+    let keys: BTreeSet<String> = data.keys().cloned().collect();
+    assert_eq!(keys, crds, "one health check per kind of crds/");
+    for kind in KINDS {
+        let key = format!("resource.customizations.health.coxswain.dev_{kind}");
+        let tested = std::fs::read_to_string(script(kind)).expect("the script");
+        assert!(
+            data[&key].as_str() == Some(tested.as_str()),
+            "{key} in argocd-cm.yaml differs from {}; its value should read:\n  {key}: |\n{}",
+            script(kind).display(),
+            block(&tested)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_flow_is_progressing_until_validated_then_healthy_or_degraded_with_its_problems() {
+    let (addr, _release) = serve().await;
+    let s = setup().await;
+
+    let created = s.apply(&reviewed_flow(addr));
+    assert!(created.get("status").is_none(), "{created:#}");
+    assert_health("Flow", &created, "Progressing", &["validate"]);
+
+    let valid = s
+        .wait("flow", "reviewed", "the flow validated", |f| {
+            f["status"]["observedGeneration"] == 1 && condition(f, "Valid").is_some()
+        })
+        .await;
+    assert_eq!(condition(&valid, "Valid").expect("Valid")["status"], "True");
+    assert_health("Flow", &valid, "Healthy", &["passed validation"]);
+
+    // An edit from Git: a new generation the controller has not checked.
+    let edited = s.apply(&reviewed_flow(addr).replace("[approve, reject]", "[approve, redo]"));
+    assert_eq!(edited["metadata"]["generation"], 2, "{edited:#}");
+    assert_eq!(edited["status"]["observedGeneration"], 1, "{edited:#}");
+    assert_health("Flow", &edited, "Progressing", &["this generation"]);
+    let checked = s
+        .wait("flow", "reviewed", "the edit validated", |f| {
+            f["status"]["observedGeneration"] == 2
+        })
+        .await;
+    assert_health("Flow", &checked, "Healthy", &[]);
+
+    // Derived from the real object: a valid flow whose schedule cannot
+    // start runs (`Ready` False) is not healthy either.
+    let mut unready = checked.clone();
+    let conditions = unready["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions");
+    for c in conditions.iter_mut().filter(|c| c["type"] == "Ready") {
+        c["status"] = json!("False");
+        c["reason"] = json!("ScheduleUnusable");
+        c["message"] = json!("the schedule cannot start runs");
+    }
+    assert_health(
+        "Flow",
+        &unready,
+        "Degraded",
+        &["the schedule cannot start runs"],
+    );
+
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: broken}
+spec:
+  steps:
+    - key: first
+      http: {url: "http://127.0.0.1:1/"}
+    - key: second
+      when: $steps.first.output.ok == True
+      http: {url: "http://127.0.0.1:1/"}
+    - key: third
+      when: "$steps.first.status == "
+      http: {url: "http://127.0.0.1:1/"}
+"#,
+    );
+    let broken = s
+        .wait("flow", "broken", "the broken flow checked", |f| {
+            condition(f, "Valid").is_some_and(|c| c["status"] == "False")
+        })
+        .await;
+    let message = assert_health(
+        "Flow",
+        &broken,
+        "Degraded",
+        &[
+            "2 problems:",
+            "step second: when: write `true` in lowercase",
+            "step third: when: ",
+            "(character ",
+        ],
+    );
+    assert_eq!(
+        Some(message.as_str()),
+        condition(&broken, "Valid").and_then(|c| c["message"].as_str()),
+        "the message is the Valid condition's"
+    );
+}
+
+#[tokio::test]
+async fn a_run_and_its_approval_have_the_health_of_each_stage_until_it_succeeds() {
+    let (addr, release) = serve().await;
+    let s = setup().await;
+    s.apply(&reviewed_flow(addr));
+
+    let created = s.create_run("reviewed");
+    let run = name(&created);
+    assert!(created.get("status").is_none(), "{created:#}");
+    assert_health("Run", &created, "Progressing", &["start the run"]);
+
+    let running = s.wait_phase(&run, "Running").await;
+    assert_health(
+        "Run",
+        &running,
+        "Progressing",
+        &["Running at step fetch", "0/3"],
+    );
+    release.send_replace(true);
+
+    let waiting = s.wait_phase(&run, "Waiting").await;
+    assert_health(
+        "Run",
+        &waiting,
+        "Suspended",
+        &["Waiting for a person at step review", "1/3"],
+    );
+    let approval = format!("{run}-review-1");
+    let asked = s.get("approval", &approval);
+    assert_health(
+        "Approval",
+        &asked,
+        "Suspended",
+        &[&format!(
+            "decide (approve, reject) on step review of run {run}"
+        )],
+    );
+
+    let decided = s.patch(
+        "approval",
+        &approval,
+        json!({"spec": {"decision": "approve"}}),
+    );
+    assert_health(
+        "Approval",
+        &decided,
+        "Healthy",
+        &["Answered approve", "waiting for the run"],
+    );
+    let consumed = s
+        .wait("approval", &approval, "the answer taken in", |a| {
+            a["status"]["consumed"] == true
+        })
+        .await;
+    assert_health("Approval", &consumed, "Healthy", &["the run took it in"]);
+
+    let done = s.wait_phase(&run, "Succeeded").await;
+    assert_health("Run", &done, "Healthy", &["succeeded", "3/3"]);
+}
+
+#[tokio::test]
+async fn failed_cancelled_and_flowless_runs_and_a_refused_answer_are_not_healthy() {
+    let (addr, release) = serve().await;
+    release.send_replace(true);
+    let s = setup().await;
+    s.apply(&reviewed_flow(addr));
+    s.apply(&format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: failing}}
+spec:
+  steps:
+    - key: order
+      http: {{url: "http://{addr}/fail"}}
+"#
+    ));
+
+    let failing = name(&s.create_run("failing"));
+    let failed = s.wait_phase(&failing, "Failed").await;
+    let error = failed["status"]["error"]["message"]
+        .as_str()
+        .expect("a failed run says why")
+        .to_string();
+    let message = assert_health("Run", &failed, "Degraded", &["422", "no such order"]);
+    assert_eq!(message, error);
+
+    // A Run of a flow that does not exist (yet: Argo CD may sync it next)
+    // stays Pending, looked at again and again.
+    let flowless = name(&s.create_run("nowhere"));
+    let missing = format!(
+        "the flow `nowhere` does not exist in namespace `{}`",
+        s.ns.name()
+    );
+    wait_for("the missing flow noticed", BOUND, || async {
+        Ok(s.controller.log_text().contains(&missing).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
+    let pending = s.get("run", &flowless);
+    assert_health("Run", &pending, "Progressing", &["start the run"]);
+    // Derived from it: with the `Running` condition the controller's
+    // `set_flow_missing` writes, the condition's message is shown.
+    let mut said = pending.clone();
+    said["status"] = json!({"phase": "Pending", "conditions": [{
+        "type": "Running", "status": "False", "reason": "FlowNotFound",
+        "message": missing, "lastTransitionTime": "2030-01-01T00:00:00Z"}]});
+    assert_health("Run", &said, "Progressing", &[&missing]);
+
+    let cancelled = name(&s.create_run("reviewed"));
+    s.wait_phase(&cancelled, "Waiting").await;
+    let approval = format!("{cancelled}-review-1");
+    s.patch(
+        "approval",
+        &approval,
+        json!({"spec": {"decision": "maybe"}}),
+    );
+    let refused = s
+        .wait("approval", &approval, "the answer refused", |a| {
+            a["status"]["refused"].is_string()
+        })
+        .await;
+    let reason = refused["status"]["refused"].as_str().unwrap_or_default();
+    assert_health(
+        "Approval",
+        &refused,
+        "Degraded",
+        &["The answer was refused: ", reason],
+    );
+
+    // The cancel as written: the controller has not taken it in yet.
+    let asked = s.patch("run", &cancelled, json!({"spec": {"cancel": true}}));
+    assert_eq!(asked["status"]["phase"], "Waiting", "{asked:#}");
+    assert_health("Run", &asked, "Progressing", &["take in the run's change"]);
+    let ended = s.wait_phase(&cancelled, "Cancelled").await;
+    assert_health("Run", &ended, "Degraded", &["the run was cancelled"]);
+}
+
+#[tokio::test]
+async fn an_entry_is_suspended_until_filled_in_then_healthy() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: assign}
+spec:
+  steps:
+    - key: owner
+      approval: {mode: entry, fields: [{name: owner, type: string}, {name: days, type: integer}]}
+"#,
+    );
+    let run = name(&s.create_run("assign"));
+    let waiting = s.wait_phase(&run, "Waiting").await;
+    assert_health("Run", &waiting, "Suspended", &["at step owner"]);
+    let approval = format!("{run}-owner-1");
+    let asked = s.get("approval", &approval);
+    assert_health(
+        "Approval",
+        &asked,
+        "Suspended",
+        &[&format!("fill in (owner, days) on step owner of run {run}")],
+    );
+    let filled = s.patch(
+        "approval",
+        &approval,
+        json!({"spec": {"response": {"owner": "ada", "days": 3}}}),
+    );
+    assert_health("Approval", &filled, "Healthy", &["Answered an entry"]);
+    let done = s.wait_phase(&run, "Succeeded").await;
+    assert_health("Run", &done, "Healthy", &["1/1"]);
+    let consumed = s.get("approval", &approval);
+    assert_eq!(consumed["status"]["consumed"], true, "{consumed:#}");
+    assert_health("Approval", &consumed, "Healthy", &["the run took it in"]);
+}

@@ -1,0 +1,59 @@
+-- Argo CD health of a Coxswain Approval (a person's part of a Run).
+-- Suspended: nobody has answered yet; the run waits.
+-- Healthy: answered (the run has taken the answer in, or is about to).
+-- Degraded: the answer written was refused (it does not fit the step);
+--   the person may write another.
+local hs = {}
+
+local spec = obj.spec
+local status = obj.status
+local consumed = status ~= nil and status.consumed == true
+local refused = nil
+if status ~= nil then
+  refused = status.refused
+end
+
+local function answer()
+  local text = "an entry"
+  if spec.decision ~= nil then
+    text = spec.decision
+  end
+  if spec.decidedBy ~= nil and spec.decidedBy.username ~= nil then
+    text = text .. " by " .. spec.decidedBy.username
+  end
+  return text
+end
+
+if consumed then
+  hs.status = "Healthy"
+  hs.message = "Answered " .. answer() .. "; the run took it in"
+  return hs
+end
+if refused ~= nil then
+  hs.status = "Degraded"
+  hs.message = "The answer was refused: " .. refused
+  return hs
+end
+if spec.decision ~= nil or spec.response ~= nil then
+  hs.status = "Healthy"
+  hs.message = "Answered " .. answer() .. "; waiting for the run to take it in"
+  return hs
+end
+
+hs.status = "Suspended"
+if spec.mode == "entry" then
+  local names = {}
+  if spec.fields ~= nil then
+    for _, field in ipairs(spec.fields) do
+      table.insert(names, field.name)
+    end
+  end
+  hs.message = "Waiting for a person to fill in (" .. table.concat(names, ", ") ..
+    ") on step " .. spec.step .. " of run " .. spec.run
+elseif spec.decisions ~= nil then
+  hs.message = "Waiting for a person to decide (" .. table.concat(spec.decisions, ", ") ..
+    ") on step " .. spec.step .. " of run " .. spec.run
+else
+  hs.message = "Waiting for a person to decide on step " .. spec.step .. " of run " .. spec.run
+end
+return hs

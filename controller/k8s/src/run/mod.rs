@@ -91,15 +91,21 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     }
     // The record with the values that were moved out of the status put back.
     let old = ctx.offloader.load(&run).await?;
-    let flow =
-        match pin::pinned_flow(&ctx.client, &ctx.flows, &run, old.flow_digest.as_deref()).await? {
-            Pinned::Flow(flow) => flow,
-            Pinned::Refused(reason) => return refuse(&ctx, &run, &old, reason).await,
-            Pinned::NotYet(reason) => {
-                tracing::info!(run = %run.name_any(), "{reason}; looking again soon");
-                return Ok(Action::requeue(FLOW_MISSING_REQUEUE));
+    let flow = match pin::pinned_flow(&ctx.client, &ctx.flows, &run, old.flow_digest.as_deref())
+        .await?
+    {
+        Pinned::Flow(flow) => flow,
+        Pinned::Refused(reason) => return refuse(&ctx, &run, &old, reason).await,
+        Pinned::NotYet(reason) => {
+            tracing::info!(run = %run.name_any(), "{reason}; looking again soon");
+            let mut new = old.clone();
+            status::set_flow_missing(&mut new, run.metadata.generation, Timestamp::now(), &reason);
+            if new != old {
+                write_record(&ctx, &run, &new).await?;
             }
-        };
+            return Ok(Action::requeue(FLOW_MISSING_REQUEUE));
+        }
+    };
     let info = run_info(&run);
     let input = run
         .spec

@@ -527,3 +527,54 @@ fn the_default_install_is_two_hardened_replicas_with_probes_and_services() {
         );
     }
 }
+
+/// The rendered chart means the same to kubectl (YAML 1.1) as to a YAML 1.2
+/// reader (DESIGN 7, "YAML rule"): kubectl's client-side dry run prints the
+/// objects as it read them, before any server default.
+#[tokio::test]
+async fn kubectl_reads_the_rendered_chart_as_yaml_1_2_does() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = coxswain_e2e::workspace_root().join("target/e2e/chart-rendered");
+    std::fs::create_dir_all(&dir).expect("directory");
+    for (shape, sets) in [
+        ("default", &[][..]),
+        (
+            "namespaced",
+            &[
+                "scope=namespace",
+                "flowSecrets[0].names={cms,slack}",
+                "controller.allowNet={10.0.0.0/8}",
+                "agent.baseUrl=https://models.example/v1",
+                "agent.apiKeySecret.name=model-key",
+                "networkPolicy.enabled=true",
+            ][..],
+        ),
+    ] {
+        let render = Render::new("coxswain-system", sets);
+        let file = dir.join(format!("{shape}-{}.yaml", std::process::id()));
+        std::fs::write(&file, render.text()).expect("written");
+        let path = file.to_string_lossy();
+        let out = kubectl
+            .run(&["create", "--dry-run=client", "-o", "json", "-f", &path])
+            .unwrap_or_else(|e| panic!("{e}"));
+        // One JSON object per rendered object, one after the other.
+        let items: Vec<Value> = serde_json::Deserializer::from_str(&out)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("kubectl's output is not JSON: {e}"));
+        assert_eq!(
+            items.len(),
+            render.docs().len(),
+            "{shape}: every object read"
+        );
+        for (kubectls, ours) in items.iter().zip(render.docs()) {
+            assert_eq!(
+                kubectls, ours,
+                "{shape}: kubectl reads {} {} differently",
+                ours["kind"], ours["metadata"]["name"]
+            );
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+}

@@ -29,6 +29,7 @@ fn helm() -> PathBuf {
 #[derive(Debug)]
 pub struct Render {
     namespace: String,
+    text: String,
     docs: Vec<Value>,
 }
 
@@ -53,7 +54,7 @@ impl Render {
         if !output.status.success() {
             return Err(String::from_utf8_lossy(&output.stderr).into_owned());
         }
-        let text = String::from_utf8_lossy(&output.stdout);
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
         let mut docs = Vec::new();
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let value: Value = serde::Deserialize::deserialize(doc)
@@ -64,8 +65,19 @@ impl Render {
         }
         Ok(Self {
             namespace: namespace.to_string(),
+            text,
             docs,
         })
+    }
+
+    /// helm's output, as it would be applied.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Every rendered object, as serde_yaml (YAML 1.2) reads it.
+    pub fn docs(&self) -> &[Value] {
+        &self.docs
     }
 
     /// Every rendered object of `kind`.

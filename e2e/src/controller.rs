@@ -1,7 +1,7 @@
 //! `coxswain controller` started as a process, as the acceptance checks
 //! start it: from the checkout, with only `KUBECONFIG` set.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::{coxswain_bin, kubeconfig, workspace_root};
@@ -20,6 +20,18 @@ impl ControllerProcess {
         let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
             .await
             .map_err(|e| crate::Error::Start(e.to_string()))??;
+        Self::start_with(&kubeconfig, args, &[])
+    }
+
+    /// Starts `coxswain controller ARGS…` with `kubeconfig` (e.g. one whose
+    /// user impersonates a ServiceAccount, to run the controller with only
+    /// that account's RBAC) and the variables in `env`, as a Deployment
+    /// sets them; nothing else of the environment but `PATH` and `HOME`.
+    pub fn start_with(
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> crate::Result<Self> {
         let dir = workspace_root().join("target/e2e/controllers");
         std::fs::create_dir_all(&dir).map_err(|e| crate::Error::Start(e.to_string()))?;
         let log = dir.join(format!("{}-{}.log", std::process::id(), unique()));
@@ -29,7 +41,8 @@ impl ControllerProcess {
             .arg("controller")
             .args(args)
             .env_clear()
-            .env("KUBECONFIG", &kubeconfig)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("KUBECONFIG", kubeconfig)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", std::env::var_os("HOME").unwrap_or_default())
             .env("RUST_BACKTRACE", "1")

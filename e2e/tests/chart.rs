@@ -1,0 +1,580 @@
+//! The Helm chart (`charts/coxswain`) on the real API server: its RBAC is
+//! enough and no more.
+//!
+//! Each test renders the chart with the helm built from Go modules
+//! (`e2e/helm/build`), applies exactly the RBAC it renders (ServiceAccount,
+//! Roles, ClusterRoles and bindings), and then either starts `coxswain
+//! controller` under the chart's ServiceAccount (a kubeconfig whose user
+//! impersonates it, with the environment the chart's Deployment sets) and runs
+//! a flow with a script whose output comes back through the pod's log, an
+//! http call with a bound Secret and an approval to
+//! the end; or asks the API server what that account may do (`kubectl auth
+//! can-i --as`). A controller with a cluster-wide ClusterRole would also
+//! reconcile the other test's namespace, so the tests that start a controller
+//! take turns.
+
+mod chart_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::routing::get;
+use chart_support::{Installed, Render};
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace};
+use serde_json::{Value, json};
+
+const BOUND: Duration = Duration::from_secs(120);
+
+/// Tests that start a controller run one at a time (see the module doc).
+static CONTROLLERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The token the flow's http step sends, from a Secret the chart lets the
+/// controller read.
+const TOKEN: &str = "s3cret-for-the-publisher";
+
+/// A local server standing in for a release API: `GET /publish` answers
+/// whether the request carried `Authorization: Bearer TOKEN`, and remembers
+/// every Authorization header it saw.
+async fn serve_publisher() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_by_route = seen.clone();
+    let app = axum::Router::new().route(
+        "/publish",
+        get(move |headers: HeaderMap| {
+            let seen = seen_by_route.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let ok = auth == format!("Bearer {TOKEN}");
+                seen.lock().expect("lock").push(auth);
+                axum::Json(json!({"published": ok}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, seen)
+}
+
+fn release_flow(addr: std::net::SocketAddr) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: release}}
+spec:
+  steps:
+    - key: build
+      script:
+        source: |
+          notes=$(head -c 10000 /dev/zero | tr '\0' x)
+          printf '{{"version": "1.2.3", "notes": "%s"}}' "$notes"
+    - key: publish
+      http:
+        url: "http://{addr}/publish"
+        headers:
+          - name: Authorization
+            valueFrom: {{secretKeyRef: {{name: publisher, key: authorization}}}}
+    - key: review
+      approval: {{decisions: [approve], show: [build, publish]}}
+"#
+    )
+}
+
+/// Runs the release flow to its end with a controller started as the chart
+/// would start it, under the chart's ServiceAccount only.
+async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
+    let _turn = CONTROLLERS.lock().await;
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let ns = ns.name();
+    let render = Render::new(
+        ns,
+        &[
+            &format!("scope={scope}"),
+            "controller.allowNet={127.0.0.1/32}",
+            "flowSecrets[0].names={publisher}",
+        ],
+    );
+    let installed = Installed::rbac(&render).await;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "publisher"},
+        "stringData": {"authorization": format!("Bearer {TOKEN}")},
+    });
+    kubectl
+        .apply(ns, &secret.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let (addr, seen) = serve_publisher().await;
+    let kubeconfig = installed.impersonating_kubeconfig();
+    // Debug logs: a standby's refused watch of the Lease is logged at debug.
+    let env = render.controller_env(
+        ns,
+        &[
+            ("COXSWAIN_METRICS_ADDR", "127.0.0.1:0"),
+            ("COXSWAIN_LOG_LEVEL", "coxswain_k8s=debug,info"),
+        ],
+    );
+    // Two replicas, as the chart runs them: one leads, one watches the Lease.
+    let controllers = [
+        ControllerProcess::start_with(&kubeconfig, &[], &env).expect("controller starts"),
+        ControllerProcess::start_with(&kubeconfig, &[], &env).expect("controller starts"),
+    ];
+    let logs = || {
+        controllers
+            .iter()
+            .map(|c| c.log_text())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+    kubectl
+        .apply(ns, &release_flow(addr))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = kubectl
+        .create_run(ns, "release", &json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let explain = |e: coxswain_e2e::Error| -> ! {
+        let run = kubectl.run(&["get", "run", &run, "-n", ns, "-o", "yaml"]);
+        panic!("{e}\nrun: {run:?}\ncontroller logs:\n{}", logs())
+    };
+    let waiting = kubectl
+        .wait_run(ns, &run, &["Waiting", "Failed"], BOUND)
+        .await
+        .unwrap_or_else(|e| explain(e));
+    assert_eq!(waiting["status"]["phase"], "Waiting", "{waiting}");
+    let approval = format!("{run}-review-1");
+    let asked = kubectl.json(&["get", "approval", &approval, "-n", ns, "-o", "json"]);
+    assert_eq!(
+        asked["spec"]["show"]["publish"]["body"]["published"], true,
+        "{asked}"
+    );
+    kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &approval,
+            "-n",
+            ns,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"decision":"approve"}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = kubectl
+        .wait_run(ns, &run, &["Succeeded", "Failed", "Cancelled"], BOUND)
+        .await
+        .unwrap_or_else(|e| explain(e));
+    assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
+    // The script's 10 kB output came back through the pod's log (more than
+    // a termination message holds) and moved into a ConfigMap the Run owns.
+    assert_eq!(
+        done["status"]["steps"]["build"]["status"], "completed",
+        "{}",
+        done["status"]
+    );
+    let values = done["status"]["values"].to_string();
+    assert!(
+        values.contains("configMap") || values.contains("ConfigMap"),
+        "{values}"
+    );
+    assert_eq!(
+        seen.lock().expect("lock").as_slice(),
+        [format!("Bearer {TOKEN}")],
+        "the secret reached the server once"
+    );
+    // The chart's Lease, held by this controller under the chart's account.
+    let lease = kubectl.json(&["get", "lease", &render.fullname(), "-n", ns, "-o", "json"]);
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("coxswain-chart-test-")),
+        "{lease}"
+    );
+    let log = logs();
+    assert!(
+        !log.contains("forbidden"),
+        "a replica was refused something:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn namespace_scoped_rbac_is_enough_to_run_a_flow_to_the_end() {
+    a_flow_runs_to_the_end_under_the_charts_rbac("namespace").await;
+}
+
+#[tokio::test]
+async fn cluster_scoped_rbac_is_enough_to_run_a_flow_to_the_end() {
+    a_flow_runs_to_the_end_under_the_charts_rbac("cluster").await;
+}
+
+/// What the chart's account may do, asked of the API server for each
+/// `(verb, resource, namespace)`.
+fn assert_can(installed: &Installed, cases: &[(&str, &str, Option<&str>, bool)]) {
+    let mut wrong = Vec::new();
+    for (verb, resource, namespace, expected) in cases {
+        let allowed = installed.can_i(verb, resource, *namespace);
+        if allowed != *expected {
+            wrong.push(format!(
+                "{verb} {resource} in {}: {} (expected {})",
+                namespace.unwrap_or("all namespaces"),
+                if allowed { "allowed" } else { "denied" },
+                if *expected { "allowed" } else { "denied" }
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[tokio::test]
+async fn namespace_scoped_rbac_grants_nothing_outside_its_namespace_or_beyond_the_named_secrets() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let home = TestNamespace::new().await.expect("namespace");
+    let other = TestNamespace::new().await.expect("namespace");
+    let (ns, elsewhere) = (Some(home.name()), Some(other.name()));
+    let render = Render::new(
+        home.name(),
+        &["scope=namespace", "flowSecrets[0].names={publisher}"],
+    );
+    let installed = Installed::rbac(&render).await;
+    let lease = format!("leases.coordination.k8s.io/{}", render.fullname());
+    assert_can(
+        &installed,
+        &[
+            // What the controller does, in its namespace.
+            ("watch", "runs.coxswain.dev", ns, true),
+            ("update", "runs.coxswain.dev:status", ns, true),
+            ("create", "jobs.batch", ns, true),
+            ("get", "pods:log", ns, true),
+            ("create", "approvals.coxswain.dev", ns, true),
+            ("get", "secrets/publisher", ns, true),
+            ("patch", &lease, ns, true),
+            // Secrets: only the one named, and only `get`.
+            ("get", "secrets/someone-elses", ns, false),
+            ("list", "secrets", ns, false),
+            ("watch", "secrets", ns, false),
+            ("create", "secrets", ns, false),
+            // Nothing in another namespace.
+            ("list", "runs.coxswain.dev", elsewhere, false),
+            ("create", "jobs.batch", elsewhere, false),
+            ("get", "configmaps", elsewhere, false),
+            ("get", "secrets/publisher", elsewhere, false),
+            ("list", "runs.coxswain.dev", None, false),
+            // Not even in its namespace: a Flow's spec (GitOps: only its
+            // author writes it), a Run's or an Approval's spec, deleting
+            // Runs, pods of its own, other Leases.
+            ("update", "flows.coxswain.dev", ns, false),
+            ("patch", "flows.coxswain.dev", ns, false),
+            ("update", "runs.coxswain.dev", ns, false),
+            ("delete", "runs.coxswain.dev", ns, false),
+            ("patch", "approvals.coxswain.dev", ns, false),
+            ("create", "pods", ns, false),
+            (
+                "patch",
+                "leases.coordination.k8s.io/someone-elses",
+                ns,
+                false,
+            ),
+            ("create", "roles.rbac.authorization.k8s.io", ns, false),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn cluster_scoped_rbac_reads_no_secret_and_writes_no_flow() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let home = TestNamespace::new().await.expect("namespace");
+    let other = TestNamespace::new().await.expect("namespace");
+    let (ns, elsewhere) = (Some(home.name()), Some(other.name()));
+    let render = Render::new(home.name(), &[]);
+    let installed = Installed::rbac(&render).await;
+    let admission = format!(
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/{}",
+        render.cluster_name()
+    );
+    assert_can(
+        &installed,
+        &[
+            ("list", "runs.coxswain.dev", None, true),
+            ("create", "jobs.batch", elsewhere, true),
+            (
+                "create",
+                "subjectaccessreviews.authorization.k8s.io",
+                None,
+                true,
+            ),
+            ("patch", &admission, None, true),
+            ("get", "secrets/coxswain-webhook-tls", ns, true),
+            ("get", "secrets", elsewhere, false),
+            ("get", "secrets/publisher", ns, false),
+            ("list", "secrets", None, false),
+            ("update", "flows.coxswain.dev", elsewhere, false),
+            ("delete", "runs.coxswain.dev", elsewhere, false),
+            (
+                "patch",
+                "validatingwebhookconfigurations.admissionregistration.k8s.io/someone-elses",
+                None,
+                false,
+            ),
+            (
+                "create",
+                "validatingwebhookconfigurations.admissionregistration.k8s.io",
+                None,
+                false,
+            ),
+            (
+                "create",
+                "clusterroles.rbac.authorization.k8s.io",
+                None,
+                false,
+            ),
+        ],
+    );
+}
+
+#[test]
+fn the_charts_crds_are_the_generated_ones() {
+    let root = coxswain_e2e::workspace_root();
+    let names = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| {
+                entry
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let (crds, chart) = (root.join("crds"), root.join("charts/coxswain/crds"));
+    assert_eq!(names(&crds), names(&chart), "the same files");
+    for name in names(&crds) {
+        let read = |dir: &std::path::Path| std::fs::read(dir.join(&name)).expect("readable");
+        assert!(
+            read(&crds) == read(&chart),
+            "charts/coxswain/crds/{name} differs from crds/{name}: run `cp crds/*.yaml charts/coxswain/crds/`"
+        );
+    }
+}
+
+#[test]
+fn every_variable_the_chart_sets_is_one_the_controller_reads() {
+    let render = Render::new(
+        "coxswain-system",
+        &[
+            "scope=namespace",
+            "controller.allowNet={10.0.0.0/8}",
+            "controller.offloadThreshold=4096",
+            "controller.statusBudget=100000",
+            "controller.jobs.maxOutput=1024",
+            "controller.jobs.ttlAfterFinished=0",
+            "agent.baseUrl=https://models.example/v1",
+            "agent.model=small",
+            "agent.provider=vllm",
+            "agent.mode=tools",
+            "agent.timeout=30",
+            "agent.maxTokens=512",
+            "agent.apiKeySecret.name=model-key",
+        ],
+    );
+    let help = std::process::Command::new(coxswain_e2e::coxswain_bin().expect("built"))
+        .args(["controller", "--help"])
+        .output()
+        .expect("coxswain controller --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    // Read by AgentConfig::from_lookup (controller/steps/src/agent/mod.rs),
+    // not by flags.
+    let agent = [
+        "COXSWAIN_AGENT_BASE_URL",
+        "COXSWAIN_AGENT_API_KEY",
+        "COXSWAIN_AGENT_MODEL",
+        "COXSWAIN_AGENT_PROVIDER",
+        "COXSWAIN_AGENT_MODE",
+        "COXSWAIN_AGENT_TIMEOUT",
+        "COXSWAIN_AGENT_MAX_TOKENS",
+    ];
+    let env = render.deployment_env();
+    let names: Vec<&str> = env.iter().filter_map(|e| e["name"].as_str()).collect();
+    for name in &names {
+        let known = help.contains(&format!("[env: {name}="))
+            || agent.contains(name)
+            || ["POD_NAME", "POD_NAMESPACE"].contains(name)
+            || name.starts_with("COXSWAIN_WEBHOOK_");
+        assert!(
+            known,
+            "the chart sets {name}, which the controller does not read"
+        );
+    }
+    for expected in ["COXSWAIN_NAMESPACE", "COXSWAIN_JOB_TTL_AFTER_FINISHED"] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    for name in agent {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let key = env
+        .iter()
+        .find(|e| e["name"] == "COXSWAIN_AGENT_API_KEY")
+        .expect("the API key");
+    assert_eq!(
+        key["valueFrom"]["secretKeyRef"],
+        json!({"name": "model-key", "key": "api-key"}),
+        "the API key comes from the Secret, never a value"
+    );
+}
+
+#[test]
+fn values_the_schema_refuses_name_the_field() {
+    for (set, field) in [
+        ("scope=everywhere", "/scope"),
+        ("controller.allowNet={not-a-cidr}", "/controller/allowNet/0"),
+        ("controller.jobs.runAsUser=0", "/controller/jobs/runAsUser"),
+        ("agent.provider=gpt", "/agent/provider"),
+        ("replicas=2", "replicas"),
+    ] {
+        let err = Render::try_new("coxswain-system", &[set]).expect_err(set);
+        assert!(err.contains(field), "{set}: {err}");
+    }
+}
+
+#[test]
+fn the_default_install_is_two_hardened_replicas_with_probes_and_services() {
+    let render = Render::new("coxswain-system", &[]);
+    let deployment = render.one("Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    let env = render.deployment_env();
+    let value = |name: &str| -> Value {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(value("COXSWAIN_IMAGE")["value"], container["image"]);
+    assert_eq!(
+        value("POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(
+        value("POD_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    assert_eq!(value("COXSWAIN_LEADER_ELECTION")["value"], "true");
+    assert_eq!(value("COXSWAIN_NAMESPACE"), Value::Null, "cluster scope");
+    let ports: Vec<(Value, Value)> = render
+        .all("Service")
+        .iter()
+        .map(|s| {
+            (
+                s["spec"]["ports"][0]["name"].clone(),
+                s["spec"]["ports"][0]["targetPort"].clone(),
+            )
+        })
+        .collect();
+    assert!(
+        ports.contains(&(json!("metrics"), json!("metrics"))),
+        "{ports:?}"
+    );
+    assert!(
+        ports.contains(&(json!("webhook"), json!("webhook"))),
+        "{ports:?}"
+    );
+    assert!(render.all("ServiceMonitor").is_empty());
+    assert!(render.all("NetworkPolicy").is_empty());
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let hook = &render.one(kind)["webhooks"][0];
+        assert_eq!(hook["failurePolicy"], "Fail", "{kind}");
+        assert_eq!(
+            hook["rules"][0]["apiGroups"],
+            json!(["coxswain.dev"]),
+            "{kind}"
+        );
+    }
+}
+
+/// The rendered chart means the same to kubectl (YAML 1.1) as to a YAML 1.2
+/// reader (DESIGN 7, "YAML rule"): kubectl's client-side dry run prints the
+/// objects as it read them, before any server default.
+#[tokio::test]
+async fn kubectl_reads_the_rendered_chart_as_yaml_1_2_does() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = coxswain_e2e::workspace_root().join("target/e2e/chart-rendered");
+    std::fs::create_dir_all(&dir).expect("directory");
+    for (shape, sets) in [
+        ("default", &[][..]),
+        (
+            "namespaced",
+            &[
+                "scope=namespace",
+                "flowSecrets[0].names={cms,slack}",
+                "controller.allowNet={10.0.0.0/8}",
+                "agent.baseUrl=https://models.example/v1",
+                "agent.apiKeySecret.name=model-key",
+                "networkPolicy.enabled=true",
+            ][..],
+        ),
+    ] {
+        let render = Render::new("coxswain-system", sets);
+        let file = dir.join(format!("{shape}-{}.yaml", std::process::id()));
+        std::fs::write(&file, render.text()).expect("written");
+        let path = file.to_string_lossy();
+        let out = kubectl
+            .run(&["create", "--dry-run=client", "-o", "json", "-f", &path])
+            .unwrap_or_else(|e| panic!("{e}"));
+        // One JSON object per rendered object, one after the other.
+        let items: Vec<Value> = serde_json::Deserializer::from_str(&out)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("kubectl's output is not JSON: {e}"));
+        assert_eq!(
+            items.len(),
+            render.docs().len(),
+            "{shape}: every object read"
+        );
+        for (kubectls, ours) in items.iter().zip(render.docs()) {
+            assert_eq!(
+                kubectls, ours,
+                "{shape}: kubectl reads {} {} differently",
+                ours["kind"], ours["metadata"]["name"]
+            );
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+}

@@ -16,6 +16,7 @@
 //! `--webhook-cert-dir` the certificate comes from files instead (such as a
 //! cert-manager Secret mounted in the pod).
 
+mod alone;
 pub mod approvals;
 mod error;
 pub mod flows;
@@ -36,6 +37,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+pub use alone::{WebhookSettings, run_alone};
 pub use error::AdmissionError;
 pub use register::Endpoint;
 pub use settings::{AdmissionSettings, DEFAULT_PORT, DEFAULT_SECRET, WebhookUrl, parse_url};
@@ -76,6 +78,7 @@ fn plan(
         .webhook_namespace
         .clone()
         .or_else(|| namespace.map(String::from))
+        .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
         .unwrap_or_else(|| client.default_namespace().to_string());
     match (&settings.webhook_url, &settings.webhook_service) {
         (Some(url), _) => Ok(Plan {

@@ -58,7 +58,7 @@ pub struct AdmissionSettings {
     pub webhook_secret: String,
     /// Serve `tls.crt` and `tls.key` from this directory instead (such as a
     /// cert-manager Certificate's Secret mounted there), re-read when they
-    /// change; no Secret is managed. Its `ca.crt`, when present, is the
+    /// change (looked at every five minutes); no Secret is managed. Its `ca.crt`, when present, is the
     /// caBundle registered.
     #[arg(long, env = "COXSWAIN_WEBHOOK_CERT_DIR", value_name = "DIR")]
     pub webhook_cert_dir: Option<PathBuf>,

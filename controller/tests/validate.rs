@@ -670,5 +670,10 @@ steps:
           headers: [{name: Authorization, valueFrom: {secretKeyRef: {name: cms, key: token}}}]
 "#,
     );
-    assert_one(&problems, "fan", "parallel.step.http.url", "the Secret `cms`");
+    assert_one(
+        &problems,
+        "fan",
+        "parallel.step.http.url",
+        "the Secret `cms`",
+    );
 }

@@ -46,7 +46,10 @@ fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
     if let Some(script) = &step.script {
         for (i, env) in script.env.iter().enumerate() {
             if let Some(from) = &env.value_from {
-                push(format!("script.env[{i}].valueFrom"), &from.secret_key_ref.name);
+                push(
+                    format!("script.env[{i}].valueFrom"),
+                    &from.secret_key_ref.name,
+                );
             }
         }
     }
@@ -57,7 +60,12 @@ fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
         );
     }
     if let Some(parallel) = &step.parallel {
-        collect(&parallel.step, key, &format!("{prefix}parallel.step."), found);
+        collect(
+            &parallel.step,
+            key,
+            &format!("{prefix}parallel.step."),
+            found,
+        );
     }
     if let Some(loop_) = &step.loop_ {
         for inner in &loop_.steps {

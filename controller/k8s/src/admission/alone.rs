@@ -44,9 +44,9 @@ pub async fn run_alone(settings: WebhookSettings) -> Result<(), AdmissionError> 
         ));
     }
     let stop = ops::shutdown_signal().map_err(setting)?;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| AdmissionError::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
+    let client = kube::Client::try_default().await.map_err(|e| {
+        AdmissionError::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e)
+    })?;
     let admission =
         super::start(client, &settings.admission, settings.namespace.as_deref()).await?;
     let signal = stop.await;

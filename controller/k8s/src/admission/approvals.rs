@@ -79,7 +79,10 @@ pub fn check_update(
             .decided_by
             .as_ref()
             .map_or(String::new(), |d| format!(" by `{}`", d.username));
-        let what = old.decision.as_deref().map_or("answered".to_string(), |d| format!("decided `{d}`"));
+        let what = old
+            .decision
+            .as_deref()
+            .map_or("answered".to_string(), |d| format!("decided `{d}`"));
         return Err(format!(
             "approval {name} was already {what}{by}; an answer never changes"
         ));
@@ -137,7 +140,11 @@ fn describe_approvers(users: &[String], groups: &[String]) -> String {
     match (users.is_empty(), groups.is_empty()) {
         (false, true) => list("users", users),
         (true, false) => list("members of", groups),
-        _ => format!("{} and {}", list("users", users), list("members of", groups)),
+        _ => format!(
+            "{} and {}",
+            list("users", users),
+            list("members of", groups)
+        ),
     }
 }
 
@@ -156,7 +163,9 @@ pub fn stamp(old: &ApprovalSpec, new: &ApprovalSpec, who: &UserInfo, now: &str) 
     };
     let mut ops = Vec::new();
     let mut set = |field: &str, present: bool, value: Option<Value>| match value {
-        Some(value) => ops.push(json!({"op": "add", "path": format!("/spec/{field}"), "value": value})),
+        Some(value) => {
+            ops.push(json!({"op": "add", "path": format!("/spec/{field}"), "value": value}))
+        }
         None if present => ops.push(json!({"op": "remove", "path": format!("/spec/{field}")})),
         None => {}
     };
@@ -231,7 +240,12 @@ mod tests {
         serde_json::from_value(value["spec"].clone()).expect("spec")
     }
 
-    fn decide(old: &ApprovalSpec, answer: Value, who: &UserInfo, creator: Option<&str>) -> Result<(), String> {
+    fn decide(
+        old: &ApprovalSpec,
+        answer: Value,
+        who: &UserInfo,
+        creator: Option<&str>,
+    ) -> Result<(), String> {
         let mut new = serde_json::to_value(old).expect("json");
         if let (Value::Object(n), Value::Object(a)) = (&mut new, answer) {
             n.extend(a);
@@ -246,9 +260,15 @@ mod tests {
         let ana = user("ana", &["editors"]);
         let mut new = old.clone();
         new.decision = Some("approve".into());
-        new.decided_by = Some(DecidedBy { username: "boss".into(), groups: vec![] });
+        new.decided_by = Some(DecidedBy {
+            username: "boss".into(),
+            groups: vec![],
+        });
         let new = stamped(&old, new, &ana);
-        assert_eq!(new.decided_by.as_ref().map(|d| d.username.as_str()), Some("ana"));
+        assert_eq!(
+            new.decided_by.as_ref().map(|d| d.username.as_str()),
+            Some("ana")
+        );
         assert_eq!(new.decided_at.as_deref(), Some("2030-01-01T00:00:00Z"));
         assert_eq!(check_update("a", &old, &new, &ana, Some("carl")), Ok(()));
         // A second decision, by anyone, is refused.
@@ -256,10 +276,16 @@ mod tests {
         again.decision = Some("changes".into());
         let again = stamped(&new, again, &ana);
         let error = check_update("a", &new, &again, &ana, Some("carl")).expect_err("second");
-        assert!(error.contains("was already decided `approve` by `ana`; an answer never changes"), "{error}");
+        assert!(
+            error.contains("was already decided `approve` by `ana`; an answer never changes"),
+            "{error}"
+        );
         // A later metadata-only update cannot move the stamp.
         let mut forged = new.clone();
-        forged.decided_by = Some(DecidedBy { username: "boss".into(), groups: vec![] });
+        forged.decided_by = Some(DecidedBy {
+            username: "boss".into(),
+            groups: vec![],
+        });
         let restored = stamped(&new, forged, &ana);
         assert_eq!(restored, new);
     }
@@ -267,28 +293,85 @@ mod tests {
     #[test]
     fn a_non_approver_or_the_runs_creator_is_refused() {
         let old = spec(json!({"approvers": {"users": ["ana"], "groups": ["editors"]}}));
-        let error = decide(&old, json!({"decision": "approve"}), &user("eve", &["staff"]), None)
-            .expect_err("not an approver");
-        assert!(error.contains("`eve` may not decide step `review`: it is for users `ana` and members of `editors`"), "{error}");
-        let error = decide(&old, json!({"decision": "approve"}), &user("ana", &[]), Some("ana"))
-            .expect_err("self");
-        assert!(error.contains("`ana` created run r1 and may not decide"), "{error}");
+        let error = decide(
+            &old,
+            json!({"decision": "approve"}),
+            &user("eve", &["staff"]),
+            None,
+        )
+        .expect_err("not an approver");
+        assert!(
+            error.contains(
+                "`eve` may not decide step `review`: it is for users `ana` and members of `editors`"
+            ),
+            "{error}"
+        );
+        let error = decide(
+            &old,
+            json!({"decision": "approve"}),
+            &user("ana", &[]),
+            Some("ana"),
+        )
+        .expect_err("self");
+        assert!(
+            error.contains("`ana` created run r1 and may not decide"),
+            "{error}"
+        );
         let mut allowed = old.clone();
         allowed.allow_self_approval = true;
-        assert_eq!(decide(&allowed, json!({"decision": "approve"}), &user("ana", &[]), Some("ana")), Ok(()));
+        assert_eq!(
+            decide(
+                &allowed,
+                json!({"decision": "approve"}),
+                &user("ana", &[]),
+                Some("ana")
+            ),
+            Ok(())
+        );
     }
 
     #[test]
     fn answers_must_fit_the_step() {
         let old = spec(json!({}));
-        let error = decide(&old, json!({"decision": "maybe"}), &user("ana", &[]), None).expect_err("bad");
-        assert!(error.contains("`maybe` is not a decision of step `review`"), "{error}");
-        let entry = spec(json!({"mode": "entry", "decisions": [], "fields": [{"name": "owner", "type": "string"}, {"name": "count", "type": "integer"}]}));
-        let error = decide(&entry, json!({"response": {"owner": "ana"}}), &user("ana", &[]), None).expect_err("missing");
+        let error =
+            decide(&old, json!({"decision": "maybe"}), &user("ana", &[]), None).expect_err("bad");
+        assert!(
+            error.contains("`maybe` is not a decision of step `review`"),
+            "{error}"
+        );
+        let entry = spec(
+            json!({"mode": "entry", "decisions": [], "fields": [{"name": "owner", "type": "string"}, {"name": "count", "type": "integer"}]}),
+        );
+        let error = decide(
+            &entry,
+            json!({"response": {"owner": "ana"}}),
+            &user("ana", &[]),
+            None,
+        )
+        .expect_err("missing");
         assert!(error.contains("lacks `count`"), "{error}");
-        let error = decide(&entry, json!({"response": {"owner": "ana", "count": "2"}}), &user("ana", &[]), None).expect_err("type");
-        assert!(error.contains("`count` in the entry for step `review` must be a whole number; it is text"), "{error}");
-        assert_eq!(decide(&entry, json!({"response": {"owner": "ana", "count": 2}}), &user("ana", &[]), None), Ok(()));
+        let error = decide(
+            &entry,
+            json!({"response": {"owner": "ana", "count": "2"}}),
+            &user("ana", &[]),
+            None,
+        )
+        .expect_err("type");
+        assert!(
+            error.contains(
+                "`count` in the entry for step `review` must be a whole number; it is text"
+            ),
+            "{error}"
+        );
+        assert_eq!(
+            decide(
+                &entry,
+                json!({"response": {"owner": "ana", "count": 2}}),
+                &user("ana", &[]),
+                None
+            ),
+            Ok(())
+        );
     }
 
     #[test]
@@ -296,8 +379,12 @@ mod tests {
         let old = spec(json!({"approvers": {"users": ["ana"]}}));
         let mut widened = old.clone();
         widened.approvers = None;
-        let error = check_update("a", &old, &widened, &user("eve", &[]), None).expect_err("widened");
-        assert!(error.contains("the rest of approval a is the controller's"), "{error}");
+        let error =
+            check_update("a", &old, &widened, &user("eve", &[]), None).expect_err("widened");
+        assert!(
+            error.contains("the rest of approval a is the controller's"),
+            "{error}"
+        );
         assert!(check_create("eve", "system:serviceaccount:coxswain:coxswain").is_err());
         assert_eq!(check_create("ctl", "ctl"), Ok(()));
     }

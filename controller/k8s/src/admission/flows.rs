@@ -119,7 +119,9 @@ async fn may_read_secret(
     let answer = api
         .create(&PostParams::default(), &review)
         .await
-        .map_err(|e| format!("cannot ask the API server whether the Secret `{name}` may be read: {e}"))?;
+        .map_err(|e| {
+            format!("cannot ask the API server whether the Secret `{name}` may be read: {e}")
+        })?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
@@ -138,8 +140,14 @@ mod tests {
         let lines: Vec<String> = validate(&spec).iter().map(problem_line).collect();
         let message = refusal("bad", &lines);
         assert!(!message.contains('\n'), "{message}");
-        assert!(message.starts_with("flow bad is not valid (2 problems): step a: when: "), "{message}");
+        assert!(
+            message.starts_with("flow bad is not valid (2 problems): step a: when: "),
+            "{message}"
+        );
         assert!(message.contains("(character 13)"), "{message}");
-        assert!(message.contains("; step b: after[0]: `c` is listed after this step"), "{message}");
+        assert!(
+            message.contains("; step b: after[0]: `c` is listed after this step"),
+            "{message}"
+        );
     }
 }

@@ -57,8 +57,7 @@ pub struct Admission {
 impl Admission {
     /// Stops serving; requests in flight get a few seconds to finish.
     pub fn stop(&self) {
-        self.handle
-            .graceful_shutdown(Some(Duration::from_secs(5)));
+        self.handle.graceful_shutdown(Some(Duration::from_secs(5)));
     }
 }
 
@@ -78,7 +77,11 @@ fn plan(
         .webhook_namespace
         .clone()
         .or_else(|| namespace.map(String::from))
-        .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
         .unwrap_or_else(|| client.default_namespace().to_string());
     match (&settings.webhook_url, &settings.webhook_service) {
         (Some(url), _) => Ok(Plan {
@@ -117,7 +120,12 @@ pub async fn whoami(client: &Client) -> Result<String, AdmissionError> {
         .status
         .and_then(|s| s.user_info)
         .and_then(|u| u.username)
-        .ok_or_else(|| AdmissionError::Setting("the API server did not say who this process is; set --webhook-controller-user".into()))
+        .ok_or_else(|| {
+            AdmissionError::Setting(
+                "the API server did not say who this process is; set --webhook-controller-user"
+                    .into(),
+            )
+        })
 }
 
 /// The certificate served and the CA bundle registered.
@@ -136,7 +144,8 @@ async fn material(
     if let Some(dir) = &settings.webhook_cert_dir {
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::read_to_string(&path).map_err(|source| AdmissionError::CertFile { path, source })
+            std::fs::read_to_string(&path)
+                .map_err(|source| AdmissionError::CertFile { path, source })
         };
         return Ok(Material {
             cert: read("tls.crt")?,
@@ -171,9 +180,12 @@ pub async fn start(
         None => whoami(&client).await?,
     };
     let first = material(&client, settings, &plan).await?;
-    let config = RustlsConfig::from_pem(first.cert.clone().into_bytes(), first.key.clone().into_bytes())
-        .await
-        .map_err(|e| AdmissionError::Certificate(e.to_string()))?;
+    let config = RustlsConfig::from_pem(
+        first.cert.clone().into_bytes(),
+        first.key.clone().into_bytes(),
+    )
+    .await
+    .map_err(|e| AdmissionError::Certificate(e.to_string()))?;
     let addr = settings.listen();
     let listener = std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
@@ -195,7 +207,14 @@ pub async fn start(
     tracing::info!(%addr, "serving admission");
     let config_name = settings.config_name(namespace);
     if settings.webhook_register {
-        register::apply(&client, &config_name, &plan.endpoint, &first.ca_bundle, namespace).await?;
+        register::apply(
+            &client,
+            &config_name,
+            &plan.endpoint,
+            &first.ca_bundle,
+            namespace,
+        )
+        .await?;
         tracing::info!(configuration = %config_name, "webhook configurations registered");
     }
     let keeper = Keeper {

@@ -111,8 +111,20 @@ pub fn mutating(
     namespace: Option<&str>,
 ) -> Value {
     let cc = endpoint.client_config("/mutate", ca_bundle);
-    let mut runs = webhook("runs.coxswain.dev", "runs", &["CREATE"], cc.clone(), namespace);
-    let mut approvals = webhook("approvals.coxswain.dev", "approvals", &["UPDATE"], cc, namespace);
+    let mut runs = webhook(
+        "runs.coxswain.dev",
+        "runs",
+        &["CREATE"],
+        cc.clone(),
+        namespace,
+    );
+    let mut approvals = webhook(
+        "approvals.coxswain.dev",
+        "approvals",
+        &["UPDATE"],
+        cc,
+        namespace,
+    );
     for hook in [&mut runs, &mut approvals] {
         hook["reinvocationPolicy"] = json!("Never");
     }
@@ -142,7 +154,10 @@ pub async fn apply(
         )
         .await
         .map_err(|e| {
-            AdmissionError::kube(format!("writing the ValidatingWebhookConfiguration {config}"), e)
+            AdmissionError::kube(
+                format!("writing the ValidatingWebhookConfiguration {config}"),
+                e,
+            )
         })?;
     let mutating_api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     mutating_api
@@ -153,7 +168,10 @@ pub async fn apply(
         )
         .await
         .map_err(|e| {
-            AdmissionError::kube(format!("writing the MutatingWebhookConfiguration {config}"), e)
+            AdmissionError::kube(
+                format!("writing the MutatingWebhookConfiguration {config}"),
+                e,
+            )
         })?;
     Ok(())
 }
@@ -174,18 +192,37 @@ mod tests {
             assert_eq!(hook.side_effects, "None");
             assert_eq!(hook.timeout_seconds, Some(TIMEOUT_SECONDS));
             let rules = hook.rules.as_ref().expect("rules");
-            assert_eq!(rules[0].api_groups.as_deref(), Some(&["coxswain.dev".to_string()][..]));
+            assert_eq!(
+                rules[0].api_groups.as_deref(),
+                Some(&["coxswain.dev".to_string()][..])
+            );
             assert_eq!(
                 hook.client_config.url.as_deref(),
                 Some("https://127.0.0.1:9443/validate")
             );
-            assert_eq!(hook.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()), Some(&b"PEM"[..]));
+            assert_eq!(
+                hook.client_config
+                    .ca_bundle
+                    .as_ref()
+                    .map(|b| b.0.as_slice()),
+                Some(&b"PEM"[..])
+            );
             assert!(hook.namespace_selector.is_some());
         }
         let m: MutatingWebhookConfiguration =
             serde_json::from_value(mutating("coxswain", &endpoint, "PEM", None)).expect("valid");
-        let names: Vec<&str> = m.webhooks.iter().flatten().map(|w| w.name.as_str()).collect();
+        let names: Vec<&str> = m
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| w.name.as_str())
+            .collect();
         assert_eq!(names, ["runs.coxswain.dev", "approvals.coxswain.dev"]);
-        assert!(m.webhooks.iter().flatten().all(|w| w.namespace_selector.is_none()));
+        assert!(
+            m.webhooks
+                .iter()
+                .flatten()
+                .all(|w| w.namespace_selector.is_none())
+        );
     }
 }

@@ -174,11 +174,18 @@ async fn judge_run(
     let Some(new) = typed::<Run>(request.object.as_ref())? else {
         return Ok(Verdict::Allow);
     };
-    Ok(match (&request.operation, typed::<Run>(request.old_object.as_ref())?) {
-        (Operation::Create, _) => runs::review_create(&reviewer.client, &new, user(request)).await,
-        (Operation::Update, Some(old)) => Verdict::from(runs::check_update(&old, &new)),
-        _ => Verdict::Allow,
-    })
+    Ok(
+        match (
+            &request.operation,
+            typed::<Run>(request.old_object.as_ref())?,
+        ) {
+            (Operation::Create, _) => {
+                runs::review_create(&reviewer.client, &new, user(request)).await
+            }
+            (Operation::Update, Some(old)) => Verdict::from(runs::check_update(&old, &new)),
+            _ => Verdict::Allow,
+        },
+    )
 }
 
 async fn judge_approval(
@@ -188,15 +195,21 @@ async fn judge_approval(
     let Some(new) = typed::<Approval>(request.object.as_ref())? else {
         return Ok(Verdict::Allow);
     };
-    Ok(match (&request.operation, typed::<Approval>(request.old_object.as_ref())?) {
-        (Operation::Create, _) => {
-            Verdict::from(approvals::check_create(user(request), &reviewer.controller_user))
-        }
-        (Operation::Update, Some(old)) => {
-            approvals::review_update(&reviewer.client, &old, &new, &request.user_info).await
-        }
-        _ => Verdict::Allow,
-    })
+    Ok(
+        match (
+            &request.operation,
+            typed::<Approval>(request.old_object.as_ref())?,
+        ) {
+            (Operation::Create, _) => Verdict::from(approvals::check_create(
+                user(request),
+                &reviewer.controller_user,
+            )),
+            (Operation::Update, Some(old)) => {
+                approvals::review_update(&reviewer.client, &old, &new, &request.user_info).await
+            }
+            _ => Verdict::Allow,
+        },
+    )
 }
 
 /// The mutating stamps: a Run's creator, an Approval's decider.
@@ -211,7 +224,9 @@ fn stamps(request: &AdmissionRequest<DynamicObject>) -> Result<Vec<Value>, Strin
             let old = typed::<Approval>(request.old_object.as_ref())?;
             Ok(match (old, new) {
                 (Some(old), Some(new)) => {
-                    let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now());
+                    let now = jiff::Timestamp::now()
+                        .round(jiff::Unit::Second)
+                        .unwrap_or_else(|_| jiff::Timestamp::now());
                     approvals::stamp(&old.spec, &new.spec, &request.user_info, &now.to_string())
                 }
                 _ => Vec::new(),
@@ -220,4 +235,3 @@ fn stamps(request: &AdmissionRequest<DynamicObject>) -> Result<Vec<Value>, Strin
         _ => Ok(Vec::new()),
     }
 }
-

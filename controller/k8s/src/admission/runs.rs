@@ -164,11 +164,15 @@ mod tests {
         let ok = created_by("ana", json!({"brief": "hi"}));
         assert_eq!(check_created(&ok, Some(&flow()), "ana"), Ok(()));
         let missing = check_created(&ok, None, "ana").expect_err("no flow");
-        assert!(missing.contains("no Flow `f` in namespace `ns`"), "{missing}");
+        assert!(
+            missing.contains("no Flow `f` in namespace `ns`"),
+            "{missing}"
+        );
         let bad = created_by("ana", json!({"brief": 3}));
         let error = check_created(&bad, Some(&flow()), "ana").expect_err("bad input");
         assert!(
-            error.contains("the input does not fit the Flow `f`: input.brief: expected string, got"),
+            error
+                .contains("the input does not fit the Flow `f`: input.brief: expected string, got"),
             "{error}"
         );
     }
@@ -185,14 +189,20 @@ mod tests {
         let error = stamp_creator(&forged, "ana").expect_err("forged");
         assert!(error.contains("`boss` is not you (`ana`)"), "{error}");
         let error = check_created(&forged, Some(&flow()), "ana").expect_err("forged");
-        assert!(error.contains("must name the user creating the Run"), "{error}");
+        assert!(
+            error.contains("must name the user creating the Run"),
+            "{error}"
+        );
         let mut other = created_by("ana", json!({"brief": "x"}));
         other.annotations_mut().insert("team".into(), "a".into());
         let patch = stamp_creator(&run(json!({
             "apiVersion": "coxswain.dev/v1alpha1", "kind": "Run",
             "metadata": {"name": "r", "annotations": {"team": "a"}}, "spec": {"flowRef": {"name": "f"}}
         })), "ana").expect("stamped");
-        assert_eq!(patch[0]["path"], "/metadata/annotations/coxswain.dev~1created-by");
+        assert_eq!(
+            patch[0]["path"],
+            "/metadata/annotations/coxswain.dev~1created-by"
+        );
     }
 
     #[test]

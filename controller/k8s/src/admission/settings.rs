@@ -135,17 +135,17 @@ pub struct WebhookUrl {
 /// Reads `--webhook-url`: HTTPS only (the API server calls webhooks over
 /// TLS), no query or fragment, no user info.
 pub fn parse_url(text: &str) -> Result<WebhookUrl, String> {
-    let rest = text
-        .strip_prefix("https://")
-        .ok_or_else(|| format!("`{text}` must start with https:// (the API server calls webhooks over TLS)"))?;
+    let rest = text.strip_prefix("https://").ok_or_else(|| {
+        format!("`{text}` must start with https:// (the API server calls webhooks over TLS)")
+    })?;
     if rest.contains(['?', '#', '@']) {
         return Err(format!(
             "`{text}` may not have a query, a fragment or user info"
         ));
     }
     let (authority, _path) = rest.split_once('/').unwrap_or((rest, ""));
-    let (host, port) = split_host_port(authority)
-        .ok_or_else(|| format!("`{text}` has no valid host and port"))?;
+    let (host, port) =
+        split_host_port(authority).ok_or_else(|| format!("`{text}` has no valid host and port"))?;
     Ok(WebhookUrl {
         base: text.trim_end_matches('/').to_string(),
         host,
@@ -188,7 +188,10 @@ mod tests {
         };
         assert_eq!(settings.listen().to_string(), "127.0.0.1:9555");
         let named = parse_url("https://hooks.example.com").expect("url");
-        assert_eq!((named.host.as_str(), named.port), ("hooks.example.com", 443));
+        assert_eq!(
+            (named.host.as_str(), named.port),
+            ("hooks.example.com", 443)
+        );
         let v6 = parse_url("https://[::1]:8443/x").expect("url");
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
     }

@@ -109,10 +109,7 @@ pub fn renew(
             (bundle, key.serialize_pem(), not_after)
         }
     };
-    let issuer = Issuer::new(
-        ca_params(now, ca_not_after)?,
-        KeyPair::from_pem(&ca_key)?,
-    );
+    let issuer = Issuer::new(ca_params(now, ca_not_after)?, KeyPair::from_pem(&ca_key)?);
     let cert_not_after = day_after(now, LEAF_VALIDITY).min(ca_not_after);
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.subject_alt_names = names
@@ -122,9 +119,10 @@ pub fn renew(
             Err(_) => n.clone().try_into().map(SanType::DnsName),
         })
         .collect::<Result<_, _>>()?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, names.first().cloned().unwrap_or_default());
+    params.distinguished_name.push(
+        DnType::CommonName,
+        names.first().cloned().unwrap_or_default(),
+    );
     set_validity(&mut params, now, cert_not_after);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
@@ -250,10 +248,9 @@ pub async fn ensure(
     names: &[String],
 ) -> Result<Stored, AdmissionError> {
     for _ in 0..5 {
-        let found = api
-            .get_opt(name)
-            .await
-            .map_err(|e| AdmissionError::kube(format!("reading the Secret {namespace}/{name}"), e))?;
+        let found = api.get_opt(name).await.map_err(|e| {
+            AdmissionError::kube(format!("reading the Secret {namespace}/{name}"), e)
+        })?;
         let stored = found.as_ref().and_then(Stored::from_secret);
         let now = Timestamp::now();
         let plan = plan(stored.as_ref(), names, now);

@@ -42,7 +42,7 @@ enum Command {
     /// Draw a flow (Mermaid or DOT), with what happened on a run when given its record.
     Graph(graph::Args),
     /// Run Flows and Runs on Kubernetes (the kubeconfig's cluster, or in-cluster).
-    Controller(controller::Args),
+    Controller(Box<controller::Args>),
     /// Serve admission alone: check Flows, Runs and Approvals as the API server stores them.
     Webhook(webhook::Args),
     /// Inside a script step's pod: run the script and hand its result back.
@@ -60,7 +60,7 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Graph(args) => graph::run(args),
-        Command::Controller(args) => controller::run(args),
+        Command::Controller(args) => controller::run(*args),
         Command::Webhook(args) => webhook::run(args),
         Command::StepExec(args) => step_exec::run(args),
     }

@@ -50,11 +50,65 @@ subjects:
   - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
 "#;
 
+/// `coxswain webhook` as a process, with only KUBECONFIG set; killed when dropped.
+struct WebhookProcess {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl WebhookProcess {
+    async fn start(namespace: &str, url: &str) -> WebhookProcess {
+        let kubeconfig = tokio::task::spawn_blocking(coxswain_e2e::kubeconfig)
+            .await
+            .expect("join")
+            .expect("kubeconfig");
+        let log = coxswain_e2e::workspace_root().join(format!(
+            "target/e2e/controllers/webhook-{}-{namespace}.log",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(log.parent().expect("dir")).expect("log dir");
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = std::process::Command::new(coxswain_e2e::coxswain_bin().expect("built"))
+            .args(["webhook", "--namespace", namespace, "--webhook-url", url])
+            .env_clear()
+            .env("KUBECONFIG", kubeconfig)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start coxswain webhook");
+        WebhookProcess { child, log }
+    }
+}
+
+impl Drop for WebhookProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What serves admission in a test.
+enum Server {
+    Controller(ControllerProcess),
+    Webhook(WebhookProcess),
+}
+
+impl Server {
+    fn log_text(&self) -> String {
+        match self {
+            Server::Controller(c) => c.log_text(),
+            Server::Webhook(w) => std::fs::read_to_string(&w.log).unwrap_or_default(),
+        }
+    }
+}
+
 /// A namespace with people, kubectl, and a controller serving admission.
 struct Setup {
     ns: TestNamespace,
     kubectl: Kubectl,
-    controller: ControllerProcess,
+    controller: Server,
 }
 
 impl Drop for Setup {
@@ -89,6 +143,11 @@ spec:
 "#;
 
 async fn setup() -> Setup {
+    setup_with(false).await
+}
+
+/// With `alone`, `coxswain webhook` serves admission and nothing reconciles.
+async fn setup_with(alone: bool) -> Setup {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
@@ -96,9 +155,15 @@ async fn setup() -> Setup {
         .apply(ns.name(), RBAC)
         .unwrap_or_else(|e| panic!("{e}"));
     let url = format!("https://127.0.0.1:{}", free_port());
-    let controller = ControllerProcess::for_namespace(ns.name(), &["--webhook-url", &url])
-        .await
-        .expect("controller");
+    let controller = if alone {
+        Server::Webhook(WebhookProcess::start(ns.name(), &url).await)
+    } else {
+        Server::Controller(
+            ControllerProcess::for_namespace(ns.name(), &["--webhook-url", &url])
+                .await
+                .expect("controller"),
+        )
+    };
     let s = Setup {
         ns,
         kubectl,
@@ -607,5 +672,25 @@ spec:
         ),
         "flows.coxswain.dev",
         &["choose where the secret goes"],
+    );
+}
+
+#[tokio::test]
+async fn coxswain_webhook_alone_serves_the_same_checks() {
+    let s = setup_with(true).await;
+    s.apply_as(&ALICE, REVIEWED)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_refused(
+        s.create_run_as(&ALICE, "reviewed", json!({"brief": 1})),
+        "runs.coxswain.dev",
+        &["input.brief: expected string"],
+    );
+    let run = s
+        .create_run_as(&ALICE, "reviewed", json!({"brief": "hello"}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stored = s.get("run", &run);
+    assert_eq!(
+        stored["metadata"]["annotations"]["coxswain.dev/created-by"],
+        "alice"
     );
 }

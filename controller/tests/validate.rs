@@ -594,3 +594,86 @@ fn backoff_and_timeout_have_an_upper_bound() {
     ));
     assert!(fine.is_empty(), "{fine:#?}");
 }
+
+/// An http step that binds the Secret `cms` to a header, with `url`.
+fn secret_bound_to(url: &str) -> String {
+    format!(
+        r#"
+steps:
+  - key: send
+    http:
+      url: "{url}"
+      headers: [{{name: Authorization, valueFrom: {{secretKeyRef: {{name: cms, key: token}}}}}}]
+"#
+    )
+}
+
+#[test]
+fn a_secret_goes_only_to_a_written_origin() {
+    let cases = [
+        ("https://{{input.json.host}}/api", 9),
+        ("{{input.json.base}}/api", 1),
+        ("https://cms.example.com:{{input.json.port}}/api", 25),
+        ("https://cms.example.com{{input.json.suffix}}/api", 24),
+        ("https://{{input.json.user}}@cms.example.com/api", 9),
+    ];
+    for (url, character) in cases {
+        let problems = check(&secret_bound_to(url));
+        let at = assert_one(&problems, "send", "http.url", "the Secret `cms`");
+        assert_eq!(at, Some(character), "{url}");
+        assert!(
+            problems[0].message.contains("choose where the secret goes"),
+            "{:?}",
+            problems[0].message
+        );
+    }
+}
+
+#[test]
+fn a_secret_step_may_have_placeholders_in_path_and_query() {
+    for url in [
+        "https://cms.example.com/posts/{{input.json.id}}",
+        "https://cms.example.com:8443/posts?id={{input.json.id}}",
+        "http://10.0.0.1#{{input.json.id}}",
+        "https://cms.example.com/fixed",
+    ] {
+        let problems = check(&secret_bound_to(url));
+        assert!(problems.is_empty(), "{url}: {problems:#?}");
+    }
+}
+
+#[test]
+fn without_a_secret_the_origin_may_come_from_input() {
+    let problems = check(
+        r#"
+steps:
+  - key: send
+    http:
+      url: "https://{{input.json.host}}/api"
+      headers: [{name: X-Trace, value: "1"}]
+"#,
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_secret_rule_holds_inside_a_parallel_part() {
+    let problems = check(
+        r#"
+steps:
+  - key: fan
+    parallel:
+      items: $input.hosts
+      step:
+        http:
+          url: "https://{{input.json.host}}/api"
+          headers: [{name: Authorization, valueFrom: {secretKeyRef: {name: cms, key: token}}}]
+"#,
+    );
+    assert_one(
+        &problems,
+        "fan",
+        "parallel.step.http.url",
+        "the Secret `cms`",
+    );
+}

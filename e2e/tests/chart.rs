@@ -297,7 +297,7 @@ async fn cluster_scoped_rbac_reads_no_secret_and_writes_no_flow() {
     let home = TestNamespace::new().await.expect("namespace");
     let other = TestNamespace::new().await.expect("namespace");
     let (ns, elsewhere) = (Some(home.name()), Some(other.name()));
-    let render = Render::new(home.name(), &[]);
+    let render = Render::new(home.name(), &["webhook.enabled=true"]);
     let installed = Installed::rbac(&render).await;
     let admission = format!(
         "validatingwebhookconfigurations.admissionregistration.k8s.io/{}",
@@ -455,7 +455,7 @@ fn values_the_schema_refuses_name_the_field() {
 
 #[test]
 fn the_default_install_is_two_hardened_replicas_with_probes_and_services() {
-    let render = Render::new("coxswain-system", &[]);
+    let render = Render::new("coxswain-system", &["webhook.enabled=true"]);
     let deployment = render.one("Deployment");
     assert_eq!(deployment["spec"]["replicas"], 2);
     let pod = &deployment["spec"]["template"]["spec"];

@@ -42,6 +42,20 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     let settings = Arc::new(settings);
     let (metrics, health) = (Metrics::new(), Health::new());
     ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
+    // Every replica answers admission, the standbys too: the API server
+    // calls whichever the Service picks.
+    let admission = if settings.admission.enabled() {
+        Some(
+            crate::admission::start(
+                client.clone(),
+                &settings.admission,
+                settings.namespace.as_deref(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     health.set(Readiness::Standby);
     let leadership = if settings.ops.leader_election {
         tokio::select! {
@@ -102,6 +116,9 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
         && outcome.is_ok()
     {
         leadership.release().await?;
+    }
+    if let Some(admission) = admission {
+        admission.stop();
     }
     tracing::info!("coxswain controller stopped");
     outcome

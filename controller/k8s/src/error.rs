@@ -28,6 +28,9 @@ pub enum Error {
     /// may be missing); deciding on an empty cache could start work twice.
     #[error("the controller's cache of {0} is not filled yet; is its CRD installed?")]
     CacheNotReady(&'static str),
+    /// The admission webhook could not start (see [`crate::admission`]).
+    #[error(transparent)]
+    Admission(#[from] crate::admission::AdmissionError),
     /// A Run's values could not be moved out of its status or put back.
     #[error("the status of run {run}: {source}")]
     Offload {
@@ -61,6 +64,7 @@ impl Error {
             Error::Ops(_) => "ops",
             Error::CacheNotReady(_) => "cache",
             Error::Offload { .. } => "offload",
+            Error::Admission(_) => "admission",
         }
     }
 }

@@ -13,6 +13,7 @@
 use coxswain_core::{api, engine, flow};
 use coxswain_steps as steps;
 
+pub mod admission;
 pub mod controller;
 pub mod error;
 pub mod flows;

@@ -39,6 +39,9 @@ pub struct Settings {
     /// Agent steps: the model server.
     #[command(flatten)]
     pub agent: AgentSettings,
+    /// The admission webhook, served by every replica.
+    #[command(flatten)]
+    pub admission: crate::admission::AdmissionSettings,
 }
 
 /// Where agent steps go; each flag wins over its `COXSWAIN_AGENT_*` variable,

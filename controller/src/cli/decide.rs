@@ -84,6 +84,7 @@ fn check_one(
         fields: approval.fields.clone(),
         approvers: approval.approvers.clone(),
         instructions: None,
+        allow_self_approval: approval.allow_self_approval,
     };
     parse_answer(&request, answer)?;
     Ok(())

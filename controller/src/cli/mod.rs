@@ -11,6 +11,7 @@ mod read;
 mod render;
 mod run;
 mod step_exec;
+mod webhook;
 
 use std::process::ExitCode;
 
@@ -41,7 +42,9 @@ enum Command {
     /// Draw a flow (Mermaid or DOT), with what happened on a run when given its record.
     Graph(graph::Args),
     /// Run Flows and Runs on Kubernetes (the kubeconfig's cluster, or in-cluster).
-    Controller(controller::Args),
+    Controller(Box<controller::Args>),
+    /// Serve admission alone: check Flows, Runs and Approvals as the API server stores them.
+    Webhook(webhook::Args),
     /// Inside a script step's pod: run the script and hand its result back.
     #[command(hide = true)]
     StepExec(step_exec::Args),
@@ -57,7 +60,8 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Graph(args) => graph::run(args),
-        Command::Controller(args) => controller::run(args),
+        Command::Controller(args) => controller::run(*args),
+        Command::Webhook(args) => webhook::run(args),
         Command::StepExec(args) => step_exec::run(args),
     }
 }

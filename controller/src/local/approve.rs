@@ -201,6 +201,7 @@ mod tests {
             fields: Vec::new(),
             approvers: None,
             instructions: None,
+            allow_self_approval: false,
         }
     }
 

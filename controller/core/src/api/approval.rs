@@ -60,6 +60,10 @@ pub struct ApprovalSpec {
     /// Guidance for the person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// Whether the run's creator may decide; copied from the step's
+    /// `allowSelfApproval` by the controller.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_self_approval: bool,
     /// The decision, written by the person; one of `decisions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
@@ -73,6 +77,9 @@ pub struct ApprovalSpec {
     /// Who decided; stamped by the admission webhook from the request's user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<DecidedBy>,
+    /// When it was decided (RFC 3339); stamped by the admission webhook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
 }
 
 /// The user who decided an approval.

@@ -498,6 +498,10 @@ pub struct ApprovalStep {
     /// Guidance shown to the person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// Whether the person who created the run may decide this step too
+    /// (default false: nobody approves their own run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_self_approval: bool,
 }
 
 /// The two kinds of person step.

@@ -13,6 +13,7 @@ mod graph;
 mod input_schema;
 mod nesting;
 mod schedule;
+mod secrets;
 mod validate;
 
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
@@ -24,4 +25,5 @@ pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
 pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
 pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use schedule::check_schedule;
+pub use secrets::{BoundSecret, bound_secrets};
 pub use validate::{Limits, validate, validate_graph, validate_with};

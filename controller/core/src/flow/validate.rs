@@ -18,6 +18,27 @@ use super::graph::{FlowGraph, exits, split_after};
 use super::input_schema::check_schema;
 use super::schedule::check_schedule;
 
+/// Whether the text before the placeholder at `position` (1-based
+/// characters) holds the whole origin: `scheme://authority` followed by
+/// `/`, `?` or `#`.
+fn origin_is_literal(url: &str, position: usize) -> bool {
+    let before: String = url.chars().take(position.saturating_sub(1)).collect();
+    let Some((scheme, rest)) = before.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = scheme
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    match rest.find(['/', '?', '#']) {
+        Some(end) => scheme_ok && end > 0,
+        None => false,
+    }
+}
+
 /// Keys no step may take: they are the roots of references.
 pub const RESERVED_KEYS: [&str; 7] = ["input", "steps", "previous", "loop", "item", "index", "run"];
 
@@ -502,6 +523,7 @@ impl<'a> Checker<'a, '_, '_> {
             self.report(key, &field("method"), message, None);
         }
         self.check_template(reader, key, &field("url"), &h.url, Place::Url);
+        self.check_secret_origin(key, &field("url"), h);
         for (i, q) in h.query.iter().enumerate() {
             self.check_template(
                 reader,
@@ -571,6 +593,33 @@ impl<'a> Checker<'a, '_, '_> {
                 }
                 Ok(_) => {}
             }
+        }
+    }
+
+    /// The Secret rule: a step that binds a Secret sends it only to an
+    /// origin its author wrote, so no run input or step output may choose
+    /// the URL's scheme, host or port (placeholders only in path and query).
+    fn check_secret_origin(&mut self, key: &str, field: &str, h: &HttpStep) {
+        let Some(secret) = h
+            .headers
+            .iter()
+            .find_map(|header| header.value_from.as_ref())
+        else {
+            return;
+        };
+        let Ok(parsed) = template::parse(&h.url, Place::Url) else {
+            return; // already reported by the URL's own check
+        };
+        let Some(first) = parsed.placeholders().next() else {
+            return;
+        };
+        if !origin_is_literal(&h.url, first.position) {
+            let message = format!(
+                "this step sends the Secret `{}` in a header, so its URL must begin with a written scheme, host and port; `{}` here would let a run's input or a step's output choose where the secret goes (placeholders may stand only in the path and query)",
+                secret.secret_key_ref.name,
+                first.written()
+            );
+            self.report(key, field, message, Some(first.position));
         }
     }
 

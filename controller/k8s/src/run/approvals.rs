@@ -95,6 +95,7 @@ pub async fn create(
             fields: request.fields.clone(),
             approvers: request.approvers.clone(),
             instructions: request.instructions.clone(),
+            allow_self_approval: request.allow_self_approval,
             ..Default::default()
         },
     );

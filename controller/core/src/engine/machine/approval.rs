@@ -40,6 +40,7 @@ impl RunMachine<'_> {
             fields: a.fields.clone(),
             approvers: a.approvers.clone(),
             instructions: a.instructions.clone(),
+            allow_self_approval: a.allow_self_approval,
         })
     }
 

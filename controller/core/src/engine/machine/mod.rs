@@ -112,6 +112,8 @@ pub struct ApprovalRequest {
     pub approvers: Option<Approvers>,
     /// Guidance for the person.
     pub instructions: Option<String>,
+    /// Whether the run's creator may decide it (`allowSelfApproval`).
+    pub allow_self_approval: bool,
 }
 
 /// Why a record cannot be resumed with the flow given.

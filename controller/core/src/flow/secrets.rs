@@ -1,0 +1,126 @@
+//! The Secrets a flow binds, wherever they stand (nested steps included), so
+//! admission can ask whether the person applying the flow may read each one
+//! themselves: nobody gains a Secret through a flow.
+
+use crate::api::{FlowSpec, Step};
+
+/// One Secret a step binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundSecret {
+    /// The key of the step that binds it (the parallel step for its part).
+    pub step: String,
+    /// Where, such as `http.headers[0].valueFrom`.
+    pub field: String,
+    /// The Secret's name, in the flow's namespace.
+    pub name: String,
+}
+
+/// Every Secret the flow binds, in document order; a Secret bound twice is
+/// listed twice (each place is named).
+pub fn bound_secrets(spec: &FlowSpec) -> Vec<BoundSecret> {
+    let mut found = Vec::new();
+    for step in &spec.steps {
+        collect(step, &step.key, "", &mut found);
+    }
+    found
+}
+
+fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
+    let mut push = |field: String, name: &str| {
+        found.push(BoundSecret {
+            step: key.to_string(),
+            field: format!("{prefix}{field}"),
+            name: name.to_string(),
+        })
+    };
+    if let Some(http) = &step.http {
+        for (i, header) in http.headers.iter().enumerate() {
+            if let Some(from) = &header.value_from {
+                push(
+                    format!("http.headers[{i}].valueFrom"),
+                    &from.secret_key_ref.name,
+                );
+            }
+        }
+    }
+    if let Some(script) = &step.script {
+        for (i, env) in script.env.iter().enumerate() {
+            if let Some(from) = &env.value_from {
+                push(
+                    format!("script.env[{i}].valueFrom"),
+                    &from.secret_key_ref.name,
+                );
+            }
+        }
+    }
+    if let Some(slack) = step.message.as_ref().and_then(|m| m.slack.as_ref()) {
+        push(
+            "message.slack.tokenSecretRef".into(),
+            &slack.token_secret_ref.name,
+        );
+    }
+    if let Some(parallel) = &step.parallel {
+        collect(
+            &parallel.step,
+            key,
+            &format!("{prefix}parallel.step."),
+            found,
+        );
+    }
+    if let Some(loop_) = &step.loop_ {
+        for inner in &loop_.steps {
+            collect(inner, &inner.key, "", found);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_found_in_every_kind_and_nesting() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            r##"
+steps:
+  - key: call
+    http:
+      url: https://a.example/x
+      headers:
+        - {name: X-One, value: "1"}
+        - {name: Authorization, valueFrom: {secretKeyRef: {name: api, key: token}}}
+  - key: again
+    loop:
+      until: "true"
+      maxIterations: 2
+      steps:
+        - key: build
+          script:
+            source: make
+            env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: registry, key: pass}}}]
+  - key: fan
+    parallel:
+      items: $input.list
+      step:
+        message:
+          text: hi
+          slack: {channel: "#ops", tokenSecretRef: {name: slack, key: bot}}
+"##,
+        )
+        .expect("flow");
+        let found: Vec<(String, String, String)> = bound_secrets(&spec)
+            .into_iter()
+            .map(|b| (b.step, b.field, b.name))
+            .collect();
+        let expected = [
+            ("call", "http.headers[1].valueFrom", "api"),
+            ("build", "script.env[0].valueFrom", "registry"),
+            ("fan", "parallel.step.message.slack.tokenSecretRef", "slack"),
+        ];
+        let expected: Vec<(String, String, String)> = expected
+            .iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(found, expected);
+    }
+}

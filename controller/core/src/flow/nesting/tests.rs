@@ -86,9 +86,22 @@ fn brackets_after_a_block_scalar_count() {
 #[test]
 fn the_examples_pass() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    for entry in std::fs::read_dir(dir).expect("examples/") {
-        let path = entry.expect("an entry").path();
-        let text = std::fs::read_to_string(&path).expect("readable");
-        assert_eq!(check_nesting(&text), Ok(()), "{}", path.display());
+    let mut folders = vec![dir];
+    let mut checked = 0;
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("examples/") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                folders.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "yaml" && x != "yml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            assert_eq!(check_nesting(&text), Ok(()), "{}", path.display());
+            checked += 1;
+        }
     }
+    assert!(checked >= 5, "{checked} example files");
 }

@@ -4,14 +4,10 @@
 //! `* * * * *` schedule starts Runs named after their minute, with the
 //! schedule's input and `$SINCE` from the last scheduled run that succeeded.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::time::Duration;
 
 use coxswain::api::{Flow, Run};
-use coxswain_e2e::{TestNamespace, wait_for, workspace_root};
+use coxswain_e2e::{TestNamespace, wait_for};
 use coxswain_k8s::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{
@@ -26,101 +22,27 @@ const BOUND: Duration = Duration::from_secs(60);
 /// A minute slot, plus the time the API server and the controller need.
 const SLOT_BOUND: Duration = Duration::from_secs(150);
 
-/// The real kubectl with the test cluster's kubeconfig and its own
-/// discovery cache (a CRD created a moment ago is never answered from a
-/// stale one).
-struct Kubectl {
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-}
+/// The shared kubectl, with a panic for what the tests do not expect.
+struct Kubectl(coxswain_e2e::Kubectl);
 
 impl Kubectl {
-    async fn new(tag: &str) -> Self {
-        let kubeconfig = tokio::task::spawn_blocking(coxswain_e2e::kubeconfig)
-            .await
-            .expect("kubeconfig task")
-            .expect("a test cluster");
-        let cache = workspace_root().join(format!(
-            "target/e2e/kubectl-cache-flows-{tag}-{}",
-            std::process::id()
-        ));
-        Self { kubeconfig, cache }
+    async fn new() -> Self {
+        Self(coxswain_e2e::Kubectl::new().await.expect("a test cluster"))
     }
 
     fn run(&self, args: &[&str]) -> Result<String, String> {
-        let binary = std::env::var_os("E2E_KUBECTL").unwrap_or_else(|| "/usr/bin/kubectl".into());
-        let output = Command::new(&binary)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"));
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        if output.status.success() {
-            Ok(stdout)
-        } else {
-            Err(format!(
-                "kubectl {}: {}\n{stdout}{}",
-                args.join(" "),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
+        self.0.run(args)
     }
 
-    /// Applies `yaml` in `ns` through a file, as a person would.
+    /// Applies `yaml` in `ns`, as a person would.
     fn apply(&self, ns: &str, yaml: &str) {
-        let file = self.cache.with_extension(format!("{}.yaml", unique()));
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).expect("a directory for the manifest");
-        }
-        std::fs::write(&file, yaml).expect("write the manifest");
-        let result = self.run(&["apply", "-n", ns, "-f", path_str(&file)]);
-        let _ = std::fs::remove_file(&file);
-        result.unwrap_or_else(|e| panic!("{e}"));
+        self.0.apply(ns, yaml).unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// Applies `crds/` and waits until kubectl serves flows.
+    /// Applies `crds/` once per test binary and waits until it is served.
     async fn install_crds(&self) {
-        let dir = workspace_root().join("crds");
-        self.run(&["apply", "-f", path_str(&dir)])
-            .unwrap_or_else(|e| panic!("{e}"));
-        self.run(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/flows.coxswain.dev",
-            "crd/runs.coxswain.dev",
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
-        wait_for("flows served", BOUND, || async {
-            Ok(self
-                .run(&["get", "flows", "-A", "-o", "name"])
-                .ok()
-                .map(drop))
-        })
-        .await
-        .expect("the Flow resource is served");
+        self.0.install_crds().await.expect("the CRDs installed");
     }
-}
-
-impl Drop for Kubectl {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.cache);
-    }
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().expect("workspace paths are UTF-8")
-}
-
-fn unique() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default()
 }
 
 /// The Flow controller, running until the value drops.
@@ -238,7 +160,7 @@ spec:
 #[tokio::test]
 async fn flows_get_valid_and_the_columns_people_read() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let kubectl = Kubectl::new("valid").await;
+    let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
     let _controller = FlowController::start(&ns);
     kubectl.apply(ns.name(), GOOD);
@@ -359,7 +281,7 @@ spec:
 #[tokio::test]
 async fn a_flow_coxswain_cannot_read_is_reported_and_others_still_reconcile() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let kubectl = Kubectl::new("unreadable").await;
+    let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
     let _controller = FlowController::start(&ns);
     kubectl.apply(ns.name(), UNREADABLE);
@@ -426,7 +348,7 @@ fn slot(run: &Run) -> jiff::Timestamp {
 #[tokio::test]
 async fn a_schedule_fires_twice_and_the_second_run_sees_since() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let kubectl = Kubectl::new("schedule").await;
+    let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
     let _controller = FlowController::start(&ns);
     kubectl.apply(ns.name(), SCHEDULED);

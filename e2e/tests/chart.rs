@@ -7,8 +7,8 @@
 //! controller` under the chart's ServiceAccount (a kubeconfig whose user
 //! impersonates it, with the environment the chart's Deployment sets) and runs
 //! a flow with a script whose output comes back through the pod's log, an
-//! http call with a bound Secret and an approval to
-//! the end; or asks the API server what that account may do (`kubectl auth
+//! http call with a bound Secret and an approval to the end, through the
+//! chart's admission webhook configurations; or asks the API server what that account may do (`kubectl auth
 //! can-i --as`). A controller with a cluster-wide ClusterRole would also
 //! reconcile the other test's namespace, so the tests that start a controller
 //! take turns.
@@ -88,6 +88,113 @@ spec:
     )
 }
 
+/// Lets `carol` answer Approvals in a namespace (and nothing else).
+const APPROVER_RBAC: &str = r#"
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: Role
+    metadata: {name: approver}
+    rules:
+      - apiGroups: [coxswain.dev]
+        resources: [approvals]
+        verbs: [get, patch]
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: RoleBinding
+    metadata: {name: approver}
+    roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: approver}
+    subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
+"#;
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The chart's controller environment for a replica outside the cluster:
+/// `COXSWAIN_WEBHOOK_URL` (set by the caller) replaces the Service the
+/// chart names, which the API server cannot reach here; everything else —
+/// the Secret, the configurations' name, the controller's user — is the
+/// chart's.
+fn outside_the_cluster(env: Vec<(String, String)>) -> Vec<(String, String)> {
+    env.into_iter()
+        .filter(|(name, _)| !name.starts_with("COXSWAIN_WEBHOOK_SERVICE"))
+        .collect()
+}
+
+/// The controller filled in the chart's objects without taking them over:
+/// the TLS Secret holds a certificate and keeps its type and Helm's labels,
+/// and each configuration has the chart's webhooks, now with a caBundle.
+fn the_chart_still_owns_what_admission_filled_in(kubectl: &Kubectl, render: &Render) {
+    let ns = render.namespace();
+    let name = format!("{}-webhook-tls", render.fullname());
+    let secret = kubectl.json(&["get", "secret", &name, "-n", ns, "-o", "json"]);
+    assert_eq!(secret["type"], "Opaque", "the chart's type is kept");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm",
+        "{}",
+        secret["metadata"]
+    );
+    assert!(secret["data"]["tls.crt"].is_string(), "a certificate");
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let live = kubectl.json(&["get", kind, &render.cluster_name(), "-o", "json"]);
+        let names = |config: &Value| -> Vec<Value> {
+            config["webhooks"]
+                .as_array()
+                .map(|hooks| hooks.iter().map(|h| h["name"].clone()).collect())
+                .unwrap_or_default()
+        };
+        let chart_kind = if kind.starts_with("validating") {
+            "ValidatingWebhookConfiguration"
+        } else {
+            "MutatingWebhookConfiguration"
+        };
+        assert_eq!(names(&live), names(render.one(chart_kind)), "{kind}");
+        for hook in live["webhooks"].as_array().into_iter().flatten() {
+            assert!(hook["clientConfig"]["caBundle"].is_string(), "{hook}");
+        }
+        assert_eq!(
+            live["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm",
+            "{kind}"
+        );
+    }
+}
+
+/// Waits until the API server calls the chart's admission: a Flow with a
+/// capitalised `True` is refused, naming the step and the character.
+async fn admission_is_on(kubectl: &Kubectl, ns: &str) {
+    const BAD: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: shouting}
+spec:
+  steps:
+    - key: a
+      when: "True"
+      script: {source: "true"}
+"#;
+    let dry_run = ["create", "--dry-run=server", "-n", ns, "-f", "-"];
+    coxswain_e2e::wait_for("admission refuses a bad flow", BOUND, || async {
+        Ok(kubectl.run_with_stdin(&dry_run, Some(BAD)).err())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let refusal = kubectl.apply(ns, BAD).expect_err("a bad flow is refused");
+    assert!(
+        refusal.contains(r#"admission webhook "flows.coxswain.dev" denied"#)
+            && refusal.contains("step a")
+            && refusal.contains("character"),
+        "{refusal}"
+    );
+}
+
 /// Runs the release flow to its end with a controller started as the chart
 /// would start it, under the chart's ServiceAccount only.
 async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
@@ -104,7 +211,10 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
             "flowSecrets[0].names={publisher}",
         ],
     );
-    let installed = Installed::rbac(&render).await;
+    let mut installed = Installed::rbac(&render).await;
+    let port = free_port();
+    let base = format!("https://127.0.0.1:{port}");
+    installed.admission(&render, &base);
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "publisher"},
@@ -117,18 +227,21 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
     let (addr, seen) = serve_publisher().await;
     let kubeconfig = installed.impersonating_kubeconfig();
     // Debug logs: a standby's refused watch of the Lease is logged at debug.
-    let env = render.controller_env(
-        ns,
-        &[
-            ("COXSWAIN_METRICS_ADDR", "127.0.0.1:0"),
-            ("COXSWAIN_LOG_LEVEL", "coxswain_k8s=debug,info"),
-        ],
-    );
-    // Two replicas, as the chart runs them: one leads, one watches the Lease.
-    let controllers = [
-        ControllerProcess::start_with(&kubeconfig, &[], &env).expect("controller starts"),
-        ControllerProcess::start_with(&kubeconfig, &[], &env).expect("controller starts"),
-    ];
+    // Two replicas, as the chart runs them: one leads, one watches the
+    // Lease, both serve admission (the API server calls the first).
+    let replica = |listen: u16| {
+        let env = outside_the_cluster(render.controller_env(
+            ns,
+            &[
+                ("COXSWAIN_METRICS_ADDR", "127.0.0.1:0"),
+                ("COXSWAIN_LOG_LEVEL", "coxswain_k8s=debug,info"),
+                ("COXSWAIN_WEBHOOK_URL", &base),
+                ("COXSWAIN_WEBHOOK_LISTEN", &format!("127.0.0.1:{listen}")),
+            ],
+        ));
+        ControllerProcess::start_with(&kubeconfig, &[], &env).expect("controller starts")
+    };
+    let controllers = [replica(port), replica(free_port())];
     let logs = || {
         controllers
             .iter()
@@ -136,12 +249,19 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
             .collect::<Vec<_>>()
             .join("\n----\n")
     };
+    admission_is_on(&kubectl, ns).await;
+    the_chart_still_owns_what_admission_filled_in(&kubectl, &render);
     kubectl
         .apply(ns, &release_flow(addr))
         .unwrap_or_else(|e| panic!("{e}"));
     let run = kubectl
         .create_run(ns, "release", &json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
+    let created = kubectl.json(&["get", "run", &run, "-n", ns, "-o", "json"]);
+    assert_eq!(
+        created["metadata"]["annotations"]["coxswain.dev/created-by"], "admin",
+        "the mutating webhook stamped the creator: {created}"
+    );
     let explain = |e: coxswain_e2e::Error| -> ! {
         let run = kubectl.run(&["get", "run", &run, "-n", ns, "-o", "yaml"]);
         panic!("{e}\nrun: {run:?}\ncontroller logs:\n{}", logs())
@@ -157,8 +277,8 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
         asked["spec"]["show"]["publish"]["body"]["published"], true,
         "{asked}"
     );
-    kubectl
-        .run(&[
+    let approve = |who: &[&str]| {
+        let mut args = vec![
             "patch",
             "approval",
             &approval,
@@ -168,8 +288,21 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
             "merge",
             "-p",
             r#"{"spec":{"decision":"approve"}}"#,
-        ])
+        ];
+        args.extend(who);
+        kubectl.run(&args)
+    };
+    let own = approve(&[]).expect_err("the run's creator may not approve it");
+    assert!(own.contains("approvals.coxswain.dev"), "{own}");
+    kubectl
+        .apply(ns, APPROVER_RBAC)
         .unwrap_or_else(|e| panic!("{e}"));
+    approve(&["--as", "carol"]).unwrap_or_else(|e| panic!("{e}"));
+    let decided = kubectl.json(&["get", "approval", &approval, "-n", ns, "-o", "json"]);
+    assert_eq!(
+        decided["spec"]["decidedBy"]["username"], "carol",
+        "{decided}"
+    );
     let done = kubectl
         .wait_run(ns, &run, &["Succeeded", "Failed", "Cancelled"], BOUND)
         .await
@@ -316,6 +449,8 @@ async fn cluster_scoped_rbac_reads_no_secret_and_writes_no_flow() {
             ),
             ("patch", &admission, None, true),
             ("get", "secrets/coxswain-webhook-tls", ns, true),
+            ("update", "secrets/coxswain-webhook-tls", ns, true),
+            ("create", "secrets", ns, false),
             ("get", "secrets", elsewhere, false),
             ("get", "secrets/publisher", ns, false),
             ("list", "secrets", None, false),
@@ -412,14 +547,18 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
     for name in &names {
         let known = help.contains(&format!("[env: {name}="))
             || agent.contains(name)
-            || ["POD_NAME", "POD_NAMESPACE"].contains(name)
-            || name.starts_with("COXSWAIN_WEBHOOK_");
+            || ["POD_NAME", "POD_NAMESPACE"].contains(name);
         assert!(
             known,
             "the chart sets {name}, which the controller does not read"
         );
     }
-    for expected in ["COXSWAIN_NAMESPACE", "COXSWAIN_JOB_TTL_AFTER_FINISHED"] {
+    for expected in [
+        "COXSWAIN_NAMESPACE",
+        "COXSWAIN_JOB_TTL_AFTER_FINISHED",
+        "COXSWAIN_WEBHOOK_SERVICE",
+        "COXSWAIN_WEBHOOK_SECRET",
+    ] {
         assert!(
             names.contains(&expected),
             "{expected} missing from {names:?}"
@@ -437,6 +576,52 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
         json!({"name": "model-key", "key": "api-key"}),
         "the API key comes from the Secret, never a value"
     );
+}
+
+/// The chart's webhook configurations are the ones the admission server
+/// writes into them (`coxswain_k8s::admission::register`), field for
+/// field but the caBundle the server adds: a webhook the server does not
+/// know would be called without a CA and refuse every write, and one the
+/// chart lacks would be added back at every start and removed at every
+/// upgrade.
+#[test]
+fn the_charts_webhook_configurations_are_the_servers() {
+    use coxswain_k8s::admission::register::{Endpoint, mutating, validating};
+    for (namespace, sets) in [
+        (None, &["webhook.enabled=true"][..]),
+        (Some("team-a"), &["scope=namespace"][..]),
+    ] {
+        let render = Render::new(namespace.unwrap_or("coxswain-system"), sets);
+        let config = render.cluster_name();
+        let endpoint = Endpoint::Service {
+            namespace: namespace.unwrap_or("coxswain-system").to_string(),
+            name: format!("{}-webhook", render.fullname()),
+            port: 443,
+        };
+        for (kind, mut servers) in [
+            (
+                "ValidatingWebhookConfiguration",
+                validating(&config, &endpoint, "", namespace),
+            ),
+            (
+                "MutatingWebhookConfiguration",
+                mutating(&config, &endpoint, "", namespace),
+            ),
+        ] {
+            for hook in servers["webhooks"].as_array_mut().expect("webhooks") {
+                hook["clientConfig"]
+                    .as_object_mut()
+                    .expect("clientConfig")
+                    .remove("caBundle");
+            }
+            let charts = render.one(kind);
+            assert_eq!(charts["metadata"]["name"], servers["metadata"]["name"]);
+            assert_eq!(
+                charts["webhooks"], servers["webhooks"],
+                "{kind} ({namespace:?}): the chart's differs from the server's"
+            );
+        }
+    }
 }
 
 #[test]

@@ -64,24 +64,53 @@ app.kubernetes.io/component: controller
 {{- default (printf "%s-webhook-tls" (include "coxswain.fullname" .)) .Values.webhook.tlsSecretName | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* ADMISSION CONTRACT (wip/admission is built at the same time as this
-chart): how the controller is told to serve admission inside the cluster.
-Environment variables only, so a controller that does not know one yet
-ignores it instead of refusing to start. Align these names with the
-admission flags when they land; this block is the only place to change. */}}
+{{/* How the controller serves admission in the cluster: the variables of
+its `--webhook-*` flags (controller/k8s/src/admission/settings.rs). The
+controller's own user is named, so its writes (Approvals it asks) pass. */}}
 {{- define "coxswain.webhookEnv" -}}
-- name: COXSWAIN_WEBHOOK_ADDR
-  value: {{ printf "0.0.0.0:%d" (int .Values.webhook.port) | quote }}
 - name: COXSWAIN_WEBHOOK_SERVICE
-  value: {{ printf "%s.%s.svc" (include "coxswain.webhookServiceName" .) .Release.Namespace | quote }}
-- name: COXSWAIN_WEBHOOK_CONFIGURATION
+  value: {{ include "coxswain.webhookServiceName" . | quote }}
+- name: COXSWAIN_WEBHOOK_SERVICE_PORT
+  value: "443"
+- name: COXSWAIN_WEBHOOK_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: COXSWAIN_WEBHOOK_LISTEN
+  value: {{ printf "0.0.0.0:%d" (int .Values.webhook.port) | quote }}
+- name: COXSWAIN_WEBHOOK_CONFIG_NAME
   value: {{ include "coxswain.clusterName" . | quote }}
+- name: COXSWAIN_WEBHOOK_CONTROLLER_USER
+  value: {{ printf "system:serviceaccount:%s:%s" .Release.Namespace (include "coxswain.serviceAccountName" .) | quote }}
 {{- if .Values.webhook.certManager.enabled }}
 - name: COXSWAIN_WEBHOOK_CERT_DIR
   value: /etc/coxswain/webhook-tls
+- name: COXSWAIN_WEBHOOK_REGISTER
+  value: "false"
 {{- else }}
 - name: COXSWAIN_WEBHOOK_SECRET
   value: {{ include "coxswain.webhookTlsSecretName" . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* One webhook of a configuration: what every coxswain.dev webhook shares
+(admission/register.rs). */}}
+{{- define "coxswain.webhook" -}}
+admissionReviewVersions: [v1]
+sideEffects: None
+failurePolicy: Fail
+matchPolicy: Equivalent
+timeoutSeconds: 5
+clientConfig:
+  service:
+    {{- toYaml (set (deepCopy .service) "path" .path) | nindent 4 }}
+rules:
+  - apiGroups: [coxswain.dev]
+    apiVersions: ["*"]
+    operations: {{ toJson .operations }}
+    resources: [{{ .resource }}]
+    scope: Namespaced
+{{- with .selector }}
+namespaceSelector:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 

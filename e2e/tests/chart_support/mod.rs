@@ -93,6 +93,11 @@ impl Render {
         }
     }
 
+    /// The release namespace it was rendered into.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The release's objects' name (the Deployment's, the Lease's).
     pub fn fullname(&self) -> String {
         self.one("Deployment")["metadata"]["name"]
@@ -205,6 +210,46 @@ impl Installed {
             ),
             cluster_scoped,
         }
+    }
+
+    /// Applies the chart's webhook configurations and its empty TLS Secret
+    /// as they render, except that each webhook's `clientConfig.service`
+    /// becomes `url: BASE + path` — what controller-runtime's envtest does
+    /// for a webhook served outside the cluster, since the stand-in node's
+    /// pods have no Service network the API server could reach.
+    pub fn admission(&mut self, render: &Render, base: &str) {
+        let mut items = Vec::new();
+        for doc in render.docs() {
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            if kind == "Secret" {
+                items.push(doc.clone());
+                continue;
+            }
+            if !kind.ends_with("WebhookConfiguration") {
+                continue;
+            }
+            let mut config = doc.clone();
+            for hook in config["webhooks"].as_array_mut().expect("webhooks") {
+                let path = hook["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .expect("a service path")
+                    .to_string();
+                hook["clientConfig"] = json!({"url": format!("{base}{path}")});
+            }
+            self.cluster_scoped.push(format!(
+                "{}/{}",
+                kind.to_lowercase(),
+                config["metadata"]["name"].as_str().unwrap_or_default()
+            ));
+            items.push(config);
+        }
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        self.kubectl
+            .run_with_stdin(
+                &["apply", "-n", &render.namespace, "-f", "-"],
+                Some(&list.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// A kubeconfig whose user impersonates the chart's ServiceAccount

@@ -3,6 +3,8 @@
 //! resources only, failing closed, with a short timeout, limited to one
 //! namespace when the controller is. Written with server-side apply, so a
 //! replica that renews the CA moves the caBundle and nothing else fights it.
+//! The Helm chart templates the same two objects (so `helm uninstall`
+//! removes them); they carry no labels of ours, so the chart's stay its own.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -94,7 +96,7 @@ pub fn validating(
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": config, "labels": {"app.kubernetes.io/managed-by": "coxswain"}},
+        "metadata": {"name": config},
         "webhooks": [
             webhook("flows.coxswain.dev", "flows", &both, cc.clone(), namespace),
             webhook("runs.coxswain.dev", "runs", &both, cc.clone(), namespace),
@@ -131,7 +133,7 @@ pub fn mutating(
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": config, "labels": {"app.kubernetes.io/managed-by": "coxswain"}},
+        "metadata": {"name": config},
         "webhooks": [runs, approvals]
     })
 }

@@ -238,6 +238,35 @@ impl Stored {
     }
 }
 
+impl Stored {
+    /// `existing` holding it: its type, labels, annotations and owners are
+    /// kept (a Secret a Helm chart made stays the chart's, `Opaque` stays
+    /// `Opaque` as the type never changes), its data replaced, and the
+    /// resourceVersion it was read at guards the write.
+    pub fn into_existing(&self, existing: Secret) -> Secret {
+        let fresh = self.to_secret(
+            &existing.name_any(),
+            existing.namespace().as_deref().unwrap_or_default(),
+        );
+        let mut metadata = existing.metadata;
+        let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+        for (key, value) in fresh.metadata.labels.unwrap_or_default() {
+            labels.entry(key).or_insert(value);
+        }
+        metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .extend(fresh.metadata.annotations.unwrap_or_default());
+        metadata.managed_fields = None;
+        Secret {
+            metadata,
+            type_: existing.type_.or(fresh.type_),
+            data: fresh.data,
+            ..Default::default()
+        }
+    }
+}
+
 /// The certificate to serve for `names`, from the Secret `name`; made or
 /// renewed there when needed. Replicas racing to write it settle on
 /// whichever write the API server took first.
@@ -260,11 +289,13 @@ pub async fn ensure(
             return Ok(stored);
         }
         let renewed = renew(stored.as_ref(), plan, names, now)?;
-        let mut secret = renewed.to_secret(name, namespace);
         let written = match found {
-            None => api.create(&PostParams::default(), &secret).await,
+            None => {
+                let secret = renewed.to_secret(name, namespace);
+                api.create(&PostParams::default(), &secret).await
+            }
             Some(old) => {
-                secret.metadata.resource_version = old.resource_version();
+                let secret = renewed.into_existing(old);
                 api.replace(name, &PostParams::default(), &secret).await
             }
         };
@@ -310,6 +341,37 @@ mod tests {
         assert_eq!(plan(Some(&made), &names(), now), Plan::Keep);
         let read = Stored::from_secret(&made.to_secret("s", "ns")).expect("read back");
         assert_eq!(read, made);
+    }
+
+    #[test]
+    fn a_secret_made_by_a_chart_keeps_its_type_and_owner_labels() {
+        let made = renew(None, Plan::NewCa, &names(), at("2030-01-10T12:00:00Z")).expect("made");
+        let chart = Secret {
+            metadata: ObjectMeta {
+                name: Some("tls".into()),
+                namespace: Some("ops".into()),
+                resource_version: Some("42".into()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "Helm".to_string(),
+                )])),
+                annotations: Some(BTreeMap::from([(
+                    "meta.helm.sh/release-name".to_string(),
+                    "coxswain".to_string(),
+                )])),
+                ..Default::default()
+            },
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        };
+        let written = made.into_existing(chart);
+        assert_eq!(written.type_.as_deref(), Some("Opaque"));
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("42"));
+        let labels = written.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm");
+        let annotations = written.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations["meta.helm.sh/release-name"], "coxswain");
+        assert_eq!(Stored::from_secret(&written), Some(made));
     }
 
     #[test]

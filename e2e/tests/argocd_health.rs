@@ -554,6 +554,21 @@ spec:
     assert_health("Run", &asked, "Progressing", &["take in the run's change"]);
     let ended = s.wait_phase(&cancelled, "Cancelled").await;
     assert_health("Run", &ended, "Degraded", &["the run was cancelled"]);
+    // Nobody is left waiting to answer a run that ended.
+    let closed = s
+        .wait("approval", &approval, "the approval closed", |a| {
+            a["status"]["closed"].is_string()
+        })
+        .await;
+    assert_health(
+        "Approval",
+        &closed,
+        "Healthy",
+        &[
+            "Closed: run ",
+            " ended Cancelled before an answer was taken in",
+        ],
+    );
 }
 
 #[tokio::test]

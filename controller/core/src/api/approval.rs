@@ -104,4 +104,9 @@ pub struct ApprovalStatus {
     /// the person may write another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Why no answer is needed any more (the run ended before one was
+    /// taken in): an answer written now would never be read, so it is
+    /// refused, and tools stop showing the Approval as waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<String>,
 }

@@ -178,6 +178,18 @@ pub fn stamp(old: &ApprovalSpec, new: &ApprovalSpec, who: &UserInfo, now: &str) 
     ops
 }
 
+/// The refusal of an answer written to an Approval the controller closed
+/// (its run ended first): nothing would ever read it.
+pub fn closed(old: &Approval, new: &Approval) -> Option<String> {
+    let reason = old.status.as_ref()?.closed.as_deref()?;
+    answering(&old.spec, &new.spec).then(|| {
+        format!(
+            "approval {} is closed ({reason}); an answer would never be read",
+            new.name_any()
+        )
+    })
+}
+
 /// Checks an update, reading the run's creator when it writes an answer.
 pub async fn review_update(
     client: &kube::Client,
@@ -201,6 +213,9 @@ pub async fn review_update(
     } else {
         None
     };
+    if let Some(refusal) = closed(old, new) {
+        return Verdict::Deny(refusal);
+    }
     Verdict::from(check_update(
         &new.name_any(),
         &old.spec,
@@ -220,6 +235,27 @@ mod tests {
             b.extend(extra);
         }
         serde_json::from_value(base).expect("spec")
+    }
+
+    #[test]
+    fn an_answer_to_a_closed_approval_is_refused() {
+        let mut old = Approval::new("r1-review-1", spec(json!({})));
+        let new = Approval::new("r1-review-1", spec(json!({"decision": "approve"})));
+        assert_eq!(closed(&old, &new), None, "open: answered as usual");
+        old.status = Some(crate::api::ApprovalStatus {
+            closed: Some("run r1 ended Cancelled before an answer was taken in".into()),
+            ..Default::default()
+        });
+        let refusal = closed(&old, &new).expect("refused");
+        assert!(
+            refusal.contains("r1-review-1 is closed (run r1 ended Cancelled"),
+            "{refusal}"
+        );
+        assert_eq!(
+            closed(&old, &old.clone()),
+            None,
+            "a write that answers nothing passes"
+        );
     }
 
     fn user(name: &str, groups: &[&str]) -> UserInfo {

@@ -140,6 +140,45 @@ pub async fn settle(api: &Api<Approval>, name: &str, refused: Option<&str>) -> R
     })
 }
 
+/// Closes the Approvals of an ended run that no answer was taken from, so
+/// nobody is left waiting to answer (and Argo CD stops showing them as
+/// Suspended); returns how many it closed.
+pub async fn close_unanswered(
+    api: &Api<Approval>,
+    run: &Run,
+    reason: &str,
+) -> Result<usize, Error> {
+    let uid = run.uid().unwrap_or_default();
+    let selector = format!("{}={uid}", names::RUN_UID_LABEL);
+    let list = api
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("listing the approvals of run {}", run.name_any()),
+                e,
+            )
+        })?;
+    let mut closed = 0;
+    for approval in list.items {
+        let status = approval.status.clone().unwrap_or_default();
+        if status.consumed || status.closed.is_some() {
+            continue;
+        }
+        let name = approval.name_any();
+        let patch = json!({"status": {"closed": reason}});
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => closed += 1,
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(Error::kube(format!("closing the approval {name}"), e)),
+        }
+    }
+    Ok(closed)
+}
+
 /// A reference to an Approval, for events about it.
 pub fn reference(approval: &Approval) -> ObjectReference {
     approval.object_ref(&())

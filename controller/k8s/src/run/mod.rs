@@ -414,13 +414,24 @@ async fn refuse(
     Ok(Action::await_change())
 }
 
-/// Stops the Jobs of an ended run that still run, and its in-controller work.
+/// Stops the Jobs of an ended run that still run and its in-controller
+/// work, and closes the Approvals nobody answered.
 async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
     use k8s_openapi::api::batch::v1::Job;
     use kube::api::{DeleteParams, ListParams};
     let uid = run.uid().unwrap_or_default();
     ctx.in_controller.cancel_where(|id| id.run == uid).await;
     let namespace = run.namespace().unwrap_or_default();
+    let phase = run.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let reason = format!(
+        "run {} ended {phase:?} before an answer was taken in",
+        run.name_any()
+    );
+    let approvals: Api<Approval> = Api::namespaced(ctx.client.clone(), &namespace);
+    let closed = approvals::close_unanswered(&approvals, run, &reason).await?;
+    if closed > 0 {
+        tracing::info!(run = %run.name_any(), closed, "closed the unanswered approvals of an ended run");
+    }
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     let selector = format!("{}={uid}", crate::names::RUN_UID_LABEL);
     let list = jobs

@@ -1,6 +1,7 @@
 -- Argo CD health of a Coxswain Approval (a person's part of a Run).
 -- Suspended: nobody has answered yet; the run waits.
 -- Healthy: answered (the run has taken the answer in, or is about to).
+-- Healthy too when closed: the run ended first and no answer is needed.
 -- Degraded: the answer written was refused (it does not fit the step);
 --   the person may write another.
 local hs = {}
@@ -9,8 +10,10 @@ local spec = obj.spec
 local status = obj.status
 local consumed = status ~= nil and status.consumed == true
 local refused = nil
+local closed = nil
 if status ~= nil then
   refused = status.refused
+  closed = status.closed
 end
 
 local function answer()
@@ -27,6 +30,11 @@ end
 if consumed then
   hs.status = "Healthy"
   hs.message = "Answered " .. answer() .. "; the run took it in"
+  return hs
+end
+if closed ~= nil then
+  hs.status = "Healthy"
+  hs.message = "Closed: " .. closed
   return hs
 end
 if refused ~= nil then

@@ -12,6 +12,7 @@ mod controller;
 mod error;
 mod kubectl;
 mod namespace;
+mod pods;
 mod wait;
 
 pub use cluster::{client, kubeconfig, workspace_root};
@@ -19,6 +20,7 @@ pub use controller::ControllerProcess;
 pub use error::Error;
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
+pub use pods::free_finished_pods;
 pub use wait::{wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary

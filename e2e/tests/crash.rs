@@ -50,12 +50,12 @@ async fn runs_survive_a_controller_sigkilled_at_random_moments() {
         killed += 1;
     }
     let approved = scene.wait_all_over(|| controller.log_text()).await;
+    let figures = scene.check().await;
     assert!(
         killed >= kills,
         "the runs ended after {killed} kills, before the {kills} the test promises; \
          the kills must come faster (seed {seed})"
     );
-    let figures = scene.check().await;
     eprintln!(
         "crash test: seed {seed}: {count} runs Succeeded in {:?} with {killed} SIGKILLs mid-run; \
          {approved} approvals; {figures:?}",

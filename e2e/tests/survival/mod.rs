@@ -31,7 +31,7 @@ pub const CALL_TIME: Duration = Duration::from_millis(300);
 
 // ---------------------------------------------------------------- the flow
 
-/// The flow every run follows. Run input `{"n": N, "id": "rN"}`.
+/// The flow every run follows. Run input `{"num": N, "id": "rN"}` (`n` would be read by kubectl, YAML 1.1, as `false`).
 pub fn flow(addr: SocketAddr) -> String {
     format!(
         r#"
@@ -47,9 +47,10 @@ spec:
     published: $steps.publish.output.published
   steps:
     - key: prepare
-      input: {{n: $input.n}}
+      input: {{num: $input.num}}
       script:
-        source: printf '{{"base": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/n") * 10 ))
+        source: |
+          printf '{{"base": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/num") * 10 ))
     - key: fan
       parallel:
         parts:
@@ -57,7 +58,8 @@ spec:
           - {{key: right, input: {{base: $steps.prepare.output.base, k: 2}}}}
         step:
           script:
-            source: printf '{{"v": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/base") + $(tr -dc 0-9 < "$INPUTS/k") ))
+            source: |
+              printf '{{"v": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/base") + $(tr -dc 0-9 < "$INPUTS/k") ))
     - key: count
       loop:
         until: "$loop.iteration >= 3"
@@ -79,7 +81,8 @@ spec:
       after: [review.approve]
       input: {{v: $steps.fetch.output.body.value}}
       script:
-        source: printf '{{"published": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/v") + 1 ))
+        source: |
+          printf '{{"published": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/v") + 1 ))
 "#
     )
 }
@@ -409,7 +412,7 @@ impl Scene {
         for n in 1..=count {
             let name = self
                 .kubectl
-                .create_run(self.ns.name(), "crash", &json!({"n": n, "id": format!("r{n}")}))
+                .create_run(self.ns.name(), "crash", &json!({"num": n, "id": format!("r{n}")}))
                 .unwrap_or_else(|e| panic!("{e}"));
             self.runs.insert(name, n);
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
-use coxswain::api::{Run, RunPhase, RunStatus};
+use coxswain::api::{Run, RunPhase, RunStatus, StepStatus};
 use coxswain_e2e::{Kubectl, TestNamespace, free_finished_pods, wait_for};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -62,7 +62,7 @@ spec:
               printf '{{"v": %d}}' $(( $(tr -dc 0-9 < "$INPUTS/base") + $(tr -dc 0-9 < "$INPUTS/k") ))
     - key: count
       loop:
-        until: "$loop.iteration >= 3"
+        until: "$loop.iteration >= 4"
         maxIterations: 5
         steps:
           - key: which
@@ -70,7 +70,8 @@ spec:
               paths:
                 - {{name: p1, when: "$loop.iteration == 1"}}
                 - {{name: p2, when: "$loop.iteration == 2"}}
-              otherwise: p3
+                - {{name: p3, when: "$loop.iteration == 3"}}
+              otherwise: p4
           - key: bump
             http: {{url: "http://{addr}/bump?id={{{{input.json.id}}}}&pass={{{{which.json.result}}}}"}}
     - key: fetch
@@ -94,11 +95,14 @@ pub fn expected_output(n: i64) -> Value {
     json!({
         "base": base,
         "fan": {"left": {"v": base + 1}, "right": {"v": base + 2}},
-        "bumped": bump(n, 3),
+        "bumped": bump(n, PASSES),
         "fetched": fetched,
         "published": fetched + 1,
     })
 }
+
+/// How many passes the flow's loop makes.
+pub const PASSES: i64 = 4;
 
 /// The http server's answer to pass `pass` of run `n`'s loop.
 pub fn bump(n: i64, pass: i64) -> i64 {
@@ -107,7 +111,7 @@ pub fn bump(n: i64, pass: i64) -> i64 {
 
 /// The logical http requests of run `n` (path and query, as sent).
 pub fn expected_requests(n: i64) -> Vec<String> {
-    let mut requests: Vec<String> = (1..=3)
+    let mut requests: Vec<String> = (1..=PASSES)
         .map(|p| format!("/bump?id=r{n}&pass=p{p}"))
         .collect();
     requests.push(format!("/fetch?id=r{n}&base={}", n * 10));
@@ -139,6 +143,15 @@ pub struct Call {
     pub target: String,
     /// Its `Idempotency-Key` (empty when missing).
     pub key: String,
+    /// When it came, in ms since the test started ([`since_start`]).
+    pub at: u128,
+}
+
+/// Milliseconds since the test process first asked, for logs that line up
+/// the calls with the kills.
+pub fn since_start() -> u128 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis()
 }
 
 /// A local http server that answers the flow's calls from their query
@@ -164,6 +177,7 @@ impl Calls {
             .push(Call {
                 target: format!("{path}?{}", pairs.join("&")),
                 key,
+                at: since_start(),
             });
     }
 
@@ -219,6 +233,8 @@ async fn serve() -> (SocketAddr, Calls) {
 #[derive(Default)]
 pub struct Watched {
     pub latest: HashMap<String, RunStatus>,
+    /// Run uid → name.
+    pub names: HashMap<String, String>,
     pub events: usize,
     pub backwards: Vec<String>,
 }
@@ -252,10 +268,34 @@ pub fn watch_runs(runs: Api<Run>) -> Watch {
                 w.backwards
                     .extend(found.into_iter().map(|p| format!("run {name}: {p}")));
             }
+            w.names.insert(run.uid().unwrap_or_default(), name.clone());
             w.latest.insert(name, now);
         }
     });
     watched
+}
+
+/// Whether the attempt an `Idempotency-Key` (`uid/step/…/attempt`) names
+/// has ended in its run's status, or its run has.
+fn recorded(w: &Watched, key: &str) -> bool {
+    let parts: Vec<&str> = key.split('/').collect();
+    let (Some(uid), Some(step), Some(attempt)) = (
+        parts.first(),
+        parts.get(1),
+        parts.last().and_then(|a| a.parse::<i32>().ok()),
+    ) else {
+        return false;
+    };
+    let Some(status) = w.names.get(*uid).and_then(|n| w.latest.get(n)) else {
+        return false;
+    };
+    is_over(status.phase)
+        || status.steps.get(*step).is_some_and(|s| {
+            s.attempts.iter().any(|a| {
+                a.number == attempt
+                    && matches!(a.status, StepStatus::Completed | StepStatus::Failed)
+            })
+        })
 }
 
 pub fn is_over(phase: RunPhase) -> bool {
@@ -314,23 +354,31 @@ pub fn seed() -> u64 {
     )
 }
 
-/// Approves every unanswered Approval of the namespace with `kubectl
-/// patch`, as a person would, until `stop`; returns how many it approved.
+/// Approves unanswered Approvals of the namespace with `kubectl patch`, as
+/// a person would, as many as `allowed` says so far, until `stop`; returns
+/// how many it approved.
 pub fn approve_all(
     kubectl: Arc<Kubectl>,
     ns: String,
+    allowed: Arc<std::sync::atomic::AtomicUsize>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<usize> {
     tokio::task::spawn_blocking(move || {
         let mut approved = 0;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if approved >= allowed.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
             let list = kubectl
                 .run(&["get", "approvals", "-n", &ns, "-o", "json"])
                 .ok()
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .unwrap_or(Value::Null);
             for a in list["items"].as_array().cloned().unwrap_or_default() {
-                if !a["spec"]["decision"].is_null() {
+                if !a["spec"]["decision"].is_null()
+                    || approved >= allowed.load(std::sync::atomic::Ordering::Relaxed)
+                {
                     continue;
                 }
                 let name = a["metadata"]["name"].as_str().unwrap_or_default();
@@ -380,6 +428,10 @@ pub struct Scene {
     /// Run name → its `n`.
     pub runs: BTreeMap<String, i64>,
     pub stop: Arc<std::sync::atomic::AtomicBool>,
+    /// How many approvals the person may have given so far (runs wait at
+    /// their approval until then, so they do not all end before the test
+    /// is done with them).
+    pub approving: Arc<std::sync::atomic::AtomicUsize>,
     pub approver: Option<tokio::task::JoinHandle<usize>>,
     pub freer: Option<tokio::task::JoinHandle<()>>,
 }
@@ -402,12 +454,14 @@ impl Scene {
             watch,
             runs: BTreeMap::new(),
             stop: Arc::default(),
+            approving: Arc::default(),
             approver: None,
             freer: None,
         }
     }
 
-    /// Creates `count` Runs with `kubectl create` and starts approving.
+    /// Creates `count` Runs with `kubectl create`, and the person who
+    /// approves once [`Scene::approve`] is called.
     pub fn start_runs(&mut self, count: i64) {
         for n in 1..=count {
             let name = self
@@ -419,9 +473,53 @@ impl Scene {
         self.approver = Some(approve_all(
             self.kubectl.clone(),
             self.ns.name().to_string(),
+            self.approving.clone(),
             self.stop.clone(),
         ));
         self.freer = Some(free_disk(self.ns.api(), self.stop.clone()));
+    }
+
+    /// The person may give `count` approvals in all, from now on.
+    pub fn approve(&self, count: usize) {
+        self.approving
+            .store(count, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The logical requests whose latest call the Runs have not recorded
+    /// yet (the attempt its `Idempotency-Key` names has not ended, and its
+    /// run has not either).
+    pub fn unrecorded_calls(&self) -> Vec<String> {
+        let calls = self.calls.all();
+        let w = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open: Vec<String> = calls
+            .iter()
+            .filter(|c| !recorded(&w, &c.key))
+            .map(|c| c.target.clone())
+            .collect();
+        open.sort();
+        open.dedup();
+        open
+    }
+
+    /// Waits until none of `calls` (logical requests) is unrecorded.
+    pub async fn wait_recorded(&self, calls: &[String], logs: impl Fn() -> String) {
+        let waited = wait_for("the calls in flight to be recorded", FINISH_BOUND, || async {
+            let open = self.unrecorded_calls();
+            Ok((!calls.iter().any(|c| open.contains(c))).then_some(()))
+        })
+        .await;
+        if let Err(e) = waited {
+            panic!(
+                "{e}: {:?}\ncontroller log (tail):\n{}",
+                self.unrecorded_calls(),
+                tail(&logs(), 120)
+            );
+        }
+    }
+
+    /// How many status events the watch has seen so far.
+    pub fn events(&self) -> usize {
+        self.watch.lock().unwrap_or_else(|e| e.into_inner()).events
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -476,7 +574,11 @@ impl Scene {
                     "run {name} step {step}: {status}"
                 );
             }
-            assert_eq!(attempts(&status["steps"]["bump"]), 3, "{status}");
+            assert_eq!(
+                attempts(&status["steps"]["bump"]) as i64,
+                PASSES,
+                "{status}"
+            );
             for part in status["steps"]["fan"]["parts"]
                 .as_array()
                 .cloned()
@@ -543,7 +645,9 @@ impl Scene {
     /// repeated ones, most calls of one).
     pub fn check_calls(&self) -> (usize, usize, usize) {
         let mut by_target: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut times: BTreeMap<String, Vec<u128>> = BTreeMap::new();
         for call in self.calls.all() {
+            times.entry(call.target.clone()).or_default().push(call.at);
             by_target.entry(call.target).or_default().push(call.key);
         }
         let mut expected: Vec<String> = self
@@ -556,7 +660,12 @@ impl Scene {
         assert_eq!(seen, expected, "the logical requests made");
         let mut keys_seen: HashMap<String, String> = HashMap::new();
         for (target, keys) in &by_target {
-            assert!(keys.len() <= 2, "{target} was called {} times: {keys:?}", keys.len());
+            assert!(
+                keys.len() <= 2,
+                "{target} was called {} times: {keys:?}, at {:?} ms",
+                keys.len(),
+                times[target]
+            );
             assert!(
                 keys.iter().all(|k| !k.is_empty() && k == &keys[0]),
                 "{target} was repeated with another Idempotency-Key: {keys:?}"

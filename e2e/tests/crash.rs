@@ -22,7 +22,6 @@ use coxswain_e2e::ControllerProcess;
 use survival::{Rng, Scene, env_number, seed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about 5 minutes: CI runs it in its --ignored step"]
 async fn runs_survive_a_controller_sigkilled_at_random_moments() {
     let seed = seed();
     let (count, kills) = (

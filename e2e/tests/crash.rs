@@ -28,7 +28,9 @@ async fn runs_survive_a_controller_sigkilled_at_random_moments() {
         env_number("CRASH_RUNS", 20) as i64,
         env_number("CRASH_KILLS", 20),
     );
-    eprintln!("crash test: seed {seed} (rerun with CRASH_SEED={seed}), {count} runs, {kills} kills");
+    eprintln!(
+        "crash test: seed {seed} (rerun with CRASH_SEED={seed}), {count} runs, {kills} kills"
+    );
     let mut rng = Rng(seed);
     survival::since_start();
     let mut scene = Scene::new().await;
@@ -46,7 +48,9 @@ async fn runs_survive_a_controller_sigkilled_at_random_moments() {
         // controller; the next kill waits until those are recorded, or two
         // kills in a row could land in the same call, and a third call is
         // what the test rules out. The moment after that is random.
-        scene.wait_recorded(&in_flight, || controller.log_text()).await;
+        scene
+            .wait_recorded(&in_flight, || controller.log_text())
+            .await;
         tokio::time::sleep(rng.between(Duration::from_millis(300), Duration::from_millis(3000)))
             .await;
         if scene.unfinished() == 0 {

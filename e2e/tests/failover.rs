@@ -61,9 +61,7 @@ async fn the_standby_takes_over_a_killed_leader_and_finishes_every_run() {
     };
     let leases: Api<Lease> = scene.ns.api();
     let leader = wait_for("a leader", Duration::from_secs(60), || async {
-        Ok(holder(&leases)
-            .await
-            .and_then(|h| index_of(&replicas, &h)))
+        Ok(holder(&leases).await.and_then(|h| index_of(&replicas, &h)))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
@@ -102,9 +100,7 @@ async fn the_standby_takes_over_a_killed_leader_and_finishes_every_run() {
     let approved = scene.wait_all_over(|| logs(&replicas)).await;
     let figures = scene.check().await;
     assert!(
-        replicas[standby]
-            .log_text()
-            .contains("reconciling Runs"),
+        replicas[standby].log_text().contains("reconciling Runs"),
         "the standby never reconciled:\n{}",
         logs(&replicas)
     );

@@ -23,10 +23,7 @@ use coxswain::api::{Attempt, PartRecord, RunPhase, RunStatus, StepRecord, StepSt
 pub fn check(before: &RunStatus, after: &RunStatus) -> Vec<String> {
     let mut found = Vec::new();
     if is_terminal(before.phase) && after.phase != before.phase {
-        found.push(format!(
-            "phase {:?} became {:?}",
-            before.phase, after.phase
-        ));
+        found.push(format!("phase {:?} became {:?}", before.phase, after.phase));
     }
     if before.phase != RunPhase::Pending && after.phase == RunPhase::Pending {
         found.push(format!("phase {:?} became Pending", before.phase));
@@ -40,7 +37,9 @@ pub fn check(before: &RunStatus, after: &RunStatus) -> Vec<String> {
     for (arrow, count) in &before.send_backs {
         let now = after.send_backs.get(arrow).copied().unwrap_or(0);
         if now < *count {
-            found.push(format!("send-backs over {arrow} went from {count} to {now}"));
+            found.push(format!(
+                "send-backs over {arrow} went from {count} to {now}"
+            ));
         }
     }
     let sent_back = total(after) > total(before);
@@ -74,23 +73,29 @@ fn is_done(status: StepStatus) -> bool {
 fn step(found: &mut Vec<String>, key: &str, old: &StepRecord, new: &StepRecord, sent_back: bool) {
     let pass = |r: &StepRecord| r.iteration.unwrap_or(0);
     if pass(new) < pass(old) {
-        found.push(format!("step {key}: pass {} became {}", pass(old), pass(new)));
+        found.push(format!(
+            "step {key}: pass {} became {}",
+            pass(old),
+            pass(new)
+        ));
     }
     if new.rounds < old.rounds {
-        found.push(format!("step {key}: rounds {} became {}", old.rounds, new.rounds));
+        found.push(format!(
+            "step {key}: rounds {} became {}",
+            old.rounds, new.rounds
+        ));
     }
     attempts(found, key, &old.attempts, &new.attempts);
     let redone = sent_back
         || pass(new) > pass(old)
         || new.rounds > old.rounds
         || new.attempts.len() > old.attempts.len();
-    if is_done(old.status) && !redone {
-        if new.status != old.status || new.exit != old.exit || new.output != old.output {
-            found.push(format!(
-                "step {key} ended {:?} (exit {:?}, output {:?}) and became {:?} (exit {:?}, output {:?})",
-                old.status, old.exit, old.output, new.status, new.exit, new.output
-            ));
-        }
+    let changed = new.status != old.status || new.exit != old.exit || new.output != old.output;
+    if is_done(old.status) && !redone && changed {
+        found.push(format!(
+            "step {key} ended {:?} (exit {:?}, output {:?}) and became {:?} (exit {:?}, output {:?})",
+            old.status, old.exit, old.output, new.status, new.exit, new.output
+        ));
     }
     if new.rounds == old.rounds && !sent_back && pass(new) == pass(old) {
         parts(found, key, &old.parts, &new.parts);
@@ -202,11 +207,16 @@ mod tests {
         assert!(check(&done, &done).is_empty());
         let back = check(&done, &running);
         assert!(back.iter().any(|p| p.contains("phase")), "{back:?}");
-        assert!(back.iter().any(|p| p.contains("attempt 1 ended")), "{back:?}");
+        assert!(
+            back.iter().any(|p| p.contains("attempt 1 ended")),
+            "{back:?}"
+        );
         // A second attempt (a retry, a pass) may run the step again.
         let mut again = running.clone();
-        again.steps.get_mut("a").expect("a").attempts =
-            vec![attempt(1, StepStatus::Completed), attempt(2, StepStatus::Running)];
+        again.steps.get_mut("a").expect("a").attempts = vec![
+            attempt(1, StepStatus::Completed),
+            attempt(2, StepStatus::Running),
+        ];
         let mut done_running = done.clone();
         done_running.phase = RunPhase::Running;
         assert!(check(&done_running, &again).is_empty());

@@ -151,7 +151,10 @@ pub struct Call {
 /// the calls with the kills.
 pub fn since_start() -> u128 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_millis()
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis()
 }
 
 /// A local http server that answers the flow's calls from their query
@@ -171,14 +174,11 @@ impl Calls {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Call {
-                target: format!("{path}?{}", pairs.join("&")),
-                key,
-                at: since_start(),
-            });
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(Call {
+            target: format!("{path}?{}", pairs.join("&")),
+            key,
+            at: since_start(),
+        });
     }
 
     pub fn all(&self) -> Vec<Call> {
@@ -466,7 +466,11 @@ impl Scene {
         for n in 1..=count {
             let name = self
                 .kubectl
-                .create_run(self.ns.name(), "crash", &json!({"num": n, "id": format!("r{n}")}))
+                .create_run(
+                    self.ns.name(),
+                    "crash",
+                    &json!({"num": n, "id": format!("r{n}")}),
+                )
                 .unwrap_or_else(|e| panic!("{e}"));
             self.runs.insert(name, n);
         }
@@ -503,10 +507,14 @@ impl Scene {
 
     /// Waits until none of `calls` (logical requests) is unrecorded.
     pub async fn wait_recorded(&self, calls: &[String], logs: impl Fn() -> String) {
-        let waited = wait_for("the calls in flight to be recorded", FINISH_BOUND, || async {
-            let open = self.unrecorded_calls();
-            Ok((!calls.iter().any(|c| open.contains(c))).then_some(()))
-        })
+        let waited = wait_for(
+            "the calls in flight to be recorded",
+            FINISH_BOUND,
+            || async {
+                let open = self.unrecorded_calls();
+                Ok((!calls.iter().any(|c| open.contains(c))).then_some(()))
+            },
+        )
         .await;
         if let Err(e) = waited {
             panic!(
@@ -550,7 +558,10 @@ impl Scene {
                 .kubectl
                 .run(&["get", "runs", "-n", self.ns.name()])
                 .unwrap_or_default();
-            panic!("{e}\n{table}\ncontroller log (tail):\n{}", tail(&logs(), 120));
+            panic!(
+                "{e}\n{table}\ncontroller log (tail):\n{}",
+                tail(&logs(), 120)
+            );
         }
         approved
     }
@@ -587,7 +598,10 @@ impl Scene {
                 assert_eq!(attempts(&part), 1, "run {name}: {part}");
             }
             uids.insert(
-                run["metadata"]["uid"].as_str().unwrap_or_default().to_string(),
+                run["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 name.to_string(),
             );
         }
@@ -699,4 +713,3 @@ pub struct Figures {
     pub max_calls: usize,
     pub events: usize,
 }
-

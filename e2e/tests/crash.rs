@@ -34,10 +34,11 @@ async fn runs_survive_a_controller_sigkilled_at_random_moments() {
     let mut rng = Rng(seed);
     survival::since_start();
     let mut scene = Scene::new().await;
-    let mut controller =
-        ControllerProcess::for_namespace(scene.ns.name(), &["--leader-election=false"])
-            .await
-            .expect("controller");
+    let exe = survival::job_executable();
+    let flags = ["--leader-election=false", "--job-executable", &exe];
+    let mut controller = ControllerProcess::for_namespace(scene.ns.name(), &flags)
+        .await
+        .expect("controller");
     let started = Instant::now();
     scene.start_runs(count);
 

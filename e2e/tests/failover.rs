@@ -43,7 +43,14 @@ async fn the_standby_takes_over_a_killed_leader_and_finishes_every_run() {
     let count = env_number("FAILOVER_RUNS", 10) as i64;
     let mut scene = Scene::new().await;
     let lease = format!("{}s", LEASE.as_secs());
-    let flags = ["--leader-election=true", "--lease-duration", &lease];
+    let exe = survival::job_executable();
+    let flags = [
+        "--leader-election=true",
+        "--lease-duration",
+        &lease,
+        "--job-executable",
+        &exe,
+    ];
     let mut replicas = Vec::new();
     for _ in 0..2 {
         replicas.push(

@@ -316,6 +316,16 @@ pub fn unfinished(watch: &Watch, names: &[String]) -> usize {
 
 // --------------------------------------------------- the test's helpers
 
+/// The executable the controllers' Jobs copy into each step pod: the
+/// stripped `coxswain` (55 MiB, not 340), or dozens of pods at once would
+/// fill the disk.
+pub fn job_executable() -> String {
+    coxswain_e2e::stripped_coxswain_bin()
+        .expect("the coxswain binary (cargo build -p coxswain)")
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A seeded random number generator (SplitMix64): the same seed gives the
 /// same kill moments.
 pub struct Rng(pub u64);

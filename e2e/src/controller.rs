@@ -7,10 +7,14 @@ use std::process::{Child, Command, Stdio};
 use crate::{coxswain_bin, kubeconfig, workspace_root};
 
 /// A running controller, killed (SIGKILL) when dropped. Its stderr goes to
-/// a log file named in [`ControllerProcess::log`].
+/// a log file named in [`ControllerProcess::log`]. It keeps how it was
+/// started, so [`ControllerProcess::restart`] starts it again the same way.
 pub struct ControllerProcess {
     child: Child,
     log: PathBuf,
+    kubeconfig: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl ControllerProcess {
@@ -35,23 +39,25 @@ impl ControllerProcess {
         let dir = workspace_root().join("target/e2e/controllers");
         std::fs::create_dir_all(&dir).map_err(|e| crate::Error::Start(e.to_string()))?;
         let log = dir.join(format!("{}-{}.log", std::process::id(), unique()));
-        let file = std::fs::File::create(&log).map_err(|e| crate::Error::Start(e.to_string()))?;
-        let bin = coxswain_bin()?;
-        let child = Command::new(&bin)
-            .arg("controller")
-            .args(args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("KUBECONFIG", kubeconfig)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .map_err(|e| crate::Error::Start(format!("cannot start {}: {e}", bin.display())))?;
-        Ok(Self { child, log })
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let child = spawn(kubeconfig, &args, env, &log, false)?;
+        Ok(Self {
+            child,
+            log,
+            kubeconfig: kubeconfig.to_path_buf(),
+            args,
+            env: env.to_vec(),
+        })
+    }
+
+    /// Kills it with SIGKILL and starts it again with the same kubeconfig,
+    /// flags and environment, as a Deployment restarts a crashed pod. The
+    /// new process appends to the same log, so one log tells the story of
+    /// every life.
+    pub fn restart(&mut self) -> crate::Result<()> {
+        self.kill();
+        self.child = spawn(&self.kubeconfig, &self.args, &self.env, &self.log, true)?;
+        Ok(())
     }
 
     /// A controller for one test's namespace: it watches only that
@@ -93,6 +99,39 @@ impl ControllerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts `coxswain controller ARGS…` with its stderr in `log` (appended
+/// to when `append`, so a restarted controller continues the same log).
+fn spawn(
+    kubeconfig: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    log: &Path,
+    append: bool,
+) -> crate::Result<Child> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(append)
+        .write(true)
+        .truncate(!append)
+        .open(log)
+        .map_err(|e| crate::Error::Start(format!("{}: {e}", log.display())))?;
+    let bin = coxswain_bin()?;
+    Command::new(&bin)
+        .arg("controller")
+        .args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map_err(|e| crate::Error::Start(format!("cannot start {}: {e}", bin.display())))
 }
 
 impl Drop for ControllerProcess {

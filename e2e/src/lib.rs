@@ -12,6 +12,7 @@ mod controller;
 mod error;
 mod kubectl;
 mod namespace;
+mod pods;
 mod wait;
 
 pub use cluster::{client, kubeconfig, workspace_root};
@@ -19,6 +20,7 @@ pub use controller::ControllerProcess;
 pub use error::Error;
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
+pub use pods::free_finished_pods;
 pub use wait::{wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary
@@ -38,6 +40,37 @@ pub fn coxswain_bin() -> Result<std::path::PathBuf> {
     } else {
         Err(Error::NotBuilt(bin))
     }
+}
+
+/// [`coxswain_bin`] without its debug information (`strip`; 55 MiB instead
+/// of 340 MiB for a debug build), for controllers whose Jobs copy it into
+/// every step pod (`--job-executable`): a test running dozens of script
+/// steps at once would otherwise fill the disk with copies. Made once per
+/// build of the binary, at `target/e2e/coxswain-stripped`; without `strip`,
+/// the binary itself.
+pub fn stripped_coxswain_bin() -> Result<std::path::PathBuf> {
+    let bin = coxswain_bin()?;
+    let out = workspace_root().join("target/e2e/coxswain-stripped");
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&out).is_some() && modified(&out) >= modified(&bin) {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(out.parent().unwrap_or(std::path::Path::new(".")))?;
+    // Stripped beside it, then renamed: test binaries running at once
+    // never see half a file.
+    let partial = out.with_extension(format!("{}.partial", std::process::id()));
+    let stripped = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&partial)
+        .arg(&bin)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        let _ = std::fs::remove_file(&partial);
+        return Ok(bin);
+    }
+    std::fs::rename(&partial, &out)?;
+    Ok(out)
 }
 
 /// Result with this crate's [`Error`].

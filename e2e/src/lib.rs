@@ -10,6 +10,7 @@
 mod cluster;
 mod controller;
 mod error;
+pub mod faults;
 mod kubectl;
 mod namespace;
 mod wait;
@@ -17,6 +18,7 @@ mod wait;
 pub use cluster::{client, kubeconfig, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;
+pub use faults::{FaultPlan, FaultProxy};
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use wait::{wait_for, wait_for_job_condition};

@@ -1,0 +1,222 @@
+//! The controller behind a fault-injecting proxy (`coxswain_e2e::faults`):
+//! the API server answers it with 409, 429, 500 and 503 now and then,
+//! delays it, and cuts its watches. Runs of a flow with a script step (a
+//! Job), an in-controller http call and a condition must still all finish
+//! with the right outputs, each call made once, and the controller must
+//! back off: the proxy counts every request it sends.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::routing::get;
+use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace};
+use serde_json::{Value, json};
+
+/// Runs started at once.
+const RUNS: u64 = 6;
+
+/// Generous bound for all runs to finish (not a timing assertion).
+const BOUND: Duration = Duration::from_secs(150);
+
+/// The http step's server: `GET /double?n=N` answers `{"n": 2N}` and
+/// remembers each call's `Idempotency-Key` by `n`.
+#[derive(Clone, Default)]
+struct Doubler {
+    calls: Arc<Mutex<BTreeMap<u64, Vec<String>>>>,
+}
+
+async fn serve_doubler() -> (SocketAddr, Doubler) {
+    let doubler = Doubler::default();
+    let app = axum::Router::new()
+        .route(
+            "/double",
+            get(
+                |State(d): State<Doubler>,
+                 Query(q): Query<BTreeMap<String, String>>,
+                 headers: HeaderMap| async move {
+                    let n: u64 = q.get("n").and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let key = headers
+                        .get("idempotency-key")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string();
+                    d.calls.lock().expect("lock").entry(n).or_default().push(key);
+                    axum::Json(json!({"n": 2 * n}))
+                },
+            ),
+        )
+        .with_state(doubler.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, doubler)
+}
+
+/// A script step (a Job) reads `n`, an http step doubles it, a condition
+/// asks whether the double is over 6.
+fn flow(addr: SocketAddr) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: faulty}}
+spec:
+  steps:
+    - key: make
+      input: {{n: $input.n}}
+      script:
+        source: |
+          echo "{{\"n\": $(sed 's/[^0-9]//g' "$INPUTS/n")}}"
+        output:
+          fields: [{{name: n, type: integer}}]
+    - key: double
+      input: {{made: $steps.make.output}}
+      http:
+        url: "http://{addr}/double"
+        query: [{{name: n, value: "{{{{made.json.n}}}}"}}]
+    - key: big
+      condition: {{when: $steps.double.output.body.n > 6}}
+"#
+    )
+}
+
+#[tokio::test]
+async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
+    let (addr, doubler) = serve_doubler().await;
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let proxy = FaultProxy::start(FaultPlan::from_env())
+        .await
+        .expect("fault proxy");
+    let controller = ControllerProcess::start_with(
+        proxy.kubeconfig(),
+        &[
+            "--namespace",
+            ns.name(),
+            "--lease-namespace",
+            ns.name(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--allow-net",
+            "127.0.0.1/32",
+        ],
+        &[],
+    )
+    .expect("controller");
+    let fail = |what: String| -> ! {
+        panic!(
+            "{what}\nseed {} (E2E_FAULT_SEED repeats it)\n{}\ncontroller log:\n{}",
+            proxy.plan().seed,
+            proxy.tally().report(),
+            controller.log_text()
+        )
+    };
+    kubectl
+        .apply(ns.name(), &flow(addr))
+        .unwrap_or_else(|e| fail(e));
+    let runs: Vec<(u64, String)> = (1..=RUNS)
+        .map(|n| {
+            let run = kubectl
+                .create_run(ns.name(), "faulty", &json!({"n": n}))
+                .unwrap_or_else(|e| fail(e));
+            (n, run)
+        })
+        .collect();
+
+    for (n, run) in &runs {
+        let done = match kubectl
+            .wait_run(ns.name(), run, &["Succeeded", "Failed", "Cancelled"], BOUND)
+            .await
+        {
+            Ok(done) => done,
+            Err(e) => fail(format!(
+                "{e}\n{}",
+                kubectl
+                    .run(&["get", "run", run, "-n", ns.name(), "-o", "yaml"])
+                    .unwrap_or_default()
+            )),
+        };
+        let status = &done["status"];
+        let steps = &status["steps"];
+        let right = status["phase"] == "Succeeded"
+            && steps["make"]["output"]["n"] == json!(n)
+            && steps["double"]["output"]["body"]["n"] == json!(2 * n)
+            && steps["big"]["exit"] == json!(if 2 * n > 6 { "true" } else { "false" })
+            && steps
+                .as_object()
+                .is_some_and(|s| s.values().all(|step| step["attempts"].as_array().map(Vec::len) == Some(1)));
+        if !right {
+            fail(format!("run {run} (n = {n}) ended wrong: {status}"));
+        }
+    }
+
+    // Each call was made once: a faulted status write never made the
+    // controller call again.
+    let calls = doubler.calls.lock().expect("lock").clone();
+    for n in 1..=RUNS {
+        let keys = calls.get(&n).cloned().unwrap_or_default();
+        if keys.len() != 1 {
+            fail(format!("/double?n={n} was called {} times: {keys:?}", keys.len()));
+        }
+    }
+
+    let tally = proxy.tally();
+    let faults = tally.faults();
+    eprintln!(
+        "seed {}: {RUNS} runs finished\n{}",
+        proxy.plan().seed,
+        tally.report()
+    );
+    let errors: usize = faults
+        .iter()
+        .filter(|(f, _)| f.status().is_some())
+        .map(|(_, n)| n)
+        .sum();
+    if errors == 0 {
+        fail("the proxy injected no error: the test proved nothing".into());
+    }
+    // Backing off: after an error, the same request (method and path) is
+    // not sent again more than REPEATS times within the next second.
+    // A reconcile that failed is retried after 500 ms (a conflict) or 5 s;
+    // a watcher that failed backs off from 800 ms; a new event on the
+    // same Run may legitimately queue one more reconcile in that second.
+    // A hot retry loop sends tens or hundreds.
+    const REPEATS: usize = 3;
+    let (repeats, target) = tally.most_repeats_after_error(Duration::from_secs(1));
+    if repeats > REPEATS {
+        fail(format!(
+            "after an error, {target} was sent {repeats} times within a second (at most {REPEATS})"
+        ));
+    }
+    // Spending: see README "API faults" for how PER_RUN is derived.
+    let spent = tally
+        .requests()
+        .iter()
+        .filter(|s| !matches!(s.kind.resource.as_str(), "leases" | "discovery"))
+        .filter(|s| s.kind.verb != "watch")
+        .count();
+    let bound = PER_RUN * RUNS as usize + PER_ERROR * errors;
+    if spent > bound {
+        fail(format!(
+            "the controller sent {spent} requests (not counting leases, discovery and watches) for {RUNS} runs and {errors} errors; at most {bound}"
+        ));
+    }
+    drop(controller);
+}
+
+/// Requests a run of this flow costs without faults (measured: see README),
+/// rounded up with room for the watch-triggered reconciles that find nothing
+/// to do.
+const PER_RUN: usize = 40;
+
+/// Requests one injected error may add: the failed reconcile runs again
+/// in full (reading the Run, its Flow snapshot, Jobs, Approvals, value
+/// ConfigMaps, then writing).
+const PER_ERROR: usize = 12;

@@ -14,7 +14,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
 use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Runs started at once.
 const RUNS: u64 = 6;
@@ -22,7 +22,7 @@ const RUNS: u64 = 6;
 /// Generous bound for all runs to finish (not a timing assertion).
 const BOUND: Duration = Duration::from_secs(150);
 
-/// The http step's server: `GET /double?n=N` answers `{"n": 2N}` and
+/// The http step's server: `GET /double?num=N` answers `{"n": 2N}` and
 /// remembers each call's `Idempotency-Key` by `n`.
 #[derive(Clone, Default)]
 struct Doubler {
@@ -38,7 +38,7 @@ async fn serve_doubler() -> (SocketAddr, Doubler) {
                 |State(d): State<Doubler>,
                  Query(q): Query<BTreeMap<String, String>>,
                  headers: HeaderMap| async move {
-                    let n: u64 = q.get("n").and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let n: u64 = q.get("num").and_then(|n| n.parse().ok()).unwrap_or(0);
                     let key = headers
                         .get("idempotency-key")
                         .and_then(|v| v.to_str().ok())
@@ -69,17 +69,16 @@ metadata: {{name: faulty}}
 spec:
   steps:
     - key: make
-      input: {{n: $input.n}}
+      input: {{num: $input.num}}
       script:
         source: |
-          echo "{{\"n\": $(sed 's/[^0-9]//g' "$INPUTS/n")}}"
+          echo "{{\"num\": $(sed 's/[^0-9]//g' "$INPUTS/num")}}"
         output:
-          fields: [{{name: n, type: integer}}]
+          fields: [{{name: num, type: integer}}]
     - key: double
-      input: {{made: $steps.make.output}}
       http:
         url: "http://{addr}/double"
-        query: [{{name: n, value: "{{{{made.json.n}}}}"}}]
+        query: [{{name: num, value: "{{{{make.json.num}}}}"}}]
     - key: big
       condition: {{when: $steps.double.output.body.n > 6}}
 "#
@@ -124,7 +123,7 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     let runs: Vec<(u64, String)> = (1..=RUNS)
         .map(|n| {
             let run = kubectl
-                .create_run(ns.name(), "faulty", &json!({"n": n}))
+                .create_run(ns.name(), "faulty", &json!({"num": n}))
                 .unwrap_or_else(|e| fail(e));
             (n, run)
         })
@@ -146,12 +145,12 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
         let status = &done["status"];
         let steps = &status["steps"];
         let right = status["phase"] == "Succeeded"
-            && steps["make"]["output"]["n"] == json!(n)
+            && steps["make"]["output"]["num"] == json!(n)
             && steps["double"]["output"]["body"]["n"] == json!(2 * n)
             && steps["big"]["exit"] == json!(if 2 * n > 6 { "true" } else { "false" })
             && steps
                 .as_object()
-                .is_some_and(|s| s.values().all(|step| step["attempts"].as_array().map(Vec::len) == Some(1)));
+                .is_some_and(|s| s.values().all(|step| step["attempts"].as_array().is_none_or(|a| a.len() == 1)));
         if !right {
             fail(format!("run {run} (n = {n}) ended wrong: {status}"));
         }
@@ -163,7 +162,7 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     for n in 1..=RUNS {
         let keys = calls.get(&n).cloned().unwrap_or_default();
         if keys.len() != 1 {
-            fail(format!("/double?n={n} was called {} times: {keys:?}", keys.len()));
+            fail(format!("/double?num={n} was called {} times: {keys:?}", keys.len()));
         }
     }
 
@@ -179,16 +178,19 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
         .filter(|(f, _)| f.status().is_some())
         .map(|(_, n)| n)
         .sum();
-    if errors == 0 {
+    let plan = proxy.plan();
+    if errors == 0 && plan.internal + plan.unavailable + plan.too_many_requests > 0.0 {
         fail("the proxy injected no error: the test proved nothing".into());
     }
-    // Backing off: after an error, the same request (method and path) is
-    // not sent again more than REPEATS times within the next second.
-    // A reconcile that failed is retried after 500 ms (a conflict) or 5 s;
-    // a watcher that failed backs off from 800 ms; a new event on the
-    // same Run may legitimately queue one more reconcile in that second.
-    // A hot retry loop sends tens or hundreds.
-    const REPEATS: usize = 3;
+    // Backing off: after an error, the same request (method and path; for
+    // a create, the same body) is not sent again more than REPEATS times
+    // within the next second. A reconcile that failed is retried after
+    // 500 ms (a conflict) or 5 s; a watcher that failed backs off from
+    // 800 ms. But one path can be asked by every run at once — each run's
+    // first reconcile reads the Flow — so up to RUNS reads of it may fall
+    // in one second without any retry; two more for a reconcile that a
+    // new event queues. A hot retry loop sends tens or hundreds.
+    const REPEATS: usize = RUNS as usize + 2;
     let (repeats, target) = tally.most_repeats_after_error(Duration::from_secs(1));
     if repeats > REPEATS {
         fail(format!(
@@ -211,12 +213,16 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     drop(controller);
 }
 
-/// Requests a run of this flow costs without faults (measured: see README),
-/// rounded up with room for the watch-triggered reconciles that find nothing
-/// to do.
-const PER_RUN: usize = 40;
+/// Requests a run of this flow costs without faults, not counting leases,
+/// discovery and watches: measured 130 for 6 runs (about 22 a run: 3 status
+/// writes, 6 Events, the input and flow-snapshot ConfigMaps, the Job, and
+/// the reads of the Flow, the Job and its pods), rounded up to 30 for the
+/// reconciles that Job and watch events queue and that find nothing to do.
+/// `E2E_FAULT_SCALE=0` measures it again.
+const PER_RUN: usize = 30;
 
-/// Requests one injected error may add: the failed reconcile runs again
-/// in full (reading the Run, its Flow snapshot, Jobs, Approvals, value
-/// ConfigMaps, then writing).
-const PER_ERROR: usize = 12;
+/// Requests one injected error may add: the failed reconcile runs again in
+/// full. The most one reconcile of this flow sends is about 10 (the value
+/// ConfigMaps, the Flow, the Job and its pods, the Approvals, a quorum read
+/// of the Run, the status write, a Job and its input ConfigMap, Events).
+const PER_ERROR: usize = 10;

@@ -27,7 +27,7 @@ pub type ProxyBody = BoxBody<Bytes, BoxError>;
 /// Everything a request needs: where to forward, the dice, the tally.
 pub struct Forwarder {
     /// A client that trusts the API server's CA.
-    pub client: Client<HttpsConnector<HttpConnector>, Incoming>,
+    pub client: Client<HttpsConnector<HttpConnector>, ProxyBody>,
     /// `https://127.0.0.1:PORT` of the API server.
     pub upstream: Uri,
     /// Fault decisions.
@@ -45,6 +45,20 @@ impl Forwarder {
         let method = req.method().as_str().to_string();
         let path = req.uri().path().to_string();
         let kind = classify(&method, &path, req.uri().query());
+        // A create names its object in the body, not the path: two creates
+        // are the same request when their bodies are the same.
+        let (req, target) = if kind.verb == "create" {
+            let (parts, body) = req.into_parts();
+            let bytes = match body.collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("fault proxy: reading the request: {e}"))),
+            };
+            let target = format!("{method} {path} #{:016x}", digest(&bytes));
+            (Request::from_parts(parts, full_bytes(bytes)), target)
+        } else {
+            let target = format!("{method} {path}");
+            (req.map(|b| b.map_err(BoxError::from).boxed()), target)
+        };
         let watch = kind.verb == "watch";
         let write = kind.verb == "update" || kind.verb == "patch";
         let decision = self.dice.decide(watch, write);
@@ -57,7 +71,7 @@ impl Forwarder {
         self.tally.record(Seen {
             at: Instant::now(),
             kind,
-            target: format!("{method} {path}"),
+            target,
             fault,
         });
         Ok(match decision {
@@ -71,7 +85,7 @@ impl Forwarder {
         })
     }
 
-    async fn forward(&self, req: Request<Incoming>, cut: Option<Duration>) -> Response<ProxyBody> {
+    async fn forward(&self, req: Request<ProxyBody>, cut: Option<Duration>) -> Response<ProxyBody> {
         let (mut parts, body) = req.into_parts();
         let path = parts
             .uri
@@ -146,9 +160,20 @@ fn plain(status: StatusCode, text: String) -> Response<ProxyBody> {
 }
 
 fn full(text: String) -> ProxyBody {
-    Full::new(Bytes::from(text))
+    full_bytes(Bytes::from(text))
+}
+
+fn full_bytes(bytes: Bytes) -> ProxyBody {
+    Full::new(bytes)
         .map_err(|never: Infallible| match never {})
         .boxed()
+}
+
+/// FNV-1a: enough to tell request bodies apart in a report.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A response body that ends with an error after a while: hyper then

@@ -133,7 +133,7 @@ fn upstream(config: &Kubeconfig) -> Result<(String, Vec<u8>)> {
 
 type Upstream = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    hyper::body::Incoming,
+    forward::ProxyBody,
 >;
 
 /// An HTTPS client that trusts only the API server's CA.

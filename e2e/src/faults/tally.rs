@@ -26,7 +26,8 @@ pub struct Seen {
     pub at: Instant,
     /// Its verb and resource.
     pub kind: Kind,
-    /// Method and path without the query: the same object asked the same way.
+    /// Method and path without the query (and for a create, a digest of
+    /// its body): the same object asked the same way.
     pub target: String,
     /// The fault it got, if any.
     pub fault: Option<Fault>,

@@ -15,7 +15,7 @@ mod kubectl;
 mod namespace;
 mod wait;
 
-pub use cluster::{client, kubeconfig, workspace_root};
+pub use cluster::{client, kubeconfig, restart_apiserver, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;
 pub use faults::{FaultPlan, FaultProxy};

@@ -5,15 +5,12 @@
 //! with the right outputs, each call made once, and the controller must
 //! back off: the proxy counts every request it sends.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+mod doubling;
+
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::routing::get;
 use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace};
+use doubling::{Doubler, ended_right, flow};
 use serde_json::json;
 
 /// Runs started at once.
@@ -22,72 +19,9 @@ const RUNS: u64 = 6;
 /// Generous bound for all runs to finish (not a timing assertion).
 const BOUND: Duration = Duration::from_secs(150);
 
-/// The http step's server: `GET /double?num=N` answers `{"n": 2N}` and
-/// remembers each call's `Idempotency-Key` by `n`.
-#[derive(Clone, Default)]
-struct Doubler {
-    calls: Arc<Mutex<BTreeMap<u64, Vec<String>>>>,
-}
-
-async fn serve_doubler() -> (SocketAddr, Doubler) {
-    let doubler = Doubler::default();
-    let app = axum::Router::new()
-        .route(
-            "/double",
-            get(
-                |State(d): State<Doubler>,
-                 Query(q): Query<BTreeMap<String, String>>,
-                 headers: HeaderMap| async move {
-                    let n: u64 = q.get("num").and_then(|n| n.parse().ok()).unwrap_or(0);
-                    let key = headers
-                        .get("idempotency-key")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_string();
-                    d.calls.lock().expect("lock").entry(n).or_default().push(key);
-                    axum::Json(json!({"n": 2 * n}))
-                },
-            ),
-        )
-        .with_state(doubler.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (addr, doubler)
-}
-
-/// A script step (a Job) reads `n`, an http step doubles it, a condition
-/// asks whether the double is over 6.
-fn flow(addr: SocketAddr) -> String {
-    format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: faulty}}
-spec:
-  steps:
-    - key: make
-      input: {{num: $input.num}}
-      script:
-        source: |
-          echo "{{\"num\": $(sed 's/[^0-9]//g' "$INPUTS/num")}}"
-        output:
-          fields: [{{name: num, type: integer}}]
-    - key: double
-      http:
-        url: "http://{addr}/double"
-        query: [{{name: num, value: "{{{{make.json.num}}}}"}}]
-    - key: big
-      condition: {{when: $steps.double.output.body.n > 6}}
-"#
-    )
-}
-
 #[tokio::test]
 async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
-    let (addr, doubler) = serve_doubler().await;
+    let (addr, doubler) = Doubler::serve().await;
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
@@ -118,12 +52,12 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
         )
     };
     kubectl
-        .apply(ns.name(), &flow(addr))
+        .apply(ns.name(), &flow(addr, 0))
         .unwrap_or_else(|e| fail(e));
     let runs: Vec<(u64, String)> = (1..=RUNS)
         .map(|n| {
             let run = kubectl
-                .create_run(ns.name(), "faulty", &json!({"num": n}))
+                .create_run(ns.name(), "doubling", &json!({"num": n}))
                 .unwrap_or_else(|e| fail(e));
             (n, run)
         })
@@ -142,25 +76,23 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
                     .unwrap_or_default()
             )),
         };
-        let status = &done["status"];
-        let steps = &status["steps"];
-        let right = status["phase"] == "Succeeded"
-            && steps["make"]["output"]["num"] == json!(n)
-            && steps["double"]["output"]["body"]["n"] == json!(2 * n)
-            && steps["big"]["exit"] == json!(if 2 * n > 6 { "true" } else { "false" })
-            && steps
-                .as_object()
-                .is_some_and(|s| s.values().all(|step| step["attempts"].as_array().is_none_or(|a| a.len() == 1)));
-        if !right {
-            fail(format!("run {run} (n = {n}) ended wrong: {status}"));
+        if !ended_right(&done, *n) {
+            fail(format!("run {run} (num = {n}) ended wrong: {}", done["status"]));
         }
+    }
+
+    // One Job per run: no create was repeated into a second Job.
+    let jobs = kubectl
+        .run(&["get", "jobs", "-n", ns.name(), "-o", "name"])
+        .unwrap_or_else(|e| fail(e));
+    if jobs.lines().count() != RUNS as usize {
+        fail(format!("{RUNS} runs made these Jobs:\n{jobs}"));
     }
 
     // Each call was made once: a faulted status write never made the
     // controller call again.
-    let calls = doubler.calls.lock().expect("lock").clone();
     for n in 1..=RUNS {
-        let keys = calls.get(&n).cloned().unwrap_or_default();
+        let keys = doubler.calls(n);
         if keys.len() != 1 {
             fail(format!("/double?num={n} was called {} times: {keys:?}", keys.len()));
         }

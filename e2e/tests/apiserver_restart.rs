@@ -46,18 +46,16 @@ async fn runs_in_flight_finish_right_across_an_api_server_restart() {
             .unwrap_or_else(|e| panic!("{e}"))
     };
     let mut runs: Vec<(u64, String)> = (1..=BEFORE).map(|n| (n, create(n))).collect();
-    let get = |run: &str| -> Option<Value> {
-        let text = kubectl
-            .run(&["get", "run", run, "-n", ns.name(), "-o", "json"])
-            .ok()?;
-        serde_json::from_str(&text).ok()
+    let get = |run: &str| -> Result<Value, String> {
+        let text = kubectl.run(&["get", "run", run, "-n", ns.name(), "-o", "json"])?;
+        serde_json::from_str(&text).map_err(|e| format!("kubectl get run {run}: {e}"))
     };
     // In flight: every run's script step is running (its Job launched).
     wait_for("every run's script step running", BOUND, || async {
         Ok(runs
             .iter()
             .all(|(_, run)| {
-                get(run).is_some_and(|r| r["status"]["steps"]["make"]["status"] == "running")
+                get(run).is_ok_and(|r| r["status"]["steps"]["make"]["status"] == "running")
             })
             .then_some(()))
     })
@@ -75,10 +73,10 @@ async fn runs_in_flight_finish_right_across_an_api_server_restart() {
     let over = ["Succeeded", "Failed", "Cancelled"];
     let deadline = tokio::time::Instant::now() + BOUND;
     let ended = loop {
-        let states: Vec<Option<Value>> = runs.iter().map(|(_, run)| get(run)).collect();
+        let states: Vec<Result<Value, String>> = runs.iter().map(|(_, run)| get(run)).collect();
         if states.iter().all(|s| {
             s.as_ref()
-                .is_some_and(|r| over.contains(&r["status"]["phase"].as_str().unwrap_or_default()))
+                .is_ok_and(|r| over.contains(&r["status"]["phase"].as_str().unwrap_or_default()))
         }) {
             break states;
         }

@@ -77,7 +77,10 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
             )),
         };
         if !ended_right(&done, *n) {
-            fail(format!("run {run} (num = {n}) ended wrong: {}", done["status"]));
+            fail(format!(
+                "run {run} (num = {n}) ended wrong: {}",
+                done["status"]
+            ));
         }
     }
 
@@ -94,7 +97,10 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     for n in 1..=RUNS {
         let keys = doubler.calls(n);
         if keys.len() != 1 {
-            fail(format!("/double?num={n} was called {} times: {keys:?}", keys.len()));
+            fail(format!(
+                "/double?num={n} was called {} times: {keys:?}",
+                keys.len()
+            ));
         }
     }
 

@@ -51,7 +51,12 @@ impl Forwarder {
             let (parts, body) = req.into_parts();
             let bytes = match body.collect().await {
                 Ok(b) => b.to_bytes(),
-                Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("fault proxy: reading the request: {e}"))),
+                Err(e) => {
+                    return Ok(plain(
+                        StatusCode::BAD_REQUEST,
+                        format!("fault proxy: reading the request: {e}"),
+                    ));
+                }
             };
             let target = format!("{method} {path} #{:016x}", digest(&bytes));
             (Request::from_parts(parts, full_bytes(bytes)), target)
@@ -92,7 +97,11 @@ impl Forwarder {
             .path_and_query()
             .map(|p| p.as_str())
             .unwrap_or("/");
-        let uri = format!("{}{}", self.upstream.to_string().trim_end_matches('/'), path);
+        let uri = format!(
+            "{}{}",
+            self.upstream.to_string().trim_end_matches('/'),
+            path
+        );
         parts.uri = match uri.parse() {
             Ok(u) => u,
             Err(e) => return plain(StatusCode::BAD_REQUEST, format!("bad path {path}: {e}")),
@@ -138,7 +147,8 @@ fn status_error(fault: Fault, path: &str) -> Response<ProxyBody> {
         "code": code,
     });
     let mut response = Response::new(full(body.to_string()));
-    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
     headers.insert(
         hyper::header::CONTENT_TYPE,

@@ -117,7 +117,10 @@ fn upstream(config: &Kubeconfig) -> Result<(String, Vec<u8>)> {
         .server
         .clone()
         .ok_or_else(|| Error::Start("the cluster's kubeconfig has no server".into()))?;
-    let ca = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+    let ca = match (
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+    ) {
         (Some(data), _) => STANDARD
             .decode(data.trim())
             .map_err(|e| Error::Start(format!("certificate-authority-data: {e}")))?,

@@ -240,12 +240,17 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_decisions() {
-        let (a, b) = (Dice::new(FaultPlan::seeded(7)), Dice::new(FaultPlan::seeded(7)));
+        let (a, b) = (
+            Dice::new(FaultPlan::seeded(7)),
+            Dice::new(FaultPlan::seeded(7)),
+        );
         let first: Vec<_> = (0..200).map(|i| a.decide(i % 3 == 0, i % 2 == 0)).collect();
         let again: Vec<_> = (0..200).map(|i| b.decide(i % 3 == 0, i % 2 == 0)).collect();
         assert_eq!(first, again);
         let other = Dice::new(FaultPlan::seeded(8));
-        let different: Vec<_> = (0..200).map(|i| other.decide(i % 3 == 0, i % 2 == 0)).collect();
+        let different: Vec<_> = (0..200)
+            .map(|i| other.decide(i % 3 == 0, i % 2 == 0))
+            .collect();
         assert_ne!(first, different);
     }
 

@@ -205,19 +205,58 @@ mod tests {
     fn requests_are_named_as_the_api_server_names_them() {
         let cases = [
             ("GET", "/api/v1/namespaces/a/pods", None, ("list", "pods")),
-            ("GET", "/api/v1/namespaces/a/pods", Some("watch=true&resourceVersion=5"), ("watch", "pods")),
-            ("GET", "/api/v1/namespaces/a/pods/p/log", Some("tailLines=5"), ("get", "pods/log")),
-            ("PUT", "/apis/coxswain.dev/v1alpha1/namespaces/a/runs/r/status", None, ("update", "runs/status")),
-            ("PATCH", "/apis/coordination.k8s.io/v1/namespaces/a/leases/l", None, ("patch", "leases")),
-            ("POST", "/apis/batch/v1/namespaces/a/jobs", None, ("create", "jobs")),
-            ("DELETE", "/apis/batch/v1/namespaces/a/jobs/j", None, ("delete", "jobs")),
-            ("DELETE", "/api/v1/namespaces/a/configmaps", Some("labelSelector=x"), ("deletecollection", "configmaps")),
+            (
+                "GET",
+                "/api/v1/namespaces/a/pods",
+                Some("watch=true&resourceVersion=5"),
+                ("watch", "pods"),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/a/pods/p/log",
+                Some("tailLines=5"),
+                ("get", "pods/log"),
+            ),
+            (
+                "PUT",
+                "/apis/coxswain.dev/v1alpha1/namespaces/a/runs/r/status",
+                None,
+                ("update", "runs/status"),
+            ),
+            (
+                "PATCH",
+                "/apis/coordination.k8s.io/v1/namespaces/a/leases/l",
+                None,
+                ("patch", "leases"),
+            ),
+            (
+                "POST",
+                "/apis/batch/v1/namespaces/a/jobs",
+                None,
+                ("create", "jobs"),
+            ),
+            (
+                "DELETE",
+                "/apis/batch/v1/namespaces/a/jobs/j",
+                None,
+                ("delete", "jobs"),
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/a/configmaps",
+                Some("labelSelector=x"),
+                ("deletecollection", "configmaps"),
+            ),
             ("GET", "/api/v1/namespaces/a", None, ("get", "namespaces")),
             ("GET", "/apis", None, ("get", "discovery")),
             ("GET", "/version", None, ("get", "discovery")),
         ];
         for (method, path, query, (verb, resource)) in cases {
-            assert_eq!(kind(method, path, query), (verb.into(), resource.into()), "{method} {path}");
+            assert_eq!(
+                kind(method, path, query),
+                (verb.into(), resource.into()),
+                "{method} {path}"
+            );
         }
     }
 

@@ -157,7 +157,7 @@ impl Tally {
         let seen = self.lock();
         let mut worst = (0, String::new());
         for (i, s) in seen.iter().enumerate() {
-            if !s.fault.and_then(Fault::status).is_some() {
+            if s.fault.and_then(Fault::status).is_none() {
                 continue;
             }
             let again = seen[i + 1..]

@@ -8,7 +8,9 @@
 //
 // The supervisor prints `KUBECONFIG=/path` on stdout once the cluster serves,
 // and on SIGTERM/SIGINT (or stdin EOF with --exit-on-stdin-eof) stops
-// everything it started.
+// everything it started. On SIGUSR1 it restarts kube-apiserver (same etcd,
+// port and certificates) and prints `APISERVER_RESTARTED=N` once the new one
+// is ready, so tests can prove clients survive an API server restart.
 package main
 
 import (
@@ -98,12 +100,14 @@ func (c *child) stop(grace time.Duration) {
 		return
 	}
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+	var err error
 	select {
-	case <-c.done:
+	case err = <-c.done:
 	case <-time.After(grace):
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
+		err = <-c.done
 	}
+	c.done <- err // stopping twice returns at once
 }
 
 func supervise() error {
@@ -186,7 +190,8 @@ func supervise() error {
 		}
 		api.stop(5 * time.Second) // a lost port race: try another port
 	}
-	defer api.stop(15 * time.Second)
+	// A closure: api changes when kube-apiserver is restarted.
+	defer func() { api.stop(15 * time.Second) }()
 	if err != nil {
 		return fmt.Errorf("%w (see %s)", err, p("logs/kube-apiserver.log"))
 	}
@@ -233,11 +238,40 @@ func supervise() error {
 	fmt.Fprintf(os.Stderr, "harness: ready (%.1fs); state in %s\n", time.Since(start).Seconds(), *dir)
 	fmt.Println("KUBECONFIG=" + kubeconfig)
 
-	select {
-	case <-ctx.Done():
-	case err := <-api.done:
-		api.done <- err
-		return fmt.Errorf("kube-apiserver exited: %v (see %s)", err, p("logs/kube-apiserver.log"))
+	restart := make(chan os.Signal, 1)
+	signal.Notify(restart, syscall.SIGUSR1)
+	for restarts := 1; ; restarts++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-api.done:
+			api.done <- err
+			return fmt.Errorf("kube-apiserver exited: %v (see %s)", err, p("logs/kube-apiserver.log"))
+		case <-restart:
+			if api, err = restartAPIServer(api, p("logs/kube-apiserver.log"), apiserverArgs(etcdURL, apiPort, creds, p("certs")), apiPort, creds); err != nil {
+				return err
+			}
+			fmt.Printf("APISERVER_RESTARTED=%d\n", restarts)
+		}
 	}
-	return nil
+}
+
+// restartAPIServer stops kube-apiserver as an upgrade or a crash-looping
+// node would (SIGTERM, then SIGKILL after the grace period) and starts it
+// again on the same port with the same flags, so the same etcd, serving
+// certificate and tokens: clients see connections drop and refused for a
+// few seconds, then the same server back.
+func restartAPIServer(old *child, logPath string, args []string, port int, creds *credentials) (*child, error) {
+	start := time.Now()
+	fmt.Fprintln(os.Stderr, "harness: restarting kube-apiserver")
+	old.stop(15 * time.Second)
+	api, err := startChild("kube-apiserver", logPath, args)
+	if err != nil {
+		return old, err
+	}
+	if err := waitReady(fmt.Sprintf("https://127.0.0.1:%d/readyz", port), creds.caPEM, creds.token, api.done, 3*time.Minute); err != nil {
+		return api, fmt.Errorf("restarting kube-apiserver: %w (see %s)", err, logPath)
+	}
+	fmt.Fprintf(os.Stderr, "harness: kube-apiserver restarted (%.1fs)\n", time.Since(start).Seconds())
+	return api, nil
 }

@@ -6,7 +6,8 @@ use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, ChildStdin, Command, Stdio},
-    sync::{Mutex, OnceLock},
+    sync::{Condvar, Mutex, OnceLock},
+    time::Duration,
 };
 
 use kube::{
@@ -24,6 +25,11 @@ struct Harness {
 
 static KUBECONFIG: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
 static HARNESS: Mutex<Option<Harness>> = Mutex::new(None);
+/// The harness's pid, once this process started it.
+static HARNESS_PID: OnceLock<u32> = OnceLock::new();
+/// How many times the harness said kube-apiserver was restarted and ready
+/// (`APISERVER_RESTARTED=N` on its stdout).
+static RESTARTS: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
 
 /// The workspace root (where `target/` and `e2e/cluster/` are), so the harness
 /// is found and built the same way from any test binary.
@@ -121,8 +127,18 @@ fn start() -> Result<PathBuf> {
             }
         }
     };
-    // Drain stdout so the harness never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    // Drain stdout so the harness never blocks on a full pipe, noting
+    // each finished API server restart.
+    std::thread::spawn(move || {
+        for line in lines.map_while(std::result::Result::ok) {
+            if let Some(n) = line.strip_prefix("APISERVER_RESTARTED=") {
+                let (count, changed) = &RESTARTS;
+                *count.lock().unwrap_or_else(|e| e.into_inner()) = n.trim().parse().unwrap_or(0);
+                changed.notify_all();
+            }
+        }
+    });
+    let _ = HARNESS_PID.set(child.id());
     *HARNESS.lock().unwrap_or_else(|e| e.into_inner()) = Some(Harness {
         _child: child,
         _stdin: stdin,
@@ -132,7 +148,7 @@ fn start() -> Result<PathBuf> {
 
 /// Installs ring as rustls' process-wide provider, since kube (ring) and the
 /// webhook server's rustls would otherwise clash (see notes/kube-rs.md).
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
@@ -146,4 +162,45 @@ pub async fn client() -> Result<Client> {
     let kc = Kubeconfig::read_from(&path)?;
     let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(cfg)?)
+}
+
+/// How long a restart of kube-apiserver may take before it counts as failed.
+const RESTART_BOUND: Duration = Duration::from_secs(180);
+
+/// Restarts the test cluster's kube-apiserver (same etcd, port and
+/// certificates: the harness does it on SIGUSR1) and returns once the new
+/// one is ready. Connections drop and are refused meanwhile, as during an
+/// upgrade. Every test of the binary shares the cluster, so a test that
+/// restarts it belongs in a test binary of its own. Not available when
+/// the tests use a cluster given by `KUBECONFIG`.
+pub async fn restart_apiserver() -> Result<()> {
+    tokio::task::spawn_blocking(|| {
+        kubeconfig()?;
+        let pid = *HARNESS_PID.get().ok_or_else(|| {
+            Error::Start(
+                "the API server can only be restarted in a cluster these tests started (KUBECONFIG is set)".into(),
+            )
+        })?;
+        let (count, changed) = &RESTARTS;
+        let before = *count.lock().unwrap_or_else(|e| e.into_inner());
+        let status = Command::new("kill")
+            .args(["-USR1", &pid.to_string()])
+            .status()?;
+        if !status.success() {
+            return Err(Error::Start(format!("kill -USR1 {pid} (the harness) failed: {status}")));
+        }
+        let guard = count.lock().unwrap_or_else(|e| e.into_inner());
+        let (_guard, timeout) = changed
+            .wait_timeout_while(guard, RESTART_BOUND, |n| *n <= before)
+            .unwrap_or_else(|e| e.into_inner());
+        if timeout.timed_out() {
+            return Err(Error::Timeout(
+                RESTART_BOUND,
+                "kube-apiserver to restart (see harness.log and logs/kube-apiserver.log)".into(),
+            ));
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| Error::Start(e.to_string()))?
 }

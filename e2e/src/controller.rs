@@ -94,6 +94,11 @@ impl ControllerProcess {
         self.child.id()
     }
 
+    /// Whether it has exited (e.g. after losing its Lease), reaping it if so.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Kills it with SIGKILL, as a node failure would, and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -10,14 +10,16 @@
 mod cluster;
 mod controller;
 mod error;
+pub mod faults;
 mod kubectl;
 mod namespace;
 mod pods;
 mod wait;
 
-pub use cluster::{client, kubeconfig, workspace_root};
+pub use cluster::{client, kubeconfig, restart_apiserver, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;
+pub use faults::{FaultPlan, FaultProxy};
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use pods::free_finished_pods;

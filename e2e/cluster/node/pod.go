@@ -669,14 +669,22 @@ func (w *podWorker) push(ctx context.Context) {
 	w.pushMu.Lock()
 	defer w.pushMu.Unlock()
 	pods := w.n.client.CoreV1().Pods(w.pod.Namespace)
-	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+	// Like a kubelet's status manager, keep trying until the API server
+	// takes the status (it may be restarting), backing off to 5 s: a
+	// status given up on would leave the pod Running for ever.
+	delay := 200 * time.Millisecond
+	wait := func() {
+		time.Sleep(delay)
+		delay = min(2*delay, 5*time.Second)
+	}
+	for ctx.Err() == nil {
 		p, err := pods.Get(ctx, w.pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && p.UID != w.pod.UID) {
 			return
 		}
 		if err != nil {
 			w.logf("get for status: %v", err)
-			time.Sleep(200 * time.Millisecond)
+			wait()
 			continue
 		}
 		w.mu.Lock()
@@ -708,7 +716,7 @@ func (w *podWorker) push(ctx context.Context) {
 		}
 		if !apierrors.IsConflict(err) {
 			w.logf("status: %v", err)
-			time.Sleep(200 * time.Millisecond)
+			wait()
 		}
 	}
 }

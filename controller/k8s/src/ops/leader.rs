@@ -235,33 +235,68 @@ async fn freed(api: Api<Lease>, name: &str, identity: &str) {
 /// start `grace` before the Lease ends; when they keep failing for `grace`,
 /// the Lease has run out and another replica may take it.
 async fn keep(manager: Arc<LeaseManager>, grace: Duration, lost: watch::Sender<Option<String>>) {
-    let mut failing_since: Option<Instant> = None;
-    let mut retry = FIRST_RETRY;
+    let mut failures = Failures::new(grace);
     loop {
         let call = Instant::now();
         let reason = match manager.changed().await {
             Ok(true) => continue,
             Ok(false) => "another replica holds it".to_string(),
-            Err(e) => {
-                // A call that ran longer than `grace` renewed at least once
-                // before failing: this failure starts a new count.
-                if call.elapsed() > grace {
-                    failing_since = None;
-                    retry = FIRST_RETRY;
-                }
-                let since = *failing_since.get_or_insert(call);
-                if since.elapsed() < grace {
-                    tracing::warn!(error = %e, "renewing the lease failed; retrying in {retry:?}");
-                    tokio::time::sleep(retry.min(grace.saturating_sub(since.elapsed()))).await;
-                    retry = (retry * 2).min(MAX_RETRY);
+            Err(e) => match failures.failed(call, Instant::now()) {
+                Some(wait) => {
+                    tracing::warn!(error = %e, "renewing the lease failed; retrying in {wait:?}");
+                    tokio::time::sleep(wait).await;
                     continue;
                 }
-                format!("renewing it failed for {}s: {e}", grace.as_secs())
-            }
+                None => format!("renewing it failed for {}s: {e}", grace.as_secs()),
+            },
         };
         tracing::error!(%reason, "lost the lease");
         let _ = lost.send(Some(reason));
         return;
+    }
+}
+
+/// Renewals failing in a row: since when, and how long to wait before the
+/// next try.
+#[derive(Debug)]
+struct Failures {
+    grace: Duration,
+    since: Option<Instant>,
+    retry: Duration,
+}
+
+impl Failures {
+    fn new(grace: Duration) -> Self {
+        Self {
+            grace,
+            since: None,
+            retry: FIRST_RETRY,
+        }
+    }
+
+    /// A call to the lease manager that started at `call` failed at `now`:
+    /// how long to wait before trying again, or `None` when renewals have
+    /// failed for `grace` (the Lease ran out).
+    fn failed(&mut self, call: Instant, now: Instant) -> Option<Duration> {
+        // A call that ran longer than `grace` renewed at least once before
+        // failing: the failures start now, not when the call started (one
+        // failed renewal after a long healthy spell must be retried, not
+        // taken for a lost Lease).
+        let renewed_first = now.duration_since(call) > self.grace;
+        if renewed_first {
+            self.since = None;
+            self.retry = FIRST_RETRY;
+        }
+        let since = *self
+            .since
+            .get_or_insert(if renewed_first { now } else { call });
+        let failing = now.duration_since(since);
+        if failing >= self.grace {
+            return None;
+        }
+        let wait = self.retry.min(self.grace - failing);
+        self.retry = (self.retry * 2).min(MAX_RETRY);
+        Some(wait)
     }
 }
 
@@ -275,4 +310,52 @@ fn is_permanent(e: &OpsError) -> bool {
         return false;
     };
     (400..500).contains(&status.code) && !matches!(status.code, 408 | 409 | 429)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn one_failed_renewal_after_a_long_healthy_spell_is_retried() {
+        let start = Instant::now();
+        let mut failures = Failures::new(GRACE);
+        // The manager renewed for a minute, then one renewal failed.
+        let now = start + Duration::from_secs(60);
+        assert_eq!(failures.failed(start, now), Some(FIRST_RETRY));
+        // The retry fails at once too: still within the grace, wait longer.
+        let again = now + FIRST_RETRY;
+        assert_eq!(failures.failed(again, again), Some(FIRST_RETRY * 2));
+    }
+
+    #[test]
+    fn renewals_failing_for_the_grace_lose_the_lease() {
+        let start = Instant::now();
+        let mut failures = Failures::new(GRACE);
+        let mut now = start + Duration::from_secs(60);
+        let mut call = start;
+        let mut waits = Vec::new();
+        while let Some(wait) = failures.failed(call, now) {
+            waits.push(wait);
+            assert!(waits.len() < 10, "never gives up: {waits:?}");
+            call = now + wait;
+            now = call;
+        }
+        // 0.5 + 1 + 2 s, then what is left of the 5 s.
+        assert_eq!(waits.iter().sum::<Duration>(), GRACE, "{waits:?}");
+        assert_eq!(now, start + Duration::from_secs(65));
+    }
+
+    #[test]
+    fn a_success_in_between_starts_the_count_again() {
+        let start = Instant::now();
+        let mut failures = Failures::new(GRACE);
+        let first = start + Duration::from_secs(60);
+        assert!(failures.failed(start, first).is_some());
+        // The retry renewed and held on for a minute before failing again.
+        let later = first + Duration::from_secs(60);
+        assert_eq!(failures.failed(first, later), Some(FIRST_RETRY));
+    }
 }

@@ -7,6 +7,7 @@
 //! processes — once per test binary, or uses `KUBECONFIG` when it is set.
 //! Every test gets its own namespace ([`TestNamespace`]).
 
+pub mod argo;
 mod cluster;
 mod controller;
 mod error;
@@ -14,7 +15,8 @@ mod kubectl;
 mod namespace;
 mod wait;
 
-pub use cluster::{client, kubeconfig, workspace_root};
+pub use argo::Argo;
+pub use cluster::{client, client_for, kubeconfig, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;
 pub use kubectl::Kubectl;

@@ -1,0 +1,195 @@
+//! Chains: N workflows of M steps in sequence that need no pod, in Argo's
+//! form (`suspend: {duration: "0"}` steps) and in Coxswain's (condition
+//! steps), submitted at once and watched until all have succeeded.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::report::ChainReport;
+use crate::{Error, Result};
+
+/// How many creations are in flight at once: enough that the client is not
+/// what limits a controller's throughput.
+const SUBMITTERS: usize = 16;
+/// The label that tells one batch's workflows from another's.
+const BATCH_LABEL: &str = "coxswain.dev/chain-batch";
+
+/// Argo's Workflow kind.
+pub(super) fn workflows(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "argoproj.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "argoproj.io/v1alpha1".into(),
+        kind: "Workflow".into(),
+        plural: "workflows".into(),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// An Argo Workflow of `steps` steps in sequence (`s1` … `sM`, one per step
+/// group), each a `suspend: {duration: "0"}`: Argo's step that needs no pod,
+/// the peer of a Coxswain condition step. Labelled with `batch`.
+pub fn argo_chain_workflow(name: &str, steps: usize, batch: &str) -> Value {
+    let groups: Vec<Value> = (1..=steps)
+        .map(|i| json!([{"name": format!("s{i}"), "template": "pause"}]))
+        .collect();
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name, "labels": {BATCH_LABEL: batch}},
+        "spec": {
+            "entrypoint": "main",
+            "templates": [
+                {"name": "main", "steps": groups},
+                {"name": "pause", "suspend": {"duration": "0"}},
+            ],
+        },
+    })
+}
+
+/// The Coxswain Flow equivalent to [`argo_chain_workflow`]: `steps`
+/// condition steps `s1` … `sM`, each after the one before (the default
+/// arrow), none needing a pod; the comparison runs N Runs of it.
+pub fn coxswain_chain_flow(name: &str, steps: usize) -> String {
+    let mut yaml = format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata:\n  name: {name}\nspec:\n  steps:\n"
+    );
+    for i in 1..=steps {
+        yaml.push_str(&format!(
+            "    - key: s{i}\n      condition: {{when: \"true\"}}\n"
+        ));
+    }
+    yaml
+}
+
+/// Submits the batch, watches it to the end and measures it.
+pub(super) async fn run(
+    api: Api<DynamicObject>,
+    count: usize,
+    steps: usize,
+    bound: Duration,
+    prefix: &str,
+) -> Result<ChainReport> {
+    let batch = format!("{prefix}-{}-{}", std::process::id(), unique());
+    let config = watcher::Config::default().labels(&format!("{BATCH_LABEL}={batch}"));
+    let mut events = watcher(api.clone(), config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let start = Instant::now();
+    let deadline = start + bound;
+    let submit = tokio::spawn(submit(api, count, steps, batch.clone()));
+    tokio::pin!(submit);
+    let mut submitted = false;
+    let mut done: BTreeMap<String, Value> = BTreeMap::new();
+    let mut last = start;
+    while done.len() < count {
+        let event = tokio::select! {
+            joined = &mut submit, if !submitted => {
+                joined.map_err(|e| Error::Argo(format!("submitting workflows: {e}")))??;
+                submitted = true;
+                continue;
+            }
+            event = tokio::time::timeout_at(deadline, events.next()) => event,
+        };
+        let what = format!(
+            "{count} workflows of batch {batch} to succeed ({} did)",
+            done.len()
+        );
+        let object = match event {
+            Err(_) => return Err(Error::Timeout(bound, what)),
+            Ok(None) => {
+                return Err(Error::Argo(format!(
+                    "the watch ended while waiting for {what}"
+                )));
+            }
+            Ok(Some(Err(e))) => return Err(Error::Argo(format!("watching workflows: {e}"))),
+            Ok(Some(Ok(object))) => object,
+        };
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let status = object.data.get("status").cloned().unwrap_or(Value::Null);
+        match status["phase"].as_str().unwrap_or_default() {
+            "Succeeded" => {
+                if done.insert(name, status).is_none() {
+                    last = Instant::now();
+                }
+            }
+            phase @ ("Failed" | "Error") => {
+                return Err(Error::Argo(format!(
+                    "workflow {name} ended {phase}: {}",
+                    status["message"].as_str().unwrap_or("(no message)")
+                )));
+            }
+            _ => {}
+        }
+    }
+    ChainReport::new(steps, last - start, done.values())
+}
+
+/// Creates the batch's workflows, [`SUBMITTERS`] at a time.
+async fn submit(api: Api<DynamicObject>, count: usize, steps: usize, batch: String) -> Result<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..SUBMITTERS.min(count) {
+        let (api, batch) = (api.clone(), batch.clone());
+        tasks.spawn(async move {
+            for i in (worker..count).step_by(SUBMITTERS) {
+                let name = format!("{batch}-{i}");
+                let object: DynamicObject =
+                    serde_json::from_value(argo_chain_workflow(&name, steps, &batch))
+                        .map_err(|e| Error::Argo(format!("workflow {name}: {e}")))?;
+                api.create(&PostParams::default(), &object).await?;
+            }
+            Ok::<(), Error>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.map_err(|e| Error::Argo(format!("submitting workflows: {e}")))??;
+    }
+    Ok(())
+}
+
+fn unique() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argo_workflow_runs_its_steps_in_sequence_without_pods() {
+        let wf = argo_chain_workflow("w", 3, "b");
+        let groups = wf["spec"]["templates"][0]["steps"].as_array().unwrap();
+        // One step per group: groups run one after another.
+        let names: Vec<&str> = groups
+            .iter()
+            .map(|g| {
+                assert_eq!(g.as_array().unwrap().len(), 1);
+                g[0]["name"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(names, ["s1", "s2", "s3"]);
+        assert_eq!(wf["spec"]["templates"][1]["suspend"]["duration"], "0");
+        assert_eq!(wf["metadata"]["labels"][BATCH_LABEL], "b");
+    }
+
+    #[test]
+    fn coxswain_flow_has_one_condition_step_per_argo_step() {
+        let yaml = coxswain_chain_flow("chain", 4);
+        let flow: Value = serde_yaml::from_str(&yaml).unwrap();
+        let steps = flow["spec"]["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 4);
+        assert_eq!(steps[3]["key"], "s4");
+        assert_eq!(steps[3]["condition"]["when"], "true");
+        assert!(steps.iter().all(|s| s.get("after").is_none()));
+    }
+}

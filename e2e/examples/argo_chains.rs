@@ -1,0 +1,112 @@
+//! Argo Workflows' side of the #12 comparison, runnable alone:
+//! N pod-less workflows of M `suspend: {duration: "0"}` steps in sequence on
+//! the e2e cluster, with the API writes they cost.
+//!
+//! ```sh
+//! e2e/argo/build    # once: ~18 minutes cold
+//! E2E_HARNESS=target/e2e/harness cargo run -p coxswain-e2e --example argo_chains -- \
+//!     --workflows 200 --steps 10 [-- EXTRA-CONTROLLER-FLAGS, e.g. --qps 1000 --burst 2000]
+//! ```
+//! Starts its own cluster (or uses `KUBECONFIG`), a namespace `argo-bench-PID`,
+//! and Argo's controller with default settings unless flags follow `--`.
+
+use std::time::Duration;
+
+use coxswain_e2e::{Argo, argo::writes, client_for, kubeconfig};
+
+/// What the command line asked for.
+struct Args {
+    workflows: usize,
+    steps: usize,
+    bound: Duration,
+    extra: Vec<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        workflows: 200,
+        steps: 10,
+        bound: Duration::from_secs(1800),
+        extra: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut number = |name: &str| -> Result<u64, String> {
+            let text = it.next().ok_or(format!("{name} needs a number"))?;
+            text.parse()
+                .map_err(|_| format!("{name}: {text:?} is not a whole number"))
+        };
+        match arg.as_str() {
+            "--workflows" => args.workflows = number("--workflows")? as usize,
+            "--steps" => args.steps = number("--steps")? as usize,
+            "--bound-seconds" => args.bound = Duration::from_secs(number("--bound-seconds")?),
+            "--" => args.extra.extend(it.by_ref()),
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?}; use --workflows N --steps M [--bound-seconds S] [-- FLAGS]"
+                ));
+            }
+        }
+    }
+    if args.workflows == 0 || args.steps == 0 {
+        return Err("--workflows and --steps must be at least 1".into());
+    }
+    Ok(args)
+}
+
+/// The controller's resident memory now and at its peak, from /proc.
+fn memory(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    format!("RSS {} (peak {})", field("VmRSS:"), field("VmHWM:"))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = parse_args()?;
+    let kubeconfig = tokio::task::spawn_blocking(kubeconfig).await??;
+    let namespace = format!("argo-bench-{}", std::process::id());
+    let extra: Vec<&str> = args.extra.iter().map(String::as_str).collect();
+    let argo = Argo::start_with(&kubeconfig, &namespace, &extra).await?;
+    let client = client_for(&kubeconfig).await?;
+    eprintln!("argo started (log {}); submitting", argo.log().display());
+
+    let before = writes::scrape(&client).await?;
+    let report = argo
+        .run_chains(args.workflows, args.steps, args.bound)
+        .await?;
+    let after = writes::scrape(&client).await?;
+    let delta = writes::delta(&before, &after);
+
+    println!("{report}");
+    println!(
+        "controller flags: {}",
+        if extra.is_empty() {
+            "defaults".to_string()
+        } else {
+            extra.join(" ")
+        }
+    );
+    println!("controller memory after the batch: {}", memory(argo.pid()));
+    let all = writes::total(&delta, &[]);
+    // Lease renewals and the stand-in node's status run on a clock, whatever the work.
+    let work = writes::total(&delta, &["leases", "nodes/status"]);
+    let steps = (args.workflows * args.steps) as f64;
+    println!(
+        "API writes during the batch: {all} in all, {work} without Lease and node-status renewals \
+         (includes the {} creations): {:.2} per workflow, {:.3} per step",
+        args.workflows,
+        work as f64 / args.workflows as f64,
+        work as f64 / steps
+    );
+    for ((resource, verb), n) in &delta {
+        println!("  {verb:>6} {resource:<40} {n}");
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Argo Workflows v4.0.5 runs on the e2e cluster beside Coxswain, so the
+//! benchmark can compare the two on one API server (issue #12). Ignored:
+//! the controller takes ~18 minutes to build (`e2e/argo/build`), so CI does
+//! not run it; run it with `cargo test -p coxswain-e2e --test argo -- --ignored`.
+
+use std::time::Duration;
+
+use coxswain_e2e::{Argo, Kubectl, TestNamespace, argo::writes, kubeconfig};
+
+#[tokio::test]
+#[ignore = "needs Argo's workflow-controller: run e2e/argo/build first (~18 minutes cold)"]
+async fn argo_runs_five_pod_less_chains_of_three_steps_and_the_report_counts_them() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
+        .await
+        .expect("join")
+        .expect("cluster");
+    let argo = Argo::start(&kubeconfig, ns.name())
+        .await
+        .expect("argo starts");
+    let before = writes::scrape(&ns.client()).await.expect("metrics");
+
+    let report = argo
+        .run_chains(5, 3, Duration::from_secs(300))
+        .await
+        .expect("the chains succeed");
+
+    let after = writes::scrape(&ns.client()).await.expect("metrics");
+    assert_eq!(report.workflows, 5, "{report}");
+    assert_eq!(report.steps_per_workflow, 3, "{report}");
+    assert_eq!(report.steps, 15, "every suspend node succeeded: {report}");
+    assert_eq!(
+        report.latency_samples, 10,
+        "two gaps per workflow: {report}"
+    );
+    assert!(report.workflows_per_second > 0.0, "{report}");
+    // What the API server kept, independently of the report: the 5 chains
+    // and start()'s warm-up workflow, all Succeeded.
+    let kubectl = Kubectl::for_kubeconfig(&kubeconfig);
+    let list = kubectl.json(&[
+        "get",
+        "workflows.argoproj.io",
+        "-n",
+        ns.name(),
+        "-o",
+        "json",
+    ]);
+    let phases: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|w| w["status"]["phase"].as_str().unwrap_or("none"))
+        .collect();
+    assert_eq!(phases, ["Succeeded"; 6], "{phases:?}");
+    // The 5 creations went through the API server (and were counted).
+    let delta = writes::delta(&before, &after);
+    let created = delta
+        .get(&("workflows".to_string(), "POST".to_string()))
+        .copied();
+    assert_eq!(created, Some(5), "{delta:?}");
+}

@@ -7,18 +7,24 @@
 //! E2E_HARNESS=target/e2e/harness cargo run -p coxswain-e2e --example argo_chains -- \
 //!     --workflows 200 --steps 10 [-- EXTRA-CONTROLLER-FLAGS, e.g. --qps 1000 --burst 2000]
 //! ```
+//! `--pods` makes every step a container (`sh -c true`) instead of a
+//! `suspend`; the stand-in node then needs `argoexec` on its PATH (build it
+//! with `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build` and put `target/e2e/argo/bin`
+//! first on the PATH of this command, which starts the cluster).
 //! Starts its own cluster (or uses `KUBECONFIG`), a namespace `argo-bench-PID`,
 //! and Argo's controller with default settings unless flags follow `--`.
 
 use std::time::Duration;
 
-use coxswain_e2e::{Argo, argo::writes, client_for, kubeconfig};
+use coxswain_e2e::argo::{StepKind, writes};
+use coxswain_e2e::{Argo, client_for, kubeconfig};
 
 /// What the command line asked for.
 struct Args {
     workflows: usize,
     steps: usize,
     bound: Duration,
+    kind: StepKind,
     extra: Vec<String>,
 }
 
@@ -27,6 +33,7 @@ fn parse_args() -> Result<Args, String> {
         workflows: 200,
         steps: 10,
         bound: Duration::from_secs(1800),
+        kind: StepKind::Suspend,
         extra: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -40,10 +47,11 @@ fn parse_args() -> Result<Args, String> {
             "--workflows" => args.workflows = number("--workflows")? as usize,
             "--steps" => args.steps = number("--steps")? as usize,
             "--bound-seconds" => args.bound = Duration::from_secs(number("--bound-seconds")?),
+            "--pods" => args.kind = StepKind::Pod,
             "--" => args.extra.extend(it.by_ref()),
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; use --workflows N --steps M [--bound-seconds S] [-- FLAGS]"
+                    "unknown argument {other:?}; use --workflows N --steps M [--pods] [--bound-seconds S] [-- FLAGS]"
                 ));
             }
         }

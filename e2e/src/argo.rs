@@ -20,11 +20,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-pub use chains::{argo_chain_workflow, coxswain_chain_flow};
+pub use chains::{StepKind, argo_chain_workflow, coxswain_chain_flow};
 pub use report::{ChainReport, percentile, step_gaps};
 
 use crate::{Error, Kubectl, Result, client_for, workspace_root};
@@ -113,6 +114,7 @@ impl Argo {
         install_crds(kubeconfig).await?;
         create_namespace(&client, namespace).await?;
         create_configmap(&client, namespace).await?;
+        allow_executor(&client, namespace).await?;
         let (child, log) = spawn(&bin, kubeconfig, namespace, extra)?;
         let mut argo = Self {
             child,
@@ -128,7 +130,14 @@ impl Argo {
     /// tail) if the controller exits.
     async fn await_ready(&mut self) -> Result<()> {
         let api = chains::workflows(&self.client, &self.namespace);
-        let ready = chains::run(api, 1, 1, Duration::from_secs(120), "warm-up");
+        let ready = chains::run(
+            api,
+            1,
+            1,
+            StepKind::Suspend,
+            Duration::from_secs(120),
+            "warm-up",
+        );
         tokio::pin!(ready);
         loop {
             tokio::select! {
@@ -163,8 +172,21 @@ impl Argo {
         steps: usize,
         bound: Duration,
     ) -> Result<ChainReport> {
+        self.run_chains_of(StepKind::Suspend, workflows, steps, bound)
+            .await
+    }
+
+    /// As [`Argo::run_chains`], with steps of `kind` (pod steps need
+    /// `argoexec` on the PATH of the harness that runs the pods).
+    pub async fn run_chains_of(
+        &self,
+        kind: StepKind,
+        workflows: usize,
+        steps: usize,
+        bound: Duration,
+    ) -> Result<ChainReport> {
         let api = chains::workflows(&self.client, &self.namespace);
-        chains::run(api, workflows, steps, bound, "chain")
+        chains::run(api, workflows, steps, kind, bound, "chain")
             .await
             .map_err(|e| self.explain(e))
     }
@@ -270,6 +292,38 @@ async fn create_configmap(client: &Client, namespace: &str) -> Result<()> {
     create_or_keep(
         Api::<ConfigMap>::namespaced(client.clone(), namespace)
             .create(&PostParams::default(), &cm)
+            .await,
+    )
+}
+
+/// The Role Argo's quick-start gives the `default` ServiceAccount for the
+/// emissary executor: a pod step's `wait` container reports its outputs as a
+/// WorkflowTaskResult. Pod-less steps do not need it.
+async fn allow_executor(client: &Client, namespace: &str) -> Result<()> {
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "argo-executor", "namespace": namespace},
+        "rules": [{
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflowtaskresults"],
+            "verbs": ["create", "patch"],
+        }],
+    }))
+    .map_err(|e| Error::Argo(format!("executor role: {e}")))?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "argo-executor-default", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "argo-executor"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+    }))
+    .map_err(|e| Error::Argo(format!("executor role binding: {e}")))?;
+    let pp = PostParams::default();
+    create_or_keep(
+        Api::<Role>::namespaced(client.clone(), namespace)
+            .create(&pp, &role)
+            .await,
+    )?;
+    create_or_keep(
+        Api::<RoleBinding>::namespaced(client.clone(), namespace)
+            .create(&pp, &binding)
             .await,
     )
 }

@@ -33,12 +33,43 @@ pub(super) fn workflows(client: &Client, namespace: &str) -> Api<DynamicObject> 
     Api::namespaced_with(client.clone(), namespace, &resource)
 }
 
-/// An Argo Workflow of `steps` steps in sequence (`s1` … `sM`, one per step
-/// group), each a `suspend: {duration: "0"}`: Argo's step that needs no pod,
-/// the peer of a Coxswain condition step. Labelled with `batch`.
-pub fn argo_chain_workflow(name: &str, steps: usize, batch: &str) -> Value {
+/// What each step of a chain is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// `suspend: {duration: "0"}`: Argo's step that needs no pod, the peer
+    /// of a Coxswain condition step.
+    Suspend,
+    /// A container running `sh -c true` in a pod (init, wait and main
+    /// containers, `argoexec` from the host's PATH on the stand-in node):
+    /// the peer of a Coxswain script step run as a Job.
+    Pod,
+}
+
+impl StepKind {
+    /// The node `type` Argo records for such a step in `status.nodes`.
+    pub fn node_type(self) -> &'static str {
+        match self {
+            Self::Suspend => "Suspend",
+            Self::Pod => "Pod",
+        }
+    }
+
+    fn template(self) -> Value {
+        match self {
+            Self::Suspend => json!({"name": "step", "suspend": {"duration": "0"}}),
+            Self::Pod => json!({"name": "step", "container": {
+                "image": "busybox:1.36",
+                "command": ["sh", "-c", "true"],
+            }}),
+        }
+    }
+}
+
+/// An Argo Workflow of `steps` steps of `kind` in sequence (`s1` … `sM`,
+/// one per step group). Labelled with `batch`.
+pub fn argo_chain_workflow(name: &str, steps: usize, kind: StepKind, batch: &str) -> Value {
     let groups: Vec<Value> = (1..=steps)
-        .map(|i| json!([{"name": format!("s{i}"), "template": "pause"}]))
+        .map(|i| json!([{"name": format!("s{i}"), "template": "step"}]))
         .collect();
     json!({
         "apiVersion": "argoproj.io/v1alpha1",
@@ -46,10 +77,7 @@ pub fn argo_chain_workflow(name: &str, steps: usize, batch: &str) -> Value {
         "metadata": {"name": name, "labels": {BATCH_LABEL: batch}},
         "spec": {
             "entrypoint": "main",
-            "templates": [
-                {"name": "main", "steps": groups},
-                {"name": "pause", "suspend": {"duration": "0"}},
-            ],
+            "templates": [{"name": "main", "steps": groups}, kind.template()],
         },
     })
 }
@@ -74,6 +102,7 @@ pub(super) async fn run(
     api: Api<DynamicObject>,
     count: usize,
     steps: usize,
+    kind: StepKind,
     bound: Duration,
     prefix: &str,
 ) -> Result<ChainReport> {
@@ -85,7 +114,7 @@ pub(super) async fn run(
         .boxed();
     let start = Instant::now();
     let deadline = start + bound;
-    let submit = tokio::spawn(submit(api, count, steps, batch.clone()));
+    let submit = tokio::spawn(submit(api, count, steps, kind, batch.clone()));
     tokio::pin!(submit);
     let mut submitted = false;
     let mut done: BTreeMap<String, Value> = BTreeMap::new();
@@ -130,11 +159,17 @@ pub(super) async fn run(
             _ => {}
         }
     }
-    ChainReport::new(steps, last - start, done.values())
+    ChainReport::new(steps, kind.node_type(), last - start, done.values())
 }
 
 /// Creates the batch's workflows, [`SUBMITTERS`] at a time.
-async fn submit(api: Api<DynamicObject>, count: usize, steps: usize, batch: String) -> Result<()> {
+async fn submit(
+    api: Api<DynamicObject>,
+    count: usize,
+    steps: usize,
+    kind: StepKind,
+    batch: String,
+) -> Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..SUBMITTERS.min(count) {
         let (api, batch) = (api.clone(), batch.clone());
@@ -142,7 +177,7 @@ async fn submit(api: Api<DynamicObject>, count: usize, steps: usize, batch: Stri
             for i in (worker..count).step_by(SUBMITTERS) {
                 let name = format!("{batch}-{i}");
                 let object: DynamicObject =
-                    serde_json::from_value(argo_chain_workflow(&name, steps, &batch))
+                    serde_json::from_value(argo_chain_workflow(&name, steps, kind, &batch))
                         .map_err(|e| Error::Argo(format!("workflow {name}: {e}")))?;
                 api.create(&PostParams::default(), &object).await?;
             }
@@ -167,7 +202,7 @@ mod tests {
 
     #[test]
     fn argo_workflow_runs_its_steps_in_sequence_without_pods() {
-        let wf = argo_chain_workflow("w", 3, "b");
+        let wf = argo_chain_workflow("w", 3, StepKind::Suspend, "b");
         let groups = wf["spec"]["templates"][0]["steps"].as_array().unwrap();
         // One step per group: groups run one after another.
         let names: Vec<&str> = groups
@@ -179,6 +214,8 @@ mod tests {
             .collect();
         assert_eq!(names, ["s1", "s2", "s3"]);
         assert_eq!(wf["spec"]["templates"][1]["suspend"]["duration"], "0");
+        let pod = argo_chain_workflow("w", 1, StepKind::Pod, "b");
+        assert_eq!(pod["spec"]["templates"][1]["container"]["command"][0], "sh");
         assert_eq!(wf["metadata"]["labels"][BATCH_LABEL], "b");
     }
 

@@ -21,7 +21,9 @@ pub struct ChainReport {
     pub workflows: usize,
     /// Steps per workflow, as submitted.
     pub steps_per_workflow: usize,
-    /// Step nodes (`type: Suspend`) that succeeded, over all workflows.
+    /// The node type of a step (`Suspend`, `Pod`).
+    pub node_type: String,
+    /// Step nodes (of the chain's node type) that succeeded, over all workflows.
     pub steps: usize,
     /// From the first submission until the last workflow was seen Succeeded.
     pub elapsed: Duration,
@@ -43,13 +45,14 @@ impl ChainReport {
     /// wall time it took.
     pub fn new<'a>(
         steps_per_workflow: usize,
+        node_type: &str,
         elapsed: Duration,
         statuses: impl Iterator<Item = &'a Value>,
     ) -> Result<Self> {
         let (mut workflows, mut steps, mut gaps) = (0, 0, Vec::new());
         for status in statuses {
             workflows += 1;
-            let (done, mut g) = step_gaps(status)?;
+            let (done, mut g) = step_gaps(status, node_type)?;
             steps += done;
             gaps.append(&mut g);
         }
@@ -58,6 +61,7 @@ impl ChainReport {
         Ok(Self {
             workflows,
             steps_per_workflow,
+            node_type: node_type.to_string(),
             steps,
             elapsed,
             workflows_per_second: workflows as f64 / seconds,
@@ -73,12 +77,13 @@ impl fmt::Display for ChainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "argo {}: {} workflows x {} steps ({} step nodes succeeded) in {:.2} s: \
+            "argo {}: {} workflows x {} {} steps ({} step nodes succeeded) in {:.2} s: \
              {:.1} workflows/s, {:.1} steps/s; step-to-step p50 {} ms, p99 {} ms \
              over {} gaps (node times have 1-second resolution)",
             super::ARGO_VERSION,
             self.workflows,
             self.steps_per_workflow,
+            self.node_type,
             self.steps,
             self.elapsed.as_secs_f64(),
             self.workflows_per_second,
@@ -90,14 +95,14 @@ impl fmt::Display for ChainReport {
     }
 }
 
-/// From one workflow's status: how many step nodes (`type: Suspend`)
-/// succeeded, and the gaps between consecutive ones (each step's
+/// From one workflow's status: how many step nodes of `node_type` (e.g.
+/// `Suspend`, `Pod`) succeeded, and the gaps between consecutive ones (each step's
 /// `startedAt` minus the previous step's `finishedAt`, never below zero),
 /// in the order the steps started.
-pub fn step_gaps(status: &Value) -> Result<(usize, Vec<Duration>)> {
+pub fn step_gaps(status: &Value, node_type: &str) -> Result<(usize, Vec<Duration>)> {
     let mut nodes = Vec::new();
     for (id, node) in status["nodes"].as_object().into_iter().flatten() {
-        if node["type"] != "Suspend" || node["phase"] != "Succeeded" {
+        if node["type"] != node_type || node["phase"] != "Succeeded" {
             continue;
         }
         nodes.push((time(node, id, "startedAt")?, time(node, id, "finishedAt")?));
@@ -153,7 +158,7 @@ mod tests {
             "a": node("Suspend", "Succeeded", "2026-11-30T10:00:00Z", "2026-11-30T10:00:01Z"),
             "b": node("Suspend", "Succeeded", "2026-11-30T10:00:03Z", "2026-11-30T10:00:04Z"),
         }});
-        let (steps, gaps) = step_gaps(&status).unwrap();
+        let (steps, gaps) = step_gaps(&status, "Suspend").unwrap();
         assert_eq!(steps, 3);
         assert_eq!(gaps, [Duration::from_secs(2), Duration::from_secs(1)]);
     }
@@ -161,7 +166,7 @@ mod tests {
     #[test]
     fn a_node_without_times_is_an_error_naming_it() {
         let status = json!({"nodes": {"n1": {"type": "Suspend", "phase": "Succeeded", "startedAt": "2026-11-30T10:00:00Z"}}});
-        let err = step_gaps(&status).unwrap_err().to_string();
+        let err = step_gaps(&status, "Suspend").unwrap_err().to_string();
         assert!(err.contains("n1") && err.contains("finishedAt"), "{err}");
     }
 
@@ -181,8 +186,13 @@ mod tests {
             "a": node("Suspend", "Succeeded", "2026-11-30T10:00:00Z", "2026-11-30T10:00:00Z"),
             "b": node("Suspend", "Succeeded", "2026-11-30T10:00:01Z", "2026-11-30T10:00:01Z"),
         }});
-        let report =
-            ChainReport::new(2, Duration::from_secs(2), [&status, &status].into_iter()).unwrap();
+        let report = ChainReport::new(
+            2,
+            "Suspend",
+            Duration::from_secs(2),
+            [&status, &status].into_iter(),
+        )
+        .unwrap();
         assert_eq!(
             (report.workflows, report.steps, report.latency_samples),
             (2, 4, 2)

@@ -228,5 +228,8 @@ mod tests {
         assert_eq!(steps[3]["key"], "s4");
         assert_eq!(steps[3]["condition"]["when"], "true");
         assert!(steps.iter().all(|s| s.get("after").is_none()));
+        // And Coxswain itself takes it: a valid flow whose steps chain.
+        let flow: coxswain::api::Flow = serde_yaml::from_str(&yaml).unwrap();
+        coxswain::engine::CompiledFlow::new(flow.spec).expect("a valid flow");
     }
 }

@@ -26,6 +26,7 @@ async fn argo_runs_five_pod_less_chains_of_three_steps_and_the_report_counts_the
         .expect("the chains succeed");
 
     let after = writes::scrape(&ns.client()).await.expect("metrics");
+    println!("{report}");
     assert_eq!(report.workflows, 5, "{report}");
     assert_eq!(report.steps_per_workflow, 3, "{report}");
     assert_eq!(report.steps, 15, "every suspend node succeeded: {report}");

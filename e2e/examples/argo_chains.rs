@@ -8,9 +8,8 @@
 //!     --workflows 200 --steps 10 [-- EXTRA-CONTROLLER-FLAGS, e.g. --qps 1000 --burst 2000]
 //! ```
 //! `--pods` makes every step a container (`sh -c true`) instead of a
-//! `suspend`; the stand-in node then needs `argoexec` on its PATH (build it
-//! with `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build` and put `target/e2e/argo/bin`
-//! first on the PATH of this command, which starts the cluster).
+//! `suspend`; the pods run `argoexec` from beside the controller (build it
+//! with `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build`).
 //! Starts its own cluster (or uses `KUBECONFIG`), a namespace `argo-bench-PID`,
 //! and Argo's controller with default settings unless flags follow `--`.
 
@@ -87,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = writes::scrape(&client).await?;
     let report = argo
-        .run_chains(args.workflows, args.steps, args.bound)
+        .run_chains_of(args.kind, args.workflows, args.steps, args.bound)
         .await?;
     let after = writes::scrape(&client).await?;
     let delta = writes::delta(&before, &after);

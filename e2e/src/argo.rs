@@ -35,6 +35,8 @@ pub const ARGO_VERSION: &str = "v4.0.5";
 
 const MODULE: &str = "github.com/argoproj/argo-workflows/v4";
 const CONFIGMAP: &str = "workflow-controller-configmap";
+/// The PATH the stand-in node gives a container that sets none (an image's).
+const NODE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The workflow-controller binary: `E2E_ARGO` when set, else what
 /// `e2e/argo/build` makes (`target/e2e/argo/bin/workflow-controller`).
@@ -113,7 +115,7 @@ impl Argo {
         let client = client_for(kubeconfig).await?;
         install_crds(kubeconfig).await?;
         create_namespace(&client, namespace).await?;
-        create_configmap(&client, namespace).await?;
+        create_configmap(&client, namespace, &bin).await?;
         allow_executor(&client, namespace).await?;
         let (child, log) = spawn(&bin, kubeconfig, namespace, extra)?;
         let mut argo = Self {
@@ -177,7 +179,7 @@ impl Argo {
     }
 
     /// As [`Argo::run_chains`], with steps of `kind` (pod steps need
-    /// `argoexec` on the PATH of the harness that runs the pods).
+    /// `argoexec` beside the controller: `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build`).
     pub async fn run_chains_of(
         &self,
         kind: StepKind,
@@ -278,15 +280,25 @@ async fn create_namespace(client: &Client, namespace: &str) -> Result<()> {
     )
 }
 
-/// The controller's ConfigMap. Argo's defaults, but for the metrics port:
+/// The controller's ConfigMap: Argo's defaults but two. The metrics port:
 /// the default 9090 may be taken on a shared machine, and the controller
-/// panics when it cannot listen.
-async fn create_configmap(client: &Client, namespace: &str) -> Result<()> {
+/// panics when it cannot listen. And the executor's `PATH`: on the stand-in
+/// node the host's files are the image, and a pod step's init and wait
+/// containers run `argoexec` from the PATH, so the directory of the
+/// controller (where `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build` puts `argoexec`)
+/// comes first.
+async fn create_configmap(client: &Client, namespace: &str, controller: &Path) -> Result<()> {
     let port = free_port()?;
+    let bin_dir = controller.parent().unwrap_or(Path::new("."));
+    let path = format!("{}:{NODE_PATH}", bin_dir.display());
+    let executor = json!({"env": [{"name": "PATH", "value": path}]});
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": CONFIGMAP, "namespace": namespace},
-        "data": {"metricsConfig": format!("port: {port}\n")},
+        "data": {
+            "metricsConfig": format!("port: {port}\n"),
+            "executor": executor.to_string(),
+        },
     }))
     .map_err(|e| Error::Argo(format!("configmap: {e}")))?;
     create_or_keep(

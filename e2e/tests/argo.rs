@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use coxswain_e2e::{Argo, Kubectl, TestNamespace, argo::writes, kubeconfig};
+use coxswain_e2e::argo::{StepKind, writes};
+use coxswain_e2e::{Argo, Kubectl, TestNamespace, kubeconfig};
 
 #[tokio::test]
 #[ignore = "needs Argo's workflow-controller: run e2e/argo/build first (~18 minutes cold)"]
@@ -59,4 +60,42 @@ async fn argo_runs_five_pod_less_chains_of_three_steps_and_the_report_counts_the
         .get(&("workflows".to_string(), "POST".to_string()))
         .copied();
     assert_eq!(created, Some(5), "{delta:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs Argo's workflow-controller and argoexec: run ARGO_BUILD_ARGOEXEC=1 e2e/argo/build first"]
+async fn argo_pod_steps_run_on_the_stand_in_node() {
+    let controller = coxswain_e2e::argo::binary().expect("workflow-controller built");
+    let argoexec = controller.with_file_name("argoexec");
+    assert!(
+        argoexec.is_file(),
+        "{} is missing: run ARGO_BUILD_ARGOEXEC=1 e2e/argo/build",
+        argoexec.display()
+    );
+    let ns = TestNamespace::new().await.expect("namespace");
+    let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
+        .await
+        .expect("join")
+        .expect("cluster");
+    let argo = Argo::start(&kubeconfig, ns.name())
+        .await
+        .expect("argo starts");
+
+    let report = argo
+        .run_chains_of(StepKind::Pod, 2, 2, Duration::from_secs(300))
+        .await
+        .expect("the pod chains succeed");
+
+    println!("{report}");
+    assert_eq!((report.workflows, report.steps), (2, 4), "{report}");
+    // Each step ran as a pod of its own, through Argo's executor.
+    let kubectl = Kubectl::for_kubeconfig(&kubeconfig);
+    let pods = kubectl.json(&["get", "pods", "-n", ns.name(), "-o", "json"]);
+    let succeeded = pods["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Succeeded")
+        .count();
+    assert_eq!(succeeded, 4, "{pods}");
 }

@@ -40,8 +40,8 @@ pub enum StepKind {
     /// of a Coxswain condition step.
     Suspend,
     /// A container running `sh -c true` in a pod (init, wait and main
-    /// containers, `argoexec` from the host's PATH on the stand-in node):
-    /// the peer of a Coxswain script step run as a Job.
+    /// containers; on the stand-in node `argoexec` comes from beside the
+    /// controller): the peer of a Coxswain script step run as a Job.
     Pod,
 }
 

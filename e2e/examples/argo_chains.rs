@@ -9,7 +9,8 @@
 //! ```
 //! `--pods` makes every step a container (`sh -c true`) instead of a
 //! `suspend`; the pods run `argoexec` from beside the controller (build it
-//! with `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build`).
+//! with `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build`). At most 10 pods: each copies
+//! argoexec (~110 MB) into an emptyDir on the host's disk.
 //! Starts its own cluster (or uses `KUBECONFIG`), a namespace `argo-bench-PID`,
 //! and Argo's controller with default settings unless flags follow `--`.
 
@@ -17,6 +18,9 @@ use std::time::Duration;
 
 use coxswain_e2e::argo::{StepKind, writes};
 use coxswain_e2e::{Argo, client_for, kubeconfig};
+
+/// The most pod steps one `--pods` batch may run (see the disk note in `parse_args`).
+const MAX_POD_STEPS: usize = 10;
 
 /// What the command line asked for.
 struct Args {
@@ -57,6 +61,14 @@ fn parse_args() -> Result<Args, String> {
     }
     if args.workflows == 0 || args.steps == 0 {
         return Err("--workflows and --steps must be at least 1".into());
+    }
+    if args.kind == StepKind::Pod && args.workflows * args.steps > MAX_POD_STEPS {
+        return Err(format!(
+            "--pods runs {} pods; at most {MAX_POD_STEPS}: on the stand-in node every Argo pod \
+             copies argoexec (~110 MB) into an emptyDir on the host's disk, kept until the \
+             cluster stops",
+            args.workflows * args.steps
+        ));
     }
     Ok(args)
 }

@@ -82,12 +82,15 @@ async fn argo_pod_steps_run_on_the_stand_in_node() {
         .expect("argo starts");
 
     let report = argo
-        .run_chains_of(StepKind::Pod, 2, 2, Duration::from_secs(300))
+        // Small: each Argo pod copies argoexec (~110 MB) into an emptyDir,
+        // which the stand-in node keeps on the host's disk.
+        .run_chains_of(StepKind::Pod, 1, 2, Duration::from_secs(300))
         .await
         .expect("the pod chains succeed");
 
     println!("{report}");
-    assert_eq!((report.workflows, report.steps), (2, 4), "{report}");
+    assert_eq!((report.workflows, report.steps), (1, 2), "{report}");
+    assert_eq!(report.latency_samples, 1, "{report}");
     // Each step ran as a pod of its own, through Argo's executor.
     let kubectl = Kubectl::for_kubeconfig(&kubeconfig);
     let pods = kubectl.json(&["get", "pods", "-n", ns.name(), "-o", "json"]);
@@ -97,5 +100,5 @@ async fn argo_pod_steps_run_on_the_stand_in_node() {
         .iter()
         .filter(|p| p["status"]["phase"] == "Succeeded")
         .count();
-    assert_eq!(succeeded, 4, "{pods}");
+    assert_eq!(succeeded, 2, "{pods}");
 }

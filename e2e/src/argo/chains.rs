@@ -119,6 +119,7 @@ pub(super) async fn run(
     let mut submitted = false;
     let mut done: BTreeMap<String, Value> = BTreeMap::new();
     let mut last = start;
+    let mut watch_error = None;
     while done.len() < count {
         let event = tokio::select! {
             joined = &mut submit, if !submitted => {
@@ -128,18 +129,30 @@ pub(super) async fn run(
             }
             event = tokio::time::timeout_at(deadline, events.next()) => event,
         };
-        let what = format!(
-            "{count} workflows of batch {batch} to succeed ({} did)",
-            done.len()
-        );
+        let what = || {
+            let seen = watch_error
+                .as_ref()
+                .map(|e| format!("; last watch error: {e}"));
+            format!(
+                "{count} workflows of batch {batch} to succeed ({} did){}",
+                done.len(),
+                seen.unwrap_or_default()
+            )
+        };
         let object = match event {
-            Err(_) => return Err(Error::Timeout(bound, what)),
+            Err(_) => return Err(Error::Timeout(bound, what())),
             Ok(None) => {
                 return Err(Error::Argo(format!(
-                    "the watch ended while waiting for {what}"
+                    "the watch ended while waiting for {}",
+                    what()
                 )));
             }
-            Ok(Some(Err(e))) => return Err(Error::Argo(format!("watching workflows: {e}"))),
+            // The watcher recovers (after a back-off) from a failed request:
+            // keep the error for the message should the bound run out.
+            Ok(Some(Err(e))) => {
+                watch_error = Some(e);
+                continue;
+            }
             Ok(Some(Ok(object))) => object,
         };
         let name = object.metadata.name.clone().unwrap_or_default();

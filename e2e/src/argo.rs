@@ -385,12 +385,25 @@ fn spawn(
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", std::env::var_os("HOME").unwrap_or_default())
         .env("LEADER_ELECTION_IDENTITY", &id)
+        .envs(passed_env())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(file)
         .spawn()
         .map_err(|e| Error::Argo(format!("cannot start {}: {e}", bin.display())))?;
     Ok((child, log))
+}
+
+/// The controller's own settings that only come from its environment
+/// (e.g. `DEFAULT_REQUEUE_TIME`), passed as `E2E_ARGO_ENV_<NAME>=value`
+/// so a benchmark can tune them without leaking the rest of its environment.
+fn passed_env() -> Vec<(String, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let name = k.to_str()?.strip_prefix("E2E_ARGO_ENV_")?.to_string();
+            Some((name, v))
+        })
+        .collect()
 }
 
 fn tail(text: &str, lines: usize) -> String {

@@ -158,10 +158,9 @@ pub(super) async fn run(
         let name = object.metadata.name.clone().unwrap_or_default();
         let status = object.data.get("status").cloned().unwrap_or(Value::Null);
         match status["phase"].as_str().unwrap_or_default() {
-            "Succeeded" => {
-                if done.insert(name, status).is_none() {
-                    last = Instant::now();
-                }
+            "Succeeded" if !done.contains_key(&name) => {
+                done.insert(name, status);
+                last = Instant::now();
             }
             phase @ ("Failed" | "Error") => {
                 return Err(Error::Argo(format!(

@@ -11,6 +11,7 @@
 //! ([`coxswain_chain_flow`]) — and measures them ([`ChainReport`]).
 
 mod chains;
+mod coxswain_runs;
 mod report;
 pub mod writes;
 
@@ -25,8 +26,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-pub use chains::{StepKind, argo_chain_workflow, coxswain_chain_flow};
-pub use report::{ChainReport, percentile, step_gaps};
+pub use chains::{StepKind, argo_chain_workflow, coxswain_chain_flow, coxswain_chain_flow_object};
+pub use coxswain_runs::run_coxswain_chains;
+pub use report::{ChainReport, percentile, run_step_gaps, step_gaps};
 
 use crate::{Error, Kubectl, Result, client_for, workspace_root};
 
@@ -136,7 +138,7 @@ impl Argo {
             api,
             1,
             1,
-            StepKind::Suspend,
+            chains::Engine::Argo(StepKind::Suspend),
             Duration::from_secs(120),
             "warm-up",
         );
@@ -188,9 +190,16 @@ impl Argo {
         bound: Duration,
     ) -> Result<ChainReport> {
         let api = chains::workflows(&self.client, &self.namespace);
-        chains::run(api, workflows, steps, kind, bound, "chain")
-            .await
-            .map_err(|e| self.explain(e))
+        chains::run(
+            api,
+            workflows,
+            steps,
+            chains::Engine::Argo(kind),
+            bound,
+            "chain",
+        )
+        .await
+        .map_err(|e| self.explain(e))
     }
 
     /// The namespace it manages (its Lease and ConfigMap are there too).

@@ -1,12 +1,52 @@
 //! Argo Workflows v4.0.5 runs on the e2e cluster beside Coxswain, so the
-//! benchmark can compare the two on one API server (issue #12). Ignored:
-//! the controller takes ~18 minutes to build (`e2e/argo/build`), so CI does
-//! not run it; run it with `cargo test -p coxswain-e2e --test argo -- --ignored`.
+//! benchmark can compare the two on one API server (issue #12). The Argo
+//! tests are ignored: the controller takes ~18 minutes to build
+//! (`e2e/argo/build`), so CI does not run them; run them with
+//! `cargo test -p coxswain-e2e --test argo -- --ignored`. Coxswain's side of
+//! the same comparison runs in CI.
 
 use std::time::Duration;
 
-use coxswain_e2e::argo::{StepKind, writes};
-use coxswain_e2e::{Argo, Kubectl, TestNamespace, kubeconfig};
+use coxswain_e2e::argo::{StepKind, run_coxswain_chains, writes};
+use coxswain_e2e::{Argo, ControllerProcess, Kubectl, TestNamespace, kubeconfig};
+
+#[tokio::test]
+async fn coxswain_runs_the_chains_compared_with_argo_and_the_report_counts_them() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("crds");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let controller = ControllerProcess::for_namespace(ns.name(), &[])
+        .await
+        .expect("controller starts");
+
+    let report = run_coxswain_chains(&ns.client(), ns.name(), 3, 4, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+
+    println!("{report}");
+    assert_eq!(report.engine, "coxswain");
+    assert_eq!(
+        (report.workflows, report.steps, report.latency_samples),
+        (3, 12, 9),
+        "{report}"
+    );
+    // What the API server kept: three Runs of the chain flow, each with
+    // its four condition steps completed.
+    let runs = kubectl.json(&["get", "runs", "-n", ns.name(), "-o", "json"]);
+    let items = runs["items"].as_array().expect("items");
+    assert_eq!(items.len(), 3, "{runs}");
+    for run in items {
+        assert_eq!(run["spec"]["flowRef"]["name"], "chain-4", "{run}");
+        assert_eq!(run["status"]["phase"], "Succeeded", "{run}");
+        let completed = run["status"]["steps"]
+            .as_object()
+            .expect("steps")
+            .values()
+            .filter(|s| s["status"] == "completed")
+            .count();
+        assert_eq!(completed, 4, "{run}");
+    }
+}
 
 #[tokio::test]
 #[ignore = "needs Argo's workflow-controller: run e2e/argo/build first (~18 minutes cold)"]

@@ -12,7 +12,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::report::ChainReport;
+use super::report::{ChainReport, run_step_gaps, step_gaps};
 use crate::{Error, Result};
 
 /// How many creations are in flight at once: enough that the client is not
@@ -82,6 +82,19 @@ pub fn argo_chain_workflow(name: &str, steps: usize, kind: StepKind, batch: &str
     })
 }
 
+/// [`coxswain_chain_flow`] as the JSON object the API server takes.
+pub fn coxswain_chain_flow_object(name: &str, steps: usize) -> Value {
+    let steps: Vec<Value> = (1..=steps)
+        .map(|i| json!({"key": format!("s{i}"), "condition": {"when": "true"}}))
+        .collect();
+    json!({
+        "apiVersion": "coxswain.dev/v1alpha1",
+        "kind": "Flow",
+        "metadata": {"name": name},
+        "spec": {"steps": steps},
+    })
+}
+
 /// The Coxswain Flow equivalent to [`argo_chain_workflow`]: `steps`
 /// condition steps `s1` … `sM`, each after the one before (the default
 /// arrow), none needing a pod; the comparison runs N Runs of it.
@@ -97,12 +110,70 @@ pub fn coxswain_chain_flow(name: &str, steps: usize) -> String {
     yaml
 }
 
+/// Whose chains a batch is: Argo Workflows of some step kind, or Coxswain
+/// Runs of a chain Flow already applied.
+#[derive(Debug, Clone)]
+pub(super) enum Engine {
+    /// Argo Workflows of [`argo_chain_workflow`].
+    Argo(StepKind),
+    /// Coxswain Runs of the Flow named (a [`coxswain_chain_flow`]).
+    Coxswain(String),
+}
+
+impl Engine {
+    /// The object to create for one chain of the batch.
+    fn object(&self, name: &str, steps: usize, batch: &str) -> Value {
+        match self {
+            Self::Argo(kind) => argo_chain_workflow(name, steps, *kind, batch),
+            Self::Coxswain(flow) => json!({
+                "apiVersion": "coxswain.dev/v1alpha1",
+                "kind": "Run",
+                "metadata": {"name": name, "labels": {BATCH_LABEL: batch}},
+                "spec": {"flowRef": {"name": flow}, "input": {}},
+            }),
+        }
+    }
+
+    /// Whether a chain's status says it succeeded, or the error it failed with.
+    fn finished(&self, name: &str, status: &Value) -> Result<bool> {
+        let phase = status["phase"].as_str().unwrap_or_default();
+        let failed = match self {
+            Self::Argo(_) => ["Failed", "Error"].contains(&phase),
+            Self::Coxswain(_) => ["Failed", "Cancelled"].contains(&phase),
+        };
+        if failed {
+            let message = status["message"]
+                .as_str()
+                .or(status["error"]["message"].as_str())
+                .unwrap_or("(no message)");
+            return Err(Error::Argo(format!("{name} ended {phase}: {message}")));
+        }
+        Ok(phase == "Succeeded")
+    }
+
+    /// The succeeded steps and step-to-step gaps of one chain's status.
+    fn measure(&self, status: &Value) -> Result<(usize, Vec<Duration>)> {
+        match self {
+            Self::Argo(kind) => step_gaps(status, kind.node_type()),
+            Self::Coxswain(_) => run_step_gaps(status),
+        }
+    }
+
+    /// Who ran it and what a step was, for the report.
+    fn labels(&self) -> (String, &'static str) {
+        match self {
+            Self::Argo(kind) => (format!("argo {}", super::ARGO_VERSION), kind.node_type()),
+            Self::Coxswain(_) => ("coxswain".to_string(), "condition"),
+        }
+    }
+}
+
 /// Submits the batch, watches it to the end and measures it.
 pub(super) async fn run(
     api: Api<DynamicObject>,
     count: usize,
     steps: usize,
-    kind: StepKind,
+    engine: Engine,
     bound: Duration,
     prefix: &str,
 ) -> Result<ChainReport> {
@@ -114,7 +185,7 @@ pub(super) async fn run(
         .boxed();
     let start = Instant::now();
     let deadline = start + bound;
-    let submit = tokio::spawn(submit(api, count, steps, kind, batch.clone()));
+    let submit = tokio::spawn(submit(api, count, steps, engine.clone(), batch.clone()));
     tokio::pin!(submit);
     let mut submitted = false;
     let mut done: BTreeMap<String, Value> = BTreeMap::new();
@@ -157,21 +228,17 @@ pub(super) async fn run(
         };
         let name = object.metadata.name.clone().unwrap_or_default();
         let status = object.data.get("status").cloned().unwrap_or(Value::Null);
-        match status["phase"].as_str().unwrap_or_default() {
-            "Succeeded" if !done.contains_key(&name) => {
-                done.insert(name, status);
-                last = Instant::now();
-            }
-            phase @ ("Failed" | "Error") => {
-                return Err(Error::Argo(format!(
-                    "workflow {name} ended {phase}: {}",
-                    status["message"].as_str().unwrap_or("(no message)")
-                )));
-            }
-            _ => {}
+        if !done.contains_key(&name) && engine.finished(&name, &status)? {
+            done.insert(name, status);
+            last = Instant::now();
         }
     }
-    ChainReport::new(steps, kind.node_type(), last - start, done.values())
+    let measured = done
+        .values()
+        .map(|status| engine.measure(status))
+        .collect::<Result<Vec<_>>>()?;
+    let (who, step) = engine.labels();
+    Ok(ChainReport::new(who, step, steps, last - start, measured))
 }
 
 /// Creates the batch's workflows, [`SUBMITTERS`] at a time.
@@ -179,17 +246,17 @@ async fn submit(
     api: Api<DynamicObject>,
     count: usize,
     steps: usize,
-    kind: StepKind,
+    engine: Engine,
     batch: String,
 ) -> Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..SUBMITTERS.min(count) {
-        let (api, batch) = (api.clone(), batch.clone());
+        let (api, batch, engine) = (api.clone(), batch.clone(), engine.clone());
         tasks.spawn(async move {
             for i in (worker..count).step_by(SUBMITTERS) {
                 let name = format!("{batch}-{i}");
                 let object: DynamicObject =
-                    serde_json::from_value(argo_chain_workflow(&name, steps, kind, &batch))
+                    serde_json::from_value(engine.object(&name, steps, &batch))
                         .map_err(|e| Error::Argo(format!("workflow {name}: {e}")))?;
                 api.create(&PostParams::default(), &object).await?;
             }
@@ -240,6 +307,8 @@ mod tests {
         assert_eq!(steps[3]["key"], "s4");
         assert_eq!(steps[3]["condition"]["when"], "true");
         assert!(steps.iter().all(|s| s.get("after").is_none()));
+        // The object the API server is given is the same flow.
+        assert_eq!(flow, coxswain_chain_flow_object("chain", 4));
         // And Coxswain itself takes it: a valid flow whose steps chain.
         let flow: coxswain::api::Flow = serde_yaml::from_str(&yaml).unwrap();
         coxswain::engine::CompiledFlow::new(flow.spec).expect("a valid flow");

@@ -17,7 +17,9 @@ use crate::{Error, Result};
 /// so p50/p99 are whole seconds and only bound the true figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChainReport {
-    /// Workflows that succeeded (all that were submitted).
+    /// Who ran the batch: `argo v4.0.5` or `coxswain`.
+    pub engine: String,
+    /// Workflows (Argo) or Runs (Coxswain) that succeeded: all that were submitted.
     pub workflows: usize,
     /// Steps per workflow, as submitted.
     pub steps_per_workflow: usize,
@@ -41,24 +43,23 @@ pub struct ChainReport {
 }
 
 impl ChainReport {
-    /// Measures a batch from the final status of each workflow and the
-    /// wall time it took.
-    pub fn new<'a>(
-        steps_per_workflow: usize,
+    /// Measures a batch run by `engine` (e.g. `argo v4.0.5`, `coxswain`)
+    /// from each chain's succeeded steps and step-to-step gaps (see
+    /// [`step_gaps`], [`run_step_gaps`]) and the wall time it took.
+    pub fn new(
+        engine: String,
         node_type: &str,
+        steps_per_workflow: usize,
         elapsed: Duration,
-        statuses: impl Iterator<Item = &'a Value>,
-    ) -> Result<Self> {
-        let (mut workflows, mut steps, mut gaps) = (0, 0, Vec::new());
-        for status in statuses {
-            workflows += 1;
-            let (done, mut g) = step_gaps(status, node_type)?;
-            steps += done;
-            gaps.append(&mut g);
-        }
+        chains: Vec<(usize, Vec<Duration>)>,
+    ) -> Self {
+        let workflows = chains.len();
+        let steps = chains.iter().map(|(n, _)| n).sum();
+        let mut gaps: Vec<Duration> = chains.into_iter().flat_map(|(_, g)| g).collect();
         gaps.sort();
         let seconds = elapsed.as_secs_f64().max(f64::EPSILON);
-        Ok(Self {
+        Self {
+            engine,
             workflows,
             steps_per_workflow,
             node_type: node_type.to_string(),
@@ -69,7 +70,7 @@ impl ChainReport {
             step_latency_p50: percentile(&gaps, 50.0),
             step_latency_p99: percentile(&gaps, 99.0),
             latency_samples: gaps.len(),
-        })
+        }
     }
 }
 
@@ -77,10 +78,10 @@ impl fmt::Display for ChainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "argo {}: {} workflows x {} {} steps ({} step nodes succeeded) in {:.2} s: \
+            "{}: {} workflows x {} {} steps ({} steps succeeded) in {:.2} s: \
              {:.1} workflows/s, {:.1} steps/s; step-to-step p50 {} ms, p99 {} ms \
-             over {} gaps (node times have 1-second resolution)",
-            super::ARGO_VERSION,
+             over {} gaps{}",
+            self.engine,
             self.workflows,
             self.steps_per_workflow,
             self.node_type,
@@ -91,6 +92,11 @@ impl fmt::Display for ChainReport {
             self.step_latency_p50.as_millis(),
             self.step_latency_p99.as_millis(),
             self.latency_samples,
+            if self.engine.starts_with("argo") {
+                " (Argo's node times have 1-second resolution)"
+            } else {
+                ""
+            },
         )
     }
 }
@@ -107,15 +113,32 @@ pub fn step_gaps(status: &Value, node_type: &str) -> Result<(usize, Vec<Duration
         }
         nodes.push((time(node, id, "startedAt")?, time(node, id, "finishedAt")?));
     }
-    nodes.sort();
-    let gaps = nodes
+    Ok((nodes.len(), gaps_between(nodes)))
+}
+
+/// As [`step_gaps`], for a Coxswain Run's status: its `completed` steps
+/// (`status.steps.KEY.startedAt`/`finishedAt`, sub-second times).
+pub fn run_step_gaps(status: &Value) -> Result<(usize, Vec<Duration>)> {
+    let mut steps = Vec::new();
+    for (key, step) in status["steps"].as_object().into_iter().flatten() {
+        if step["status"] != "completed" {
+            continue;
+        }
+        steps.push((
+            time(step, key, "startedAt")?,
+            time(step, key, "finishedAt")?,
+        ));
+    }
+    Ok((steps.len(), gaps_between(steps)))
+}
+
+/// The gap before each step but the first, in the order they started.
+fn gaps_between(mut times: Vec<(jiff::Timestamp, jiff::Timestamp)>) -> Vec<Duration> {
+    times.sort();
+    times
         .windows(2)
-        .map(|w| {
-            let gap = w[1].0.duration_since(w[0].1);
-            Duration::try_from(gap).unwrap_or(Duration::ZERO)
-        })
-        .collect();
-    Ok((nodes.len(), gaps))
+        .map(|w| Duration::try_from(w[1].0.duration_since(w[0].1)).unwrap_or(Duration::ZERO))
+        .collect()
 }
 
 fn time(node: &Value, id: &str, field: &str) -> Result<jiff::Timestamp> {
@@ -186,19 +209,34 @@ mod tests {
             "a": node("Suspend", "Succeeded", "2026-11-30T10:00:00Z", "2026-11-30T10:00:00Z"),
             "b": node("Suspend", "Succeeded", "2026-11-30T10:00:01Z", "2026-11-30T10:00:01Z"),
         }});
+        let one = step_gaps(&status, "Suspend").unwrap();
         let report = ChainReport::new(
-            2,
+            "argo".into(),
             "Suspend",
+            2,
             Duration::from_secs(2),
-            [&status, &status].into_iter(),
-        )
-        .unwrap();
+            vec![one.clone(), one],
+        );
         assert_eq!(
             (report.workflows, report.steps, report.latency_samples),
-            (2, 4, 2)
+            (2, 4, 2),
+            "{report}"
         );
         assert_eq!(report.workflows_per_second, 1.0);
         assert_eq!(report.steps_per_second, 2.0);
         assert_eq!(report.step_latency_p50, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_runs_completed_steps_give_sub_second_gaps() {
+        let step = |status: &str, started: &str, finished: &str| json!({"status": status, "startedAt": started, "finishedAt": finished});
+        let status = json!({"phase": "Succeeded", "steps": {
+            "s2": step("completed", "2026-11-30T10:00:00.030Z", "2026-11-30T10:00:00.031Z"),
+            "s1": step("completed", "2026-11-30T10:00:00.010Z", "2026-11-30T10:00:00.012Z"),
+            "s3": step("skipped", "2026-11-30T10:00:00.050Z", "2026-11-30T10:00:00.050Z"),
+        }});
+        let (steps, gaps) = run_step_gaps(&status).unwrap();
+        assert_eq!(steps, 2);
+        assert_eq!(gaps, [Duration::from_millis(18)]);
     }
 }

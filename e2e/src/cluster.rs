@@ -159,7 +159,14 @@ pub async fn client() -> Result<Client> {
     let path = tokio::task::spawn_blocking(kubeconfig)
         .await
         .map_err(|e| Error::Start(e.to_string()))??;
-    let kc = Kubeconfig::read_from(&path)?;
+    client_for(&path).await
+}
+
+/// A client for the cluster a kubeconfig file names, for callers handed a
+/// kubeconfig (e.g. [`crate::Argo::start`]) rather than the test binary's.
+pub async fn client_for(path: &Path) -> Result<Client> {
+    install_crypto_provider();
+    let kc = Kubeconfig::read_from(path)?;
     let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(cfg)?)
 }

@@ -15,6 +15,12 @@ pub enum Error {
     /// An executable the tests run in pods is not built.
     #[error("{} is missing: build it with `cargo build -p coxswain` (cargo test --workspace does)", .0.display())]
     NotBuilt(std::path::PathBuf),
+    /// Argo Workflows' controller (the benchmark peer) is not built.
+    #[error("{} is missing: build it with `e2e/argo/build` (~18 minutes cold; or set E2E_ARGO to a workflow-controller binary)", .0.display())]
+    ArgoNotBuilt(std::path::PathBuf),
+    /// Argo Workflows could not be installed, started or driven.
+    #[error("argo workflows: {0}")]
+    Argo(String),
     /// A local file or process operation failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),

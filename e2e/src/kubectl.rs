@@ -23,16 +23,22 @@ impl Kubectl {
         let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
             .await
             .map_err(|e| crate::Error::Start(e.to_string()))??;
+        Ok(Self::for_kubeconfig(&kubeconfig))
+    }
+
+    /// kubectl for the cluster `kubeconfig` names (e.g. one handed to
+    /// [`crate::Argo::start`]), not necessarily the test binary's.
+    pub fn for_kubeconfig(kubeconfig: &Path) -> Self {
         let cache = workspace_root().join(format!(
             "target/e2e/kubectl-cache-{}-{}",
             std::process::id(),
             rand_suffix()
         ));
-        Ok(Self {
+        Self {
             binary: binary(),
-            kubeconfig,
+            kubeconfig: kubeconfig.to_path_buf(),
             cache,
-        })
+        }
     }
 
     /// The kubeconfig it uses.

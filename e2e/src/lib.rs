@@ -7,6 +7,7 @@
 //! processes — once per test binary, or uses `KUBECONFIG` when it is set.
 //! Every test gets its own namespace ([`TestNamespace`]).
 
+pub mod argo;
 mod cluster;
 mod controller;
 mod error;
@@ -16,7 +17,8 @@ mod namespace;
 mod pods;
 mod wait;
 
-pub use cluster::{client, kubeconfig, restart_apiserver, workspace_root};
+pub use argo::Argo;
+pub use cluster::{client, client_for, kubeconfig, restart_apiserver, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;
 pub use faults::{FaultPlan, FaultProxy};

@@ -179,6 +179,10 @@ func (w *podWorker) signalAll(sig syscall.Signal) {
 
 func (w *podWorker) run(ctx context.Context) {
 	defer close(w.done)
+	// As a kubelet removes a pod's emptyDirs once the pod is gone: step
+	// pods copy the coxswain executable into one, and a test binary's
+	// hundreds of pods would otherwise fill the disk. Logs stay.
+	defer func() { _ = os.RemoveAll(filepath.Join(w.dir, "volumes")) }()
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		w.logf("%v", err)
 		return

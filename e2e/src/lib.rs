@@ -7,6 +7,8 @@
 //! processes — once per test binary, or uses `KUBECONFIG` when it is set.
 //! Every test gets its own namespace ([`TestNamespace`]).
 
+pub mod apimetrics;
+pub mod bench;
 mod cluster;
 mod controller;
 mod error;
@@ -22,15 +24,20 @@ pub use namespace::TestNamespace;
 pub use wait::{wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary
-/// (`target/debug/coxswain` for `target/debug/deps/TEST`), for pods that run
-/// it (on the stand-in node the host's files stand in for images).
-/// `cargo test --workspace` builds it; alone, `cargo test -p coxswain-e2e`
-/// does not, hence the error naming the command that does.
+/// (`target/debug/coxswain` for `target/debug/deps/TEST`), or beside the
+/// running program (`target/release/coxswain` for `target/release/bench`),
+/// for pods that run it (on the stand-in node the host's files stand in
+/// for images). `cargo test --workspace` builds it; alone, `cargo test -p
+/// coxswain-e2e` does not, hence the error naming the command that does.
 pub fn coxswain_bin() -> Result<std::path::PathBuf> {
-    let test = std::env::current_exe()?;
-    let bin = test
+    let exe = std::env::current_exe()?;
+    let here = exe.parent().unwrap_or(std::path::Path::new("."));
+    let beside = here.join("coxswain");
+    if here.file_name().is_some_and(|d| d != "deps") && beside.is_file() {
+        return Ok(beside);
+    }
+    let bin = here
         .parent()
-        .and_then(std::path::Path::parent)
         .unwrap_or(std::path::Path::new("."))
         .join("coxswain");
     if bin.is_file() {

@@ -64,21 +64,39 @@ pub async fn run(options: &Options) -> Result<Figures> {
     let client = crate::client().await?;
     crate::Kubectl::new().await?.install_crds().await?;
     let mut figures = Figures::default();
+    // Namespaces are deleted only at the end: deleting one (the namespace
+    // controller removing every object in it) would count as writes of
+    // the next workload.
+    let mut kept = Vec::new();
     if options.wants("plain") {
-        eprintln!("plain status-patch loop: {} workers for {:?}", options.plain_workers, options.plain_for);
+        eprintln!(
+            "plain status-patch loop: {} workers for {:?}",
+            options.plain_workers, options.plain_for
+        );
         let ns = crate::TestNamespace::new().await?;
-        figures.plain =
-            Some(plain::patch_loop(&client, ns.name(), options.plain_workers, options.plain_for).await?);
+        figures.plain = Some(
+            plain::patch_loop(&client, ns.name(), options.plain_workers, options.plain_for)
+                .await?,
+        );
+        kept.push(ns);
     }
     if options.wants("http") {
-        figures.in_controller = Some(in_controller(&client, options).await?);
+        let (measured, ns) = in_controller(&client, options).await?;
+        figures.in_controller = Some(measured);
+        kept.push(ns);
     }
     if options.wants("jobs") {
-        figures.jobs = Some(jobs(&client, options).await?);
+        let (measured, ns) = jobs(&client, options).await?;
+        figures.jobs = Some(measured);
+        kept.push(ns);
     }
     if options.wants("memory") {
-        figures.memory = Some(memory(&client, options).await?);
+        let (measured, ns) = memory(&client, options).await?;
+        figures.memory = Some(measured);
+        kept.push(ns);
     }
+    eprintln!("deleting the benchmark's namespaces");
+    drop(kept);
     Ok(figures)
 }
 
@@ -96,7 +114,10 @@ pub fn http_steps(addr: std::net::SocketAddr, steps: usize) -> Value {
     Value::Array(list)
 }
 
-async fn in_controller(client: &kube::Client, options: &Options) -> Result<InController> {
+async fn in_controller(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(InController, crate::TestNamespace)> {
     let (addr, calls) = server::start().await?;
     let spec = Spec {
         name: "calls",
@@ -110,17 +131,18 @@ async fn in_controller(client: &kube::Client, options: &Options) -> Result<InCon
     calls.clear();
     let measured = stage.measure(&spec, "run", is_over).await?;
     let rss = rss_mib(stage.controller.pid()).ok();
-    Ok(InController {
+    let figures = InController {
         steps: options.steps,
         http_steps: options.steps.div_ceil(2),
         calls: calls.count(),
         gaps: calls.gaps(),
         rss_after: rss,
         measured,
-    })
+    };
+    Ok((figures, stage.stop()))
 }
 
-async fn jobs(client: &kube::Client, options: &Options) -> Result<Jobs> {
+async fn jobs(client: &kube::Client, options: &Options) -> Result<(Jobs, crate::TestNamespace)> {
     let steps: Vec<Value> = (0..options.job_steps)
         .map(|i| json!({"key": format!("j{i:02}"), "script": {"source": "echo done"}}))
         .collect();
@@ -134,13 +156,14 @@ async fn jobs(client: &kube::Client, options: &Options) -> Result<Jobs> {
     eprintln!("jobs: {} runs x {} script steps", options.job_runs, options.job_steps);
     let stage = Stage::new(client, &spec, true).await?;
     let measured = stage.measure(&spec, "run", is_over).await?;
-    Ok(Jobs {
+    let figures = Jobs {
         steps: options.job_steps,
         measured,
-    })
+    };
+    Ok((figures, stage.stop()))
 }
 
-async fn memory(client: &kube::Client, options: &Options) -> Result<Memory> {
+async fn memory(client: &kube::Client, options: &Options) -> Result<(Memory, crate::TestNamespace)> {
     let spec = Spec {
         name: "waiting",
         steps: json!([{"key": "ask", "approval": {"decisions": ["approve", "reject"]}}]),
@@ -150,15 +173,17 @@ async fn memory(client: &kube::Client, options: &Options) -> Result<Memory> {
     };
     eprintln!("memory: {} runs waiting on a person", options.active);
     let stage = Stage::new(client, &spec, false).await?;
+    stage.started(options.bound).await?;
     let idle = rss_mib(stage.controller.pid())?;
     let measured = stage.measure(&spec, "run", |p| p == "Waiting").await?;
     // Let the reconciles that follow the last write settle.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let active = rss_mib(stage.controller.pid())?;
-    Ok(Memory {
+    let figures = Memory {
         runs: options.active,
         idle_mib: idle,
         active_mib: active,
         seconds: measured.seconds,
-    })
+    };
+    Ok((figures, stage.stop()))
 }

@@ -71,6 +71,25 @@ impl Stage {
         Ok(stage)
     }
 
+    /// Waits until the controller reconciles Runs (its log says so).
+    pub async fn started(&self, bound: Duration) -> Result<()> {
+        crate::wait_for("the controller to start", bound, || async {
+            Ok(self
+                .controller
+                .log_text()
+                .contains("reconciling Runs")
+                .then_some(()))
+        })
+        .await
+    }
+
+    /// Kills the controller and hands back the namespace, to be deleted
+    /// when the benchmark is over.
+    pub fn stop(mut self) -> TestNamespace {
+        self.controller.kill();
+        self.ns
+    }
+
     /// Creates the workload's Runs and waits until `count` of them are in
     /// a phase `done` accepts.
     pub async fn measure(

@@ -1,9 +1,20 @@
 //! An Event per step transition and per run outcome, so `kubectl describe
 //! run` tells the story. Events are best effort: a lost one never holds a
-//! run back.
+//! run back — they are sent in the background ([`Publisher`]), after the
+//! reconcile that made them went on to launch the next step.
 
-use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::runtime::events::{Event, EventType, Reporter};
+use kube::{Api, Resource};
+use tokio::sync::mpsc;
 
 use crate::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
 
@@ -129,13 +140,121 @@ fn cut(mut note: String) -> String {
     note
 }
 
-/// Publishes `events` about `run`; failures are logged, never returned.
-pub async fn publish(recorder: &Recorder, run: &Run, events: Vec<Event>) {
-    let reference = run.object_ref(&());
-    for event in events {
-        if let Err(e) = recorder.publish(&event, &reference).await {
+/// How many reconciles' events may wait to be sent; past it, events are
+/// dropped (they are best effort) rather than memory growing without end.
+const QUEUE: usize = 8192;
+
+/// How many reconciles' events are sent at once (each one's in order).
+const PARALLEL: usize = 8;
+
+/// The events of one reconcile, about one object.
+struct Batch {
+    regarding: ObjectReference,
+    events: Vec<Event>,
+}
+
+/// Sends Events in the background. Awaiting each Event's create in the
+/// reconcile put one API round trip per transition between a step's end
+/// and the next step's start; and kube's `Recorder` keeps every Event it
+/// sent for six minutes (to merge repeats into a series, which ours never
+/// are: each names its step and attempt), scanning that cache on every
+/// send — memory and time that grew with the steps per second.
+#[derive(Clone)]
+pub struct Publisher {
+    queue: mpsc::Sender<Batch>,
+}
+
+impl Publisher {
+    /// Starts the sender; Events go out as `reporter` (the controller and
+    /// this replica). Must be called inside a Tokio runtime.
+    pub fn start(client: kube::Client, reporter: Reporter) -> Self {
+        let (queue, batches) = mpsc::channel(QUEUE);
+        tokio::spawn(send_all(client, Arc::new(reporter), batches));
+        Publisher { queue }
+    }
+
+    /// Queues `events` about `run`, in order; returns at once. Events that
+    /// do not fit in the queue are dropped and logged.
+    pub fn publish(&self, run: &Run, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let batch = Batch {
+            regarding: run.object_ref(&()),
+            events,
+        };
+        if let Err(e) = self.queue.try_send(batch) {
+            tracing::debug!("an event was dropped: {e}");
+        }
+    }
+}
+
+async fn send_all(client: kube::Client, reporter: Arc<Reporter>, batches: mpsc::Receiver<Batch>) {
+    futures::stream::unfold(
+        batches,
+        |mut rx| async move { rx.recv().await.map(|b| (b, rx)) },
+    )
+    .for_each_concurrent(PARALLEL, |batch| {
+        let (client, reporter) = (client.clone(), reporter.clone());
+        async move { send(&client, &reporter, batch).await }
+    })
+    .await;
+}
+
+async fn send(client: &kube::Client, reporter: &Reporter, batch: Batch) {
+    let namespace = batch.regarding.namespace.clone().unwrap_or_default();
+    let api: Api<K8sEvent> = Api::namespaced(client.clone(), &namespace);
+    for event in &batch.events {
+        let object = to_k8s(event, &batch.regarding, reporter, Timestamp::now());
+        if let Err(e) = api.create(&PostParams::default(), &object).await {
             tracing::debug!(error = %e, "could not publish an event");
         }
+    }
+}
+
+/// The Event object for `event` about `regarding` at `now`, as kube's
+/// `Recorder` makes it (events.k8s.io/v1), with a name unique even for
+/// two events of one object in the same nanosecond.
+fn to_k8s(
+    event: &Event,
+    regarding: &ObjectReference,
+    reporter: &Reporter,
+    now: Timestamp,
+) -> K8sEvent {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seq = NEXT.fetch_add(1, Ordering::Relaxed);
+    let owner = regarding.name.as_deref().unwrap_or(&reporter.controller);
+    K8sEvent {
+        action: Some(event.action.clone()),
+        reason: Some(event.reason.clone()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding.clone()),
+        note: event.note.clone(),
+        metadata: ObjectMeta {
+            namespace: regarding.namespace.clone(),
+            name: Some(format!(
+                "{owner}.{:x}{:04x}",
+                now.as_nanosecond(),
+                seq & 0xffff
+            )),
+            ..Default::default()
+        },
+        reporting_controller: Some(reporter.controller.clone()),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| reporter.controller.clone()),
+        ),
+        type_: Some(
+            match event.type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .into(),
+        ),
+        related: event.secondary.clone(),
+        ..Default::default()
     }
 }
 
@@ -202,6 +321,126 @@ mod tests {
         let events = transitions(&new, &again);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].action, "Step next attempt 2");
+    }
+
+    fn run_named(name: &str) -> Run {
+        let mut run = Run::new(
+            name,
+            crate::api::RunSpec {
+                flow_ref: crate::api::FlowRef { name: "f".into() },
+                input: None,
+                cancel: false,
+            },
+        );
+        run.metadata.namespace = Some("ns".into());
+        run.metadata.uid = Some("uid-1".into());
+        run
+    }
+
+    /// Reads one HTTP request (head and body) from `socket`.
+    async fn read_request(socket: &mut tokio::net::TcpStream) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut buf).await.expect("read");
+            assert!(n > 0, "the connection closed mid-request");
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_string())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    return text;
+                }
+            }
+        }
+    }
+
+    /// The reconcile hands its events over and goes on: nothing it does
+    /// waits for the API server to take them (here a server that reads the
+    /// request and never answers), and they still go out, in order.
+    #[tokio::test]
+    async fn publishing_does_not_wait_for_the_api_server_and_events_go_out_in_order() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let client =
+            kube::Client::try_from(kube::Config::new(url.parse().expect("uri"))).expect("client");
+        let publisher = Publisher::start(
+            client,
+            Reporter {
+                controller: "coxswain".into(),
+                instance: Some("test".into()),
+            },
+        );
+        let mut old = RunStatus::default();
+        old.steps.insert("a".into(), step(StepStatus::Running, 1));
+        let mut new = old.clone();
+        new.steps.insert("a".into(), step(StepStatus::Completed, 1));
+        new.steps.insert("b".into(), step(StepStatus::Running, 1));
+        // Returns though nothing was answered (it is not even async).
+        publisher.publish(&run_named("r1"), transitions(&old, &new));
+
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let first = read_request(&mut socket).await;
+        assert!(
+            first.starts_with("POST /apis/events.k8s.io/v1/namespaces/ns/events"),
+            "{first}"
+        );
+        assert!(first.contains("\"reason\":\"StepCompleted\""), "{first}");
+        assert!(first.contains("\"action\":\"Step a attempt 1\""), "{first}");
+        assert!(
+            first.contains("\"reportingController\":\"coxswain\""),
+            "{first}"
+        );
+        assert!(
+            first.contains("\"name\":\"r1\""),
+            "regarding the run: {first}"
+        );
+        // The second event of the batch waits for the first's answer.
+        socket
+            .try_write(b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+            .expect("answer");
+        let second = read_request(&mut socket).await;
+        assert!(second.contains("\"reason\":\"StepStarted\""), "{second}");
+        assert!(
+            second.contains("\"action\":\"Step b attempt 1\""),
+            "{second}"
+        );
+    }
+
+    #[test]
+    fn events_of_one_object_in_the_same_instant_get_different_names() {
+        let reporter = Reporter {
+            controller: "coxswain".into(),
+            instance: None,
+        };
+        let run = run_named("r1");
+        let regarding = run.object_ref(&());
+        let now = Timestamp::now();
+        let event = step_event("a", None, &step(StepStatus::Running, 1)).expect("an event");
+        let one = to_k8s(&event, &regarding, &reporter, now);
+        let two = to_k8s(&event, &regarding, &reporter, now);
+        assert_ne!(one.metadata.name, two.metadata.name);
+        assert!(
+            one.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("r1.")),
+            "{:?}",
+            one.metadata.name
+        );
+        assert_eq!(one.reporting_instance.as_deref(), Some("coxswain"));
+        assert_eq!(one.type_.as_deref(), Some("Normal"));
     }
 
     #[test]

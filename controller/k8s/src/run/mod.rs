@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
@@ -53,8 +52,8 @@ pub struct Context {
     pub in_controller: InProcess<InController>,
     /// Compiled flow snapshots by digest.
     pub flows: FlowCache,
-    /// Publishes Events.
-    pub recorder: Recorder,
+    /// Publishes Events, in the background.
+    pub events: events::Publisher,
     /// Which Run each in-controller attempt belongs to, so its end queues
     /// that Run (a routing table, not a record: lost on restart, when the
     /// work is launched again anyway).
@@ -205,7 +204,7 @@ impl Reconcile<'_, '_> {
         if wrote {
             write_record(ctx, run, &new).await?;
             count(ctx, machine, &old, &new);
-            events::publish(&ctx.recorder, run, events::transitions(&old, &new)).await;
+            ctx.events.publish(run, events::transitions(&old, &new));
         }
 
         // Acting on it.
@@ -409,7 +408,7 @@ async fn refuse(
     if new != *old {
         write_record(ctx, run, &new).await?;
         ctx.metrics.run_finished(new.phase);
-        events::publish(&ctx.recorder, run, events::transitions(old, &new)).await;
+        ctx.events.publish(run, events::transitions(old, &new));
     }
     Ok(Action::await_change())
 }

@@ -22,7 +22,14 @@ use std::collections::BTreeMap;
 use crate::{Error, Result};
 
 /// The HTTP verbs (as the API server labels them) that change something.
-pub const WRITE_VERBS: [&str; 6] = ["POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"];
+pub const WRITE_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "DELETE",
+    "DELETECOLLECTION",
+    "APPLY",
+];
 
 /// Which resource a count is about: `(resource, subresource, verb)`, e.g.
 /// `("runs", "status", "PUT")`; `subresource` is empty for the object itself.

@@ -75,8 +75,7 @@ pub async fn run(options: &Options) -> Result<Figures> {
         );
         let ns = crate::TestNamespace::new().await?;
         figures.plain = Some(
-            plain::patch_loop(&client, ns.name(), options.plain_workers, options.plain_for)
-                .await?,
+            plain::patch_loop(&client, ns.name(), options.plain_workers, options.plain_for).await?,
         );
         kept.push(ns);
     }
@@ -126,7 +125,10 @@ async fn in_controller(
         controller_args: &options.controller_args,
         bound: options.bound,
     };
-    eprintln!("in-controller: {} runs x {} steps", options.runs, options.steps);
+    eprintln!(
+        "in-controller: {} runs x {} steps",
+        options.runs, options.steps
+    );
     let stage = Stage::new(client, &spec, true).await?;
     calls.clear();
     let measured = stage.measure(&spec, "run", is_over).await?;
@@ -153,7 +155,10 @@ async fn jobs(client: &kube::Client, options: &Options) -> Result<(Jobs, crate::
         controller_args: &options.controller_args,
         bound: options.bound,
     };
-    eprintln!("jobs: {} runs x {} script steps", options.job_runs, options.job_steps);
+    eprintln!(
+        "jobs: {} runs x {} script steps",
+        options.job_runs, options.job_steps
+    );
     let stage = Stage::new(client, &spec, true).await?;
     let measured = stage.measure(&spec, "run", is_over).await?;
     let figures = Jobs {
@@ -163,7 +168,10 @@ async fn jobs(client: &kube::Client, options: &Options) -> Result<(Jobs, crate::
     Ok((figures, stage.stop()))
 }
 
-async fn memory(client: &kube::Client, options: &Options) -> Result<(Memory, crate::TestNamespace)> {
+async fn memory(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(Memory, crate::TestNamespace)> {
     let spec = Spec {
         name: "waiting",
         steps: json!([{"key": "ask", "approval": {"decisions": ["approve", "reject"]}}]),

@@ -117,7 +117,9 @@ pub async fn wait_runs(
                 }
                 return Err(Error::Timeout(
                     bound,
-                    format!("{count} runs in {namespace} to get there; {reached} did (phases: {phases:?})"),
+                    format!(
+                        "{count} runs in {namespace} to get there; {reached} did (phases: {phases:?})"
+                    ),
                 ));
             }
             Ok(None) => return Err(Error::Bench("the watch of the Runs ended".into())),

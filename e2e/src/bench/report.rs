@@ -83,8 +83,17 @@ impl Figures {
         if let Some(p) = &self.plain {
             row(
                 &mut out,
-                &format!("plain status-patch loop ({} workers, merge patch on runs/status)", p.workers),
-                &format!("**{:.0} patches/s** ({} in {:.1} s, {} errors)", p.rate(), p.patches, p.seconds, p.errors),
+                &format!(
+                    "plain status-patch loop ({} workers, merge patch on runs/status)",
+                    p.workers
+                ),
+                &format!(
+                    "**{:.0} patches/s** ({} in {:.1} s, {} errors)",
+                    p.rate(),
+                    p.patches,
+                    p.seconds,
+                    p.errors
+                ),
                 "the machine's limit",
             );
         }
@@ -111,21 +120,37 @@ impl Figures {
             row(
                 &mut out,
                 "— run status writes per script step",
-                &format!("**{:.2}**", m.writes.resource("runs", "status") as f64 / steps),
-                &format!("≤ 1: {}", verdict(m.writes.resource("runs", "status") as f64 <= steps)),
+                &format!(
+                    "**{:.2}**",
+                    m.writes.resource("runs", "status") as f64 / steps
+                ),
+                &format!(
+                    "≤ 1: {}",
+                    verdict(m.writes.resource("runs", "status") as f64 <= steps)
+                ),
             );
             row(
                 &mut out,
                 "— all API writes per script step (every client: ours, job controller, node)",
-                &format!("{:.1}: {}", m.writes.total() as f64 / steps, breakdown(m, steps)),
+                &format!(
+                    "{:.1}: {}",
+                    m.writes.total() as f64 / steps,
+                    breakdown(m, steps)
+                ),
                 "",
             );
         }
         if let Some(m) = &self.memory {
             row(
                 &mut out,
-                &format!("controller memory (RSS) with {} runs waiting on a person", m.runs),
-                &format!("**{:.0} MiB** (idle before: {:.0} MiB; all waiting after {:.1} s)", m.active_mib, m.idle_mib, m.seconds),
+                &format!(
+                    "controller memory (RSS) with {} runs waiting on a person",
+                    m.runs
+                ),
+                &format!(
+                    "**{:.0} MiB** (idle before: {:.0} MiB; all waiting after {:.1} s)",
+                    m.active_mib, m.idle_mib, m.seconds
+                ),
                 &format!("≤ 150 MiB: {}", verdict(m.active_mib <= 150.0)),
             );
         }
@@ -147,7 +172,12 @@ impl Figures {
             ),
             &format!(
                 "{:.1} s, {}/{} succeeded, {} calls; **{:.0} steps/s**, **{:.1} runs/s**",
-                m.seconds, m.succeeded, m.runs, c.calls, rate, m.runs as f64 / m.seconds
+                m.seconds,
+                m.succeeded,
+                m.runs,
+                c.calls,
+                rate,
+                m.runs as f64 / m.seconds
             ),
             "",
         );
@@ -155,29 +185,48 @@ impl Figures {
         row(
             out,
             "— run status writes per step",
-            &format!("**{:.2}** ({:.2} per http step)", status / steps, status / (m.runs * c.http_steps) as f64),
+            &format!(
+                "**{:.2}** ({:.2} per http step)",
+                status / steps,
+                status / (m.runs * c.http_steps) as f64
+            ),
             &format!("≤ 1: {}", verdict(status <= steps)),
         );
         row(
             out,
             "— all API writes per step",
-            &format!("{:.2} ({:.1} per run): {}", m.writes.total() as f64 / steps, m.writes.total() as f64 / m.runs as f64, breakdown(m, steps)),
+            &format!(
+                "{:.2} ({:.1} per run): {}",
+                m.writes.total() as f64 / steps,
+                m.writes.total() as f64 / m.runs as f64,
+                breakdown(m, steps)
+            ),
             "",
         );
         if let Some(plain) = plain {
             row(
                 out,
                 "— steps/s ÷ plain patches/s",
-                &format!("**{:.0}%** (status writes/s ÷ plain: {:.0}%)", 100.0 * rate / plain, 100.0 * status / m.seconds / plain),
+                &format!(
+                    "**{:.0}%** (status writes/s ÷ plain: {:.0}%)",
+                    100.0 * rate / plain,
+                    100.0 * status / m.seconds / plain
+                ),
                 &format!("≥ 50%: {}", verdict(rate >= plain / 2.0)),
             );
         }
-        let ms = |q| quantile(&c.gaps, q).map_or("-".to_string(), |s| format!("{:.1} ms", s * 1000.0));
+        let ms =
+            |q| quantile(&c.gaps, q).map_or("-".to_string(), |s| format!("{:.1} ms", s * 1000.0));
         let p50 = quantile(&c.gaps, 0.5);
         row(
             out,
             "— step-to-step latency (an http answer → the run's next call, a condition between)",
-            &format!("p50 **{}**, p99 {} ({} gaps)", ms(0.5), ms(0.99), c.gaps.len()),
+            &format!(
+                "p50 **{}**, p99 {} ({} gaps)",
+                ms(0.5),
+                ms(0.99),
+                c.gaps.len()
+            ),
             &format!("p50 ≤ 20 ms: {}", verdict(p50.is_some_and(|p| p <= 0.020))),
         );
         if let Some(rss) = c.rss_after {

@@ -88,15 +88,17 @@ pub async fn start() -> Result<(SocketAddr, Calls)> {
     let app = axum::Router::new()
         .route(
             "/step",
-            get(|State(calls): State<Calls>, headers: HeaderMap| async move {
-                let arrived = Instant::now();
-                let key = headers
-                    .get("idempotency-key")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                calls.note(key, arrived);
-                axum::Json(serde_json::json!({"ok": true}))
-            }),
+            get(
+                |State(calls): State<Calls>, headers: HeaderMap| async move {
+                    let arrived = Instant::now();
+                    let key = headers
+                        .get("idempotency-key")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    calls.note(key, arrived);
+                    axum::Json(serde_json::json!({"ok": true}))
+                },
+            ),
         )
         .with_state(calls.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

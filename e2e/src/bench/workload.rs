@@ -102,9 +102,21 @@ impl Stage {
         let before = apimetrics::scrape(&self.client).await?;
         let started = Instant::now();
         create_runs(&self.client, name, spec.name, prefix, spec.runs).await?;
-        let (ended, runs) = wait_runs(&self.client, name, prefix, spec.runs, |phase| done(phase), spec.bound)
-            .await
-            .map_err(|e| crate::Error::Bench(format!("{e}; controller log: {}", self.controller.log().display())))?;
+        let (ended, runs) = wait_runs(
+            &self.client,
+            name,
+            prefix,
+            spec.runs,
+            |phase| done(phase),
+            spec.bound,
+        )
+        .await
+        .map_err(|e| {
+            crate::Error::Bench(format!(
+                "{e}; controller log: {}",
+                self.controller.log().display()
+            ))
+        })?;
         let after = apimetrics::scrape(&self.client).await?;
         let last = runs;
         Ok(Measured {

@@ -225,6 +225,7 @@ fn context(
         offloader,
         metrics,
         jobs: Arc::new(settings_jobs),
+        written: Default::default(),
     });
     Ok((ctx, finishes))
 }

@@ -131,6 +131,12 @@ impl Figures {
             );
             row(
                 &mut out,
+                "— CPU per script step: controller, kube-apiserver",
+                &cpu(m, steps),
+                "",
+            );
+            row(
+                &mut out,
                 "— all API writes per script step (every client: ours, job controller, node)",
                 &format!(
                     "{:.1}: {}",
@@ -229,10 +235,23 @@ impl Figures {
             ),
             &format!("p50 ≤ 20 ms: {}", verdict(p50.is_some_and(|p| p <= 0.020))),
         );
+        row(
+            out,
+            "— CPU per step: controller, kube-apiserver",
+            &cpu(m, steps),
+            "",
+        );
         if let Some(rss) = c.rss_after {
             row(out, "— controller RSS after", &format!("{rss:.0} MiB"), "");
         }
     }
+}
+
+/// CPU milliseconds per step of the controller and of the API server.
+fn cpu(m: &Measured, steps: f64) -> String {
+    let ms =
+        |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{:.2} ms", s * 1000.0 / steps));
+    format!("{}, {}", ms(m.controller_cpu), ms(m.apiserver_cpu))
 }
 
 /// Writes per step by resource, the largest first.

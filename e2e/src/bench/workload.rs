@@ -39,6 +39,10 @@ pub struct Measured {
     pub writes: WriteCounts,
     /// The Runs as last seen.
     pub last: HashMap<String, DynamicObject>,
+    /// CPU seconds the controller used meanwhile.
+    pub controller_cpu: Option<f64>,
+    /// CPU seconds the kube-apiserver used meanwhile.
+    pub apiserver_cpu: Option<f64>,
 }
 
 /// A namespace with the workload's Flow and a controller for it, warmed up
@@ -100,6 +104,9 @@ impl Stage {
     ) -> Result<Measured> {
         let name = self.ns.name();
         let before = apimetrics::scrape(&self.client).await?;
+        let apiserver = crate::kubeconfig().ok().and_then(|k| apiserver_pid(&k));
+        let cpu = |pid: Option<u32>| pid.and_then(|p| cpu_seconds(p).ok());
+        let cpu_before = (cpu(Some(self.controller.pid())), cpu(apiserver));
         let started = Instant::now();
         create_runs(&self.client, name, spec.name, prefix, spec.runs).await?;
         let (ended, runs) = wait_runs(
@@ -117,7 +124,11 @@ impl Stage {
                 self.controller.log().display()
             ))
         })?;
-        let after = apimetrics::scrape(&self.client).await?;
+        // Writes that trail the last transition (Events sent in the
+        // background, the garbage collector) belong to the workload too.
+        let after = settled_writes(&self.client, &before, spec.bound).await?;
+        let cpu_after = (cpu(Some(self.controller.pid())), cpu(apiserver));
+        let used = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
         let last = runs;
         Ok(Measured {
             runs: spec.runs,
@@ -128,7 +139,32 @@ impl Stage {
             seconds: ended.duration_since(started).as_secs_f64(),
             writes: after.since(&before),
             last,
+            controller_cpu: used(cpu_after.0, cpu_before.0),
+            apiserver_cpu: used(cpu_after.1, cpu_before.1),
         })
+    }
+}
+
+/// Scrapes the write counters until two scrapes half a second apart
+/// agree (within `bound`), and returns the last.
+async fn settled_writes(
+    client: &Client,
+    before: &WriteCounts,
+    bound: Duration,
+) -> Result<WriteCounts> {
+    let deadline = Instant::now() + bound;
+    let mut last = apimetrics::scrape(client).await?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = apimetrics::scrape(client).await?;
+        // Node and lease heartbeats go on for ever: only the workload's
+        // own kinds of writes must stop.
+        let busy =
+            |c: &WriteCounts| c.since(before).total() - c.since(before).resource("leases", "");
+        if busy(&now) == busy(&last) || Instant::now() > deadline {
+            return Ok(now);
+        }
+        last = now;
     }
 }
 
@@ -142,4 +178,43 @@ pub fn rss_mib(pid: u32) -> Result<f64> {
         .and_then(|v| v.parse::<f64>().ok())
         .ok_or_else(|| crate::Error::Bench(format!("no VmRSS in /proc/{pid}/status")))?;
     Ok(kib / 1024.0)
+}
+
+/// CPU seconds (user + system) process `pid` used so far, from
+/// /proc/PID/stat (in clock ticks of 1/100 s, Linux's USER_HZ).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command (which may hold spaces) in parentheses.
+    let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    match (tick(11), tick(12)) {
+        (Some(user), Some(system)) => Ok((user + system) / 100.0),
+        _ => Err(crate::Error::Bench(format!(
+            "/proc/{pid}/stat has no CPU times"
+        ))),
+    }
+}
+
+/// The kube-apiserver of the cluster whose kubeconfig is `kubeconfig`:
+/// the harness's child whose command line names the kubeconfig's folder.
+pub fn apiserver_pid(kubeconfig: &std::path::Path) -> Option<u32> {
+    let dir = kubeconfig.parent()?.to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(" kube-apiserver ") && cmdline.contains(&dir) {
+            return Some(pid);
+        }
+    }
+    None
 }

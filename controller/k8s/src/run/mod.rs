@@ -19,6 +19,7 @@ pub mod events;
 pub mod in_controller;
 pub mod pin;
 pub mod status;
+pub mod written;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,6 +65,8 @@ pub struct Context {
     pub metrics: Arc<crate::ops::Metrics>,
     /// How script steps become Jobs.
     pub jobs: Arc<crate::jobs::JobSettings>,
+    /// The Runs written and not yet brought back by the watch.
+    pub written: written::Written,
 }
 
 /// How long a Run whose Flow does not exist yet waits before looking again.
@@ -72,7 +75,9 @@ const FLOW_MISSING_REQUEUE: Duration = Duration::from_secs(10);
 /// Reconciles one Run.
 pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_timer();
+    let run = ctx.written.newest(run);
     if run.metadata.deletion_timestamp.is_some() {
+        ctx.written.forget(&run);
         // Jobs, ConfigMaps and Approvals go with the Run (owner references);
         // work running here is stopped.
         stop_in_controller(&ctx, &run).await;
@@ -85,6 +90,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     {
         // A controller killed between writing the end of a run and stopping
         // its work finds that work here.
+        ctx.written.forget(&run);
         stop_leftovers(&ctx, &run).await?;
         return Ok(Action::await_change());
     }
@@ -322,7 +328,8 @@ async fn is_current(ctx: &Context, run: &Run) -> Result<bool, Error> {
 /// ConfigMaps first, and deletes the value ConfigMaps it no longer needs.
 async fn write_record(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), Error> {
     let stored = ctx.offloader.store(run, new).await?;
-    status::write(&ctx.client, run, stored.status.clone()).await?;
+    let written = status::write(&ctx.client, run, stored.status.clone()).await?;
+    ctx.written.wrote(run, written);
     ctx.metrics.status_written(stored.bytes);
     // Only a status that referenced moved values can leave some unused
     // (ConfigMaps made for a write that then failed go with the Run).

@@ -27,9 +27,18 @@ pub use wait::{wait_for, wait_for_job_condition};
 /// (`target/debug/coxswain` for `target/debug/deps/TEST`), or beside the
 /// running program (`target/release/coxswain` for `target/release/bench`),
 /// for pods that run it (on the stand-in node the host's files stand in
-/// for images). `cargo test --workspace` builds it; alone, `cargo test -p
-/// coxswain-e2e` does not, hence the error naming the command that does.
+/// for images). `E2E_COXSWAIN=path` names another (the benchmark compares
+/// two builds so). `cargo test --workspace` builds it; alone, `cargo test
+/// -p coxswain-e2e` does not, hence the error naming the command that does.
 pub fn coxswain_bin() -> Result<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("E2E_COXSWAIN") {
+        let path = std::path::PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::NotBuilt(path))
+        };
+    }
     let exe = std::env::current_exe()?;
     let here = exe.parent().unwrap_or(std::path::Path::new("."));
     let beside = here.join("coxswain");

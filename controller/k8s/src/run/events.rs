@@ -1,7 +1,9 @@
-//! An Event per step transition and per run outcome, so `kubectl describe
-//! run` tells the story. Events are best effort: a lost one never holds a
-//! run back — they are sent in the background ([`Publisher`]), after the
-//! reconcile that made them went on to launch the next step.
+//! Events so `kubectl describe run` tells the story: by default one per
+//! status write, naming every step transition and the run's outcome in it
+//! ([`fold`]); with `--event-per-transition`, one per step transition.
+//! Events are best effort: a lost one never holds a run back — they are
+//! sent in the background ([`Publisher`]), after the reconcile that made
+//! them went on to launch the next step.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +34,69 @@ pub fn transitions(old: &RunStatus, new: &RunStatus) -> Vec<Event> {
     }
     events
 }
+
+/// The events of one status write as one Event: its note lists each
+/// transition in order; its reason and type are those of the weightiest
+/// (the run's end, then a failure, a person asked, a step completed, a
+/// step started), so filters on reasons still find what they look for.
+/// One event (or none) is returned as it is.
+pub fn fold(events: Vec<Event>) -> Vec<Event> {
+    if events.len() <= 1 {
+        return events;
+    }
+    let weight = |e: &Event| {
+        WEIGHTS
+            .iter()
+            .position(|w| e.reason.starts_with(w))
+            .unwrap_or(WEIGHTS.len())
+    };
+    let Some(reason) = events
+        .iter()
+        .min_by_key(|e| weight(e))
+        .map(|e| e.reason.clone())
+    else {
+        return events;
+    };
+    let warning = events.iter().any(|e| matches!(e.type_, EventType::Warning));
+    let note = events
+        .iter()
+        .filter_map(|e| e.note.as_deref())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut action = events
+        .iter()
+        .map(|e| e.action.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if action.len() > ACTION_MAX {
+        let mut end = ACTION_MAX;
+        while !action.is_char_boundary(end) {
+            end -= 1;
+        }
+        action.truncate(end);
+    }
+    vec![Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason,
+        note: Some(cut(note)),
+        action,
+        secondary: None,
+    }]
+}
+
+/// Reasons by weight, heaviest first (a prefix matches `RunSucceeded` …).
+const WEIGHTS: [&str; 6] = [
+    "RunFailed",
+    "RunCancelled",
+    "Run",
+    "StepFailed",
+    "StepWaiting",
+    "StepCompleted",
+];
 
 fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Option<Event> {
     let attempts = |r: &StepRecord| r.attempts.len();
@@ -441,6 +506,76 @@ mod tests {
         );
         assert_eq!(one.reporting_instance.as_deref(), Some("coxswain"));
         assert_eq!(one.type_.as_deref(), Some("Normal"));
+    }
+
+    #[test]
+    fn one_write_is_one_event_naming_each_transition_with_the_weightiest_reason() {
+        let mut old = RunStatus::default();
+        old.steps.insert("a".into(), step(StepStatus::Running, 1));
+        let mut new = old.clone();
+        new.steps.insert("a".into(), step(StepStatus::Completed, 1));
+        new.steps.insert("b".into(), step(StepStatus::Completed, 1));
+        new.steps.insert("c".into(), step(StepStatus::Running, 1));
+        let folded = fold(transitions(&old, &new));
+        assert_eq!(folded.len(), 1);
+        let event = &folded[0];
+        assert_eq!(event.reason, "StepCompleted");
+        assert_eq!(
+            event.note.as_deref(),
+            Some("step a: completed; step b: completed; step c: attempt 1 started")
+        );
+        assert_eq!(
+            event.action,
+            "Step a attempt 1, Step b attempt 1, Step c attempt 1"
+        );
+        assert_eq!(event.type_, EventType::Normal);
+
+        // A failure that ends the run: the run's end leads, as a warning.
+        let mut failed = new.clone();
+        let mut c = step(StepStatus::Failed, 1);
+        c.error = Some(StepError {
+            code: "http.status".into(),
+            message: "503".into(),
+        });
+        failed.steps.insert("c".into(), c);
+        failed.phase = RunPhase::Failed;
+        let folded = fold(transitions(&new, &failed));
+        assert_eq!(folded.len(), 1);
+        assert_eq!(folded[0].reason, "RunFailed");
+        assert_eq!(folded[0].type_, EventType::Warning);
+        assert!(
+            folded[0]
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("step c: attempt 1 failed: 503; Failed")),
+            "{:?}",
+            folded[0].note
+        );
+        // A single event stays as it is.
+        let mut done = old.clone();
+        done.steps
+            .insert("a".into(), step(StepStatus::Completed, 1));
+        let one = fold(transitions(&old, &done));
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            (one[0].reason.as_str(), one[0].action.as_str()),
+            ("StepCompleted", "Step a attempt 1")
+        );
+    }
+
+    #[test]
+    fn a_folded_action_stays_within_what_the_api_takes() {
+        let mut old = RunStatus::default();
+        let mut new = RunStatus::default();
+        for i in 0..40 {
+            old.steps
+                .insert(format!("step-{i}"), step(StepStatus::Running, 1));
+            new.steps
+                .insert(format!("step-{i}"), step(StepStatus::Completed, 1));
+        }
+        let folded = fold(transitions(&old, &new));
+        assert!(folded[0].action.len() <= ACTION_MAX);
+        assert!(folded[0].note.as_deref().is_some_and(|n| n.len() <= 1000));
     }
 
     #[test]

@@ -210,7 +210,7 @@ impl Reconcile<'_, '_> {
         if wrote {
             write_record(ctx, run, &new).await?;
             count(ctx, machine, &old, &new);
-            ctx.events.publish(run, events::transitions(&old, &new));
+            ctx.events.publish(run, story(ctx, &old, &new));
         }
 
         // Acting on it.
@@ -340,6 +340,17 @@ async fn write_record(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), E
     Ok(())
 }
 
+/// The Events that tell how `old` became `new`, one per write unless the
+/// settings ask for one per transition.
+fn story(ctx: &Context, old: &RunStatus, new: &RunStatus) -> Vec<kube::runtime::events::Event> {
+    let all = events::transitions(old, new);
+    if ctx.settings.event_per_transition {
+        all
+    } else {
+        events::fold(all)
+    }
+}
+
 /// Counts the steps that settled, the tokens they used and the run's end.
 fn count(ctx: &Context, machine: &RunMachine<'_>, old: &RunStatus, new: &RunStatus) {
     let compiled = machine.flow();
@@ -415,7 +426,7 @@ async fn refuse(
     if new != *old {
         write_record(ctx, run, &new).await?;
         ctx.metrics.run_finished(new.phase);
-        ctx.events.publish(run, events::transitions(old, &new));
+        ctx.events.publish(run, story(ctx, old, &new));
     }
     Ok(Action::await_change())
 }

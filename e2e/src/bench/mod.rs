@@ -7,8 +7,10 @@
 //! 2. N Runs of M in-controller steps (http calls to a local server,
 //!    alternating with conditions that read them): steps and runs per
 //!    second, API writes per step, step-to-step latency;
-//! 3. Runs of script steps, each a Job whose pod the stand-in node starts;
-//! 4. the controller's memory with many active Runs (each waiting on a
+//! 3. N Runs of M condition steps only (no call, no pod: what Argo's
+//!    pod-less `suspend` steps compare with);
+//! 4. Runs of script steps, each a Job whose pod the stand-in node starts;
+//! 5. the controller's memory with many active Runs (each waiting on a
 //!    person, so no process or call is held open per Run).
 //!
 //! and prints a Markdown table ([`report`]).
@@ -25,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use objects::is_over;
-use report::{Figures, InController, Jobs, Memory};
+use report::{Conditions, Figures, InController, Jobs, Memory};
 use workload::{Spec, Stage, rss_mib};
 
 /// What to run, and how much of it.
@@ -49,7 +51,8 @@ pub struct Options {
     pub bound: Duration,
     /// Extra flags for every `coxswain controller`.
     pub controller_args: Vec<String>,
-    /// Which parts to run (all when empty): `plain`, `http`, `jobs`, `memory`.
+    /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
+    /// `jobs`, `memory`.
     pub only: Vec<String>,
 }
 
@@ -82,6 +85,11 @@ pub async fn run(options: &Options) -> Result<Figures> {
     if options.wants("http") {
         let (measured, ns) = in_controller(&client, options).await?;
         figures.in_controller = Some(measured);
+        kept.push(ns);
+    }
+    if options.wants("conditions") {
+        let (measured, ns) = conditions(&client, options).await?;
+        figures.conditions = Some(measured);
         kept.push(ns);
     }
     if options.wants("jobs") {
@@ -139,6 +147,33 @@ async fn in_controller(
         calls: calls.count(),
         gaps: calls.gaps(),
         rss_after: rss,
+        measured,
+    };
+    Ok((figures, stage.stop()))
+}
+
+async fn conditions(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(Conditions, crate::TestNamespace)> {
+    let steps: Vec<Value> = (0..options.steps)
+        .map(|i| json!({"key": format!("c{i:03}"), "condition": {"when": "true"}}))
+        .collect();
+    let spec = Spec {
+        name: "conditions",
+        steps: Value::Array(steps),
+        runs: options.runs,
+        controller_args: &options.controller_args,
+        bound: options.bound,
+    };
+    eprintln!(
+        "conditions: {} runs x {} steps",
+        options.runs, options.steps
+    );
+    let stage = Stage::new(client, &spec, true).await?;
+    let measured = stage.measure(&spec, "run", is_over).await?;
+    let figures = Conditions {
+        steps: options.steps,
         measured,
     };
     Ok((figures, stage.stop()))

@@ -25,6 +25,8 @@ pub struct PlainFigures {
     pub errors: u64,
     /// How long it ran, in seconds.
     pub seconds: f64,
+    /// CPU seconds the kube-apiserver used meanwhile.
+    pub apiserver_cpu: Option<f64>,
 }
 
 impl PlainFigures {
@@ -47,6 +49,11 @@ pub async fn patch_loop(
         let run = run_object(namespace, &format!("plain-{w:03}"), "none");
         api.create(&PostParams::default(), &run).await?;
     }
+    let apiserver = crate::kubeconfig()
+        .ok()
+        .and_then(|k| super::workload::apiserver_pid(&k));
+    let cpu = || apiserver.and_then(|p| super::workload::cpu_seconds(p).ok());
+    let cpu_before = cpu();
     let stop = Arc::new(AtomicBool::new(false));
     let patches = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -76,7 +83,9 @@ pub async fn patch_loop(
     for t in tasks {
         let _ = t.await;
     }
+    let apiserver_cpu = cpu().zip(cpu_before).map(|(a, b)| a - b);
     Ok(PlainFigures {
+        apiserver_cpu,
         workers,
         patches: patches.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),

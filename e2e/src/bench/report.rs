@@ -290,6 +290,19 @@ impl Figures {
             &cpu(m, steps),
             "",
         );
+        let bytes = m
+            .last
+            .values()
+            .next()
+            .map(|r| r.data["status"].to_string().len());
+        if let Some(bytes) = bytes {
+            row(
+                out,
+                "— a finished Run's status (compact JSON)",
+                &format!("{bytes} bytes"),
+                "",
+            );
+        }
         if let Some(rss) = c.rss_after {
             row(out, "— controller RSS after", &format!("{rss:.0} MiB"), "");
         }

@@ -30,6 +30,12 @@ pub enum Error {
     /// An API call failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    /// The API server's metrics could not be read.
+    #[error("{0}")]
+    Metrics(String),
+    /// The benchmark could not go on.
+    #[error("benchmark: {0}")]
+    Bench(String),
     /// A condition was not reached in time (a bound, not a timing assertion).
     #[error("timed out after {0:?} waiting for {1}")]
     Timeout(Duration, String),

@@ -7,7 +7,9 @@
 //! processes — once per test binary, or uses `KUBECONFIG` when it is set.
 //! Every test gets its own namespace ([`TestNamespace`]).
 
+pub mod apimetrics;
 pub mod argo;
+pub mod bench;
 mod cluster;
 mod controller;
 mod error;
@@ -28,15 +30,29 @@ pub use pods::free_finished_pods;
 pub use wait::{wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary
-/// (`target/debug/coxswain` for `target/debug/deps/TEST`), for pods that run
-/// it (on the stand-in node the host's files stand in for images).
-/// `cargo test --workspace` builds it; alone, `cargo test -p coxswain-e2e`
-/// does not, hence the error naming the command that does.
+/// (`target/debug/coxswain` for `target/debug/deps/TEST`), or beside the
+/// running program (`target/release/coxswain` for `target/release/bench`),
+/// for pods that run it (on the stand-in node the host's files stand in
+/// for images). `E2E_COXSWAIN=path` names another (the benchmark compares
+/// two builds so). `cargo test --workspace` builds it; alone, `cargo test
+/// -p coxswain-e2e` does not, hence the error naming the command that does.
 pub fn coxswain_bin() -> Result<std::path::PathBuf> {
-    let test = std::env::current_exe()?;
-    let bin = test
+    if let Some(path) = std::env::var_os("E2E_COXSWAIN") {
+        let path = std::path::PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::NotBuilt(path))
+        };
+    }
+    let exe = std::env::current_exe()?;
+    let here = exe.parent().unwrap_or(std::path::Path::new("."));
+    let beside = here.join("coxswain");
+    if here.file_name().is_some_and(|d| d != "deps") && beside.is_file() {
+        return Ok(beside);
+    }
+    let bin = here
         .parent()
-        .and_then(std::path::Path::parent)
         .unwrap_or(std::path::Path::new("."))
         .join("coxswain");
     if bin.is_file() {

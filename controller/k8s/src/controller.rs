@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -216,7 +216,7 @@ fn context(
     let offloader = Offloader::new(client.clone(), &settings.offload)?;
     let settings_jobs = settings.jobs.clone();
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        events: run::events::Publisher::start(client.clone(), reporter),
         client,
         settings,
         in_controller,
@@ -225,6 +225,7 @@ fn context(
         offloader,
         metrics,
         jobs: Arc::new(settings_jobs),
+        written: Default::default(),
     });
     Ok((ctx, finishes))
 }

@@ -27,6 +27,12 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub allow_net: Vec<String>,
+    /// One Event per step transition (StepStarted, StepCompleted, …)
+    /// instead of one per status write naming every transition in it. An
+    /// Event is an API write: per transition, a run of ten steps costs the
+    /// API server about three times the writes of its own record.
+    #[arg(long, env = "COXSWAIN_EVENT_PER_TRANSITION")]
+    pub event_per_transition: bool,
     /// Script steps as Jobs.
     #[command(flatten)]
     pub jobs: crate::jobs::JobSettings,

@@ -1,9 +1,22 @@
-//! An Event per step transition and per run outcome, so `kubectl describe
-//! run` tells the story. Events are best effort: a lost one never holds a
-//! run back.
+//! Events so `kubectl describe run` tells the story: by default one per
+//! status write, naming every step transition and the run's outcome in it
+//! ([`fold`]); with `--event-per-transition`, one per step transition.
+//! Events are best effort: a lost one never holds a run back — they are
+//! sent in the background ([`Publisher`]), after the reconcile that made
+//! them went on to launch the next step.
 
-use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::runtime::events::{Event, EventType, Reporter};
+use kube::{Api, Resource};
+use tokio::sync::mpsc;
 
 use crate::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
 
@@ -21,6 +34,69 @@ pub fn transitions(old: &RunStatus, new: &RunStatus) -> Vec<Event> {
     }
     events
 }
+
+/// The events of one status write as one Event: its note lists each
+/// transition in order; its reason and type are those of the weightiest
+/// (the run's end, then a failure, a person asked, a step completed, a
+/// step started), so filters on reasons still find what they look for.
+/// One event (or none) is returned as it is.
+pub fn fold(events: Vec<Event>) -> Vec<Event> {
+    if events.len() <= 1 {
+        return events;
+    }
+    let weight = |e: &Event| {
+        WEIGHTS
+            .iter()
+            .position(|w| e.reason.starts_with(w))
+            .unwrap_or(WEIGHTS.len())
+    };
+    let Some(reason) = events
+        .iter()
+        .min_by_key(|e| weight(e))
+        .map(|e| e.reason.clone())
+    else {
+        return events;
+    };
+    let warning = events.iter().any(|e| matches!(e.type_, EventType::Warning));
+    let note = events
+        .iter()
+        .filter_map(|e| e.note.as_deref())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut action = events
+        .iter()
+        .map(|e| e.action.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if action.len() > ACTION_MAX {
+        let mut end = ACTION_MAX;
+        while !action.is_char_boundary(end) {
+            end -= 1;
+        }
+        action.truncate(end);
+    }
+    vec![Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason,
+        note: Some(cut(note)),
+        action,
+        secondary: None,
+    }]
+}
+
+/// Reasons by weight, heaviest first (a prefix matches `RunSucceeded` …).
+const WEIGHTS: [&str; 6] = [
+    "RunFailed",
+    "RunCancelled",
+    "Run",
+    "StepFailed",
+    "StepWaiting",
+    "StepCompleted",
+];
 
 fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Option<Event> {
     let attempts = |r: &StepRecord| r.attempts.len();
@@ -129,13 +205,121 @@ fn cut(mut note: String) -> String {
     note
 }
 
-/// Publishes `events` about `run`; failures are logged, never returned.
-pub async fn publish(recorder: &Recorder, run: &Run, events: Vec<Event>) {
-    let reference = run.object_ref(&());
-    for event in events {
-        if let Err(e) = recorder.publish(&event, &reference).await {
+/// How many reconciles' events may wait to be sent; past it, events are
+/// dropped (they are best effort) rather than memory growing without end.
+const QUEUE: usize = 8192;
+
+/// How many reconciles' events are sent at once (each one's in order).
+const PARALLEL: usize = 8;
+
+/// The events of one reconcile, about one object.
+struct Batch {
+    regarding: ObjectReference,
+    events: Vec<Event>,
+}
+
+/// Sends Events in the background. Awaiting each Event's create in the
+/// reconcile put one API round trip per transition between a step's end
+/// and the next step's start; and kube's `Recorder` keeps every Event it
+/// sent for six minutes (to merge repeats into a series, which ours never
+/// are: each names its step and attempt), scanning that cache on every
+/// send — memory and time that grew with the steps per second.
+#[derive(Clone)]
+pub struct Publisher {
+    queue: mpsc::Sender<Batch>,
+}
+
+impl Publisher {
+    /// Starts the sender; Events go out as `reporter` (the controller and
+    /// this replica). Must be called inside a Tokio runtime.
+    pub fn start(client: kube::Client, reporter: Reporter) -> Self {
+        let (queue, batches) = mpsc::channel(QUEUE);
+        tokio::spawn(send_all(client, Arc::new(reporter), batches));
+        Publisher { queue }
+    }
+
+    /// Queues `events` about `run`, in order; returns at once. Events that
+    /// do not fit in the queue are dropped and logged.
+    pub fn publish(&self, run: &Run, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let batch = Batch {
+            regarding: run.object_ref(&()),
+            events,
+        };
+        if let Err(e) = self.queue.try_send(batch) {
+            tracing::debug!("an event was dropped: {e}");
+        }
+    }
+}
+
+async fn send_all(client: kube::Client, reporter: Arc<Reporter>, batches: mpsc::Receiver<Batch>) {
+    futures::stream::unfold(
+        batches,
+        |mut rx| async move { rx.recv().await.map(|b| (b, rx)) },
+    )
+    .for_each_concurrent(PARALLEL, |batch| {
+        let (client, reporter) = (client.clone(), reporter.clone());
+        async move { send(&client, &reporter, batch).await }
+    })
+    .await;
+}
+
+async fn send(client: &kube::Client, reporter: &Reporter, batch: Batch) {
+    let namespace = batch.regarding.namespace.clone().unwrap_or_default();
+    let api: Api<K8sEvent> = Api::namespaced(client.clone(), &namespace);
+    for event in &batch.events {
+        let object = to_k8s(event, &batch.regarding, reporter, Timestamp::now());
+        if let Err(e) = api.create(&PostParams::default(), &object).await {
             tracing::debug!(error = %e, "could not publish an event");
         }
+    }
+}
+
+/// The Event object for `event` about `regarding` at `now`, as kube's
+/// `Recorder` makes it (events.k8s.io/v1), with a name unique even for
+/// two events of one object in the same nanosecond.
+fn to_k8s(
+    event: &Event,
+    regarding: &ObjectReference,
+    reporter: &Reporter,
+    now: Timestamp,
+) -> K8sEvent {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seq = NEXT.fetch_add(1, Ordering::Relaxed);
+    let owner = regarding.name.as_deref().unwrap_or(&reporter.controller);
+    K8sEvent {
+        action: Some(event.action.clone()),
+        reason: Some(event.reason.clone()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding.clone()),
+        note: event.note.clone(),
+        metadata: ObjectMeta {
+            namespace: regarding.namespace.clone(),
+            name: Some(format!(
+                "{owner}.{:x}{:04x}",
+                now.as_nanosecond(),
+                seq & 0xffff
+            )),
+            ..Default::default()
+        },
+        reporting_controller: Some(reporter.controller.clone()),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| reporter.controller.clone()),
+        ),
+        type_: Some(
+            match event.type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .into(),
+        ),
+        related: event.secondary.clone(),
+        ..Default::default()
     }
 }
 
@@ -202,6 +386,196 @@ mod tests {
         let events = transitions(&new, &again);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].action, "Step next attempt 2");
+    }
+
+    fn run_named(name: &str) -> Run {
+        let mut run = Run::new(
+            name,
+            crate::api::RunSpec {
+                flow_ref: crate::api::FlowRef { name: "f".into() },
+                input: None,
+                cancel: false,
+            },
+        );
+        run.metadata.namespace = Some("ns".into());
+        run.metadata.uid = Some("uid-1".into());
+        run
+    }
+
+    /// Reads one HTTP request (head and body) from `socket`.
+    async fn read_request(socket: &mut tokio::net::TcpStream) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut buf).await.expect("read");
+            assert!(n > 0, "the connection closed mid-request");
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_string())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    return text;
+                }
+            }
+        }
+    }
+
+    /// The reconcile hands its events over and goes on: nothing it does
+    /// waits for the API server to take them (here a server that reads the
+    /// request and never answers), and they still go out, in order.
+    #[tokio::test]
+    async fn publishing_does_not_wait_for_the_api_server_and_events_go_out_in_order() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let client =
+            kube::Client::try_from(kube::Config::new(url.parse().expect("uri"))).expect("client");
+        let publisher = Publisher::start(
+            client,
+            Reporter {
+                controller: "coxswain".into(),
+                instance: Some("test".into()),
+            },
+        );
+        let mut old = RunStatus::default();
+        old.steps.insert("a".into(), step(StepStatus::Running, 1));
+        let mut new = old.clone();
+        new.steps.insert("a".into(), step(StepStatus::Completed, 1));
+        new.steps.insert("b".into(), step(StepStatus::Running, 1));
+        // Returns though nothing was answered (it is not even async).
+        publisher.publish(&run_named("r1"), transitions(&old, &new));
+
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let first = read_request(&mut socket).await;
+        assert!(
+            first.starts_with("POST /apis/events.k8s.io/v1/namespaces/ns/events"),
+            "{first}"
+        );
+        assert!(first.contains("\"reason\":\"StepCompleted\""), "{first}");
+        assert!(first.contains("\"action\":\"Step a attempt 1\""), "{first}");
+        assert!(
+            first.contains("\"reportingController\":\"coxswain\""),
+            "{first}"
+        );
+        assert!(
+            first.contains("\"name\":\"r1\""),
+            "regarding the run: {first}"
+        );
+        // The second event of the batch waits for the first's answer.
+        socket
+            .try_write(b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+            .expect("answer");
+        let second = read_request(&mut socket).await;
+        assert!(second.contains("\"reason\":\"StepStarted\""), "{second}");
+        assert!(
+            second.contains("\"action\":\"Step b attempt 1\""),
+            "{second}"
+        );
+    }
+
+    #[test]
+    fn events_of_one_object_in_the_same_instant_get_different_names() {
+        let reporter = Reporter {
+            controller: "coxswain".into(),
+            instance: None,
+        };
+        let run = run_named("r1");
+        let regarding = run.object_ref(&());
+        let now = Timestamp::now();
+        let event = step_event("a", None, &step(StepStatus::Running, 1)).expect("an event");
+        let one = to_k8s(&event, &regarding, &reporter, now);
+        let two = to_k8s(&event, &regarding, &reporter, now);
+        assert_ne!(one.metadata.name, two.metadata.name);
+        assert!(
+            one.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("r1.")),
+            "{:?}",
+            one.metadata.name
+        );
+        assert_eq!(one.reporting_instance.as_deref(), Some("coxswain"));
+        assert_eq!(one.type_.as_deref(), Some("Normal"));
+    }
+
+    #[test]
+    fn one_write_is_one_event_naming_each_transition_with_the_weightiest_reason() {
+        let mut old = RunStatus::default();
+        old.steps.insert("a".into(), step(StepStatus::Running, 1));
+        let mut new = old.clone();
+        new.steps.insert("a".into(), step(StepStatus::Completed, 1));
+        new.steps.insert("b".into(), step(StepStatus::Completed, 1));
+        new.steps.insert("c".into(), step(StepStatus::Running, 1));
+        let folded = fold(transitions(&old, &new));
+        assert_eq!(folded.len(), 1);
+        let event = &folded[0];
+        assert_eq!(event.reason, "StepCompleted");
+        assert_eq!(
+            event.note.as_deref(),
+            Some("step a: completed; step b: completed; step c: attempt 1 started")
+        );
+        assert_eq!(
+            event.action,
+            "Step a attempt 1, Step b attempt 1, Step c attempt 1"
+        );
+        assert_eq!(event.type_, EventType::Normal);
+
+        // A failure that ends the run: the run's end leads, as a warning.
+        let mut failed = new.clone();
+        let mut c = step(StepStatus::Failed, 1);
+        c.error = Some(StepError {
+            code: "http.status".into(),
+            message: "503".into(),
+        });
+        failed.steps.insert("c".into(), c);
+        failed.phase = RunPhase::Failed;
+        let folded = fold(transitions(&new, &failed));
+        assert_eq!(folded.len(), 1);
+        assert_eq!(folded[0].reason, "RunFailed");
+        assert_eq!(folded[0].type_, EventType::Warning);
+        assert!(
+            folded[0]
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("step c: attempt 1 failed: 503; Failed")),
+            "{:?}",
+            folded[0].note
+        );
+        // A single event stays as it is.
+        let mut done = old.clone();
+        done.steps
+            .insert("a".into(), step(StepStatus::Completed, 1));
+        let one = fold(transitions(&old, &done));
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            (one[0].reason.as_str(), one[0].action.as_str()),
+            ("StepCompleted", "Step a attempt 1")
+        );
+    }
+
+    #[test]
+    fn a_folded_action_stays_within_what_the_api_takes() {
+        let mut old = RunStatus::default();
+        let mut new = RunStatus::default();
+        for i in 0..40 {
+            old.steps
+                .insert(format!("step-{i}"), step(StepStatus::Running, 1));
+            new.steps
+                .insert(format!("step-{i}"), step(StepStatus::Completed, 1));
+        }
+        let folded = fold(transitions(&old, &new));
+        assert!(folded[0].action.len() <= ACTION_MAX);
+        assert!(folded[0].note.as_deref().is_some_and(|n| n.len() <= 1000));
     }
 
     #[test]

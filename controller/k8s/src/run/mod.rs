@@ -19,6 +19,7 @@ pub mod events;
 pub mod in_controller;
 pub mod pin;
 pub mod status;
+pub mod written;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,7 +27,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
@@ -53,8 +53,8 @@ pub struct Context {
     pub in_controller: InProcess<InController>,
     /// Compiled flow snapshots by digest.
     pub flows: FlowCache,
-    /// Publishes Events.
-    pub recorder: Recorder,
+    /// Publishes Events, in the background.
+    pub events: events::Publisher,
     /// Which Run each in-controller attempt belongs to, so its end queues
     /// that Run (a routing table, not a record: lost on restart, when the
     /// work is launched again anyway).
@@ -65,6 +65,8 @@ pub struct Context {
     pub metrics: Arc<crate::ops::Metrics>,
     /// How script steps become Jobs.
     pub jobs: Arc<crate::jobs::JobSettings>,
+    /// The Runs written and not yet brought back by the watch.
+    pub written: written::Written,
 }
 
 /// How long a Run whose Flow does not exist yet waits before looking again.
@@ -73,7 +75,9 @@ const FLOW_MISSING_REQUEUE: Duration = Duration::from_secs(10);
 /// Reconciles one Run.
 pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_timer();
+    let run = ctx.written.newest(run);
     if run.metadata.deletion_timestamp.is_some() {
+        ctx.written.forget(&run);
         // Jobs, ConfigMaps and Approvals go with the Run (owner references);
         // work running here is stopped.
         stop_in_controller(&ctx, &run).await;
@@ -86,6 +90,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     {
         // A controller killed between writing the end of a run and stopping
         // its work finds that work here.
+        ctx.written.forget(&run);
         stop_leftovers(&ctx, &run).await?;
         return Ok(Action::await_change());
     }
@@ -205,7 +210,7 @@ impl Reconcile<'_, '_> {
         if wrote {
             write_record(ctx, run, &new).await?;
             count(ctx, machine, &old, &new);
-            events::publish(&ctx.recorder, run, events::transitions(&old, &new)).await;
+            ctx.events.publish(run, story(ctx, &old, &new));
         }
 
         // Acting on it.
@@ -323,7 +328,8 @@ async fn is_current(ctx: &Context, run: &Run) -> Result<bool, Error> {
 /// ConfigMaps first, and deletes the value ConfigMaps it no longer needs.
 async fn write_record(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), Error> {
     let stored = ctx.offloader.store(run, new).await?;
-    status::write(&ctx.client, run, stored.status.clone()).await?;
+    let written = status::write(&ctx.client, run, stored.status.clone()).await?;
+    ctx.written.wrote(run, written);
     ctx.metrics.status_written(stored.bytes);
     // Only a status that referenced moved values can leave some unused
     // (ConfigMaps made for a write that then failed go with the Run).
@@ -332,6 +338,17 @@ async fn write_record(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), E
         tracing::debug!(error = %e, "could not delete unused value ConfigMaps");
     }
     Ok(())
+}
+
+/// The Events that tell how `old` became `new`, one per write unless the
+/// settings ask for one per transition.
+fn story(ctx: &Context, old: &RunStatus, new: &RunStatus) -> Vec<kube::runtime::events::Event> {
+    let all = events::transitions(old, new);
+    if ctx.settings.event_per_transition {
+        all
+    } else {
+        events::fold(all)
+    }
 }
 
 /// Counts the steps that settled, the tokens they used and the run's end.
@@ -409,7 +426,7 @@ async fn refuse(
     if new != *old {
         write_record(ctx, run, &new).await?;
         ctx.metrics.run_finished(new.phase);
-        events::publish(&ctx.recorder, run, events::transitions(old, &new)).await;
+        ctx.events.publish(run, story(ctx, old, &new));
     }
     Ok(Action::await_change())
 }

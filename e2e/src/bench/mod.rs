@@ -1,0 +1,232 @@
+//! The benchmark (`cargo run --release -p coxswain-e2e --bin bench`): what
+//! `coxswain controller` gets done on `e2e/cluster`, and how close that is
+//! to what the API server itself can take on the same machine.
+//!
+//! In one process it starts the cluster (as the tests do), then measures:
+//! 1. a plain status-patch loop (the machine's limit, [`plain`]);
+//! 2. N Runs of M in-controller steps (http calls to a local server,
+//!    alternating with conditions that read them): steps and runs per
+//!    second, API writes per step, step-to-step latency;
+//! 3. N Runs of M condition steps only (no call, no pod: what Argo's
+//!    pod-less `suspend` steps compare with);
+//! 4. Runs of script steps, each a Job whose pod the stand-in node starts;
+//! 5. the controller's memory with many active Runs (each waiting on a
+//!    person, so no process or call is held open per Run).
+//!
+//! and prints a Markdown table ([`report`]).
+
+pub mod objects;
+pub mod plain;
+pub mod report;
+pub mod server;
+pub mod workload;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::Result;
+use objects::is_over;
+use report::{Conditions, Figures, InController, Jobs, Memory};
+use workload::{Spec, Stage, rss_mib};
+
+/// What to run, and how much of it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Runs of in-controller steps.
+    pub runs: usize,
+    /// Steps in each of those runs (http calls and conditions alternating).
+    pub steps: usize,
+    /// Runs of script steps.
+    pub job_runs: usize,
+    /// Script steps in each of those runs.
+    pub job_steps: usize,
+    /// Runs kept active for the memory figure.
+    pub active: usize,
+    /// How long the plain patch loop runs.
+    pub plain_for: Duration,
+    /// Workers of the plain patch loop.
+    pub plain_workers: usize,
+    /// The longest one workload may take.
+    pub bound: Duration,
+    /// Extra flags for every `coxswain controller`.
+    pub controller_args: Vec<String>,
+    /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
+    /// `jobs`, `memory`.
+    pub only: Vec<String>,
+}
+
+impl Options {
+    fn wants(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| p == part)
+    }
+}
+
+/// Runs every wanted part and returns the figures.
+pub async fn run(options: &Options) -> Result<Figures> {
+    let client = crate::client().await?;
+    crate::Kubectl::new().await?.install_crds().await?;
+    let mut figures = Figures::default();
+    // Namespaces are deleted only at the end: deleting one (the namespace
+    // controller removing every object in it) would count as writes of
+    // the next workload.
+    let mut kept = Vec::new();
+    if options.wants("plain") {
+        eprintln!(
+            "plain status-patch loop: {} workers for {:?}",
+            options.plain_workers, options.plain_for
+        );
+        let ns = crate::TestNamespace::new().await?;
+        figures.plain = Some(
+            plain::patch_loop(&client, ns.name(), options.plain_workers, options.plain_for).await?,
+        );
+        kept.push(ns);
+    }
+    if options.wants("http") {
+        let (measured, ns) = in_controller(&client, options).await?;
+        figures.in_controller = Some(measured);
+        kept.push(ns);
+    }
+    if options.wants("conditions") {
+        let (measured, ns) = conditions(&client, options).await?;
+        figures.conditions = Some(measured);
+        kept.push(ns);
+    }
+    if options.wants("jobs") {
+        let (measured, ns) = jobs(&client, options).await?;
+        figures.jobs = Some(measured);
+        kept.push(ns);
+    }
+    if options.wants("memory") {
+        let (measured, ns) = memory(&client, options).await?;
+        figures.memory = Some(measured);
+        kept.push(ns);
+    }
+    eprintln!("deleting the benchmark's namespaces");
+    drop(kept);
+    Ok(figures)
+}
+
+/// `steps` steps: an http call to `addr`, then a condition reading it, …
+pub fn http_steps(addr: std::net::SocketAddr, steps: usize) -> Value {
+    let list: Vec<Value> = (0..steps)
+        .map(|i| {
+            if i % 2 == 0 {
+                json!({"key": format!("s{i:03}"), "http": {"url": format!("http://{addr}/step")}})
+            } else {
+                json!({"key": format!("s{i:03}"), "condition": {"when": format!("$steps.s{:03}.output.ok", i - 1)}})
+            }
+        })
+        .collect();
+    Value::Array(list)
+}
+
+async fn in_controller(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(InController, crate::TestNamespace)> {
+    let (addr, calls) = server::start().await?;
+    let spec = Spec {
+        name: "calls",
+        steps: http_steps(addr, options.steps),
+        runs: options.runs,
+        controller_args: &options.controller_args,
+        bound: options.bound,
+    };
+    eprintln!(
+        "in-controller: {} runs x {} steps",
+        options.runs, options.steps
+    );
+    let stage = Stage::new(client, &spec, true).await?;
+    calls.clear();
+    let measured = stage.measure(&spec, "run", is_over).await?;
+    let rss = rss_mib(stage.controller.pid()).ok();
+    let figures = InController {
+        steps: options.steps,
+        http_steps: options.steps.div_ceil(2),
+        calls: calls.count(),
+        gaps: calls.gaps(),
+        rss_after: rss,
+        measured,
+    };
+    Ok((figures, stage.stop()))
+}
+
+async fn conditions(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(Conditions, crate::TestNamespace)> {
+    let steps: Vec<Value> = (0..options.steps)
+        .map(|i| json!({"key": format!("c{i:03}"), "condition": {"when": "true"}}))
+        .collect();
+    let spec = Spec {
+        name: "conditions",
+        steps: Value::Array(steps),
+        runs: options.runs,
+        controller_args: &options.controller_args,
+        bound: options.bound,
+    };
+    eprintln!(
+        "conditions: {} runs x {} steps",
+        options.runs, options.steps
+    );
+    let stage = Stage::new(client, &spec, true).await?;
+    let measured = stage.measure(&spec, "run", is_over).await?;
+    let figures = Conditions {
+        steps: options.steps,
+        measured,
+    };
+    Ok((figures, stage.stop()))
+}
+
+async fn jobs(client: &kube::Client, options: &Options) -> Result<(Jobs, crate::TestNamespace)> {
+    let steps: Vec<Value> = (0..options.job_steps)
+        .map(|i| json!({"key": format!("j{i:02}"), "script": {"source": "echo done"}}))
+        .collect();
+    let spec = Spec {
+        name: "scripts",
+        steps: Value::Array(steps),
+        runs: options.job_runs,
+        controller_args: &options.controller_args,
+        bound: options.bound,
+    };
+    eprintln!(
+        "jobs: {} runs x {} script steps",
+        options.job_runs, options.job_steps
+    );
+    let stage = Stage::new(client, &spec, true).await?;
+    let measured = stage.measure(&spec, "run", is_over).await?;
+    let figures = Jobs {
+        steps: options.job_steps,
+        measured,
+    };
+    Ok((figures, stage.stop()))
+}
+
+async fn memory(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(Memory, crate::TestNamespace)> {
+    let spec = Spec {
+        name: "waiting",
+        steps: json!([{"key": "ask", "approval": {"decisions": ["approve", "reject"]}}]),
+        runs: options.active,
+        controller_args: &options.controller_args,
+        bound: options.bound,
+    };
+    eprintln!("memory: {} runs waiting on a person", options.active);
+    let stage = Stage::new(client, &spec, false).await?;
+    stage.started(options.bound).await?;
+    let idle = rss_mib(stage.controller.pid())?;
+    let measured = stage.measure(&spec, "run", |p| p == "Waiting").await?;
+    // Let the reconciles that follow the last write settle.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let active = rss_mib(stage.controller.pid())?;
+    let figures = Memory {
+        runs: options.active,
+        idle_mib: idle,
+        active_mib: active,
+        seconds: measured.seconds,
+    };
+    Ok((figures, stage.stop()))
+}

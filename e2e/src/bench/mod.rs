@@ -11,7 +11,10 @@
 //!    pod-less `suspend` steps compare with);
 //! 4. Runs of script steps, each a Job whose pod the stand-in node starts;
 //! 5. the controller's memory with many active Runs (each waiting on a
-//!    person, so no process or call is held open per Run).
+//!    person, so no process or call is held open per Run);
+//! 6. Argo Workflows' workflow-controller on the same API server, running
+//!    the same N × M as pod-less `suspend` chains (when `e2e/argo/build`
+//!    has built it).
 //!
 //! and prints a Markdown table ([`report`]).
 
@@ -52,7 +55,7 @@ pub struct Options {
     /// Extra flags for every `coxswain controller`.
     pub controller_args: Vec<String>,
     /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
-    /// `jobs`, `memory`.
+    /// `jobs`, `memory`, `argo` (skipped with a note when Argo is not built).
     pub only: Vec<String>,
 }
 
@@ -102,9 +105,44 @@ pub async fn run(options: &Options) -> Result<Figures> {
         figures.memory = Some(measured);
         kept.push(ns);
     }
+    if options.wants("argo") {
+        match crate::argo::binary() {
+            Ok(_) => {
+                let (measured, ns) = argo(&client, options).await?;
+                figures.argo = Some(measured);
+                kept.push(ns);
+            }
+            Err(e) => eprintln!("argo: skipped ({e})"),
+        }
+    }
     eprintln!("deleting the benchmark's namespaces");
     drop(kept);
     Ok(figures)
+}
+
+/// Argo's workflow-controller (default settings) running `runs` pod-less
+/// chains of `steps` suspend steps, with its API writes counted as ours.
+async fn argo(
+    client: &kube::Client,
+    options: &Options,
+) -> Result<(report::ArgoFigures, crate::TestNamespace)> {
+    eprintln!(
+        "argo: {} workflows x {} suspend steps",
+        options.runs, options.steps
+    );
+    let ns = crate::TestNamespace::new().await?;
+    let argo = crate::Argo::start(&crate::kubeconfig()?, ns.name()).await?;
+    let before = crate::apimetrics::scrape(client).await?;
+    let chains = argo
+        .run_chains(options.runs, options.steps, options.bound)
+        .await?;
+    let after = workload::settled_writes(client, &before, options.bound).await?;
+    drop(argo);
+    let figures = report::ArgoFigures {
+        chains,
+        writes: after.since(&before),
+    };
+    Ok((figures, ns))
 }
 
 /// `steps` steps: an http call to `addr`, then a condition reading it, …

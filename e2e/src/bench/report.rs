@@ -19,6 +19,16 @@ pub struct Figures {
     pub jobs: Option<Jobs>,
     /// Memory with many active Runs.
     pub memory: Option<Memory>,
+    /// Argo Workflows on the same chains as `conditions`.
+    pub argo: Option<ArgoFigures>,
+}
+
+/// Argo Workflows running pod-less chains, and what it wrote.
+pub struct ArgoFigures {
+    /// Its runs, steps and gaps (1-second resolution).
+    pub chains: crate::argo::ChainReport,
+    /// Every API write from the first submission until they settled.
+    pub writes: crate::apimetrics::WriteCounts,
 }
 
 /// Runs of in-controller steps.
@@ -209,7 +219,65 @@ impl Figures {
                 &format!("≤ 150 MiB: {}", verdict(m.active_mib <= 150.0)),
             );
         }
+        if let Some(a) = &self.argo {
+            self.argo_rows(&mut out, a);
+        }
         out
+    }
+
+    fn argo_rows(&self, out: &mut String, a: &ArgoFigures) {
+        let c = &a.chains;
+        let runs = c.workflows.max(1) as f64;
+        let ours = self.conditions.as_ref().map(|k| {
+            let m = &k.measured;
+            (
+                m.runs as f64 / m.seconds,
+                m.writes.total() as f64 / m.runs.max(1) as f64,
+            )
+        });
+        row(
+            out,
+            &format!(
+                "Argo Workflows v4.0.5, default settings: {} workflows × {} `suspend: 0` steps",
+                c.workflows, c.steps_per_workflow
+            ),
+            &format!(
+                "{:.1} s; **{:.0} steps/s**, **{:.1} workflows/s**; step-to-step p50 {:.0} s, p99 {:.0} s (1-second resolution)",
+                c.elapsed.as_secs_f64(),
+                c.steps_per_second,
+                c.workflows_per_second,
+                c.step_latency_p50.as_secs_f64(),
+                c.step_latency_p99.as_secs_f64()
+            ),
+            "",
+        );
+        let writes = a.writes.total() as f64 / runs;
+        row(
+            out,
+            "— API writes per workflow",
+            &format!(
+                "**{writes:.2}**: {}",
+                a.writes
+                    .by_resource()
+                    .iter()
+                    .map(|(r, n)| format!("{r} {:.2}", *n as f64 / runs))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "",
+        );
+        if let Some((our_rate, our_writes)) = ours {
+            let ratio = our_rate / c.workflows_per_second.max(f64::MIN_POSITIVE);
+            row(
+                out,
+                "— Coxswain condition runs ÷ Argo workflows per second (same N × M, same run)",
+                &format!("**{ratio:.1}×**; writes per run {our_writes:.2} vs {writes:.2}"),
+                &format!(
+                    "≥ 5× and no more writes: {}",
+                    verdict(ratio >= 5.0 && our_writes <= writes)
+                ),
+            );
+        }
     }
 
     fn in_controller_rows(&self, out: &mut String, c: &InController, plain: Option<f64>) {

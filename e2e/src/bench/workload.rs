@@ -146,8 +146,8 @@ impl Stage {
 }
 
 /// Scrapes the write counters until two scrapes half a second apart
-/// agree (within `bound`), and returns the last.
-async fn settled_writes(
+/// agree (within `bound`), and returns the last (also for the Argo part).
+pub async fn settled_writes(
     client: &Client,
     before: &WriteCounts,
     bound: Duration,

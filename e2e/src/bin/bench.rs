@@ -46,7 +46,8 @@ struct Args {
     /// `--controller-arg=--reconcile-concurrency=32`.
     #[arg(long = "controller-arg", allow_hyphen_values = true)]
     controller_args: Vec<String>,
-    /// Run only these parts: plain, http, jobs, memory (repeat it).
+    /// Run only these parts: plain, http, conditions, jobs, memory, argo
+    /// (repeat it; argo needs `e2e/argo/build` first).
     #[arg(long)]
     only: Vec<String>,
 }

@@ -61,10 +61,16 @@ impl ControllerProcess {
     }
 
     /// A controller for one test's namespace: it watches only that
-    /// namespace, keeps its Lease there, serves metrics on a free port and
-    /// may call the test's servers on the loopback address; `extra` flags
-    /// come after those.
+    /// namespace, keeps its Lease there, serves metrics on a free port, may
+    /// call the test's servers on the loopback address, and gives step pods
+    /// the stripped executable ([`crate::stripped_coxswain_bin`]: each pod
+    /// keeps its own copy until it is deleted, and a debug build's copies
+    /// filled the disk); `extra` flags come after those. Controllers
+    /// started with [`ControllerProcess::start_with`] (the chart's tests)
+    /// keep the default of no flag: their own executable.
     pub async fn for_namespace(namespace: &str, extra: &[&str]) -> crate::Result<Self> {
+        let stripped = crate::stripped_coxswain_bin()?;
+        let stripped = stripped.to_string_lossy().into_owned();
         let mut args = vec![
             "--namespace",
             namespace,
@@ -75,6 +81,9 @@ impl ControllerProcess {
             "--allow-net",
             "127.0.0.1/32",
         ];
+        if !extra.contains(&"--job-executable") {
+            args.extend(["--job-executable", &stripped]);
+        }
         args.extend_from_slice(extra);
         Self::start(&args).await
     }

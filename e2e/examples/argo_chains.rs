@@ -19,7 +19,8 @@
 
 use std::time::Duration;
 
-use coxswain_e2e::argo::{ChainReport, StepKind, run_coxswain_chains, writes};
+use coxswain_e2e::apimetrics::{self, WriteCounts};
+use coxswain_e2e::argo::{ChainReport, StepKind, run_coxswain_chains};
 use coxswain_e2e::{Argo, ControllerProcess, Kubectl, client_for, kubeconfig};
 
 /// The most pod steps one `--pods` batch may run (see the disk note in `parse_args`).
@@ -97,13 +98,13 @@ fn memory(pid: u32) -> String {
 
 /// Prints a batch's report, the controller's memory and the API writes
 /// counted between `before` and `after`.
-fn print_batch(report: &ChainReport, pid: u32, before: &writes::Writes, after: &writes::Writes) {
-    let delta = writes::delta(before, after);
+fn print_batch(report: &ChainReport, pid: u32, before: &WriteCounts, after: &WriteCounts) {
+    let delta = after.since(before);
     println!("{report}");
     println!("controller memory after the batch: {}", memory(pid));
-    let all = writes::total(&delta, &[]);
+    let all = delta.total();
     // Lease renewals and the stand-in node's status run on a clock, whatever the work.
-    let work = writes::total(&delta, &["leases", "nodes/status"]);
+    let work = all - delta.resource("leases", "") - delta.resource("nodes", "status");
     let chains = report.workflows as f64;
     println!(
         "API writes during the batch: {all} in all, {work} without Lease and node-status renewals \
@@ -112,8 +113,13 @@ fn print_batch(report: &ChainReport, pid: u32, before: &writes::Writes, after: &
         work as f64 / chains,
         work as f64 / (chains * report.steps_per_workflow as f64)
     );
-    for ((resource, verb), n) in &delta {
-        println!("  {verb:>6} {resource:<40} {n}");
+    for (key, n) in &delta.0 {
+        let resource = if key.subresource.is_empty() {
+            key.resource.clone()
+        } else {
+            format!("{}/{}", key.resource, key.subresource)
+        };
+        println!("  {:>6} {resource:<40} {n}", key.verb);
     }
 }
 
@@ -143,10 +149,10 @@ async fn coxswain_batch(
     let client = client_for(kubeconfig).await?;
     // A first run of one step, so the controller is up before the clock starts.
     run_coxswain_chains(&client, &namespace, 1, 1, Duration::from_secs(120)).await?;
-    let before = writes::scrape(&client).await?;
+    let before = apimetrics::scrape(&client).await?;
     let report =
         run_coxswain_chains(&client, &namespace, args.workflows, args.steps, args.bound).await?;
-    let after = writes::scrape(&client).await?;
+    let after = apimetrics::scrape(&client).await?;
     print_batch(&report, controller.pid(), &before, &after);
     Ok(())
 }
@@ -161,11 +167,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = client_for(&kubeconfig).await?;
     eprintln!("argo started (log {}); submitting", argo.log().display());
 
-    let before = writes::scrape(&client).await?;
+    let before = apimetrics::scrape(&client).await?;
     let report = argo
         .run_chains_of(args.kind, args.workflows, args.steps, args.bound)
         .await?;
-    let after = writes::scrape(&client).await?;
+    let after = apimetrics::scrape(&client).await?;
     println!(
         "argo controller flags: {}",
         if extra.is_empty() {

@@ -13,7 +13,6 @@
 mod chains;
 mod coxswain_runs;
 mod report;
-pub mod writes;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use coxswain_e2e::argo::{StepKind, run_coxswain_chains, writes};
+use coxswain_e2e::apimetrics;
+use coxswain_e2e::argo::{StepKind, run_coxswain_chains};
 use coxswain_e2e::{Argo, ControllerProcess, Kubectl, TestNamespace, kubeconfig};
 
 #[tokio::test]
@@ -59,14 +60,14 @@ async fn argo_runs_five_pod_less_chains_of_three_steps_and_the_report_counts_the
     let argo = Argo::start(&kubeconfig, ns.name())
         .await
         .expect("argo starts");
-    let before = writes::scrape(&ns.client()).await.expect("metrics");
+    let before = apimetrics::scrape(&ns.client()).await.expect("metrics");
 
     let report = argo
         .run_chains(5, 3, Duration::from_secs(300))
         .await
         .expect("the chains succeed");
 
-    let after = writes::scrape(&ns.client()).await.expect("metrics");
+    let after = apimetrics::scrape(&ns.client()).await.expect("metrics");
     println!("{report}");
     assert_eq!(report.workflows, 5, "{report}");
     assert_eq!(report.steps_per_workflow, 3, "{report}");
@@ -96,9 +97,14 @@ async fn argo_runs_five_pod_less_chains_of_three_steps_and_the_report_counts_the
     assert_eq!(phases, ["Succeeded"; 6], "{phases:?}");
     // The 5 creations went through the API server and were counted (at
     // least: the counters are the API server's, shared with the other test).
-    let delta = writes::delta(&before, &after);
+    let delta = after.since(&before);
     let created = delta
-        .get(&("workflows".to_string(), "POST".to_string()))
+        .0
+        .get(&apimetrics::WriteKey {
+            resource: "workflows".into(),
+            subresource: String::new(),
+            verb: "POST".into(),
+        })
         .copied()
         .unwrap_or(0);
     assert!(created >= 5, "{delta:?}");

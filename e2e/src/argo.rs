@@ -14,7 +14,6 @@ mod chains;
 mod coxswain_runs;
 mod report;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -296,7 +295,7 @@ async fn create_namespace(client: &Client, namespace: &str) -> Result<()> {
 /// controller (where `ARGO_BUILD_ARGOEXEC=1 e2e/argo/build` puts `argoexec`)
 /// comes first.
 async fn create_configmap(client: &Client, namespace: &str, controller: &Path) -> Result<()> {
-    let port = free_port()?;
+    let port = crate::free_port()?;
     let bin_dir = controller.parent().unwrap_or(Path::new("."));
     let path = format!("{}:{NODE_PATH}", bin_dir.display());
     let executor = json!({"env": [{"name": "PATH", "value": path}]});
@@ -354,10 +353,6 @@ fn create_or_keep<T>(result: std::result::Result<T, kube::Error>) -> Result<()> 
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 fn spawn(

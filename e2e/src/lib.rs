@@ -93,5 +93,13 @@ pub fn stripped_coxswain_bin() -> Result<std::path::PathBuf> {
     Ok(out)
 }
 
+/// A port nothing listens on now on the loopback address, for a server a
+/// test starts in another process (a webhook, Argo's metrics).
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

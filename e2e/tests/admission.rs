@@ -127,12 +127,6 @@ impl Drop for Setup {
     }
 }
 
-/// A free port on the loopback address.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
 const NOT_A_FLOW: &str = r#"
 apiVersion: coxswain.dev/v1alpha1
 kind: Flow
@@ -154,7 +148,10 @@ async fn setup_with(alone: bool) -> Setup {
     kubectl
         .apply(ns.name(), RBAC)
         .unwrap_or_else(|e| panic!("{e}"));
-    let url = format!("https://127.0.0.1:{}", free_port());
+    let url = format!(
+        "https://127.0.0.1:{}",
+        coxswain_e2e::free_port().expect("a free port")
+    );
     let controller = if alone {
         Server::Webhook(WebhookProcess::start(ns.name(), &url).await)
     } else {

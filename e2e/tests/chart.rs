@@ -107,14 +107,6 @@ items:
     subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}]
 "#;
 
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// The chart's controller environment for a replica outside the cluster:
 /// `COXSWAIN_WEBHOOK_URL` (set by the caller) replaces the Service the
 /// chart names, which the API server cannot reach here; everything else —
@@ -212,7 +204,7 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
         ],
     );
     let mut installed = Installed::rbac(&render).await;
-    let port = free_port();
+    let port = coxswain_e2e::free_port().expect("a free port");
     let base = format!("https://127.0.0.1:{port}");
     installed.admission(&render, &base);
     let secret = json!({
@@ -241,7 +233,10 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
         ));
         ControllerProcess::start_with(&kubeconfig, &[], &env).expect("controller starts")
     };
-    let controllers = [replica(port), replica(free_port())];
+    let controllers = [
+        replica(port),
+        replica(coxswain_e2e::free_port().expect("a free port")),
+    ];
     let logs = || {
         controllers
             .iter()

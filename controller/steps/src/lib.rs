@@ -2,6 +2,7 @@
 //! executors serve `coxswain run` and the controller.
 
 pub mod agent;
+pub mod chat;
 
 // The core's modules under their old paths, so `crate::engine::Work` reads
 // as it did when the executors lived in one crate with the core.

@@ -45,6 +45,10 @@ pub struct FlowSpec {
     /// Starts runs on a timetable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// Starts runs from a chat room: `!NAME some words` typed by an allowed
+    /// user starts a run with `{text, prompt, sender, room}` as its input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Command>,
     /// The run's output: JSON in which `$...` strings are references, such as
     /// `{post: $steps.draft.output}`. Default: the last step's output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +78,31 @@ pub struct Schedule {
     /// A start missed by more than this many seconds is skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starting_deadline_seconds: Option<i64>,
+}
+
+/// A conversation command: how people start this flow from a chat.
+///
+/// The controller follows `rooms` through the connection `chat` names. For
+/// `!review fix the intro` it creates a Run named after the chat event (a
+/// message replayed after a restart finds the Run already there), answers in
+/// the message's thread with the Run's name, and again with the outcome and
+/// the output when the run ends.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Command {
+    /// The word typed after `!`: `review` is started by `!review …`.
+    /// Lowercase letters, digits, `-` and `_`.
+    pub name: String,
+    /// The chat connection: the name of a Secret in the flow's namespace with
+    /// `type` (`matrix` or `slack`) and `token`; Matrix adds `url` (the
+    /// homeserver), Slack adds `signingSecret` (and `url` for another Web API).
+    pub chat: String,
+    /// Where the command is heard: Matrix room ids (`!abc:example.org`) or
+    /// aliases (`#ops:example.org`), or Slack channel ids.
+    pub rooms: Vec<String>,
+    /// Who may start a run: Matrix user ids (`@alice:example.org`) or Slack
+    /// user ids; `"*"` lets everyone in the rooms. Others are told no.
+    pub allowed_users: Vec<String>,
 }
 
 /// What a schedule does when the previous run is still going.

@@ -18,7 +18,7 @@ mod step;
 pub mod stored;
 
 pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
-pub use flow::{ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
+pub use flow::{Command, ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
 pub use offload::MovedValue;
 pub use run::{
     Arrow, Attempt, FlowRef, MAX_VALUE_BYTES, PartRecord, ReviewNote, Run, RunPhase, RunSpec,

@@ -4,6 +4,7 @@
 //! way wherever it is caught.
 
 mod answers;
+mod command;
 mod digest;
 mod documents;
 pub mod draw;
@@ -17,6 +18,7 @@ mod secrets;
 mod validate;
 
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
+pub use command::check_command;
 pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;

@@ -7,7 +7,8 @@ use crate::api::{FlowSpec, Step};
 /// One Secret a step binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundSecret {
-    /// The key of the step that binds it (the parallel step for its part).
+    /// The key of the step that binds it (the parallel step for its part);
+    /// empty for the flow's `command` connection.
     pub step: String,
     /// Where, such as `http.headers[0].valueFrom`.
     pub field: String,
@@ -19,6 +20,13 @@ pub struct BoundSecret {
 /// listed twice (each place is named).
 pub fn bound_secrets(spec: &FlowSpec) -> Vec<BoundSecret> {
     let mut found = Vec::new();
+    if let Some(command) = &spec.command {
+        found.push(BoundSecret {
+            step: String::new(),
+            field: "command.chat".into(),
+            name: command.chat.clone(),
+        });
+    }
     for step in &spec.steps {
         collect(step, &step.key, "", &mut found);
     }

@@ -173,6 +173,11 @@ impl<'a> Checker<'a, '_, '_> {
                 self.report("", field, message, None);
             }
         }
+        if let Some(command) = &spec.command {
+            for (field, message) in super::check_command(command) {
+                self.report("", &field, message, None);
+            }
+        }
         if let Some(schema) = &spec.input {
             for problem in check_schema(schema) {
                 self.report("", &problem.path, problem.message, None);

@@ -46,9 +46,14 @@ pub fn refusal(name: &str, problems: &[String]) -> String {
 
 /// The line for a Secret the applier may not read.
 pub fn unreadable_secret(user: &str, secret: &BoundSecret) -> String {
+    let step = if secret.step.is_empty() {
+        String::new()
+    } else {
+        format!("step {}: ", secret.step)
+    };
     format!(
-        "step {}: {}: `{user}` may not read the Secret `{}`, so may not bind it in a flow (nobody gains a Secret through Coxswain)",
-        secret.step, secret.field, secret.name
+        "{step}{}: `{user}` may not read the Secret `{}`, so may not bind it in a flow (nobody gains a Secret through Coxswain)",
+        secret.field, secret.name
     )
 }
 

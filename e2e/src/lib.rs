@@ -10,6 +10,7 @@
 pub mod apimetrics;
 pub mod argo;
 pub mod bench;
+pub mod chat;
 mod cluster;
 mod controller;
 mod error;
@@ -20,6 +21,7 @@ mod pods;
 mod wait;
 
 pub use argo::Argo;
+pub use chat::{MatrixUser, Synapse};
 pub use cluster::{client, client_for, kubeconfig, restart_apiserver, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;

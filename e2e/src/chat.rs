@@ -389,10 +389,24 @@ impl Synapse {
         Ok(transcript(&self.events(user, room).await?))
     }
 
+    /// A chat connection Secret named `name` for a Flow's `command.chat`:
+    /// `type: matrix`, this server's `url` and `user`'s `token` (the bot's,
+    /// [`Synapse::user`]`("coxswain")`), as JSON to create or apply.
+    pub fn connection_secret(&self, name: &str, user: &MatrixUser) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name},
+            "type": "Opaque",
+            "stringData": {"type": "matrix", "url": self.url(), "token": user.token},
+        })
+    }
+
     fn value(&self, key: &str) -> Result<&str> {
         self.env.get(key).map(String::as_str).ok_or_else(|| {
             Error::Chat(format!(
-                "{} has no {key} (a user up did not make?)",
+                "{} has no {key}: e2e/chat/up makes the users coxswain, alice and bob; \
+                 Synapse::register makes others",
                 self.env_file.display()
             ))
         })

@@ -152,6 +152,25 @@ async fn the_shared_room_has_alice_and_bob_joined_and_the_bot_invited() -> Resul
         matches!(membership.as_deref(), Some("invite" | "join")),
         "the bot's membership: {membership:?}"
     );
+
+    // the connection Secret a Flow's `command.chat` names speaks as the bot
+    let secret = synapse.connection_secret("matrix", &bot);
+    assert_eq!(secret["stringData"]["type"], "matrix");
+    let data = &secret["stringData"];
+    let whoami: Value = reqwest::Client::new()
+        .get(format!(
+            "{}/_matrix/client/v3/account/whoami",
+            data["url"].as_str().unwrap_or_default()
+        ))
+        .bearer_auth(data["token"].as_str().unwrap_or_default())
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .expect("whoami with the Secret's url and token")
+        .json()
+        .await
+        .expect("whoami answers JSON");
+    assert_eq!(whoami["user_id"], bot.id.as_str());
     Ok(())
 }
 
@@ -164,6 +183,10 @@ async fn a_registered_user_is_made_once_and_logs_in_again_later() -> Result<()> 
         .unwrap_or_default();
     let name = format!("carol-{}-{nanos}", std::process::id());
 
+    match synapse.user(&name) {
+        Err(Error::Chat(message)) => assert!(message.contains("register"), "{message}"),
+        other => panic!("a user up did not make: {other:?}"),
+    }
     let made = synapse.register(&name).await?;
     let again = synapse.register(&name).await?;
     assert_eq!(made.id, format!("@{name}:{}", synapse.server_name()?));

@@ -1,0 +1,361 @@
+//! Conversation commands on a real Matrix homeserver (`e2e/chat`) and the
+//! real API server: people type `!review …` in a room, the controller
+//! starts the flow's Run, answers in the message's thread, and posts the
+//! outcome there when the run ends; someone not allowed is told no and
+//! starts nothing; a controller killed while messages arrive starts each
+//! Run exactly once and answers each message once.
+//!
+//! Flows and the connection Secret go through kubectl, as people send them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use coxswain::api::Run;
+use coxswain_e2e::chat::thread_root;
+use coxswain_e2e::{ControllerProcess, Kubectl, MatrixUser, Synapse, TestNamespace, wait_for};
+use coxswain_k8s::names;
+use kube::api::ListParams;
+use serde_json::Value;
+
+const BOUND: Duration = Duration::from_secs(120);
+
+/// A room with alice and bob in it and the bot invited, a namespace with
+/// the connection Secret and a `review` flow that alice may start.
+struct Setup {
+    synapse: Synapse,
+    alice: MatrixUser,
+    bob: MatrixUser,
+    room: String,
+    ns: TestNamespace,
+    kubectl: Kubectl,
+}
+
+async fn setup(allowed: &str) -> Setup {
+    let synapse = Synapse::start().await.expect("synapse");
+    let (alice, bob, bot) = (
+        synapse.user("alice").expect("alice"),
+        synapse.user("bob").expect("bob"),
+        synapse.user("coxswain").expect("the bot"),
+    );
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let room = synapse
+        .new_room(&alice, &format!("reviews {}", ns.name()), &[&bob])
+        .await
+        .expect("room");
+    synapse
+        .invite(&alice, &room, &bot.id)
+        .await
+        .expect("invite the bot");
+    let secret = synapse.connection_secret("team-chat", &bot);
+    kubectl
+        .apply(ns.name(), &secret.to_string())
+        .expect("the connection Secret");
+    let allowed = if allowed == "alice" {
+        alice.id.clone()
+    } else {
+        allowed.to_string()
+    };
+    let flow = format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: review}}
+spec:
+  command:
+    name: review
+    chat: team-chat
+    rooms: ["{room}"]
+    allowedUsers: ["{allowed}"]
+  output: {{reviewed: $input.prompt, asker: $input.sender, asked: $steps.check.output.result}}
+  steps:
+    - key: check
+      condition:
+        when: $input.prompt != ""
+"#
+    );
+    kubectl.apply(ns.name(), &flow).expect("the flow");
+    Setup {
+        synapse,
+        alice,
+        bob,
+        room,
+        ns,
+        kubectl,
+    }
+}
+
+impl Setup {
+    /// Waits until the controller follows the connection (its position is
+    /// stored): messages from then on are news.
+    async fn following(&self, controller: &ControllerProcess) {
+        let name = names::chat_position("team-chat");
+        wait_for("the controller follows the room", BOUND, || async {
+            Ok(self
+                .kubectl
+                .run(&[
+                    "get",
+                    "configmap",
+                    &name,
+                    "-n",
+                    self.ns.name(),
+                    "-o",
+                    "json",
+                ])
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .filter(|map| {
+                    map["data"]["rooms"]
+                        .as_str()
+                        .is_some_and(|r| r.contains(&self.room))
+                }))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    }
+
+    /// The bot's answers in the thread of `root`, oldest first.
+    async fn answers(&self, root: &str) -> Vec<String> {
+        let events = self
+            .synapse
+            .events(&self.alice, &self.room)
+            .await
+            .expect("events");
+        bodies_in_thread(&events, root)
+    }
+
+    async fn wait_answers(
+        &self,
+        root: &str,
+        count: usize,
+        controller: &ControllerProcess,
+    ) -> Vec<String> {
+        wait_for(&format!("{count} answers to {root}"), BOUND, || async {
+            let answers = self.answers(root).await;
+            Ok((answers.len() >= count).then_some(answers))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}\nthe room:\n{}\n{}",
+                futures_transcript(self),
+                controller.log_text()
+            )
+        })
+    }
+
+    async fn runs(&self) -> Vec<Run> {
+        self.ns
+            .api::<Run>()
+            .list(&ListParams::default().labels(names::CHAT_LABEL))
+            .await
+            .expect("runs")
+            .items
+    }
+}
+
+fn futures_transcript(setup: &Setup) -> String {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        handle.block_on(setup.synapse.transcript(&setup.alice, &setup.room))
+    })
+    .unwrap_or_default()
+}
+
+fn bodies_in_thread(events: &[Value], root: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| thread_root(e) == Some(root))
+        .filter(|e| {
+            e["sender"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("@coxswain:"))
+        })
+        .filter_map(|e| e["content"]["body"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_starts_a_run_and_its_outcome_is_posted_in_the_thread() {
+    let setup = setup("alice").await;
+    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
+        .await
+        .expect("controller");
+    setup.following(&controller).await;
+
+    let asked = setup
+        .synapse
+        .send_text(&setup.alice, &setup.room, "!review the intro, please")
+        .await
+        .expect("alice asks");
+    let run_name = names::command_run("review", &asked);
+    let answers = setup.wait_answers(&asked, 2, &controller).await;
+    assert!(
+        answers[0].starts_with(&format!("Started run `{run_name}` of flow `review`")),
+        "{answers:?}"
+    );
+    let run = setup
+        .kubectl
+        .wait_run(setup.ns.name(), &run_name, &["Succeeded"], BOUND)
+        .await
+        .expect("the run succeeds");
+    assert_eq!(run["spec"]["input"]["text"], "!review the intro, please");
+    assert_eq!(run["spec"]["input"]["prompt"], "the intro, please");
+    assert_eq!(run["spec"]["input"]["sender"], setup.alice.id.as_str());
+    assert_eq!(run["spec"]["input"]["room"], setup.room.as_str());
+    assert!(
+        answers[1].starts_with(&format!("Run `{run_name}` succeeded. Output:")),
+        "{answers:?}"
+    );
+    assert!(
+        answers[1].contains("\"reviewed\": \"the intro, please\""),
+        "{}",
+        answers[1]
+    );
+    assert!(answers[1].contains("\"asked\": true"), "{}", answers[1]);
+    let answered = wait_for("the run is marked answered", BOUND, || async {
+        let run: Value =
+            setup
+                .kubectl
+                .json(&["get", "run", &run_name, "-n", setup.ns.name(), "-o", "json"]);
+        Ok(
+            run["metadata"]["annotations"][names::CHAT_ANSWERED_ANNOTATION]
+                .as_str()
+                .map(str::to_string),
+        )
+    })
+    .await
+    .expect("answered");
+    assert!(
+        answered.starts_with('$'),
+        "the outcome's event id: {answered}"
+    );
+
+    // bob is not allowed: a polite no in his thread, and no Run.
+    let refused = setup
+        .synapse
+        .send_text(&setup.bob, &setup.room, "!review mine too")
+        .await
+        .expect("bob asks");
+    let answers = setup.wait_answers(&refused, 1, &controller).await;
+    assert!(
+        answers[0].starts_with(&format!(
+            "Sorry {}, you may not start `!review` here",
+            setup.bob.id
+        )),
+        "{answers:?}"
+    );
+    // Plain talk and other commands get no answer and start nothing.
+    let chatter = setup
+        .synapse
+        .send_text(&setup.alice, &setup.room, "thanks! !review is neat")
+        .await
+        .expect("chatter");
+    let last = setup
+        .synapse
+        .send_text(&setup.alice, &setup.room, "!review last one")
+        .await
+        .expect("alice asks again");
+    setup.wait_answers(&last, 1, &controller).await;
+    assert!(setup.answers(&chatter).await.is_empty());
+    let runs: BTreeSet<String> = setup
+        .runs()
+        .await
+        .iter()
+        .map(|r| r.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        runs,
+        BTreeSet::from([run_name, names::command_run("review", &last)]),
+        "bob's command started nothing"
+    );
+    println!(
+        "the room:\n{}",
+        setup
+            .synapse
+            .transcript(&setup.alice, &setup.room)
+            .await
+            .expect("transcript")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_controller_killed_while_commands_arrive_starts_each_run_once() {
+    const COMMANDS: usize = 12;
+    let setup = setup("*").await;
+    let mut controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
+        .await
+        .expect("controller");
+    setup.following(&controller).await;
+
+    let mut asked = Vec::new();
+    for i in 0..COMMANDS {
+        let who = if i % 2 == 0 { &setup.alice } else { &setup.bob };
+        let event = setup
+            .synapse
+            .send_text(who, &setup.room, &format!("!review part {i}"))
+            .await
+            .expect("a command");
+        asked.push(event);
+        if i % 4 == 1 {
+            // Killed with answers half written, and down while messages come.
+            tokio::time::sleep(Duration::from_millis(150 * (i as u64 % 3 + 1))).await;
+            controller.kill();
+            let event = setup
+                .synapse
+                .send_text(&setup.alice, &setup.room, "while it is down: hello")
+                .await
+                .expect("chatter");
+            assert!(!event.is_empty());
+            controller.restart().expect("restart");
+        }
+    }
+    for root in &asked {
+        setup.wait_answers(root, 2, &controller).await;
+    }
+    let events = setup
+        .synapse
+        .events(&setup.alice, &setup.room)
+        .await
+        .expect("events");
+    let mut names_seen = BTreeMap::new();
+    for (i, root) in asked.iter().enumerate() {
+        let answers = bodies_in_thread(&events, root);
+        let run_name = names::command_run("review", root);
+        let started = answers
+            .iter()
+            .filter(|a| a.starts_with("Started run"))
+            .count();
+        let ended = answers
+            .iter()
+            .filter(|a| a.starts_with(&format!("Run `{run_name}` succeeded")))
+            .count();
+        assert_eq!(
+            (started, ended),
+            (1, 1),
+            "command {i} answered once each: {answers:?}"
+        );
+        names_seen.insert(run_name, i);
+    }
+    let runs = setup.runs().await;
+    assert_eq!(runs.len(), COMMANDS, "one Run per command");
+    for run in &runs {
+        let name = run.metadata.name.clone().unwrap_or_default();
+        let i = names_seen
+            .get(&name)
+            .unwrap_or_else(|| panic!("unexpected run {name}"));
+        assert_eq!(
+            run.spec.input.as_ref().map(|v| v["prompt"].clone()),
+            Some(Value::from(format!("part {i}")))
+        );
+    }
+    println!(
+        "the room:\n{}",
+        setup
+            .synapse
+            .transcript(&setup.alice, &setup.room)
+            .await
+            .expect("transcript")
+    );
+}

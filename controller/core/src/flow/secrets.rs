@@ -87,6 +87,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_commands_connection_is_a_bound_secret() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            r##"
+command: {name: review, chat: team-chat, rooms: ["!r:x"], allowedUsers: ["*"]}
+steps:
+  - key: check
+    condition: {when: "true"}
+"##,
+        )
+        .expect("flow");
+        assert_eq!(
+            bound_secrets(&spec),
+            [BoundSecret {
+                step: String::new(),
+                field: "command.chat".into(),
+                name: "team-chat".into(),
+            }]
+        );
+    }
+
+    #[test]
     fn secrets_are_found_in_every_kind_and_nesting() {
         let spec: FlowSpec = serde_yaml::from_str(
             r##"

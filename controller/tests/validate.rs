@@ -548,6 +548,40 @@ fn webhook_url_placeholders_are_checked_like_an_http_url() {
 }
 
 #[test]
+fn a_message_step_gives_exactly_one_target() {
+    let problems = check(
+        "steps:\n  - key: b\n    message: {text: hi}\n",
+    );
+    assert_one(&problems, "b", "message", "give one of `webhook`, `slack` or `matrix`");
+    let problems = check(
+        "steps:\n  - key: b\n    message: {text: hi, webhook: {url: 'https://h.example/'}, matrix: {homeserver: 'https://m.example.org', room: '!a:m.example.org', tokenSecretRef: {name: m, key: t}}}\n",
+    );
+    assert_one(&problems, "b", "message", "this step gives `webhook` and `matrix`");
+}
+
+#[test]
+fn a_matrix_target_is_checked_field_by_field() {
+    let step = |homeserver: &str, room: &str| {
+        format!(
+            "steps:\n  - key: b\n    message: {{text: hi, matrix: {{homeserver: '{homeserver}', room: '{room}', tokenSecretRef: {{name: m, key: t}}}}}}\n"
+        )
+    };
+    assert!(check(&step("https://m.example.org", "#ops:m.example.org")).is_empty());
+    assert_one(
+        &check(&step("https://m.example.org", "ops")),
+        "b",
+        "message.matrix.room",
+        "`ops` is not a room id",
+    );
+    assert_one(
+        &check(&step("matrix.example.org", "!a:m.example.org")),
+        "b",
+        "message.matrix.homeserver",
+        "is not a URL",
+    );
+}
+
+#[test]
 fn framing_and_hop_by_hop_headers_are_refused() {
     for (name, fragment) in [
         ("Host", "the host is the URL's"),

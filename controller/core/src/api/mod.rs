@@ -26,7 +26,7 @@ pub use run::{
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,
-    HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MessageStep, NameValue, OnFailure,
+    HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MatrixTarget, MessageStep, NameValue, OnFailure,
     ParallelPart, ParallelStep, Reply, ReplyFormat, ScriptOutput, ScriptStep, SecretKeyRef,
     SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
 };

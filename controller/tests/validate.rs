@@ -371,7 +371,7 @@ fn kinds_check_their_own_fields() {
             "http.keep.id",
             "response path",
         ),
-        ("message: {text: hi}", "message", "`webhook` or `slack`"),
+        ("message: {text: hi}", "message", "`webhook`, `slack` or `matrix`"),
         (
             "condition: {when: 'true', paths: [{name: a, when: 'true'}]}",
             "condition",

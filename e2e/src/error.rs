@@ -36,6 +36,22 @@ pub enum Error {
     /// The benchmark could not go on.
     #[error("benchmark: {0}")]
     Bench(String),
+    /// The e2e Matrix homeserver could not be started, read or reached.
+    #[error("matrix: {0}")]
+    Chat(String),
+    /// The homeserver answered a request with an error (Matrix's
+    /// `errcode`, e.g. `M_FORBIDDEN`, `M_USER_IN_USE`, `M_LIMIT_EXCEEDED`).
+    #[error("matrix: {request}: HTTP {status} {errcode}: {error}")]
+    MatrixRefused {
+        /// Method and path, `PUT /_matrix/client/v3/rooms/…`.
+        request: String,
+        /// The HTTP status.
+        status: u16,
+        /// Matrix's error code, empty when the answer had none.
+        errcode: String,
+        /// Matrix's error text, or the whole answer.
+        error: String,
+    },
     /// A condition was not reached in time (a bound, not a timing assertion).
     #[error("timed out after {0:?} waiting for {1}")]
     Timeout(Duration, String),

@@ -5,11 +5,14 @@
 //! this crate starts the Go harness in `e2e/cluster` — etcd, kube-apiserver,
 //! kube-controller-manager and a stand-in node that runs pods as local
 //! processes — once per test binary, or uses `KUBECONFIG` when it is set.
-//! Every test gets its own namespace ([`TestNamespace`]).
+//! Every test gets its own namespace ([`TestNamespace`]). Chat tests get a
+//! real Matrix homeserver, Synapse from PyPI, the same way ([`Synapse`]),
+//! and a room each.
 
 pub mod apimetrics;
 pub mod argo;
 pub mod bench;
+pub mod chat;
 mod cluster;
 mod controller;
 mod error;
@@ -20,6 +23,7 @@ mod pods;
 mod wait;
 
 pub use argo::Argo;
+pub use chat::{MatrixUser, Synapse};
 pub use cluster::{client, client_for, kubeconfig, restart_apiserver, workspace_root};
 pub use controller::ControllerProcess;
 pub use error::Error;

@@ -87,7 +87,11 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
         settings.namespace.clone(),
         on_quit(quitting),
     );
-    let work = async { tokio::join!(runs, flows) };
+    let chat = chat(client.clone(), settings.clone(), on_quit(quit.subscribe()))?;
+    let work = async {
+        let (runs, flows, ()) = tokio::join!(runs, flows, chat);
+        (runs, flows)
+    };
     tokio::pin!(work);
     let lost = async {
         match &leadership {
@@ -122,6 +126,33 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     }
     tracing::info!("coxswain controller stopped");
     outcome
+}
+
+/// The conversation commands' followers and outcome poster, until
+/// `shutdown`; nothing when `--chat-commands=false`.
+fn chat(
+    client: Client,
+    settings: Arc<Settings>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<impl Future<Output = ()>, Error> {
+    let policy = net_policy(&settings)?;
+    Ok(async move {
+        if settings.chat.chat_commands {
+            crate::chat::run(client, settings.namespace.clone(), policy, shutdown).await;
+        }
+    })
+}
+
+/// The network policy of everything the controller reaches for a flow:
+/// the cluster's defaults, with `--allow-net`'s ranges let through.
+fn net_policy(settings: &Settings) -> Result<NetPolicy, Error> {
+    let mut allowed = Vec::new();
+    for block in &settings.allow_net {
+        allowed.push(
+            parse_block(block).map_err(|e| Error::Setting(format!("--allow-net {block}: {e}")))?,
+        );
+    }
+    Ok(NetPolicy::cluster().allowing(allowed))
 }
 
 /// The Run reconciler, until `shutdown`.
@@ -187,13 +218,7 @@ fn context(
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
 ) -> Result<(Arc<Context>, Finishes), Error> {
-    let mut allowed = Vec::new();
-    for block in &settings.allow_net {
-        allowed.push(
-            parse_block(block).map_err(|e| Error::Setting(format!("--allow-net {block}: {e}")))?,
-        );
-    }
-    let policy = NetPolicy::cluster().allowing(allowed);
+    let policy = net_policy(&settings)?;
     let agent = LocalConfig::from_env(AgentFlags {
         url: settings.agent.agent_url.clone(),
         model: settings.agent.agent_model.clone(),

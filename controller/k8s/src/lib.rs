@@ -14,6 +14,7 @@ use coxswain_core::{api, engine, flow};
 use coxswain_steps as steps;
 
 pub mod admission;
+pub mod chat;
 pub mod controller;
 pub mod error;
 pub mod flows;

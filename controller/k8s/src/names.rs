@@ -39,6 +39,43 @@ pub const SCHEDULED_AT_ANNOTATION: &str = "coxswain.dev/scheduled-at";
 /// `RunInfo.since` (and keeps it in `status.since`).
 pub const SINCE_ANNOTATION: &str = "coxswain.dev/since";
 
+/// Label on Runs a conversation command started: the chat connection
+/// (Secret) it came through. The outcome poster watches these Runs.
+pub const CHAT_LABEL: &str = "coxswain.dev/chat";
+
+/// Annotation on a Run a command started: the chat connection (Secret name,
+/// whole; the label may be cut to fit).
+pub const CHAT_CONNECTION_ANNOTATION: &str = "coxswain.dev/chat-connection";
+
+/// Annotation on a Run a command started: the room's id.
+pub const CHAT_ROOM_ANNOTATION: &str = "coxswain.dev/chat-room";
+
+/// Annotation on a Run a command started: the chat event (message) id.
+pub const CHAT_EVENT_ANNOTATION: &str = "coxswain.dev/chat-event";
+
+/// Annotation on a Run a command started: the thread answers go to.
+pub const CHAT_THREAD_ANNOTATION: &str = "coxswain.dev/chat-thread";
+
+/// Annotation on a Run a command started: who typed the command.
+pub const CHAT_SENDER_ANNOTATION: &str = "coxswain.dev/chat-sender";
+
+/// Annotation set once the outcome of a command's Run was posted (its event
+/// id), so a restarted controller does not post it again.
+pub const CHAT_ANSWERED_ANNOTATION: &str = "coxswain.dev/chat-answered";
+
+/// The Run a conversation command starts: `<flow>-c<digest of the chat
+/// event id>`, so the same message heard twice (a restart, a redelivery)
+/// is refused as existing the second time.
+pub fn command_run(flow: &str, event_id: &str) -> String {
+    let digest = hex(&Sha256::digest(event_id.as_bytes()));
+    joined(flow, &format!("c{}", &digest[..12]), LABEL_MAX)
+}
+
+/// The ConfigMap holding a chat connection's sync position.
+pub fn chat_position(connection: &str) -> String {
+    joined("coxswain-chat", connection, NAME_MAX)
+}
+
 /// The Run a Flow's schedule starts for a slot: `<flow>-<minutes since the
 /// Unix epoch>`, cut to fit a label value, so a restarted controller never
 /// starts the same slot twice (the second create is refused as existing).

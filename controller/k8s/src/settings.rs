@@ -48,6 +48,24 @@ pub struct Settings {
     /// The admission webhook, served by every replica.
     #[command(flatten)]
     pub admission: crate::admission::AdmissionSettings,
+    /// Conversation commands: flows started from chat rooms.
+    #[command(flatten)]
+    pub chat: ChatSettings,
+}
+
+/// Conversation commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ChatSettings {
+    /// Follow the chat rooms that Flows' `command`s name and start their
+    /// Runs (on the leader). `false` leaves chats alone.
+    #[arg(
+        long,
+        env = "COXSWAIN_CHAT_COMMANDS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub chat_commands: bool,
 }
 
 /// Where agent steps go; each flag wins over its `COXSWAIN_AGENT_*` variable,

@@ -6,7 +6,7 @@
 //! the first event's id, so a caller that derives the id from what it is
 //! answering (a run's attempt, a chat event) never posts twice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,6 +134,9 @@ pub struct MatrixEvent {
     /// When the sender's server received it, in milliseconds since 1970.
     #[serde(default)]
     pub origin_server_ts: i64,
+    /// For state events such as memberships: whom it is about.
+    #[serde(default)]
+    pub state_key: Option<String>,
 }
 
 impl MatrixEvent {
@@ -147,6 +150,13 @@ impl MatrixEvent {
             return None;
         }
         self.content.get("body")?.as_str()
+    }
+
+    /// Whether this is `user` joining the room.
+    pub fn is_join_of(&self, user: &str) -> bool {
+        self.kind == "m.room.member"
+            && self.state_key.as_deref() == Some(user)
+            && self.content.get("membership").and_then(Value::as_str) == Some("join")
     }
 
     /// The `rel_type` of the event's `m.relates_to`, if any.
@@ -471,20 +481,23 @@ impl Matrix {
         Ok(answer.next_batch)
     }
 
-    /// Everything that happened in `rooms` (ids) since `since`, waiting up
-    /// to `wait` for something to happen. A timeline cut short by the
-    /// homeserver is completed from the room's history, so no event between
-    /// `since` and the returned position is left out.
+    /// The messages and memberships in `rooms` (ids) since `since`,
+    /// waiting up to `wait` for something to happen. A timeline cut short by
+    /// the homeserver is completed from the room's history, so no event
+    /// between `since` and the returned position is left out; except in
+    /// `fresh` rooms (joined since `since`), whose earlier history is not
+    /// news to a follower.
     pub async fn sync(
         &self,
         since: &str,
         rooms: &[String],
+        fresh: &BTreeSet<String>,
         wait: Duration,
     ) -> Result<SyncBatch, MatrixError> {
         let filter = json!({
             "room": {
                 "rooms": rooms,
-                "timeline": {"limit": TIMELINE_LIMIT, "types": ["m.room.message"]},
+                "timeline": {"limit": TIMELINE_LIMIT, "types": ["m.room.message", "m.room.member"]},
                 "state": {"types": []},
                 "ephemeral": {"types": []},
                 "account_data": {"types": []},
@@ -503,6 +516,7 @@ impl Matrix {
             let timeline = joined.timeline;
             let mut events = Vec::new();
             if timeline.limited
+                && !fresh.contains(&room)
                 && let Some(from) = &timeline.prev_batch
             {
                 events = self.history(&room, from, since).await?;

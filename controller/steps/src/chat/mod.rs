@@ -4,5 +4,7 @@
 //! the callers.
 
 pub mod matrix;
+pub mod slack;
 
 pub use matrix::{Matrix, MatrixError, MatrixEvent, SyncBatch};
+pub use slack::{Slack, SlackError};

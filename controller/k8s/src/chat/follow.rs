@@ -1,0 +1,345 @@
+//! Following the rooms of one Matrix connection: long-polling `/sync`,
+//! turning each command into a Run (or a refusal), answering in the thread,
+//! and storing the position after every batch.
+//!
+//! Exactly once, across crashes: a batch is acted on before its position is
+//! stored, so a crash replays at most that batch. A replayed command finds
+//! its Run already there (the name comes from the event id) and its answers
+//! carry the same transaction ids, which the homeserver posts once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::PostParams;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt};
+
+use super::command::{self, Decision, Heard, Listener};
+use super::connection::{self, Connection};
+use super::position::{self, Position};
+use crate::api::{Flow, Run};
+use crate::error::Error;
+use crate::steps::chat::{Matrix, MatrixError, MatrixEvent};
+use crate::steps::net::{self, NetPolicy};
+
+/// How long one sync waits for news.
+const SYNC_WAIT: Duration = Duration::from_secs(25);
+/// The longest pause after failures, doubling from one second.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// One connection's follower.
+pub struct Follower {
+    /// The API server.
+    pub client: Client,
+    /// The connection's namespace.
+    pub namespace: String,
+    /// The connection (Secret) name.
+    pub connection: String,
+    /// Every Flow the controller sees.
+    pub flows: Store<DeserializeGuard<Flow>>,
+    /// The network policy chat calls go through.
+    pub policy: Arc<NetPolicy>,
+}
+
+/// Why a batch could not be acted on; the follower pauses and starts over
+/// from the stored position.
+#[derive(Debug, thiserror::Error)]
+enum FollowError {
+    #[error(transparent)]
+    Connection(#[from] connection::ConnectionError),
+    #[error(transparent)]
+    Matrix(#[from] MatrixError),
+    #[error(transparent)]
+    Kube(#[from] Error),
+    #[error("the HTTP client could not be built: {0}")]
+    Client(net::NetError),
+}
+
+impl Follower {
+    /// Follows until the task is dropped; failures are logged and retried
+    /// with back-off from the stored position.
+    pub async fn run(self) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            match self.follow().await {
+                Ok(()) => backoff = Duration::from_secs(1),
+                Err(e) => {
+                    tracing::warn!(namespace = %self.namespace, connection = %self.connection, "chat: {e}");
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+            tokio::time::sleep(backoff).await;
+        }
+    }
+
+    /// The flows of this connection whose command is valid.
+    fn flows(&self) -> Vec<Arc<Flow>> {
+        self.flows
+            .state()
+            .iter()
+            .filter_map(|guard| guard.0.as_ref().ok())
+            .filter(|flow| flow.namespace().as_deref() == Some(self.namespace.as_str()))
+            .filter(|flow| {
+                flow.spec.command.as_ref().is_some_and(|c| {
+                    c.chat == self.connection && crate::flow::check_command(c).is_empty()
+                })
+            })
+            .map(|flow| Arc::new(flow.clone()))
+            .collect()
+    }
+
+    /// Follows as long as nothing fails; `Ok` when the connection is not
+    /// Matrix (Slack pushes its events to the endpoint instead).
+    async fn follow(&self) -> Result<(), FollowError> {
+        let found = connection::read(&self.client, &self.namespace, &self.connection).await?;
+        let Connection::Matrix { url, token } = found else {
+            tokio::time::sleep(MAX_BACKOFF).await;
+            return Ok(());
+        };
+        let http = net::client(self.policy.clone(), net::Redirects::SameOrigin)
+            .map_err(FollowError::Client)?;
+        let matrix = Matrix::new(http, self.policy.clone(), &url, &token)?;
+        let me = matrix.whoami().await?;
+        let mut joined: BTreeMap<String, String> = BTreeMap::new();
+        let mut position = match position::load(&self.client, &self.namespace, &self.connection)
+            .await?
+        {
+            Some(position) => position,
+            None => {
+                // Nothing stored: what happens from now on is news.
+                self.join_all(&matrix, &mut joined).await;
+                let since = matrix.now().await?;
+                let mut start = Position::new(since, joined.values().cloned().collect());
+                position::save(&self.client, &self.namespace, &self.connection, &mut start).await?;
+                tracing::info!(namespace = %self.namespace, connection = %self.connection, user = %me, "chat: following from now on");
+                start
+            }
+        };
+        loop {
+            let flows = self.flows();
+            self.join_all(&matrix, &mut joined).await;
+            let rooms: Vec<String> = joined.values().cloned().collect();
+            let fresh: BTreeSet<String> = rooms
+                .iter()
+                .filter(|r| !position.rooms.contains(*r))
+                .cloned()
+                .collect();
+            let batch = matrix
+                .sync(&position.since, &rooms, &fresh, SYNC_WAIT)
+                .await?;
+            let listeners = listeners(&flows, &joined);
+            for (room, events) in &batch.rooms {
+                for event in news(events, fresh.contains(room), &me) {
+                    self.act(&matrix, room, event, &listeners).await?;
+                }
+            }
+            position.since = batch.next_batch;
+            position.rooms.extend(batch.rooms.keys().cloned());
+            position.rooms.extend(fresh);
+            position::save(
+                &self.client,
+                &self.namespace,
+                &self.connection,
+                &mut position,
+            )
+            .await?;
+        }
+    }
+
+    /// Joins every room the connection's flows list and remembers its id;
+    /// a room that cannot be joined is logged and tried again next time.
+    async fn join_all(&self, matrix: &Matrix, joined: &mut BTreeMap<String, String>) {
+        let wanted: BTreeSet<String> = self
+            .flows()
+            .iter()
+            .filter_map(|f| f.spec.command.as_ref())
+            .flat_map(|c| c.rooms.iter().cloned())
+            .collect();
+        joined.retain(|written, _| wanted.contains(written));
+        for room in wanted {
+            if joined.contains_key(&room) {
+                continue;
+            }
+            match matrix.join(&room).await {
+                Ok(id) => {
+                    tracing::info!(%room, %id, connection = %self.connection, "chat: joined");
+                    joined.insert(room, id);
+                }
+                Err(e) => {
+                    tracing::warn!(%room, connection = %self.connection, "chat: cannot join: {e}")
+                }
+            }
+        }
+    }
+
+    /// Acts on one message: a Run and its answer, a refusal, or nothing.
+    /// Fails only when trying again later may work.
+    async fn act(
+        &self,
+        matrix: &Matrix,
+        room: &str,
+        event: &MatrixEvent,
+        listeners: &[Listener<'_>],
+    ) -> Result<(), FollowError> {
+        let Some(text) = event.text() else {
+            return Ok(());
+        };
+        let heard = Heard {
+            connection: self.connection.clone(),
+            room: room.to_string(),
+            event_id: event.event_id.clone(),
+            thread_root: event.thread_root().to_string(),
+            sender: event.sender.clone(),
+            text: text.to_string(),
+        };
+        let (kind, answer) = match command::decide(&heard, listeners) {
+            Decision::Ignore => return Ok(()),
+            Decision::Refuse(text) => ("refused", text),
+            Decision::Start(run) => self.start(&run, &heard).await?,
+        };
+        let txn = command::transaction(kind, &heard.event_id);
+        match matrix
+            .send_text(room, &txn, &answer, Some(&heard.thread_root))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_transient() => Err(e.into()),
+            Err(e) => {
+                tracing::warn!(%room, connection = %self.connection, "chat: cannot answer: {e}");
+                Ok(())
+            }
+        }
+    }
+
+    /// Creates the Run (finding it there is as good) and says what to answer.
+    async fn start(&self, run: &Run, heard: &Heard) -> Result<(&'static str, String), FollowError> {
+        let runs: Api<Run> = Api::namespaced(self.client.clone(), &self.namespace);
+        match runs.create(&PostParams::default(), run).await {
+            Ok(_) => {
+                tracing::info!(run = %run.name_any(), sender = %heard.sender, "chat: started a run");
+                Ok(("started", command::started_text(run)))
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                Ok(("started", command::started_text(run)))
+            }
+            Err(kube::Error::Api(status))
+                if (400..500).contains(&status.code) && status.code != 429 =>
+            {
+                let name = command::parse(&heard.text)
+                    .map(|(n, _)| n)
+                    .unwrap_or_default();
+                Ok((
+                    "not-started",
+                    command::not_started_text(name, &status.message),
+                ))
+            }
+            Err(e) => Err(Error::kube(format!("creating the run {}", run.name_any()), e).into()),
+        }
+    }
+}
+
+/// The listeners: each flow with its rooms as ids (rooms not joined yet
+/// are left out).
+fn listeners<'a>(flows: &'a [Arc<Flow>], joined: &BTreeMap<String, String>) -> Vec<Listener<'a>> {
+    flows
+        .iter()
+        .map(|flow| Listener {
+            flow,
+            rooms: flow
+                .spec
+                .command
+                .iter()
+                .flat_map(|c| c.rooms.iter())
+                .filter_map(|written| joined.get(written).cloned())
+                .collect(),
+        })
+        .collect()
+}
+
+/// The events of one room that are news: not the follower's own, and in a
+/// room joined since the last position, only those after its joining.
+fn news<'a>(
+    events: &'a [MatrixEvent],
+    fresh: bool,
+    me: &'a str,
+) -> impl Iterator<Item = &'a MatrixEvent> {
+    let start = if fresh {
+        events
+            .iter()
+            .rposition(|e| e.is_join_of(me))
+            .map_or(events.len(), |i| i + 1)
+    } else {
+        0
+    };
+    events[start..].iter().filter(move |e| e.sender != me)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(
+        id: &str,
+        sender: &str,
+        kind: &str,
+        content: serde_json::Value,
+        key: Option<&str>,
+    ) -> MatrixEvent {
+        MatrixEvent {
+            event_id: id.into(),
+            sender: sender.into(),
+            kind: kind.into(),
+            content,
+            origin_server_ts: 0,
+            state_key: key.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn in_a_fresh_room_only_what_follows_the_join_is_news() {
+        let me = "@bot:x";
+        let events = [
+            event(
+                "$old",
+                "@a:x",
+                "m.room.message",
+                json!({"msgtype": "m.text", "body": "!review old"}),
+                None,
+            ),
+            event(
+                "$join",
+                me,
+                "m.room.member",
+                json!({"membership": "join"}),
+                Some(me),
+            ),
+            event(
+                "$mine",
+                me,
+                "m.room.message",
+                json!({"msgtype": "m.text", "body": "hi"}),
+                None,
+            ),
+            event(
+                "$new",
+                "@a:x",
+                "m.room.message",
+                json!({"msgtype": "m.text", "body": "!review new"}),
+                None,
+            ),
+        ];
+        let ids = |fresh| {
+            news(&events, fresh, me)
+                .map(|e| e.event_id.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(true), ["$new"]);
+        assert_eq!(ids(false), ["$old", "$new"]);
+        // A fresh room whose join is not in the batch has no news yet.
+        assert!(news(&events[..1], true, me).next().is_none());
+    }
+}

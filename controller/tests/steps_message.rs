@@ -364,10 +364,7 @@ mod homeserver {
                     put(send),
                 )
                 .route("/_matrix/client/v3/directory/room/{alias}", get(alias))
-                .route(
-                    "/_matrix/client/v3/rooms/{room}/state/{kind}/",
-                    get(state),
-                )
+                .route("/_matrix/client/v3/rooms/{room}/state/{kind}/", get(state))
                 .with_state(shared);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -398,7 +395,11 @@ mod homeserver {
     }
 
     fn error(status: StatusCode, errcode: &str, error: &str) -> Response {
-        (status, axum::Json(json!({"errcode": errcode, "error": error}))).into_response()
+        (
+            status,
+            axum::Json(json!({"errcode": errcode, "error": error})),
+        )
+            .into_response()
     }
 
     fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
@@ -477,7 +478,9 @@ mod homeserver {
         }
         let rooms = shared.rooms.lock().unwrap();
         match rooms.aliases.get(&alias) {
-            Some(id) => axum::Json(json!({"room_id": id, "servers": ["example.org"]})).into_response(),
+            Some(id) => {
+                axum::Json(json!({"room_id": id, "servers": ["example.org"]})).into_response()
+            }
             None => error(
                 StatusCode::NOT_FOUND,
                 "M_NOT_FOUND",
@@ -503,11 +506,7 @@ mod homeserver {
         let rooms = shared.rooms.lock().unwrap();
         match (kind.as_str(), rooms.names.get(&room)) {
             ("m.room.name", Some(Some(name))) => axum::Json(json!({"name": name})).into_response(),
-            _ => error(
-                StatusCode::NOT_FOUND,
-                "M_NOT_FOUND",
-                "Event not found.",
-            ),
+            _ => error(StatusCode::NOT_FOUND, "M_NOT_FOUND", "Event not found."),
         }
     }
 }
@@ -516,9 +515,11 @@ use homeserver::Homeserver;
 
 fn matrix_executor() -> MessageExecutor {
     coxswain::steps::net::install_crypto_provider();
-    MessageExecutor::new(Arc::new(
-        MapSecrets::new().with("matrix", "token", MATRIX_TOKEN),
-    ))
+    MessageExecutor::new(Arc::new(MapSecrets::new().with(
+        "matrix",
+        "token",
+        MATRIX_TOKEN,
+    )))
     .unwrap()
 }
 
@@ -561,10 +562,7 @@ async fn matrix_posts_once_per_attempt_however_often_it_is_sent() {
         posted[0].content,
         json!({"msgtype": "m.text", "body": "Ready: Hi {{x.text}} and $steps.y.output"})
     );
-    let next = exec
-        .run(&attempt(message_work(step), 3))
-        .await
-        .unwrap();
+    let next = exec.run(&attempt(message_work(step), 3)).await.unwrap();
     assert_eq!(next.output["messageId"], "$event2");
     assert_eq!(server.posted().len(), 2);
     let txns: Vec<String> = server
@@ -592,7 +590,10 @@ async fn matrix_aliases_are_resolved_and_a_nameless_room_is_named_as_written() {
     assert_eq!(done.output["conversationName"], "Ops room");
     assert_eq!(server.posted()[0].room, "!ops:example.org");
     assert_eq!(server.requests()[0], "GET alias #ops:example.org");
-    let another = attempt(message_work(matrix_step(&server.base, "#plain:example.org")), 3);
+    let another = attempt(
+        message_work(matrix_step(&server.base, "#plain:example.org")),
+        3,
+    );
     let done = exec.run(&another).await.unwrap();
     assert_eq!(
         done.output,
@@ -605,7 +606,10 @@ async fn matrix_aliases_are_resolved_and_a_nameless_room_is_named_as_written() {
 async fn matrix_refusal_names_room_homeserver_and_errcode_never_the_token() {
     let server = Homeserver::start(MATRIX_TOKEN).await;
     let err = matrix_executor()
-        .run(&message_work(matrix_step(&server.base, "!closed:example.org")))
+        .run(&message_work(matrix_step(
+            &server.base,
+            "!closed:example.org",
+        )))
         .await
         .unwrap_err()
         .error;
@@ -617,7 +621,11 @@ async fn matrix_refusal_names_room_homeserver_and_errcode_never_the_token() {
         server.base.trim_start_matches("http://"),
         "[redacted secret matrix/token]",
     ] {
-        assert!(err.message.contains(part), "{part:?} not in {}", err.message);
+        assert!(
+            err.message.contains(part),
+            "{part:?} not in {}",
+            err.message
+        );
     }
     assert!(!err.message.contains(MATRIX_TOKEN), "{}", err.message);
     assert!(server.posted().is_empty());
@@ -627,18 +635,27 @@ async fn matrix_refusal_names_room_homeserver_and_errcode_never_the_token() {
 async fn matrix_unknown_alias_and_wrong_token_fail_by_name() {
     let server = Homeserver::start(MATRIX_TOKEN).await;
     let err = matrix_executor()
-        .run(&message_work(matrix_step(&server.base, "#nowhere:example.org")))
+        .run(&message_work(matrix_step(
+            &server.base,
+            "#nowhere:example.org",
+        )))
         .await
         .unwrap_err()
         .error;
     assert_eq!(err.code, codes::MESSAGE);
-    assert!(err.message.contains("#nowhere:example.org"), "{}", err.message);
+    assert!(
+        err.message.contains("#nowhere:example.org"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("M_NOT_FOUND"), "{}", err.message);
 
     coxswain::steps::net::install_crypto_provider();
-    let wrong = MessageExecutor::new(Arc::new(
-        MapSecrets::new().with("matrix", "token", "syt_someone_else"),
-    ))
+    let wrong = MessageExecutor::new(Arc::new(MapSecrets::new().with(
+        "matrix",
+        "token",
+        "syt_someone_else",
+    )))
     .unwrap();
     let err = wrong
         .run(&message_work(matrix_step(&server.base, "!ops:example.org")))
@@ -690,7 +707,8 @@ async fn a_step_with_two_targets_names_them_and_sends_nothing() {
         .error;
     assert_eq!(err.code, codes::MESSAGE);
     assert!(
-        err.message.contains("this step gives `webhook` and `matrix`"),
+        err.message
+            .contains("this step gives `webhook` and `matrix`"),
         "{}",
         err.message
     );
@@ -709,7 +727,9 @@ async fn slack_api(info: serde_json::Value) -> (String, Arc<std::sync::Mutex<Vec
     let seen: Seen = Arc::default();
     let posted = |State((seen, _)): State<(Seen, serde_json::Value)>, headers: HeaderMap| async move {
         let auth = headers.get("authorization").unwrap().to_str().unwrap();
-        seen.lock().unwrap().push(format!("POST chat.postMessage {auth}"));
+        seen.lock()
+            .unwrap()
+            .push(format!("POST chat.postMessage {auth}"));
         axum::Json(json!({"ok": true, "channel": "C123", "ts": "1712345678.000200"}))
     };
     let info_handler = |State((seen, info)): State<(Seen, serde_json::Value)>,

@@ -371,7 +371,11 @@ fn kinds_check_their_own_fields() {
             "http.keep.id",
             "response path",
         ),
-        ("message: {text: hi}", "message", "`webhook`, `slack` or `matrix`"),
+        (
+            "message: {text: hi}",
+            "message",
+            "`webhook`, `slack` or `matrix`",
+        ),
         (
             "condition: {when: 'true', paths: [{name: a, when: 'true'}]}",
             "condition",
@@ -549,14 +553,22 @@ fn webhook_url_placeholders_are_checked_like_an_http_url() {
 
 #[test]
 fn a_message_step_gives_exactly_one_target() {
-    let problems = check(
-        "steps:\n  - key: b\n    message: {text: hi}\n",
+    let problems = check("steps:\n  - key: b\n    message: {text: hi}\n");
+    assert_one(
+        &problems,
+        "b",
+        "message",
+        "give one of `webhook`, `slack` or `matrix`",
     );
-    assert_one(&problems, "b", "message", "give one of `webhook`, `slack` or `matrix`");
     let problems = check(
         "steps:\n  - key: b\n    message: {text: hi, webhook: {url: 'https://h.example/'}, matrix: {homeserver: 'https://m.example.org', room: '!a:m.example.org', tokenSecretRef: {name: m, key: t}}}\n",
     );
-    assert_one(&problems, "b", "message", "this step gives `webhook` and `matrix`");
+    assert_one(
+        &problems,
+        "b",
+        "message",
+        "this step gives `webhook` and `matrix`",
+    );
 }
 
 #[test]

@@ -70,9 +70,12 @@ fn homeserver_problem(homeserver: &str) -> Option<String> {
     None
 }
 
-/// A room id (`!abc:example.org`) or alias (`#ops:example.org`), written out.
+/// A room id (`!abc:example.org`, or `!` and a hash from room version 12
+/// on, which has no server part) or an alias (`#ops:example.org`, always
+/// with its server), written out.
 fn room_problem(room: &str) -> Option<String> {
-    const SHAPE: &str = "a room id such as `!abc:example.org` or an alias such as `#ops:example.org`";
+    const SHAPE: &str =
+        "a room id such as `!abc:example.org` or an alias such as `#ops:example.org`";
     if room.is_empty() {
         return Some(format!("name the room: {SHAPE}"));
     }
@@ -84,10 +87,15 @@ fn room_problem(room: &str) -> Option<String> {
     if room.chars().any(char::is_whitespace) {
         return Some(format!("`{room}` holds a space; write {SHAPE}"));
     }
-    let well_formed = (room.starts_with('!') || room.starts_with('#'))
-        && room[1..]
+    let well_formed = if let Some(id) = room.strip_prefix('!') {
+        !id.is_empty() && !id.starts_with(':')
+    } else if let Some(alias) = room.strip_prefix('#') {
+        alias
             .split_once(':')
-            .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty());
+            .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty())
+    } else {
+        false
+    };
     (!well_formed).then(|| format!("`{room}` is not {SHAPE}"))
 }
 
@@ -131,7 +139,12 @@ mod tests {
 
     #[test]
     fn ids_and_aliases_on_http_homeservers_pass() {
-        for room in ["!abc:example.org", "#ops:example.org", "#ops:localhost:8448"] {
+        for room in [
+            "!abc:example.org",
+            "!DRtI5QtkUsoaKPKk7zOA0EMGLETGdwL-zrZEYdHWiNA",
+            "#ops:example.org",
+            "#ops:localhost:8448",
+        ] {
             let target = matrix("https://matrix.example.org", room);
             assert!(check_matrix(&target).is_empty(), "{room}");
         }
@@ -140,7 +153,16 @@ mod tests {
 
     #[test]
     fn rooms_that_are_not_ids_or_aliases_are_refused() {
-        for room in ["ops", "#ops", "!:example.org", "#ops:", "", "# ops:x", "@bot:x"] {
+        for room in [
+            "ops",
+            "#ops",
+            "!",
+            "!:example.org",
+            "#ops:",
+            "",
+            "# ops:x",
+            "@bot:x",
+        ] {
             assert_eq!(
                 fields(&matrix("https://m.example.org", room)),
                 ["room"],
@@ -153,7 +175,12 @@ mod tests {
 
     #[test]
     fn homeservers_that_are_not_http_urls_are_refused() {
-        for homeserver in ["", "matrix.example.org", "ftp://m.example.org", "https://{{input.host}}"] {
+        for homeserver in [
+            "",
+            "matrix.example.org",
+            "ftp://m.example.org",
+            "https://{{input.host}}",
+        ] {
             let problems = check_matrix(&matrix(homeserver, "!a:b"));
             assert_eq!(problems.len(), 1, "{homeserver:?}: {problems:?}");
             assert_eq!(problems[0].0, "homeserver");
@@ -166,7 +193,10 @@ mod tests {
     fn an_empty_token_reference_is_refused_by_half() {
         let mut target = matrix("https://m.example.org", "!a:b");
         target.token_secret_ref = SecretKeyRef::default();
-        assert_eq!(fields(&target), ["tokenSecretRef.name", "tokenSecretRef.key"]);
+        assert_eq!(
+            fields(&target),
+            ["tokenSecretRef.name", "tokenSecretRef.key"]
+        );
     }
 
     #[test]

@@ -635,7 +635,13 @@ impl<'a> Checker<'a, '_, '_> {
             return self.report(key, &field(""), problem, None);
         }
         if let Some(webhook) = &m.webhook {
-            self.check_template(reader, key, &field(".webhook.url"), &webhook.url, Place::Url);
+            self.check_template(
+                reader,
+                key,
+                &field(".webhook.url"),
+                &webhook.url,
+                Place::Url,
+            );
         }
         if let Some(slack) = &m.slack
             && slack.channel.trim().is_empty()

@@ -106,9 +106,7 @@ mod tests {
         assert_ne!(first, transaction_id(&work("uid-2", "tell", 1)));
         assert_ne!(first, transaction_id(&work("uid-1", "other", 1)));
         assert!(
-            first
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            first.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
             "{first}"
         );
     }

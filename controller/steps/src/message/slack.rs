@@ -95,7 +95,9 @@ impl MessageExecutor {
         bearer: &HeaderValue,
         id: &str,
     ) -> Result<String, String> {
-        let mut url = self.slack_url("conversations.info").map_err(|e| e.to_string())?;
+        let mut url = self
+            .slack_url("conversations.info")
+            .map_err(|e| e.to_string())?;
         url.query_pairs_mut().append_pair("channel", id);
         self.policy
             .check_url(&url)
@@ -133,12 +135,13 @@ impl MessageExecutor {
 
 /// `Bearer {token}` as a header value that is never logged.
 fn bearer(r: &SecretKeyRef, token: &str) -> Result<HeaderValue, MessageError> {
-    let mut bearer =
-        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| MessageError::TokenChars {
+    let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        MessageError::TokenChars {
             service: "Slack",
             name: r.name.clone(),
             key: r.key.clone(),
-        })?;
+        }
+    })?;
     bearer.set_sensitive(true);
     Ok(bearer)
 }

@@ -29,7 +29,7 @@ impl MessageExecutor {
         let token = self.token("Matrix", r, redactor).await?;
         let failed = |error: MatrixError| MessageError::Matrix {
             room: target.room.clone(),
-            error,
+            error: Box::new(error),
         };
         let matrix = Matrix::new(
             self.client.clone(),

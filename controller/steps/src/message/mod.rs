@@ -148,8 +148,9 @@ pub enum MessageError {
     Matrix {
         /// The room as written in the step.
         room: String,
-        /// What went wrong, naming the homeserver.
-        error: MatrixError,
+        /// What went wrong, naming the homeserver (boxed: it is large and
+        /// rare).
+        error: Box<MatrixError>,
     },
 }
 
@@ -158,11 +159,12 @@ impl MessageError {
     pub fn code(&self) -> &str {
         match self {
             MessageError::Placeholder(inner) => &inner.code,
-            MessageError::Timeout { .. }
-            | MessageError::Matrix {
-                error: MatrixError::Timeout { .. },
-                ..
-            } => codes::TIMEOUT,
+            MessageError::Timeout { .. } => codes::TIMEOUT,
+            MessageError::Matrix { error, .. }
+                if matches!(**error, MatrixError::Timeout { .. }) =>
+            {
+                codes::TIMEOUT
+            }
             MessageError::Token { .. } | MessageError::TokenChars { .. } => codes::SECRET,
             _ => codes::MESSAGE,
         }

@@ -359,3 +359,75 @@ async fn a_controller_killed_while_commands_arrive_starts_each_run_once() {
             .expect("transcript")
     );
 }
+
+/// The notes of the Events on the Flow `flow` with `reason`.
+async fn flow_events(ns: &TestNamespace, flow: &str, reason: &str) -> Vec<String> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = ns.api();
+    events
+        .list(&ListParams::default().fields(&format!("regarding.name={flow},reason={reason}")))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Flow"))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_connection_is_told_on_the_flow_and_a_working_one_too() {
+    let setup = setup("alice").await;
+    // The connection loses its token: the flow's owner reads why in its Events.
+    let broken = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "team-chat"},
+        "type": "Opaque",
+        "stringData": {"type": "matrix", "url": setup.synapse.url()},
+    });
+    setup
+        .kubectl
+        .run(&["delete", "secret", "team-chat", "-n", setup.ns.name()])
+        .expect("delete the secret");
+    setup
+        .kubectl
+        .apply(setup.ns.name(), &broken.to_string())
+        .expect("a secret without a token");
+    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
+        .await
+        .expect("controller");
+    let notes = wait_for("a ChatFailed event on the flow", BOUND, || async {
+        let notes = flow_events(&setup.ns, "review", "ChatFailed").await;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert_eq!(
+        notes[0],
+        format!(
+            "chat connection {}/team-chat: the Secret has no `token` (the bot's access token)",
+            setup.ns.name()
+        )
+    );
+    // Mended, it follows the room and says so.
+    let bot = setup.synapse.user("coxswain").expect("bot");
+    setup
+        .kubectl
+        .apply(
+            setup.ns.name(),
+            &setup
+                .synapse
+                .connection_secret("team-chat", &bot)
+                .to_string(),
+        )
+        .expect("the token back");
+    setup.following(&controller).await;
+    let notes = wait_for("a ChatFollowing event on the flow", BOUND, || async {
+        let notes = flow_events(&setup.ns, "review", "ChatFollowing").await;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert!(
+        notes[0].contains(&setup.room) && notes[0].contains(&bot.id),
+        "{notes:?}"
+    );
+}

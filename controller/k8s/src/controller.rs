@@ -138,7 +138,18 @@ fn chat(
     let policy = net_policy(&settings)?;
     Ok(async move {
         if settings.chat.chat_commands {
-            crate::chat::run(client, settings.namespace.clone(), policy, shutdown).await;
+            let reporter = Reporter {
+                controller: "coxswain".into(),
+                instance: Some(settings.ops.identity()),
+            };
+            crate::chat::run(
+                client,
+                settings.namespace.clone(),
+                policy,
+                reporter,
+                shutdown,
+            )
+            .await;
         }
     })
 }

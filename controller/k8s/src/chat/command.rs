@@ -48,6 +48,8 @@ pub enum Decision {
     Start(Box<Run>),
     /// Tell the sender no, with this text.
     Refuse(String),
+    /// `!help`: list the commands of this room.
+    Help(String),
 }
 
 /// `!name the rest` → (`name`, `the rest`); anything else → `None`.
@@ -77,6 +79,7 @@ pub fn decide(heard: &Heard, listeners: &[Listener<'_>]) -> Decision {
         })
         .collect();
     let flow = match claimed.as_slice() {
+        [] if name == "help" => return help(heard, listeners),
         [] => return Decision::Ignore,
         [flow] => *flow,
         many => {
@@ -95,6 +98,42 @@ pub fn decide(heard: &Heard, listeners: &[Listener<'_>]) -> Decision {
         ));
     }
     Decision::Start(Box::new(command_run(flow, heard, prompt)))
+}
+
+/// The commands that start flows in the room of `heard`, one line each
+/// with the flow's description; nothing when no flow listens there (the
+/// room may have other bots that answer `!help`).
+fn help(heard: &Heard, listeners: &[Listener<'_>]) -> Decision {
+    let mut lines: Vec<String> = listeners
+        .iter()
+        .filter(|l| l.rooms.contains(&heard.room))
+        .filter_map(|l| {
+            let command = l.flow.spec.command.as_ref()?;
+            if command.chat != heard.connection {
+                return None;
+            }
+            let mut line = format!(
+                "`!{} …` starts the flow `{}`",
+                command.name,
+                l.flow.name_any()
+            );
+            if let Some(description) = &l.flow.spec.description {
+                line.push_str(&format!(": {}", description.trim()));
+            }
+            if !allowed(l.flow, &heard.sender) {
+                line.push_str(" (not by you)");
+            }
+            Some(line)
+        })
+        .collect();
+    if lines.is_empty() {
+        return Decision::Ignore;
+    }
+    lines.sort();
+    Decision::Help(format!(
+        "Commands here (the words after the command become the run's `prompt`):\n{}",
+        lines.join("\n")
+    ))
 }
 
 fn allowed(flow: &Flow, sender: &str) -> bool {
@@ -367,6 +406,36 @@ mod tests {
         let mut elsewhere = heard("@a:x", "!review");
         elsewhere.connection = "another".into();
         assert!(matches!(decide(&elsewhere, &listeners), Decision::Ignore));
+    }
+
+    #[test]
+    fn help_lists_the_rooms_commands_and_who_may_not() {
+        let mut review = flow("review", "review", &["!room:x"], &["@alice:x"]);
+        review.spec.description = Some("Reviews a draft.".into());
+        let deploy = flow("deploy", "deploy", &["!room:x"], &["*"]);
+        let elsewhere = flow("other", "other", &["!other:x"], &["*"]);
+        let listeners = [listen(&review), listen(&deploy), listen(&elsewhere)];
+        let Decision::Help(text) = decide(&heard("@bob:x", "!help"), &listeners) else {
+            panic!("expected help");
+        };
+        assert_eq!(
+            text,
+            "Commands here (the words after the command become the run's `prompt`):\n\
+             `!deploy …` starts the flow `deploy`\n\
+             `!review …` starts the flow `review`: Reviews a draft. (not by you)"
+        );
+        // A room where no flow listens gets no help from us.
+        let listeners = [listen(&elsewhere)];
+        assert!(matches!(
+            decide(&heard("@bob:x", "!help"), &listeners),
+            Decision::Ignore
+        ));
+        // A flow may claim `help` itself.
+        let own = flow("own", "help", &["!room:x"], &["*"]);
+        assert!(matches!(
+            decide(&heard("@bob:x", "!help"), &[listen(&own)]),
+            Decision::Start(_)
+        ));
     }
 
     #[test]

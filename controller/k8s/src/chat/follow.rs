@@ -8,11 +8,13 @@
 //! carry the same transaction ids, which the homeserver posts once.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kube::Resource;
 use kube::api::PostParams;
 use kube::core::DeserializeGuard;
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
@@ -41,6 +43,11 @@ pub struct Follower {
     pub flows: Store<DeserializeGuard<Flow>>,
     /// The network policy chat calls go through.
     pub policy: Arc<NetPolicy>,
+    /// Tells the flows' owners (`kubectl describe flow`) when following
+    /// starts and why it stopped.
+    pub recorder: Recorder,
+    /// Rooms that could not be joined and were told about once.
+    pub unjoinable: Mutex<BTreeSet<String>>,
 }
 
 /// Why a batch could not be acted on; the follower pauses and starts over
@@ -62,16 +69,56 @@ impl Follower {
     /// with back-off from the stored position.
     pub async fn run(self) {
         let mut backoff = Duration::from_secs(1);
+        let mut told = String::new();
         loop {
             match self.follow().await {
                 Ok(()) => backoff = Duration::from_secs(1),
                 Err(e) => {
-                    tracing::warn!(namespace = %self.namespace, connection = %self.connection, "chat: {e}");
+                    let text = e.to_string();
+                    tracing::warn!(namespace = %self.namespace, connection = %self.connection, "chat: {text}");
+                    if text != told {
+                        self.tell(EventType::Warning, "ChatFailed", &text).await;
+                        told = text;
+                    }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
             tokio::time::sleep(backoff).await;
         }
+    }
+
+    /// An Event on every flow of this connection; best effort.
+    async fn tell(&self, type_: EventType, reason: &str, note: &str) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Follow".into(),
+            secondary: None,
+        };
+        for flow in self.flows_of_connection() {
+            let reference = flow.object_ref(&());
+            if let Err(e) = self.recorder.publish(&event, &reference).await {
+                tracing::debug!(flow = %flow.name_any(), "chat: event not sent: {e}");
+            }
+        }
+    }
+
+    /// Every readable flow whose command names this connection, valid or not.
+    fn flows_of_connection(&self) -> Vec<Arc<Flow>> {
+        self.flows
+            .state()
+            .iter()
+            .filter_map(|guard| guard.0.as_ref().ok())
+            .filter(|flow| flow.namespace().as_deref() == Some(self.namespace.as_str()))
+            .filter(|flow| {
+                flow.spec
+                    .command
+                    .as_ref()
+                    .is_some_and(|c| c.chat == self.connection)
+            })
+            .map(|flow| Arc::new(flow.clone()))
+            .collect()
     }
 
     /// The flows of this connection whose command is valid.
@@ -117,6 +164,18 @@ impl Follower {
                 start
             }
         };
+        self.join_all(&matrix, &mut joined).await;
+        let rooms: Vec<&str> = joined.keys().map(String::as_str).collect();
+        let note = format!(
+            "following {} as {me} on {}",
+            if rooms.is_empty() {
+                "no room yet".to_string()
+            } else {
+                rooms.join(", ")
+            },
+            matrix.server()
+        );
+        self.tell(EventType::Normal, "ChatFollowing", &note).await;
         loop {
             let flows = self.flows();
             self.join_all(&matrix, &mut joined).await;
@@ -168,7 +227,17 @@ impl Follower {
                     joined.insert(room, id);
                 }
                 Err(e) => {
-                    tracing::warn!(%room, connection = %self.connection, "chat: cannot join: {e}")
+                    tracing::warn!(%room, connection = %self.connection, "chat: cannot join: {e}");
+                    if self
+                        .unjoinable
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(room.clone())
+                    {
+                        let note = format!("cannot join {room}: {e}");
+                        self.tell(EventType::Warning, "ChatRoomUnavailable", &note)
+                            .await;
+                    }
                 }
             }
         }
@@ -197,6 +266,7 @@ impl Follower {
         let (kind, answer) = match command::decide(&heard, listeners) {
             Decision::Ignore => return Ok(()),
             Decision::Refuse(text) => ("refused", text),
+            Decision::Help(text) => ("help", text),
             Decision::Start(run) => self.start(&run, &heard).await?,
         };
         let txn = command::transaction(kind, &heard.event_id);

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::core::DeserializeGuard;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -36,6 +37,7 @@ pub async fn run(
     client: Client,
     namespace: Option<String>,
     policy: NetPolicy,
+    reporter: Reporter,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let policy = Arc::new(policy);
@@ -54,7 +56,8 @@ pub async fn run(
         policy.clone(),
         std::future::pending(),
     );
-    let supervise = supervise(client, store, policy);
+    let recorder = Recorder::new(client.clone(), reporter);
+    let supervise = supervise(client, store, policy, recorder);
     tokio::select! {
         _ = reflect => {}
         _ = outcomes => {}
@@ -65,7 +68,12 @@ pub async fn run(
 
 /// Keeps one follower per connection that a valid flow's command names:
 /// started when the first such flow appears, stopped when the last goes.
-async fn supervise(client: Client, store: Store<DeserializeGuard<Flow>>, policy: Arc<NetPolicy>) {
+async fn supervise(
+    client: Client,
+    store: Store<DeserializeGuard<Flow>>,
+    policy: Arc<NetPolicy>,
+    recorder: Recorder,
+) {
     if store.wait_until_ready().await.is_err() {
         return;
     }
@@ -83,6 +91,8 @@ async fn supervise(client: Client, store: Store<DeserializeGuard<Flow>>, policy:
                 connection: key.1.clone(),
                 flows: store.clone(),
                 policy: policy.clone(),
+                recorder: recorder.clone(),
+                unjoinable: Default::default(),
             };
             tracing::info!(namespace = %key.0, connection = %key.1, "chat: following a connection");
             running.insert(key, Task(tokio::spawn(follower.run())));

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{Answer, StandIn, work};
-use coxswain::api::{MessageStep, SecretKeyRef, SlackTarget, WebhookTarget};
+use coxswain::api::{MatrixTarget, MessageStep, SecretKeyRef, SlackTarget, WebhookTarget};
 use coxswain::engine::{Task, Work, codes};
 use coxswain::steps::Executor;
 use coxswain::steps::message::MessageExecutor;
@@ -148,7 +148,7 @@ async fn slack_wire_format_and_success() {
     );
     assert_eq!(
         done.output,
-        json!({"messageId": "1712345678.000100", "conversationName": "#ops"})
+        json!({"messageId": "1712345678.000100", "conversationName": "ops"})
     );
     assert!(!done.output.to_string().contains(TOKEN));
 }
@@ -278,4 +278,534 @@ async fn a_webhook_url_placeholder_without_a_value_fails_before_sending() {
     assert_eq!(err.code, codes::PLACEHOLDER);
     assert!(err.message.contains("nowhere"), "{}", err.message);
     assert!(server.requests().is_empty());
+}
+
+// ---- Matrix -----------------------------------------------------------------
+
+const MATRIX_TOKEN: &str = "syt_bot_secret_token";
+
+/// A homeserver stand-in speaking the client-server API's wire format for
+/// the calls a message step makes. Like Synapse it remembers each
+/// transaction id of an access token and answers a repeat with the first
+/// event's id.
+mod homeserver {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::extract::{Path, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, put};
+    use serde_json::{Value, json};
+
+    /// One posted event.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Posted {
+        pub room: String,
+        pub event_id: String,
+        pub content: Value,
+    }
+
+    #[derive(Default)]
+    struct Rooms {
+        /// Room id to its `m.room.name`, if it has one.
+        names: BTreeMap<String, Option<String>>,
+        aliases: BTreeMap<String, String>,
+        /// Rooms the bot is not in: sending answers 403 M_FORBIDDEN.
+        closed: Vec<String>,
+        /// Rooms whose sends never answer.
+        slow: Vec<String>,
+        txns: BTreeMap<(String, String), String>,
+        posted: Vec<Posted>,
+        requests: Vec<String>,
+    }
+
+    #[derive(Clone)]
+    struct Shared {
+        token: String,
+        rooms: Arc<Mutex<Rooms>>,
+    }
+
+    pub struct Homeserver {
+        pub base: String,
+        rooms: Arc<Mutex<Rooms>>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Homeserver {
+        /// Rooms `!ops:example.org` (named "Ops room", alias
+        /// `#ops:example.org`), `!plain:example.org` (no name, alias
+        /// `#plain:example.org`), `!closed:example.org` (the bot is not in
+        /// it) and `!slow:example.org` (never answers).
+        pub async fn start(token: &str) -> Self {
+            let mut rooms = Rooms::default();
+            rooms
+                .names
+                .insert("!ops:example.org".into(), Some("Ops room".into()));
+            rooms.names.insert("!plain:example.org".into(), None);
+            rooms
+                .aliases
+                .insert("#ops:example.org".into(), "!ops:example.org".into());
+            rooms
+                .aliases
+                .insert("#plain:example.org".into(), "!plain:example.org".into());
+            rooms.closed.push("!closed:example.org".into());
+            rooms.slow.push("!slow:example.org".into());
+            let rooms = Arc::new(Mutex::new(rooms));
+            let shared = Shared {
+                token: token.to_string(),
+                rooms: rooms.clone(),
+            };
+            let app = Router::new()
+                .route(
+                    "/_matrix/client/v3/rooms/{room}/send/{kind}/{txn}",
+                    put(send),
+                )
+                .route("/_matrix/client/v3/directory/room/{alias}", get(alias))
+                .route("/_matrix/client/v3/rooms/{room}/state/{kind}/", get(state))
+                .with_state(shared);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let task = tokio::spawn(async move {
+                axum::serve(listener, app).await.unwrap();
+            });
+            Homeserver {
+                base: format!("http://{addr}"),
+                rooms,
+                task,
+            }
+        }
+
+        pub fn posted(&self) -> Vec<Posted> {
+            self.rooms.lock().unwrap().posted.clone()
+        }
+
+        /// Every request's method and path, in order.
+        pub fn requests(&self) -> Vec<String> {
+            self.rooms.lock().unwrap().requests.clone()
+        }
+    }
+
+    impl Drop for Homeserver {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    fn error(status: StatusCode, errcode: &str, error: &str) -> Response {
+        (
+            status,
+            axum::Json(json!({"errcode": errcode, "error": error})),
+        )
+            .into_response()
+    }
+
+    /// The 401 a request without the right token gets, if it lacks it.
+    fn refusal(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+        let expected = format!("Bearer {}", shared.token);
+        match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            Some(given) if given == expected => None,
+            Some(_) => Some(error(
+                StatusCode::UNAUTHORIZED,
+                "M_UNKNOWN_TOKEN",
+                "Invalid access token passed.",
+            )),
+            None => Some(error(
+                StatusCode::UNAUTHORIZED,
+                "M_MISSING_TOKEN",
+                "Missing access token.",
+            )),
+        }
+    }
+
+    async fn send(
+        State(shared): State<Shared>,
+        Path((room, kind, txn)): Path<(String, String, String)>,
+        headers: HeaderMap,
+        axum::Json(content): axum::Json<Value>,
+    ) -> Response {
+        let slow = {
+            let mut rooms = shared.rooms.lock().unwrap();
+            rooms.requests.push(format!("PUT send {room} {kind} {txn}"));
+            rooms.slow.contains(&room)
+        };
+        if slow {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        if let Some(refused) = refusal(&shared, &headers) {
+            return refused;
+        }
+        let mut rooms = shared.rooms.lock().unwrap();
+        if rooms.closed.contains(&room) {
+            // A careless server echoing the request's token.
+            let text = format!(
+                "User @bot:example.org not in room {room} (token {})",
+                shared.token
+            );
+            return error(StatusCode::FORBIDDEN, "M_FORBIDDEN", &text);
+        }
+        if !rooms.names.contains_key(&room) {
+            return error(StatusCode::NOT_FOUND, "M_NOT_FOUND", "Unknown room");
+        }
+        let key = (shared.token.clone(), txn);
+        if let Some(event_id) = rooms.txns.get(&key) {
+            return axum::Json(json!({"event_id": event_id})).into_response();
+        }
+        let event_id = format!("$event{}", rooms.posted.len() + 1);
+        rooms.txns.insert(key, event_id.clone());
+        rooms.posted.push(Posted {
+            room,
+            event_id: event_id.clone(),
+            content,
+        });
+        axum::Json(json!({"event_id": event_id})).into_response()
+    }
+
+    async fn alias(
+        State(shared): State<Shared>,
+        Path(alias): Path<String>,
+        headers: HeaderMap,
+    ) -> Response {
+        shared
+            .rooms
+            .lock()
+            .unwrap()
+            .requests
+            .push(format!("GET alias {alias}"));
+        if let Some(refused) = refusal(&shared, &headers) {
+            return refused;
+        }
+        let rooms = shared.rooms.lock().unwrap();
+        match rooms.aliases.get(&alias) {
+            Some(id) => {
+                axum::Json(json!({"room_id": id, "servers": ["example.org"]})).into_response()
+            }
+            None => error(
+                StatusCode::NOT_FOUND,
+                "M_NOT_FOUND",
+                &format!("Room alias {alias} not found"),
+            ),
+        }
+    }
+
+    async fn state(
+        State(shared): State<Shared>,
+        Path((room, kind)): Path<(String, String)>,
+        headers: HeaderMap,
+    ) -> Response {
+        shared
+            .rooms
+            .lock()
+            .unwrap()
+            .requests
+            .push(format!("GET state {room} {kind}"));
+        if let Some(refused) = refusal(&shared, &headers) {
+            return refused;
+        }
+        let rooms = shared.rooms.lock().unwrap();
+        match (kind.as_str(), rooms.names.get(&room)) {
+            ("m.room.name", Some(Some(name))) => axum::Json(json!({"name": name})).into_response(),
+            _ => error(StatusCode::NOT_FOUND, "M_NOT_FOUND", "Event not found."),
+        }
+    }
+}
+
+use homeserver::Homeserver;
+
+fn matrix_executor() -> MessageExecutor {
+    coxswain::steps::net::install_crypto_provider();
+    MessageExecutor::new(Arc::new(MapSecrets::new().with(
+        "matrix",
+        "token",
+        MATRIX_TOKEN,
+    )))
+    .unwrap()
+}
+
+fn matrix_step(homeserver: &str, room: &str) -> MessageStep {
+    MessageStep {
+        text: "Ready: {{draft.json.title}}".into(),
+        matrix: Some(MatrixTarget {
+            homeserver: homeserver.into(),
+            room: room.into(),
+            token_secret_ref: SecretKeyRef {
+                name: "matrix".into(),
+                key: "token".into(),
+            },
+        }),
+        ..Default::default()
+    }
+}
+
+fn attempt(mut work: Work, number: u32) -> Work {
+    work.attempt = number;
+    work
+}
+
+#[tokio::test]
+async fn matrix_posts_once_per_attempt_however_often_it_is_sent() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let exec = matrix_executor();
+    let step = matrix_step(&server.base, "!ops:example.org");
+    let first = exec.run(&message_work(step.clone())).await.unwrap();
+    let again = exec.run(&message_work(step.clone())).await.unwrap();
+    assert_eq!(
+        first.output,
+        json!({"messageId": "$event1", "conversationName": "Ops room"})
+    );
+    assert_eq!(again.output, first.output);
+    let posted = server.posted();
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert_eq!(posted[0].room, "!ops:example.org");
+    assert_eq!(
+        posted[0].content,
+        json!({"msgtype": "m.text", "body": "Ready: Hi {{x.text}} and $steps.y.output"})
+    );
+    let next = exec.run(&attempt(message_work(step), 3)).await.unwrap();
+    assert_eq!(next.output["messageId"], "$event2");
+    assert_eq!(server.posted().len(), 2);
+    let txns: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("PUT send"))
+        .collect();
+    assert_eq!(txns.len(), 3);
+    assert_eq!(txns[0], txns[1]);
+    assert_ne!(txns[0], txns[2]);
+    assert!(
+        txns[0].starts_with("PUT send !ops:example.org m.room.message coxswain-"),
+        "{txns:?}"
+    );
+}
+
+#[tokio::test]
+async fn matrix_aliases_are_resolved_and_a_nameless_room_is_named_as_written() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let exec = matrix_executor();
+    let done = exec
+        .run(&message_work(matrix_step(&server.base, "#ops:example.org")))
+        .await
+        .unwrap();
+    assert_eq!(done.output["conversationName"], "Ops room");
+    assert_eq!(server.posted()[0].room, "!ops:example.org");
+    assert_eq!(server.requests()[0], "GET alias #ops:example.org");
+    let another = attempt(
+        message_work(matrix_step(&server.base, "#plain:example.org")),
+        3,
+    );
+    let done = exec.run(&another).await.unwrap();
+    assert_eq!(
+        done.output,
+        json!({"messageId": "$event2", "conversationName": "#plain:example.org"})
+    );
+    assert_eq!(server.posted()[1].room, "!plain:example.org");
+}
+
+#[tokio::test]
+async fn matrix_refusal_names_room_homeserver_and_errcode_never_the_token() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let err = matrix_executor()
+        .run(&message_work(matrix_step(
+            &server.base,
+            "!closed:example.org",
+        )))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::MESSAGE);
+    for part in [
+        "!closed:example.org",
+        "M_FORBIDDEN",
+        "403",
+        server.base.trim_start_matches("http://"),
+        "[redacted secret matrix/token]",
+    ] {
+        assert!(
+            err.message.contains(part),
+            "{part:?} not in {}",
+            err.message
+        );
+    }
+    assert!(!err.message.contains(MATRIX_TOKEN), "{}", err.message);
+    assert!(server.posted().is_empty());
+}
+
+#[tokio::test]
+async fn matrix_unknown_alias_and_wrong_token_fail_by_name() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let err = matrix_executor()
+        .run(&message_work(matrix_step(
+            &server.base,
+            "#nowhere:example.org",
+        )))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::MESSAGE);
+    assert!(
+        err.message.contains("#nowhere:example.org"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("M_NOT_FOUND"), "{}", err.message);
+
+    coxswain::steps::net::install_crypto_provider();
+    let wrong = MessageExecutor::new(Arc::new(MapSecrets::new().with(
+        "matrix",
+        "token",
+        "syt_someone_else",
+    )))
+    .unwrap();
+    let err = wrong
+        .run(&message_work(matrix_step(&server.base, "!ops:example.org")))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::MESSAGE);
+    assert!(err.message.contains("M_UNKNOWN_TOKEN"), "{}", err.message);
+    assert!(!err.message.contains("syt_someone_else"), "{}", err.message);
+    assert!(server.posted().is_empty());
+}
+
+#[tokio::test]
+async fn matrix_without_its_token_is_a_secret_error_and_sends_nothing() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    coxswain::steps::net::install_crypto_provider();
+    let exec = MessageExecutor::new(Arc::new(MapSecrets::new())).unwrap();
+    let err = exec
+        .run(&message_work(matrix_step(&server.base, "!ops:example.org")))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::SECRET);
+    assert!(err.message.starts_with("Matrix token: "), "{}", err.message);
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn matrix_past_the_attempts_timeout_is_a_timeout() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let mut w = message_work(matrix_step(&server.base, "!slow:example.org"));
+    w.timeout = Some(std::time::Duration::from_millis(200));
+    let err = matrix_executor().run(&w).await.unwrap_err().error;
+    assert_eq!(err.code, codes::TIMEOUT);
+    assert!(err.message.contains("!slow:example.org"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn a_step_with_two_targets_names_them_and_sends_nothing() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let mut step = matrix_step(&server.base, "!ops:example.org");
+    step.webhook = Some(WebhookTarget {
+        url: server.base.clone(),
+    });
+    let err = matrix_executor()
+        .run(&message_work(step))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::MESSAGE);
+    assert!(
+        err.message
+            .contains("this step gives `webhook` and `matrix`"),
+        "{}",
+        err.message
+    );
+    assert!(server.requests().is_empty());
+}
+
+// ---- Slack channel names ------------------------------------------------------
+
+/// A Slack Web API stand-in: `chat.postMessage` posts to channel `C123`
+/// whatever it is given; `conversations.info` answers with `info`.
+async fn slack_api(info: serde_json::Value) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::extract::{Query, State};
+    use axum::http::HeaderMap;
+    use axum::routing::{get, post};
+    type Seen = Arc<std::sync::Mutex<Vec<String>>>;
+    let seen: Seen = Arc::default();
+    let posted = |State((seen, _)): State<(Seen, serde_json::Value)>, headers: HeaderMap| async move {
+        let auth = headers.get("authorization").unwrap().to_str().unwrap();
+        seen.lock()
+            .unwrap()
+            .push(format!("POST chat.postMessage {auth}"));
+        axum::Json(json!({"ok": true, "channel": "C123", "ts": "1712345678.000200"}))
+    };
+    let info_handler = |State((seen, info)): State<(Seen, serde_json::Value)>,
+                        Query(query): Query<std::collections::BTreeMap<String, String>>,
+                        headers: HeaderMap| async move {
+        let auth = headers.get("authorization").unwrap().to_str().unwrap();
+        seen.lock().unwrap().push(format!(
+            "GET conversations.info channel={} {auth}",
+            query.get("channel").map(String::as_str).unwrap_or("")
+        ));
+        axum::Json(info)
+    };
+    let app = axum::Router::new()
+        .route("/api/chat.postMessage", post(posted))
+        .route("/api/conversations.info", get(info_handler))
+        .with_state((seen.clone(), info));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}/api"), seen)
+}
+
+fn slack_channel_step(channel: &str) -> MessageStep {
+    let mut step = slack_step();
+    step.slack.as_mut().unwrap().channel = channel.into();
+    step
+}
+
+#[tokio::test]
+async fn slack_channel_ids_are_named_by_conversations_info() {
+    let (base, seen) = slack_api(json!({
+        "ok": true,
+        "channel": {"id": "C123", "name": "ops-alerts", "is_channel": true}
+    }))
+    .await;
+    let done = executor(&base)
+        .run(&message_work(slack_channel_step("C123")))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.output,
+        json!({"messageId": "1712345678.000200", "conversationName": "ops-alerts"})
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            format!("POST chat.postMessage Bearer {TOKEN}"),
+            format!("GET conversations.info channel=C123 Bearer {TOKEN}"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn slack_name_lookup_failing_keeps_the_channel_as_written_and_the_post() {
+    let (base, seen) = slack_api(json!({"ok": false, "error": "missing_scope"})).await;
+    let done = executor(&base)
+        .run(&message_work(slack_channel_step("C123")))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.output,
+        json!({"messageId": "1712345678.000200", "conversationName": "C123"})
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn slack_channel_written_as_a_name_needs_no_lookup() {
+    let (base, seen) = slack_api(json!({"ok": true, "channel": {"name": "wrong"}})).await;
+    let done = executor(&base)
+        .run(&message_work(slack_channel_step("#release-notes")))
+        .await
+        .unwrap();
+    assert_eq!(done.output["conversationName"], "release-notes");
+    assert_eq!(seen.lock().unwrap().len(), 1);
 }

@@ -371,7 +371,11 @@ fn kinds_check_their_own_fields() {
             "http.keep.id",
             "response path",
         ),
-        ("message: {text: hi}", "message", "`webhook` or `slack`"),
+        (
+            "message: {text: hi}",
+            "message",
+            "`webhook`, `slack` or `matrix`",
+        ),
         (
             "condition: {when: 'true', paths: [{name: a, when: 'true'}]}",
             "condition",
@@ -545,6 +549,48 @@ fn webhook_url_placeholders_are_checked_like_an_http_url() {
         "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, webhook: {{url: 'https://hooks.example/{{{{a.text}}}}'}}}}\n"
     ));
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn a_message_step_gives_exactly_one_target() {
+    let problems = check("steps:\n  - key: b\n    message: {text: hi}\n");
+    assert_one(
+        &problems,
+        "b",
+        "message",
+        "give one of `webhook`, `slack` or `matrix`",
+    );
+    let problems = check(
+        "steps:\n  - key: b\n    message: {text: hi, webhook: {url: 'https://h.example/'}, matrix: {homeserver: 'https://m.example.org', room: '!a:m.example.org', tokenSecretRef: {name: m, key: t}}}\n",
+    );
+    assert_one(
+        &problems,
+        "b",
+        "message",
+        "this step gives `webhook` and `matrix`",
+    );
+}
+
+#[test]
+fn a_matrix_target_is_checked_field_by_field() {
+    let step = |homeserver: &str, room: &str| {
+        format!(
+            "steps:\n  - key: b\n    message: {{text: hi, matrix: {{homeserver: '{homeserver}', room: '{room}', tokenSecretRef: {{name: m, key: t}}}}}}\n"
+        )
+    };
+    assert!(check(&step("https://m.example.org", "#ops:m.example.org")).is_empty());
+    assert_one(
+        &check(&step("https://m.example.org", "ops")),
+        "b",
+        "message.matrix.room",
+        "`ops` is not a room id",
+    );
+    assert_one(
+        &check(&step("matrix.example.org", "!a:m.example.org")),
+        "b",
+        "message.matrix.homeserver",
+        "is not a URL",
+    );
 }
 
 #[test]

@@ -67,7 +67,7 @@ pub struct Step {
     /// Sends one HTTP request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpStep>,
-    /// Posts a message to a webhook or a Slack channel.
+    /// Posts a message to a webhook, a Slack channel or a Matrix room.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<MessageStep>,
     /// Chooses a path: exits `true`/`false`, or the name of each path.
@@ -425,12 +425,33 @@ pub struct HttpBody {
 pub struct MessageStep {
     /// The message; placeholders are inserted as text.
     pub text: String,
-    /// Post to a generic webhook. Give either this or `slack`.
+    /// Post to a generic webhook. Give exactly one of `webhook`, `slack`
+    /// and `matrix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookTarget>,
-    /// Post to Slack with `chat.postMessage`. Give either this or `webhook`.
+    /// Post to Slack with `chat.postMessage`. Give exactly one of `webhook`,
+    /// `slack` and `matrix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackTarget>,
+    /// Post to a Matrix room. Give exactly one of `webhook`, `slack` and
+    /// `matrix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixTarget>,
+}
+
+impl MessageStep {
+    /// The names of the targets given (`webhook`, `slack`, `matrix`), in
+    /// that order: a valid step gives exactly one.
+    pub fn targets(&self) -> Vec<&'static str> {
+        [
+            ("webhook", self.webhook.is_some()),
+            ("slack", self.slack.is_some()),
+            ("matrix", self.matrix.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
 }
 
 /// A generic webhook that receives `{"text": …}`.
@@ -448,6 +469,19 @@ pub struct SlackTarget {
     /// The channel, such as `#ops` or a channel id.
     pub channel: String,
     /// The Secret key holding the bot token.
+    pub token_secret_ref: SecretKeyRef,
+}
+
+/// A Matrix room, posted to as the user whose access token the Secret holds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MatrixTarget {
+    /// The homeserver's base URL, such as `https://matrix.example.org`.
+    pub homeserver: String,
+    /// The room: an id (`!abc:example.org`) or an alias (`#ops:example.org`),
+    /// written out (no placeholders). The token's user must have joined it.
+    pub room: String,
+    /// The Secret key holding the access token.
     pub token_secret_ref: SecretKeyRef,
 }
 

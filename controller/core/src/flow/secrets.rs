@@ -67,6 +67,12 @@ fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
             &slack.token_secret_ref.name,
         );
     }
+    if let Some(matrix) = step.message.as_ref().and_then(|m| m.matrix.as_ref()) {
+        push(
+            "message.matrix.tokenSecretRef".into(),
+            &matrix.token_secret_ref.name,
+        );
+    }
     if let Some(parallel) = &step.parallel {
         collect(
             &parallel.step,
@@ -85,6 +91,27 @@ fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commands_connection_is_a_bound_secret() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            r##"
+command: {name: review, chat: team-chat, rooms: ["!r:x"], allowedUsers: ["*"]}
+steps:
+  - key: check
+    condition: {when: "true"}
+"##,
+        )
+        .expect("flow");
+        assert_eq!(
+            bound_secrets(&spec),
+            [BoundSecret {
+                step: String::new(),
+                field: "command.chat".into(),
+                name: "team-chat".into(),
+            }]
+        );
+    }
 
     #[test]
     fn secrets_are_found_in_every_kind_and_nesting() {
@@ -113,6 +140,10 @@ steps:
         message:
           text: hi
           slack: {channel: "#ops", tokenSecretRef: {name: slack, key: bot}}
+  - key: tell
+    message:
+      text: done
+      matrix: {homeserver: "https://m.example.org", room: "#ops:m.example.org", tokenSecretRef: {name: matrix-bot, key: token}}
 "##,
         )
         .expect("flow");
@@ -124,6 +155,7 @@ steps:
             ("call", "http.headers[1].valueFrom", "api"),
             ("build", "script.env[0].valueFrom", "registry"),
             ("fan", "parallel.step.message.slack.tokenSecretRef", "slack"),
+            ("tell", "message.matrix.tokenSecretRef", "matrix-bot"),
         ];
         let expected: Vec<(String, String, String)> = expected
             .iter()

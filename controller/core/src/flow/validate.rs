@@ -631,25 +631,32 @@ impl<'a> Checker<'a, '_, '_> {
     fn check_message(&mut self, reader: Reader, key: &str, prefix: &str, m: &MessageStep) {
         let field = |name: &str| format!("{prefix}message{name}");
         self.check_template(reader, key, &field(".text"), &m.text, Place::Message);
-        match (&m.webhook, &m.slack) {
-            (Some(webhook), None) => self.check_template(
+        if let Some(problem) = super::target_problem(m) {
+            return self.report(key, &field(""), problem, None);
+        }
+        if let Some(webhook) = &m.webhook {
+            self.check_template(
                 reader,
                 key,
                 &field(".webhook.url"),
                 &webhook.url,
                 Place::Url,
-            ),
-            (None, Some(slack)) => {
-                if slack.channel.trim().is_empty() {
-                    self.report(
-                        key,
-                        &field(".slack.channel"),
-                        "name the channel, such as `#ops`",
-                        None,
-                    );
-                }
+            );
+        }
+        if let Some(slack) = &m.slack
+            && slack.channel.trim().is_empty()
+        {
+            self.report(
+                key,
+                &field(".slack.channel"),
+                "name the channel, such as `#ops`",
+                None,
+            );
+        }
+        if let Some(matrix) = &m.matrix {
+            for (name, message) in super::check_matrix(matrix) {
+                self.report(key, &field(&format!(".matrix.{name}")), message, None);
             }
-            _ => self.report(key, &field(""), "give either `webhook` or `slack`", None),
         }
     }
 

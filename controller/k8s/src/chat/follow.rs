@@ -131,7 +131,7 @@ impl Follower {
                 .await?;
             let listeners = listeners(&flows, &joined);
             for (room, events) in &batch.rooms {
-                for event in news(events, fresh.contains(room), &me) {
+                for event in news(events, fresh.contains(room), &me, now_ms()) {
                     self.act(&matrix, room, event, &listeners).await?;
                 }
             }
@@ -258,12 +258,19 @@ fn listeners<'a>(flows: &'a [Arc<Flow>], joined: &BTreeMap<String, String>) -> V
         .collect()
 }
 
-/// The events of one room that are news: not the follower's own, and in a
-/// room joined since the last position, only those after its joining.
+/// Commands older than this are not acted on: a follower that resumes
+/// after a long pause (its flows were deleted, then applied again) does not
+/// start what people asked for long ago.
+const MAX_AGE_MS: i64 = 60 * 60 * 1000;
+
+/// The events of one room that are news at `now_ms`: not the follower's
+/// own, not older than [`MAX_AGE_MS`], and in a room joined since the last
+/// position, only those after its joining.
 fn news<'a>(
     events: &'a [MatrixEvent],
     fresh: bool,
     me: &'a str,
+    now_ms: i64,
 ) -> impl Iterator<Item = &'a MatrixEvent> {
     let start = if fresh {
         events
@@ -273,7 +280,13 @@ fn news<'a>(
     } else {
         0
     };
-    events[start..].iter().filter(move |e| e.sender != me)
+    events[start..]
+        .iter()
+        .filter(move |e| e.sender != me && now_ms.saturating_sub(e.origin_server_ts) <= MAX_AGE_MS)
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
 }
 
 #[cfg(test)]
@@ -294,10 +307,12 @@ mod tests {
             sender: sender.into(),
             kind: kind.into(),
             content,
-            origin_server_ts: 0,
+            origin_server_ts: 1_000_000_000,
             state_key: key.map(str::to_string),
         }
     }
+
+    const NOW: i64 = 1_000_001_000;
 
     #[test]
     fn in_a_fresh_room_only_what_follows_the_join_is_news() {
@@ -333,13 +348,19 @@ mod tests {
             ),
         ];
         let ids = |fresh| {
-            news(&events, fresh, me)
+            news(&events, fresh, me, NOW)
                 .map(|e| e.event_id.as_str())
                 .collect::<Vec<_>>()
         };
         assert_eq!(ids(true), ["$new"]);
         assert_eq!(ids(false), ["$old", "$new"]);
         // A fresh room whose join is not in the batch has no news yet.
-        assert!(news(&events[..1], true, me).next().is_none());
+        assert!(news(&events[..1], true, me, NOW).next().is_none());
+        // Two hours later, nothing is news any more.
+        assert!(
+            news(&events, false, me, NOW + 2 * 3600 * 1000)
+                .next()
+                .is_none()
+        );
     }
 }

@@ -50,6 +50,16 @@ pub enum MatrixError {
         /// Every cause, joined.
         reason: String,
     },
+    /// The homeserver did not answer within the call's timeout.
+    #[error("{what} on {server} took longer than {}s", .limit.as_secs_f64())]
+    Timeout {
+        /// What was asked.
+        what: String,
+        /// The homeserver, without credentials.
+        server: String,
+        /// The timeout that applied.
+        limit: Duration,
+    },
     /// The homeserver answered with an error.
     #[error("{what}: {server} answered {status} {errcode}: {error}")]
     Status {
@@ -81,7 +91,7 @@ impl MatrixError {
     /// and server errors; not a refusal such as `M_FORBIDDEN`.
     pub fn is_transient(&self) -> bool {
         match self {
-            MatrixError::Send { .. } => true,
+            MatrixError::Send { .. } | MatrixError::Timeout { .. } => true,
             MatrixError::Status { status, .. } => {
                 status.is_server_error() || *status == reqwest::StatusCode::TOO_MANY_REQUESTS
             }
@@ -97,6 +107,7 @@ pub struct Matrix {
     policy: Arc<NetPolicy>,
     base: Url,
     token: HeaderValue,
+    call_timeout: Duration,
 }
 
 impl std::fmt::Debug for Matrix {
@@ -254,7 +265,15 @@ impl Matrix {
             policy,
             base,
             token,
+            call_timeout: CALL_TIMEOUT,
         })
+    }
+
+    /// Gives each call other than a sync at most `limit` (30 s unless set):
+    /// a `message` step keeps within its attempt's timeout.
+    pub fn with_timeout(mut self, limit: Duration) -> Self {
+        self.call_timeout = limit;
+        self
     }
 
     /// The homeserver as messages name it.
@@ -298,10 +317,17 @@ impl Matrix {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| send_error(net::chain(&e)))?;
+        let response = request.send().await.map_err(|e| {
+            if e.is_timeout() {
+                MatrixError::Timeout {
+                    what: what.to_string(),
+                    server: server.clone(),
+                    limit: timeout,
+                }
+            } else {
+                send_error(net::chain(&e))
+            }
+        })?;
         let status = response.status();
         let bytes = match net::read_capped(response, RESPONSE_LIMIT).await {
             Ok(bytes) => bytes,
@@ -355,7 +381,7 @@ impl Matrix {
                 Method::GET,
                 self.url(&["account", "whoami"]),
                 None,
-                CALL_TIMEOUT,
+                self.call_timeout,
             )
             .await?;
         string_field(&answer, "user_id").ok_or_else(|| self.missing(what, "user_id"))
@@ -371,7 +397,7 @@ impl Matrix {
                 Method::POST,
                 self.url(&["join", room]),
                 Some(&json!({})),
-                CALL_TIMEOUT,
+                self.call_timeout,
             )
             .await?;
         string_field(&answer, "room_id").ok_or_else(|| self.missing(&what, "room_id"))
@@ -390,7 +416,7 @@ impl Matrix {
                 Method::GET,
                 self.url(&["directory", "room", room]),
                 None,
-                CALL_TIMEOUT,
+                self.call_timeout,
             )
             .await?;
         string_field(&answer, "room_id").ok_or_else(|| self.missing(&what, "room_id"))
@@ -407,7 +433,7 @@ impl Matrix {
                     Method::GET,
                     url,
                     None,
-                    CALL_TIMEOUT,
+                    self.call_timeout,
                 )
                 .await
                 && let Some(name) = string_field(&answer, field).filter(|n| !n.is_empty())
@@ -441,7 +467,7 @@ impl Matrix {
         let what = format!("sending a message to {room_id}");
         let url = self.url(&["rooms", room_id, "send", "m.room.message", txn]);
         let answer = self
-            .call(&what, Method::PUT, url, Some(&content), CALL_TIMEOUT)
+            .call(&what, Method::PUT, url, Some(&content), self.call_timeout)
             .await?;
         string_field(&answer, "event_id").ok_or_else(|| self.missing(&what, "event_id"))
     }
@@ -545,7 +571,7 @@ impl Matrix {
                 .append_pair("to", to)
                 .append_pair("limit", &TIMELINE_LIMIT.to_string());
             let answer = self
-                .call(&what, Method::GET, url, None, CALL_TIMEOUT)
+                .call(&what, Method::GET, url, None, self.call_timeout)
                 .await?;
             let page: MessagesPage =
                 serde_json::from_value(answer).map_err(|e| MatrixError::Answer {

@@ -1,21 +1,29 @@
-//! `message` steps: post a text to a generic webhook or a Slack channel.
+//! `message` steps: post a text to a generic webhook, a Slack channel or a
+//! Matrix room.
 //!
-//! The output is `{"messageId", "conversationName"}` either way, so later
-//! steps need not care where the message went:
+//! The output is `{"messageId", "conversationName"}` whichever the target,
+//! so later steps need not care where the message went:
 //!
 //! - A webhook receives `POST {"text": …}` as JSON with an `Idempotency-Key`.
 //!   `messageId` is the answer's `id` or `ts` (a JSON object's string or
 //!   number) or, when the answer has neither, a generated `msg-…` id;
 //!   `conversationName` is the webhook's host.
-//! - Slack receives `chat.postMessage` with the bot token from the Secret.
-//!   Slack answers HTTP 200 even when it refuses, so `{"ok": false, "error"}`
-//!   fails the attempt with `message.failed` naming Slack's error.
-//!   `messageId` is Slack's `ts`, `conversationName` the channel as written.
+//! - Slack receives `chat.postMessage` with the bot token from the Secret
+//!   ([`slack`]). `messageId` is Slack's `ts`, `conversationName` the
+//!   channel's name.
+//! - Matrix receives the text as an `m.text` event under a transaction id
+//!   derived from the attempt, so a repeated attempt posts once ([`matrix`]).
+//!   `messageId` is the event's id, `conversationName` the room's name.
 //!
 //! The text's placeholders are inserted as text and never scanned again, so
 //! data that looks like a placeholder or a reference is posted as it is. The
 //! webhook's URL may hold placeholders too; each value is URL-encoded for
-//! the part of the URL it stands in, as in an http step's `url`.
+//! the part of the URL it stands in, as in an http step's `url`. A token
+//! read from a Secret never reaches the record: should a server echo it, it
+//! is replaced by `[redacted secret NAME/KEY]`.
+
+mod matrix;
+mod slack;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,9 +32,10 @@ use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 
-use super::net::{self, NetPolicy, ReadError};
+use super::chat::MatrixError;
+use super::net::{self, NetPolicy, ReadError, Redactor};
 use super::{Executor, Secrets};
-use crate::api::{MessageStep, SlackTarget, StepError, WebhookTarget};
+use crate::api::{MessageStep, SecretKeyRef, StepError, WebhookTarget};
 use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
 use crate::template::Place;
 
@@ -40,9 +49,9 @@ pub enum MessageError {
     /// This executor was handed a step of another kind.
     #[error("the message executor only runs message steps")]
     NotAMessage,
-    /// Neither or both of `webhook` and `slack`.
-    #[error("a message step gives exactly one of `webhook` or `slack`")]
-    Target,
+    /// None, or more than one, of `webhook`, `slack` and `matrix`.
+    #[error("{0}")]
+    Target(String),
     /// A placeholder in the text or the URL could not be filled.
     #[error("{}", .0.message)]
     Placeholder(StepError),
@@ -102,12 +111,19 @@ pub enum MessageError {
         /// The start of the answer.
         body: String,
     },
-    /// The Slack token could not be read.
-    #[error("Slack token: {0}")]
-    Token(crate::SecretError),
-    /// The Slack token cannot go in a header.
-    #[error("Slack token: secret `{name}` key `{key}` holds characters a header cannot carry")]
+    /// The Slack or Matrix token could not be read.
+    #[error("{service} token: {error}")]
+    Token {
+        /// `Slack` or `Matrix`.
+        service: &'static str,
+        /// Why not.
+        error: crate::SecretError,
+    },
+    /// The token cannot go in a header.
+    #[error("{service} token: secret `{name}` key `{key}` holds characters a header cannot carry")]
     TokenChars {
+        /// `Slack` or `Matrix`.
+        service: &'static str,
         /// The secret.
         name: String,
         /// Its key.
@@ -127,6 +143,15 @@ pub enum MessageError {
     /// Slack said yes but gave no message id.
     #[error("Slack accepted the message but gave no `ts`")]
     NoTs,
+    /// The Matrix homeserver refused the message, or could not be reached.
+    #[error("posting to the Matrix room {room}: {error}")]
+    Matrix {
+        /// The room as written in the step.
+        room: String,
+        /// What went wrong, naming the homeserver (boxed: it is large and
+        /// rare).
+        error: Box<MatrixError>,
+    },
 }
 
 impl MessageError {
@@ -135,7 +160,12 @@ impl MessageError {
         match self {
             MessageError::Placeholder(inner) => &inner.code,
             MessageError::Timeout { .. } => codes::TIMEOUT,
-            MessageError::Token(_) | MessageError::TokenChars { .. } => codes::SECRET,
+            MessageError::Matrix { error, .. }
+                if matches!(**error, MatrixError::Timeout { .. }) =>
+            {
+                codes::TIMEOUT
+            }
+            MessageError::Token { .. } | MessageError::TokenChars { .. } => codes::SECRET,
             _ => codes::MESSAGE,
         }
     }
@@ -199,14 +229,46 @@ impl MessageExecutor {
         self
     }
 
-    async fn post(&self, work: &Work, step: &MessageStep) -> Result<Done, MessageError> {
+    async fn post(
+        &self,
+        work: &Work,
+        step: &MessageStep,
+        redactor: &mut Redactor,
+    ) -> Result<Done, MessageError> {
+        if let Some(problem) = crate::flow::target_problem(step) {
+            return Err(MessageError::Target(problem));
+        }
         let text = net::render(&step.text, Place::Message, &work.data)
             .map_err(MessageError::Placeholder)?;
-        match (&step.webhook, &step.slack) {
-            (Some(hook), None) => self.webhook(work, hook, &text).await,
-            (None, Some(slack)) => self.slack(work, slack, &text).await,
-            _ => Err(MessageError::Target),
+        if let Some(hook) = &step.webhook {
+            self.webhook(work, hook, &text).await
+        } else if let Some(slack) = &step.slack {
+            self.slack(work, slack, &text, redactor).await
+        } else if let Some(matrix) = &step.matrix {
+            self.matrix(work, matrix, &text, redactor).await
+        } else {
+            Err(MessageError::Target(
+                "a message step gives one of `webhook`, `slack` or `matrix`".into(),
+            ))
         }
+    }
+
+    /// The token `r` names, remembered by `redactor` so no answer can carry
+    /// it into the record.
+    async fn token(
+        &self,
+        service: &'static str,
+        r: &SecretKeyRef,
+        redactor: &mut Redactor,
+    ) -> Result<String, MessageError> {
+        let token = self
+            .secrets
+            .get(&r.name, &r.key)
+            .await
+            .map_err(|error| MessageError::Token { service, error })?;
+        redactor.add(&r.name, &r.key, &token);
+        redactor.add(&r.name, &r.key, token.trim());
+        Ok(token)
     }
 
     /// Sends one JSON POST and returns the body of a 2xx answer.
@@ -291,53 +353,6 @@ impl MessageExecutor {
             usage: None,
         })
     }
-
-    async fn slack(
-        &self,
-        work: &Work,
-        slack: &SlackTarget,
-        text: &str,
-    ) -> Result<Done, MessageError> {
-        let r = &slack.token_secret_ref;
-        let token = self
-            .secrets
-            .get(&r.name, &r.key)
-            .await
-            .map_err(MessageError::Token)?;
-        let mut bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-            MessageError::TokenChars {
-                name: r.name.clone(),
-                key: r.key.clone(),
-            }
-        })?;
-        bearer.set_sensitive(true);
-        let endpoint = format!("{}/chat.postMessage", self.slack_api);
-        let url = Url::parse(&endpoint).map_err(|e| MessageError::BadUrl {
-            url: endpoint.clone(),
-            reason: e.to_string(),
-        })?;
-        let body = json!({"channel": slack.channel, "text": text});
-        let bytes = self.send(work, &url, &body, Some(bearer)).await?;
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|_| {
-            MessageError::SlackNotJson(net::preview(String::from_utf8_lossy(&bytes).trim(), 300))
-        })?;
-        if answer.get("ok") != Some(&Value::Bool(true)) {
-            let error = answer
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no error given");
-            return Err(MessageError::SlackRefused {
-                channel: slack.channel.clone(),
-                error: error.to_string(),
-            });
-        }
-        let ts = id_of(&answer, "ts").ok_or(MessageError::NoTs)?;
-        Ok(Done {
-            output: json!({"messageId": ts, "conversationName": slack.channel}),
-            text: Some(text.to_string()),
-            usage: None,
-        })
-    }
 }
 
 /// The webhook's URL with its placeholders filled, each value URL-encoded
@@ -357,11 +372,15 @@ fn webhook_url(hook: &WebhookTarget, work: &Work) -> Result<Url, MessageError> {
 
 impl Executor for MessageExecutor {
     async fn run(&self, work: &Work) -> WorkResult {
+        let mut redactor = Redactor::new();
         let result = match &work.task {
-            Task::Message(step) => self.post(work, step).await,
+            Task::Message(step) => self.post(work, step, &mut redactor).await,
             _ => Err(MessageError::NotAMessage),
         };
-        result.map_err(|e| Failed::from(StepError::from(e)))
+        match result {
+            Ok(done) => Ok(redactor.done(done)),
+            Err(e) => Err(Failed::from(redactor.error(StepError::from(e)))),
+        }
     }
 }
 

@@ -519,6 +519,7 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
             "agent.timeout=30",
             "agent.maxTokens=512",
             "agent.apiKeySecret.name=model-key",
+            "chat.slackEvents.enabled=true",
         ],
     );
     let help = std::process::Command::new(coxswain_e2e::coxswain_bin().expect("built"))
@@ -553,6 +554,7 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
         "COXSWAIN_JOB_TTL_AFTER_FINISHED",
         "COXSWAIN_WEBHOOK_SERVICE",
         "COXSWAIN_WEBHOOK_SECRET",
+        "COXSWAIN_SLACK_EVENTS_LISTEN",
     ] {
         assert!(
             names.contains(&expected),
@@ -570,6 +572,64 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
         key["valueFrom"]["secretKeyRef"],
         json!({"name": "model-key", "key": "api-key"}),
         "the API key comes from the Secret, never a value"
+    );
+}
+
+/// Slack's Events API endpoint is off unless asked for; on, every replica
+/// listens on the port (the variable the controller reads), the container
+/// and a Service name it `slack-events`, and the NetworkPolicy lets it in.
+#[test]
+fn the_slack_events_endpoint_is_exposed_only_when_enabled() {
+    let off = Render::new("coxswain-system", &["networkPolicy.enabled=true"]);
+    assert!(
+        !off.text().contains("slack-events") && !off.text().contains("SLACK"),
+        "off by default"
+    );
+    let on = Render::new(
+        "coxswain-system",
+        &[
+            "chat.slackEvents.enabled=true",
+            "chat.slackEvents.port=9090",
+            "networkPolicy.enabled=true",
+        ],
+    );
+    let env = on.deployment_env();
+    let listen = env
+        .iter()
+        .find(|e| e["name"] == "COXSWAIN_SLACK_EVENTS_LISTEN")
+        .expect("the variable");
+    assert_eq!(listen["value"], "0.0.0.0:9090");
+    let ports = &on.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"];
+    assert!(
+        ports
+            .as_array()
+            .expect("ports")
+            .contains(&json!({"name": "slack-events", "containerPort": 9090, "protocol": "TCP"})),
+        "{ports}"
+    );
+    let name = format!("{}-slack-events", on.fullname());
+    let service = on
+        .all("Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("the Service {name}"));
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "slack-events", "port": 9090, "targetPort": "slack-events", "protocol": "TCP"}])
+    );
+    let ingress = &on.one("NetworkPolicy")["spec"]["ingress"];
+    assert!(
+        ingress
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|r| r["ports"] == json!([{"port": "slack-events", "protocol": "TCP"}])),
+        "{ingress}"
+    );
+    let bad = Render::try_new("coxswain-system", &["chat.slackEvents.port=0"]);
+    assert!(
+        bad.is_err_and(|e| e.contains("slackEvents")),
+        "port 0 refused"
     );
 }
 

@@ -56,6 +56,7 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     } else {
         None
     };
+    let slack_events = slack_events(client.clone(), &settings).await?;
     health.set(Readiness::Standby);
     let leadership = if settings.ops.leader_election {
         tokio::select! {
@@ -124,6 +125,9 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     if let Some(admission) = admission {
         admission.stop();
     }
+    if let Some(slack_events) = slack_events {
+        slack_events.stop();
+    }
     tracing::info!("coxswain controller stopped");
     outcome
 }
@@ -152,6 +156,26 @@ fn chat(
             .await;
         }
     })
+}
+
+/// Slack's Events API endpoint, served by every replica like admission
+/// (Slack calls whichever the Service picks); nothing without
+/// `--slack-events-listen`, or with `--chat-commands=false`.
+async fn slack_events(
+    client: Client,
+    settings: &Settings,
+) -> Result<Option<crate::chat::slack::SlackEvents>, Error> {
+    let Some(addr) = settings.chat.slack_events_listen else {
+        return Ok(None);
+    };
+    if !settings.chat.chat_commands {
+        tracing::warn!(%addr, "--slack-events-listen is ignored: --chat-commands is false");
+        return Ok(None);
+    }
+    let policy = Arc::new(net_policy(settings)?);
+    let served =
+        crate::chat::slack::start(client, addr, settings.namespace.clone(), policy).await?;
+    Ok(Some(served))
 }
 
 /// The network policy of everything the controller reaches for a flow:

@@ -66,6 +66,11 @@ pub struct ChatSettings {
         value_name = "BOOL"
     )]
     pub chat_commands: bool,
+    /// Serve Slack's Events API at `POST /slack/events/{namespace}/{connection}`
+    /// on this address (every replica): the Slack app's Request URL, behind
+    /// an HTTPS ingress. Unset: Slack commands are not heard.
+    #[arg(long, env = "COXSWAIN_SLACK_EVENTS_LISTEN", value_name = "ADDR")]
+    pub slack_events_listen: Option<std::net::SocketAddr>,
 }
 
 /// Where agent steps go; each flag wins over its `COXSWAIN_AGENT_*` variable,

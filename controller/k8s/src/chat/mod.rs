@@ -3,7 +3,8 @@
 //! A Flow's `command` names a connection (a Secret), rooms and who may ask.
 //! On the leader, one [`follow::Follower`] per Matrix connection reads the
 //! rooms and creates Runs; [`outcome`] posts each such run's end in the
-//! command's thread. Slack pushes its events to the controller instead.
+//! command's thread. Slack pushes its events to [`slack`]'s endpoint
+//! instead, which every replica serves.
 //! Everything a restart needs (positions, answered runs) is in the API
 //! server.
 
@@ -12,6 +13,7 @@ pub mod connection;
 pub mod follow;
 pub mod outcome;
 pub mod position;
+pub mod slack;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

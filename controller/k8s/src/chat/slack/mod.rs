@@ -263,6 +263,7 @@ async fn act(
             tracing::info!(sender = %heard.sender, retry, "chat: refused a command");
             Ok(Some(text))
         }
+        Decision::Help(text) => Ok(Some(text)),
         Decision::Start(run) => create(shared, namespace, &run, heard).await,
     }
 }

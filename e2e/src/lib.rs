@@ -73,6 +73,11 @@ pub fn coxswain_bin() -> Result<std::path::PathBuf> {
 /// build of the binary, at `target/e2e/coxswain-stripped`; without `strip`,
 /// the binary itself.
 pub fn stripped_coxswain_bin() -> Result<std::path::PathBuf> {
+    // One stripping at a time in this process: tests starting controllers
+    // at once would otherwise write the same partial file, and all but
+    // the first rename would fail.
+    static STRIPPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = STRIPPING.lock().unwrap_or_else(|e| e.into_inner());
     let bin = coxswain_bin()?;
     let out = workspace_root().join("target/e2e/coxswain-stripped");
     let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();

@@ -246,6 +246,17 @@ async fn a_command_starts_a_run_and_its_outcome_is_posted_in_the_thread() {
         )),
         "{answers:?}"
     );
+    // `!help` lists the room's commands, and tells bob which are not his.
+    let help = setup
+        .synapse
+        .send_text(&setup.bob, &setup.room, "!help")
+        .await
+        .expect("bob asks for help");
+    let answers = setup.wait_answers(&help, 1, &controller).await;
+    assert!(
+        answers[0].ends_with("`!review …` starts the flow `review` (not by you)"),
+        "{answers:?}"
+    );
     // Plain talk and other commands get no answer and start nothing.
     let chatter = setup
         .synapse

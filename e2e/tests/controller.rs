@@ -254,6 +254,57 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
 }
 
 #[tokio::test]
+async fn an_approval_whose_attempt_timed_out_is_closed_and_the_next_one_asked() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: hurried}
+spec:
+  steps:
+    - key: review
+      attempts: 2
+      timeout: 2s
+      approval: {decisions: [approve]}
+"#,
+    );
+    let run = s.create_run("hurried", json!({}));
+    let first = format!("{run}-review-1");
+    let second = format!("{run}-review-2");
+    let closed = wait_for("the first approval closed", BOUND, || async {
+        let approval = s
+            .kubectl
+            .run(&["get", "approval", &first, "-n", s.ns.name(), "-o", "json"])
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        Ok(approval.filter(|a| a["status"]["closed"].is_string()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let reason = closed["status"]["closed"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("attempt 1 of step review ended (")
+            && reason.ends_with(") before an answer was taken in"),
+        "{reason}"
+    );
+    // The second attempt was asked too; when it times out as well, the run
+    // fails and the run's end closes it.
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Failed", "{done}");
+    let last = wait_for("the second approval closed", BOUND, || async {
+        let approval = s.get("approval", &second);
+        Ok(approval["status"]["closed"].as_str().map(str::to_string))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    assert!(
+        last.contains("ended Failed before an answer was taken in"),
+        "{last}"
+    );
+}
+
+#[tokio::test]
 async fn a_run_pins_its_flow_and_cancel_stops_it() {
     let (addr, _counter) = serve_counter().await;
     let s = setup().await;

@@ -46,7 +46,8 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<String>,
     /// The longest one attempt may take, as a duration such as `30s`, `10m` or
-    /// `1h30m`. An attempt that takes longer fails.
+    /// `1h30m`. An attempt that takes longer fails; for an approval, one
+    /// nobody answered in time (and the next attempt asks again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
     /// What a failure does: `fail` (default) fails the run; `continue` lets

@@ -165,18 +165,67 @@ pub async fn close_unanswered(
         if status.consumed || status.closed.is_some() {
             continue;
         }
-        let name = approval.name_any();
-        let patch = json!({"status": {"closed": reason}});
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => closed += 1,
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => return Err(Error::kube(format!("closing the approval {name}"), e)),
-        }
+        close(api, &approval.name_any(), reason).await?;
+        closed += 1;
     }
     Ok(closed)
+}
+
+/// Closes one Approval nobody will read an answer from, saying why; one
+/// already gone is as good.
+pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), Error> {
+    let patch = json!({"status": {"closed": reason}});
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(format!("closing the approval {name}"), e)),
+    }
+}
+
+/// Why an attempt's Approval was closed while its run goes on, from the
+/// record of its step: the attempt's error (a timeout, say) when it has one.
+pub fn replaced_reason(status: &crate::api::RunStatus, request: &ApprovalRequest) -> String {
+    let error = status
+        .steps
+        .get(&request.step)
+        .and_then(|record| {
+            record
+                .attempts
+                .iter()
+                .find(|a| a.number == i32::try_from(request.attempt).unwrap_or(i32::MAX))
+        })
+        .and_then(|attempt| attempt.error.as_ref())
+        .map(|e| format!(" ({})", e.message))
+        .unwrap_or_default();
+    format!(
+        "attempt {} of step {} ended{error} before an answer was taken in",
+        request.attempt, request.step
+    )
+}
+
+/// The Approvals read this reconcile whose attempt stopped waiting without
+/// an answer (a timeout ended it, a send-back or a failure elsewhere
+/// stopped it): nobody should be left answering them.
+pub fn replaced<'a>(asked: &'a [Asked], waiting_now: &[ApprovalRequest]) -> Vec<&'a Asked> {
+    asked
+        .iter()
+        .filter(|a| a.answer().is_none())
+        .filter(|a| {
+            a.object.as_ref().is_some_and(|o| {
+                o.status
+                    .as_ref()
+                    .is_none_or(|s| !s.consumed && s.closed.is_none())
+            })
+        })
+        .filter(|a| {
+            !waiting_now
+                .iter()
+                .any(|w| w.step == a.request.step && w.attempt == a.request.attempt)
+        })
+        .collect()
 }
 
 /// A reference to an Approval, for events about it.

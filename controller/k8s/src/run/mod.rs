@@ -287,6 +287,16 @@ impl Reconcile<'_, '_> {
         for (name, refused) in settled {
             approvals::settle(&approvals, &name, refused.as_deref()).await?;
         }
+        // Attempts that stopped waiting unanswered (a timeout): their
+        // Approvals are closed so nobody answers into the void. An ended
+        // run's are closed by `stop_leftovers`.
+        if !over {
+            let waiting = machine.pending_approvals();
+            for a in approvals::replaced(&asked, &waiting) {
+                let reason = approvals::replaced_reason(&new, &a.request);
+                approvals::close(&approvals, &a.name, &reason).await?;
+            }
+        }
         // A pod stuck before it starts (an image that cannot be pulled, a
         // missing Secret) does not change its Job: look again now and then
         // while scripts run.

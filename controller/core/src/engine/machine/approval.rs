@@ -1,5 +1,7 @@
 //! Approvals: asking a person, and taking their answer in.
 
+use jiff::Timestamp;
+
 use crate::flow::{AnswerError, check_answer};
 
 use super::*;
@@ -16,6 +18,60 @@ impl RunMachine<'_> {
                 self.request(node, attempts as u32)
             })
             .collect()
+    }
+
+    /// When the waiting approval of `node` runs out of time: its current
+    /// attempt's start plus the step's `timeout`, if it has one.
+    pub(in crate::engine) fn approval_deadline(&self, node: usize) -> Option<Timestamp> {
+        let timeout = self.flow.steps[node].timeout?;
+        if !matches!(
+            self.flow.steps[node].step.kind(),
+            Some(StepKind::Approval(_))
+        ) {
+            return None;
+        }
+        let record = self.state.steps.get(self.flow.key(node))?;
+        if record.status != StepStatus::Waiting {
+            return None;
+        }
+        let started = record.attempts.last()?.started_at.as_deref()?;
+        // An unreadable start is due at once, as an unreadable retry time is.
+        let started: Timestamp = started.parse().unwrap_or(Timestamp::UNIX_EPOCH);
+        started.checked_add(timeout).ok()
+    }
+
+    /// The earliest deadline of an approval waiting with a `timeout`.
+    pub(in crate::engine) fn next_approval_deadline(&self) -> Option<Timestamp> {
+        self.timed_approvals
+            .iter()
+            .filter_map(|&node| self.approval_deadline(node))
+            .min()
+    }
+
+    /// Ends the waiting approvals whose time ran out: the attempt fails with
+    /// `workflow.timeout`, and like any failed attempt it is tried again
+    /// (a new Approval asked) while `attempts` allow, or the step fails.
+    pub(in crate::engine) fn expire_approvals(&mut self) -> bool {
+        let now = self.now;
+        let due: Vec<usize> = self
+            .timed_approvals
+            .iter()
+            .copied()
+            .filter(|&node| self.approval_deadline(node).is_some_and(|at| at <= now))
+            .collect();
+        for &node in &due {
+            let limit = self.flow.steps[node]
+                .step
+                .timeout
+                .as_deref()
+                .unwrap_or("the timeout");
+            let message = format!("nobody answered within {limit}");
+            // Between its tries an approval is Running with a retry time,
+            // as any step is; the retry asks again.
+            self.set_status(node, StepStatus::Running);
+            self.attempt_failed(node, Failed::from(step_error(codes::TIMEOUT, message)));
+        }
+        !due.is_empty()
     }
 
     pub(in crate::engine) fn ask(&mut self, node: usize) {

@@ -148,7 +148,8 @@ impl RunMachine<'_> {
     /// every batch of events instead of keeping [`Action::WakeAt`]s, so a
     /// restart or two retries at different times lose no wake-up.
     pub fn next_wake(&self) -> Option<Timestamp> {
-        self.retrying
+        let retry = self
+            .retrying
             .iter()
             .filter_map(|&node| self.state.steps.get(self.flow.key(node)))
             .filter(|r| r.status == StepStatus::Running)
@@ -158,7 +159,11 @@ impl RunMachine<'_> {
             })
             // An unreadable time is due at once (as `due_at` has it).
             .map(|at| at.parse().unwrap_or(Timestamp::UNIX_EPOCH))
-            .min()
+            .min();
+        match (retry, self.next_approval_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Starts the retries whose time has come. Only the steps in `retrying`
@@ -185,7 +190,16 @@ impl RunMachine<'_> {
                 .map(|(i, _)| i)
                 .collect();
             if step_due {
-                self.start_attempt(node);
+                if matches!(
+                    self.flow.steps[node].step.kind(),
+                    Some(StepKind::Approval(_))
+                ) {
+                    // An approval's next try asks a person again.
+                    self.record_mut(node).retry_at = None;
+                    self.ask(node);
+                } else {
+                    self.start_attempt(node);
+                }
                 progressed = true;
             }
             for part in parts {

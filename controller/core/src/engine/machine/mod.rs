@@ -166,6 +166,9 @@ pub struct RunMachine<'f> {
     pub(in crate::engine) recorded: Vec<bool>,
     /// Steps with a retry (of the step or of a part) waiting for its time.
     pub(in crate::engine) retrying: std::collections::BTreeSet<usize>,
+    /// The approval steps with a `timeout`, found once: the only ones whose
+    /// waiting can run out.
+    pub(in crate::engine) timed_approvals: Vec<usize>,
 }
 
 impl<'f> RunMachine<'f> {
@@ -234,6 +237,12 @@ impl<'f> RunMachine<'f> {
             touched: Default::default(),
             recorded,
             retrying: Default::default(),
+            timed_approvals: (0..flow.graph.nodes.len())
+                .filter(|&node| {
+                    flow.steps[node].timeout.is_some()
+                        && matches!(flow.steps[node].step.kind(), Some(StepKind::Approval(_)))
+                })
+                .collect(),
         };
         for node in 0..flow.graph.nodes.len() {
             machine.refresh_view(node);
@@ -294,6 +303,7 @@ impl<'f> RunMachine<'f> {
     /// Runs the scheduler after an event and hands back what it asked for.
     fn settle_event(&mut self) -> Vec<Action> {
         if self.is_active() {
+            self.expire_approvals();
             self.pump();
         }
         std::mem::take(&mut self.actions)

@@ -116,7 +116,10 @@ impl RunMachine<'_> {
         match kind {
             StepKind::Condition(_) => self.run_condition(node),
             StepKind::Join(_) => self.run_join(node),
-            StepKind::Approval(_) => self.ask(node),
+            StepKind::Approval(_) => {
+                self.record_mut(node).round_start_now();
+                self.ask(node)
+            }
             StepKind::Loop(_) => self.begin_loop(node),
             StepKind::Parallel(_) => self.begin_parallel(node),
             StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) => {

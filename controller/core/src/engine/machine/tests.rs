@@ -427,3 +427,86 @@ fn large_part_outputs_are_stored_once_each() {
     assert_eq!(gathered["by_key"]["q"], json!(big('q')));
     assert_stored_once(record, &[big('p'), big('q')]);
 }
+
+const HURRIED: &str = "
+steps:
+  - key: review
+    attempts: 2
+    backoff: 1m
+    timeout: 1h
+    approval: {decisions: [approve]}
+";
+
+fn approve() -> crate::engine::Decision {
+    crate::engine::Decision {
+        decision: Some("approve".into()),
+        feedback: None,
+        response: None,
+        decided_by: None,
+    }
+}
+
+#[test]
+fn an_unanswered_approval_times_out_is_asked_again_then_fails() {
+    let flow = CompiledFlow::new(spec(HURRIED)).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    let asked = machine.handle(Event::Start, at(0));
+    assert!(
+        matches!(asked.as_slice(), [Action::Ask(r)] if r.attempt == 1),
+        "{asked:?}"
+    );
+    assert_eq!(machine.next_wake(), Some(at(3600)));
+    // Nothing happens before the hour is up.
+    assert!(machine.handle(Event::Tick, at(3599)).is_empty());
+    assert_eq!(machine.pending_approvals().len(), 1);
+    // Then the attempt fails with a timeout and waits out its backoff.
+    machine.handle(Event::Tick, at(3600));
+    let record = machine.record().clone();
+    let review = &record.steps["review"];
+    assert_eq!(review.attempts[0].status, StepStatus::Failed);
+    let error = review.attempts[0].error.clone().expect("an error");
+    assert_eq!(error.code, codes::TIMEOUT);
+    assert_eq!(error.message, "nobody answered within 1h");
+    assert!(
+        machine.pending_approvals().is_empty(),
+        "nobody is asked during the backoff"
+    );
+    assert!(machine.running_work().is_empty());
+    let retry = machine.next_wake().expect("a retry");
+    // The retry asks again: attempt 2, a new deadline from its own start.
+    let again = machine.handle(Event::Tick, retry);
+    assert!(
+        matches!(again.as_slice(), [Action::Ask(r)] if r.attempt == 2),
+        "{again:?}"
+    );
+    let deadline = machine.next_wake().expect("a deadline");
+    assert_eq!(
+        deadline,
+        retry
+            .checked_add(jiff::SignedDuration::from_hours(1))
+            .expect("time")
+    );
+    // A record rebuilt from the status alone knows the same deadline.
+    let record = machine.record().clone();
+    let resumed =
+        RunMachine::resume(&flow, json!({}), RunInfo::default(), record.clone()).expect("resume");
+    assert_eq!(resumed.next_wake(), Some(deadline));
+    // The answer to the first, expired attempt is refused; the second ends it.
+    assert!(machine.decide("review", 1, approve(), deadline).is_err());
+    machine.handle(Event::Tick, deadline);
+    assert_eq!(machine.record().phase, RunPhase::Failed);
+    assert_eq!(machine.record().steps["review"].attempts.len(), 2);
+}
+
+#[test]
+fn an_approval_answered_in_time_never_times_out() {
+    let flow = CompiledFlow::new(spec(HURRIED)).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine
+        .decide("review", 1, approve(), at(10))
+        .expect("taken");
+    assert_eq!(machine.record().phase, RunPhase::Succeeded);
+    assert_eq!(machine.next_wake(), None);
+    assert!(machine.handle(Event::Tick, at(7200)).is_empty());
+}

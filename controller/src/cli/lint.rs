@@ -111,11 +111,18 @@ fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
             return 0;
         }
     };
+    let surprises = flow::reads_differently(&text);
     for document in &documents {
-        let problems = match &document.flow {
+        let mut problems = match &document.flow {
             Ok(f) => flow::validate(&f.spec),
             Err(e) => vec![flow_problem(e.to_string())],
         };
+        problems.extend(
+            surprises
+                .iter()
+                .filter(|s| s.document == document.document)
+                .map(|s| flow_problem(s.to_string())),
+        );
         findings.extend(problems.into_iter().map(|problem| Finding {
             file: name.clone(),
             flow: document.name.clone(),

@@ -13,6 +13,8 @@ pub struct FlowDocument {
     pub name: String,
     /// The flow, or why it could not be read as one (with line and column).
     pub flow: Result<Flow, FlowError>,
+    /// Which document of the stream it is, counting from 0.
+    pub document: usize,
 }
 
 /// Every Flow in a YAML stream, in order. Documents of other kinds and empty
@@ -40,10 +42,17 @@ pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, FlowError> {
     // Read the Flow documents a second time, straight from the text, so an
     // error carries the line and column where the YAML went wrong.
     let mut flows = Vec::new();
-    for (document, name) in serde_yaml::Deserializer::from_str(text).zip(kinds) {
+    for (index, (document, name)) in serde_yaml::Deserializer::from_str(text)
+        .zip(kinds)
+        .enumerate()
+    {
         let Some(name) = name else { continue };
         let flow = Flow::deserialize(document).map_err(FlowError::from);
-        flows.push(FlowDocument { name, flow });
+        flows.push(FlowDocument {
+            name,
+            flow,
+            document: index,
+        });
     }
     Ok(flows)
 }

@@ -17,6 +17,7 @@ mod nesting;
 mod schedule;
 mod secrets;
 mod validate;
+mod yaml_1_1;
 
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
 pub use command::check_command;
@@ -31,3 +32,4 @@ pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
 pub use validate::{Limits, validate, validate_graph, validate_with};
+pub use yaml_1_1::{ReadsDifferently, reads_differently};

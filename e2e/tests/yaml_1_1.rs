@@ -1,0 +1,80 @@
+//! `coxswain lint` names exactly the words kubectl reads differently: the
+//! same file through the real kubectl (a YAML 1.1 reader) and serde_yaml
+//! (YAML 1.2) differs in the places lint reports, and once they are quoted
+//! as lint says, kubectl reads what Coxswain reads and lint is quiet.
+
+use std::path::Path;
+use std::process::Command;
+
+use coxswain_e2e::{Kubectl, coxswain_bin};
+use serde_json::{Value, json};
+
+const FLOW: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: surprising}
+spec:
+  description: "Asks, with a few words YAML 1.1 takes for others"
+  steps:
+    - key: ask
+      approval:
+        decisions: [approve, "no"]
+      input: {n: 1, loud: on, mode: 0644, budget: 1_000, plain: 10, t: true}
+"#;
+
+fn kubectl_reads(kubectl: &Kubectl, file: &Path) -> Value {
+    let path = file.to_str().expect("a UTF-8 path");
+    let mut object = kubectl.json(&["create", "--dry-run=client", "-o", "json", "-f", path]);
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("namespace");
+    }
+    object
+}
+
+fn lint(file: &Path) -> (i32, Vec<String>) {
+    let out = Command::new(coxswain_bin().expect("cargo build -p coxswain first"))
+        .arg("lint")
+        .arg(file)
+        .output()
+        .expect("coxswain lint runs");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    (out.status.code().unwrap_or(-1), lines)
+}
+
+#[tokio::test]
+async fn lint_names_what_kubectl_reads_differently_and_quoting_mends_it() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("flow.yaml");
+    std::fs::write(&file, FLOW).expect("write the flow");
+
+    let by_kubectl = kubectl_reads(&kubectl, &file);
+    let by_coxswain: Value = serde_yaml::from_str(FLOW).expect("YAML 1.2");
+    let input = |v: &Value| v["spec"]["steps"][0]["input"].clone();
+    assert_eq!(
+        input(&by_kubectl),
+        json!({"false": 1, "loud": true, "mode": 420, "budget": 1000, "plain": 10, "t": true})
+    );
+    assert_eq!(
+        input(&by_coxswain),
+        json!({"n": 1, "loud": "on", "mode": "0644", "budget": "1_000", "plain": 10, "t": true})
+    );
+
+    let (code, lines) = lint(&file);
+    assert_eq!(code, 1, "{lines:?}");
+    let named: Vec<&str> = lines.iter().filter_map(|l| l.split('`').nth(1)).collect();
+    assert_eq!(named, ["n", "on", "0644", "1_000"], "{lines:#?}");
+
+    // Quoted as lint says: both readers agree, and lint has nothing to say.
+    let mended = FLOW.replace(
+        "{n: 1, loud: on, mode: 0644, budget: 1_000",
+        r#"{"n": 1, loud: "on", mode: "0644", budget: "1_000""#,
+    );
+    std::fs::write(&file, &mended).expect("write the mended flow");
+    let by_coxswain: Value = serde_yaml::from_str(&mended).expect("YAML 1.2");
+    assert_eq!(kubectl_reads(&kubectl, &file), by_coxswain);
+    assert_eq!(lint(&file), (0, vec![]));
+}

@@ -200,7 +200,10 @@ c: |
   on
 d: [1, 0, -0, 10_, onward, Norway, 1.5]
 ";
-        assert_eq!(found(text), [(6, 15, "10_".into(), "the number 10".into(), false)]);
+        assert_eq!(
+            found(text),
+            [(6, 15, "10_".into(), "the number 10".into(), false)]
+        );
     }
 
     #[test]

@@ -39,6 +39,31 @@ pub struct Listener<'a> {
     pub rooms: BTreeSet<String>,
 }
 
+impl<'a> Listener<'a> {
+    /// `flow` listening in its command's rooms, each turned into a room id
+    /// by `room_id` (rooms it gives no id for are left out: not joined yet).
+    pub fn of(flow: &'a Flow, room_id: impl Fn(&str) -> Option<String>) -> Self {
+        Listener {
+            flow,
+            rooms: flow
+                .spec
+                .command
+                .iter()
+                .flat_map(|c| c.rooms.iter())
+                .filter_map(|written| room_id(written))
+                .collect(),
+        }
+    }
+}
+
+/// Whether `flow` has a command heard through `connection`; `valid` asks
+/// also that the command passes its checks (only those start runs).
+pub fn listens_on(flow: &Flow, connection: &str, valid: bool) -> bool {
+    flow.spec.command.as_ref().is_some_and(|c| {
+        c.chat == connection && (!valid || crate::flow::check_command(c).is_empty())
+    })
+}
+
 /// What to do with a message.
 #[derive(Debug, Clone)]
 pub enum Decision {

@@ -106,33 +106,21 @@ impl Follower {
 
     /// Every readable flow whose command names this connection, valid or not.
     fn flows_of_connection(&self) -> Vec<Arc<Flow>> {
-        self.flows
-            .state()
-            .iter()
-            .filter_map(|guard| guard.0.as_ref().ok())
-            .filter(|flow| flow.namespace().as_deref() == Some(self.namespace.as_str()))
-            .filter(|flow| {
-                flow.spec
-                    .command
-                    .as_ref()
-                    .is_some_and(|c| c.chat == self.connection)
-            })
-            .map(|flow| Arc::new(flow.clone()))
-            .collect()
+        self.flows_where(false)
     }
 
     /// The flows of this connection whose command is valid.
     fn flows(&self) -> Vec<Arc<Flow>> {
+        self.flows_where(true)
+    }
+
+    fn flows_where(&self, valid: bool) -> Vec<Arc<Flow>> {
         self.flows
             .state()
             .iter()
             .filter_map(|guard| guard.0.as_ref().ok())
             .filter(|flow| flow.namespace().as_deref() == Some(self.namespace.as_str()))
-            .filter(|flow| {
-                flow.spec.command.as_ref().is_some_and(|c| {
-                    c.chat == self.connection && crate::flow::check_command(c).is_empty()
-                })
-            })
+            .filter(|flow| command::listens_on(flow, &self.connection, valid))
             .map(|flow| Arc::new(flow.clone()))
             .collect()
     }
@@ -315,16 +303,7 @@ impl Follower {
 fn listeners<'a>(flows: &'a [Arc<Flow>], joined: &BTreeMap<String, String>) -> Vec<Listener<'a>> {
     flows
         .iter()
-        .map(|flow| Listener {
-            flow,
-            rooms: flow
-                .spec
-                .command
-                .iter()
-                .flat_map(|c| c.rooms.iter())
-                .filter_map(|written| joined.get(written).cloned())
-                .collect(),
-        })
+        .map(|flow| Listener::of(flow, |written| joined.get(written).cloned()))
         .collect()
 }
 

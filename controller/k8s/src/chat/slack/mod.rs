@@ -245,17 +245,10 @@ async fn act(
     retry: bool,
 ) -> Result<Option<String>, Error> {
     let flows = flows(shared, namespace, &heard.connection).await?;
+    // Slack's rooms are channel ids as written.
     let listeners: Vec<Listener<'_>> = flows
         .iter()
-        .map(|flow| Listener {
-            flow,
-            rooms: flow
-                .spec
-                .command
-                .iter()
-                .flat_map(|c| c.rooms.iter().cloned())
-                .collect(),
-        })
+        .map(|flow| Listener::of(flow, |written| Some(written.to_string())))
         .collect();
     match command::decide(heard, &listeners) {
         Decision::Ignore => Ok(None),
@@ -279,12 +272,7 @@ async fn flows(shared: &Shared, namespace: &str, connection: &str) -> Result<Vec
         .items
         .into_iter()
         .filter_map(|guard| guard.0.ok())
-        .filter(|flow| {
-            flow.spec
-                .command
-                .as_ref()
-                .is_some_and(|c| c.chat == connection && crate::flow::check_command(c).is_empty())
-        })
+        .filter(|flow| command::listens_on(flow, connection, true))
         .collect())
 }
 

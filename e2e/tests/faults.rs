@@ -1,6 +1,7 @@
 //! The controller behind a fault-injecting proxy (`coxswain_e2e::faults`):
 //! the API server answers it with 409, 429, 500 and 503 now and then,
-//! delays it, and cuts its watches. Runs of a flow with a script step (a
+//! delays it, cuts its watches, and loses the answers of writes it applied
+//! (the controller sees an error for a change that happened). Runs of a flow with a script step (a
 //! Job), an in-controller http call and a condition must still all finish
 //! with the right outputs, each call made once, and the controller must
 //! back off: the proxy counts every request it sends.
@@ -113,7 +114,7 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     );
     let errors: usize = faults
         .iter()
-        .filter(|(f, _)| f.status().is_some())
+        .filter(|(f, _)| f.is_error())
         .map(|(_, n)| n)
         .sum();
     let plan = proxy.plan();

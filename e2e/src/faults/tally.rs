@@ -188,6 +188,11 @@ impl Tally {
         for (kind, n) in self.by_kind() {
             out.push_str(&format!("  {:>5} {} {}\n", n, kind.verb, kind.resource));
         }
+        for s in self.lock().iter() {
+            if s.fault == Some(Fault::LostResponse) {
+                out.push_str(&format!("  answer lost: {}\n", s.target));
+            }
+        }
         out
     }
 }
@@ -292,6 +297,8 @@ mod tests {
         }
         assert_eq!(tally.most_repeats_after_error(ms(1000)), (5, "/c".into()));
         assert_eq!(tally.faults().get(&Fault::LostResponse), Some(&1));
-        assert!(tally.report().contains("LostResponse=1"), "{}", tally.report());
+        let report = tally.report();
+        assert!(report.contains("LostResponse=1"), "{report}");
+        assert!(report.contains("answer lost: /c\n"), "{report}");
     }
 }

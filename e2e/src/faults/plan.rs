@@ -163,18 +163,25 @@ pub struct FaultPlan {
 
 impl FaultPlan {
     /// A plan that hurts every kind of request now and then, seeded with
-    /// `E2E_FAULT_SEED` when set, else from the clock; `E2E_FAULT_SCALE`
+    /// `E2E_FAULT_SEED` when set, else from the clock; `E2E_FAULT_LOST`
+    /// sets the chance of a lost answer (to study that fault alone, at a
+    /// rate that finds its bugs in a few runs); `E2E_FAULT_SCALE` then
     /// multiplies every chance (`0` measures the same work without faults).
     pub fn from_env() -> Self {
+        let number = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+        };
         let seed = std::env::var("E2E_FAULT_SEED")
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or_else(clock_seed);
-        let scale = std::env::var("E2E_FAULT_SCALE")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(1.0);
-        Self::seeded(seed).scaled(scale)
+        let mut plan = Self::seeded(seed);
+        if let Some(lost) = number("E2E_FAULT_LOST") {
+            plan.lost_response = lost.clamp(0.0, 1.0);
+        }
+        plan.scaled(number("E2E_FAULT_SCALE").unwrap_or(1.0))
     }
 
     /// The same plan with every chance multiplied by `factor` (capped at 1).

@@ -344,8 +344,12 @@ mod tests {
             Dice::new(FaultPlan::seeded(7)),
             Dice::new(FaultPlan::seeded(7)),
         );
-        let first: Vec<_> = (0..200).map(|i| a.decide(request(i % 3 == 0, i % 2 == 0))).collect();
-        let again: Vec<_> = (0..200).map(|i| b.decide(request(i % 3 == 0, i % 2 == 0))).collect();
+        let first: Vec<_> = (0..200)
+            .map(|i| a.decide(request(i % 3 == 0, i % 2 == 0)))
+            .collect();
+        let again: Vec<_> = (0..200)
+            .map(|i| b.decide(request(i % 3 == 0, i % 2 == 0)))
+            .collect();
         assert_eq!(first, again);
         let other = Dice::new(FaultPlan::seeded(8));
         let different: Vec<_> = (0..200)

@@ -159,16 +159,59 @@ pub async fn close_unanswered(
                 e,
             )
         })?;
+    let record = run.status.clone().unwrap_or_default();
     let mut closed = 0;
     for approval in list.items {
-        let status = approval.status.clone().unwrap_or_default();
-        if status.consumed || status.closed.is_some() {
-            continue;
+        match leftover(&approval, &record) {
+            Leftover::Settled => {}
+            Leftover::TakenIn => settle(api, &approval.name_any(), None).await?,
+            Leftover::Unanswered => {
+                close(api, &approval.name_any(), reason).await?;
+                closed += 1;
+            }
         }
-        close(api, &approval.name_any(), reason).await?;
-        closed += 1;
     }
     Ok(closed)
+}
+
+/// What an ended run's Approval still needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftover {
+    /// Nothing: consumed or closed already.
+    Settled,
+    /// Its answer is in the record, but the Approval does not say so:
+    /// the write that took it in was applied and its answer lost (or the
+    /// controller stopped right after it), so marking it consumed never
+    /// happened. It is marked now, not closed as if nobody had answered.
+    TakenIn,
+    /// Nobody's answer was taken in: it is closed.
+    Unanswered,
+}
+
+/// What `approval` of an ended run whose record is `record` still needs.
+pub fn leftover(approval: &Approval, record: &crate::api::RunStatus) -> Leftover {
+    let status = approval.status.clone().unwrap_or_default();
+    if status.consumed || status.closed.is_some() {
+        return Leftover::Settled;
+    }
+    let spec = &approval.spec;
+    let answered = spec.decision.is_some() || spec.response.is_some();
+    if answered && taken_in(record, &spec.step, spec.attempt) {
+        Leftover::TakenIn
+    } else {
+        Leftover::Unanswered
+    }
+}
+
+/// Whether the record shows attempt `attempt` of the person step `step`
+/// completed: only an answer completes one (a timeout or a stop fails or
+/// cancels it).
+pub fn taken_in(record: &crate::api::RunStatus, step: &str, attempt: i32) -> bool {
+    record.steps.get(step).is_some_and(|s| {
+        s.attempts
+            .iter()
+            .any(|a| a.number == attempt && a.status == crate::api::StepStatus::Completed)
+    })
 }
 
 /// Closes one Approval nobody will read an answer from, saying why; one
@@ -231,4 +274,80 @@ pub fn replaced<'a>(asked: &'a [Asked], waiting_now: &[ApprovalRequest]) -> Vec<
 /// A reference to an Approval, for events about it.
 pub fn reference(approval: &Approval) -> ObjectReference {
     approval.object_ref(&())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ApprovalStatus, Attempt, RunStatus, StepRecord, StepStatus};
+
+    fn approval(attempt: i32, decision: Option<&str>, status: ApprovalStatus) -> Approval {
+        let mut a = Approval::new(
+            "r-ask-1",
+            ApprovalSpec {
+                run: "r".into(),
+                step: "ask".into(),
+                attempt,
+                decision: decision.map(String::from),
+                ..Default::default()
+            },
+        );
+        a.status = Some(status);
+        a
+    }
+
+    fn record(attempts: &[StepStatus]) -> RunStatus {
+        let mut record = RunStatus::default();
+        let step = StepRecord {
+            attempts: attempts
+                .iter()
+                .zip(1..)
+                .map(|(status, number)| Attempt {
+                    number,
+                    status: *status,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        record.steps.insert("ask".into(), step);
+        record
+    }
+
+    #[test]
+    fn an_answer_the_record_took_in_is_marked_consumed_not_closed() {
+        // The write that took "approve" in was applied, its answer lost:
+        // the record has the attempt completed, the Approval is not
+        // consumed. Closing it would say nobody's answer was taken.
+        let completed = record(&[StepStatus::Completed]);
+        let answered = approval(1, Some("approve"), ApprovalStatus::default());
+        assert_eq!(leftover(&answered, &completed), Leftover::TakenIn);
+    }
+
+    #[test]
+    fn approvals_nobody_answered_in_time_are_closed_and_settled_ones_left() {
+        let completed = record(&[StepStatus::Completed]);
+        let unanswered = approval(1, None, ApprovalStatus::default());
+        assert_eq!(leftover(&unanswered, &completed), Leftover::Unanswered);
+        // Answered after the attempt timed out: the answer was never read.
+        let timed_out = record(&[StepStatus::Failed]);
+        let late = approval(1, Some("approve"), ApprovalStatus::default());
+        assert_eq!(leftover(&late, &timed_out), Leftover::Unanswered);
+        // Answered for attempt 2 while only attempt 1 completed.
+        let other = approval(2, Some("approve"), ApprovalStatus::default());
+        assert_eq!(leftover(&other, &completed), Leftover::Unanswered);
+        for status in [
+            ApprovalStatus {
+                consumed: true,
+                ..Default::default()
+            },
+            ApprovalStatus {
+                closed: Some("ended".into()),
+                ..Default::default()
+            },
+        ] {
+            let settled = approval(1, Some("approve"), status);
+            assert_eq!(leftover(&settled, &completed), Leftover::Settled);
+        }
+    }
 }

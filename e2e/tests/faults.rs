@@ -29,6 +29,9 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     let proxy = FaultProxy::start(FaultPlan::from_env())
         .await
         .expect("fault proxy");
+    // Step pods get the stripped executable: each keeps its own copy, and
+    // six copies of a debug build fill a small disk.
+    let stripped = coxswain_e2e::stripped_coxswain_bin().expect("stripped coxswain");
     let controller = ControllerProcess::start_with(
         proxy.kubeconfig(),
         &[
@@ -40,6 +43,8 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
             "127.0.0.1:0",
             "--allow-net",
             "127.0.0.1/32",
+            "--job-executable",
+            &stripped.to_string_lossy(),
         ],
         &[],
     )

@@ -127,3 +127,105 @@ async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its
         "the run took the answer in; the Approval must say so, not that it was closed unanswered"
     );
 }
+
+/// A person step asked twice: an unanswered attempt fails after `timeout`
+/// (long enough for the test to act within the second attempt's).
+const ASKED_TWICE: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: asked-twice}
+spec:
+  steps:
+    - key: ask
+      attempts: 2
+      backoff: 1s
+      timeout: 15s
+      approval:
+        decisions: [approve, reject]
+"#;
+
+#[tokio::test]
+async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_ended_it_lost_its_answer()
+ {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let ns = ns.name();
+    kubectl
+        .apply(ns, ASKED_TWICE)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut controller = ControllerProcess::for_namespace(ns, &[])
+        .await
+        .expect("controller");
+    let run = kubectl
+        .create_run(ns, "asked-twice", &json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (first, second) = (format!("{run}-ask-1"), format!("{run}-ask-2"));
+    let get = |name: &str| -> Option<Value> {
+        kubectl
+            .run(&["get", "approval", name, "-n", ns, "-o", "json"])
+            .ok()
+            .and_then(|out| serde_json::from_str(&out).ok())
+    };
+    // Nobody answers the first attempt; it runs out and the second is asked.
+    wait_for("the second attempt's Approval", BOUND, || async {
+        Ok(get(&second).map(drop))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", controller.log_text()));
+    assert!(
+        !get(&first).expect("the first Approval")["status"]["closed"].is_null(),
+        "the controller closes the Approval of an attempt that ran out"
+    );
+
+    // What the status write that ended attempt 1 and asked attempt 2
+    // leaves when it was applied but its answer lost: the record says
+    // attempt 2 waits, and neither act after the write was done.
+    controller.kill();
+    kubectl
+        .run(&["delete", "approval", &second, "-n", ns])
+        .unwrap_or_else(|e| panic!("{e}"));
+    kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &first,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"closed":null}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(get(&first).expect("the first Approval")["status"]["closed"].is_null());
+
+    controller.restart().expect("controller restarted");
+    let asked = wait_for("the second attempt's Approval again", BOUND, || async {
+        Ok(get(&second))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", controller.log_text()));
+    let phase = kubectl
+        .run(&[
+            "get",
+            "run",
+            &run,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(phase, "Waiting", "the second attempt still waits: {asked}");
+    // Settled before the new one is asked, so an answer is never written
+    // where it would not be read.
+    let first = get(&first).expect("the first Approval");
+    assert_eq!(
+        first["status"]["closed"],
+        "attempt 1 of step ask ended (nobody answered within 15s) before an answer was taken in",
+        "{first:#}\ncontroller log:\n{}",
+        controller.log_text()
+    );
+}

@@ -174,7 +174,7 @@ pub async fn close_unanswered(
     Ok(closed)
 }
 
-/// What an ended run's Approval still needs.
+/// What an Approval whose attempt no longer waits still needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Leftover {
     /// Nothing: consumed or closed already.
@@ -184,11 +184,12 @@ pub enum Leftover {
     /// controller stopped right after it), so marking it consumed never
     /// happened. It is marked now, not closed as if nobody had answered.
     TakenIn,
-    /// Nobody's answer was taken in: it is closed.
+    /// No answer was taken in from it: it is closed.
     Unanswered,
 }
 
-/// What `approval` of an ended run whose record is `record` still needs.
+/// What `approval`, whose attempt no longer waits, still needs, from the
+/// run's record.
 pub fn leftover(approval: &Approval, record: &crate::api::RunStatus) -> Leftover {
     let status = approval.status.clone().unwrap_or_default();
     if status.consumed || status.closed.is_some() {
@@ -231,22 +232,60 @@ pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), 
 /// Why an attempt's Approval was closed while its run goes on, from the
 /// record of its step: the attempt's error (a timeout, say) when it has one.
 pub fn replaced_reason(status: &crate::api::RunStatus, request: &ApprovalRequest) -> String {
+    attempt_ended_reason(status, &request.step, request.attempt)
+}
+
+/// Why attempt `attempt` of `step` no longer waits, from the record.
+fn attempt_ended_reason(status: &crate::api::RunStatus, step: &str, attempt: u32) -> String {
     let error = status
         .steps
-        .get(&request.step)
+        .get(step)
         .and_then(|record| {
             record
                 .attempts
                 .iter()
-                .find(|a| a.number == i32::try_from(request.attempt).unwrap_or(i32::MAX))
+                .find(|a| a.number == i32::try_from(attempt).unwrap_or(i32::MAX))
         })
         .and_then(|attempt| attempt.error.as_ref())
         .map(|e| format!(" ({})", e.message))
         .unwrap_or_default();
-    format!(
-        "attempt {} of step {} ended{error} before an answer was taken in",
-        request.attempt, request.step
-    )
+    format!("attempt {attempt} of step {step} ended{error} before an answer was taken in")
+}
+
+/// Settles the Approvals of the attempts of `request`'s step before it,
+/// other than those read this reconcile (`read`, which [`replaced`]
+/// handles): called before `request`'s Approval is created, so once per
+/// attempt. The write that ended the earlier attempt and asked this one
+/// may have been applied with its answer lost, and then the reconcile that
+/// would have closed the earlier Approval never ran: it would stay open,
+/// and an answer written there would never be read.
+pub async fn settle_earlier(
+    api: &Api<Approval>,
+    run: &Run,
+    record: &crate::api::RunStatus,
+    request: &ApprovalRequest,
+    read: &[&str],
+) -> Result<(), Error> {
+    for attempt in 1..request.attempt {
+        let name = names::approval(&run.name_any(), &request.step, attempt);
+        if read.contains(&name.as_str()) {
+            continue;
+        }
+        let approval = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("reading the approval {name}"), e))?;
+        let Some(approval) = approval else { continue };
+        match leftover(&approval, record) {
+            Leftover::Settled => {}
+            Leftover::TakenIn => settle(api, &name, None).await?,
+            Leftover::Unanswered => {
+                let reason = attempt_ended_reason(record, &request.step, attempt);
+                close(api, &name, &reason).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The Approvals read this reconcile whose attempt stopped waiting without

@@ -15,7 +15,7 @@ use hyper::{Request, Response, StatusCode, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
 
-use super::plan::{Decision, Dice, Fault};
+use super::plan::{Decision, Dice, Fault, Loss, Request as Asked};
 use super::tally::{Seen, Tally, classify};
 
 /// Any error a body can end with.
@@ -37,11 +37,13 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Serves one request (never fails: an unreachable API server is a 502).
+    /// Serves one request. It fails (and hyper closes the connection
+    /// without an answer) only for a write whose answer is lost by cutting
+    /// the connection; an unreachable API server is a 502.
     pub async fn serve(
         self: Arc<Self>,
         req: Request<Incoming>,
-    ) -> Result<Response<ProxyBody>, Infallible> {
+    ) -> Result<Response<ProxyBody>, BoxError> {
         let method = req.method().as_str().to_string();
         let path = req.uri().path().to_string();
         let kind = classify(&method, &path, req.uri().query());
@@ -64,14 +66,13 @@ impl Forwarder {
             let target = format!("{method} {path}");
             (req.map(|b| b.map_err(BoxError::from).boxed()), target)
         };
-        let watch = kind.verb == "watch";
-        let write = kind.verb == "update" || kind.verb == "patch";
-        let decision = self.dice.decide(watch, write);
+        let decision = self.dice.decide(Asked::of(&kind));
         let fault = match decision {
             Decision::Forward => None,
             Decision::Answer(f) => Some(f),
             Decision::Delay(_) => Some(Fault::Delay),
             Decision::CutAfter(_) => Some(Fault::CutWatch),
+            Decision::Lose(_) => Some(Fault::LostResponse),
         };
         self.tally.record(Seen {
             at: Instant::now(),
@@ -87,7 +88,27 @@ impl Forwarder {
             }
             Decision::CutAfter(after) => self.forward(req, Some(after)).await,
             Decision::Forward => self.forward(req, None).await,
+            Decision::Lose(loss) => return self.lose(req, loss, &path).await,
         })
+    }
+
+    /// Forwards a write, waits for the whole of the API server's answer
+    /// (the write is applied by then), and gives the client `loss` instead.
+    async fn lose(
+        &self,
+        req: Request<ProxyBody>,
+        loss: Loss,
+        path: &str,
+    ) -> Result<Response<ProxyBody>, BoxError> {
+        let answer = self.forward(req, None).await;
+        let code = answer.status();
+        let _ = answer.into_body().collect().await;
+        let lost = format!("the fault proxy lost the API server's {code} answer to {path}");
+        match loss {
+            Loss::Internal => Ok(status(500, "InternalError", lost)),
+            Loss::Unavailable => Ok(status(503, "ServiceUnavailable", lost)),
+            Loss::Cut => Err(lost.into()),
+        }
     }
 
     async fn forward(&self, req: Request<ProxyBody>, cut: Option<Duration>) -> Response<ProxyBody> {
@@ -136,12 +157,21 @@ fn status_error(fault: Fault, path: &str) -> Response<ProxyBody> {
         Fault::Internal => (500, "InternalError"),
         _ => (503, "ServiceUnavailable"),
     };
+    status(
+        code,
+        reason,
+        format!("the fault proxy injected {reason} for {path}"),
+    )
+}
+
+/// A `Status` error with this code, reason and message.
+fn status(code: u16, reason: &str, message: String) -> Response<ProxyBody> {
     let body = serde_json::json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": format!("the fault proxy injected {reason} for {path}"),
+        "message": message,
         "reason": reason,
         "details": if code == 429 { serde_json::json!({"retryAfterSeconds": 1}) } else { serde_json::json!({}) },
         "code": code,

@@ -1,7 +1,9 @@
 //! A fault-injecting HTTPS proxy between a client (the controller) and the
 //! test cluster's API server: it answers some requests with 409, 429
-//! (`Retry-After: 1`), 500 and 503 `Status` errors, delays others and cuts
-//! watch streams, with a seeded generator (the seed is printed), and counts
+//! (`Retry-After: 1`), 500 and 503 `Status` errors, delays others, cuts
+//! watch streams, and loses the answers of some writes after the API server
+//! applied them (a 500, a 503 or a closed connection in their place), with
+//! a seeded generator (the seed is printed), and counts
 //! every request so a test can prove the client backs off instead of
 //! hammering. A real API server misbehaves like this under load, behind a
 //! flaky load balancer, or while it restarts.
@@ -27,7 +29,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::sync::watch;
 
-pub use plan::{Decision, Dice, Fault, FaultPlan};
+pub use plan::{Decision, Dice, Fault, FaultPlan, Loss, Request};
 pub use tally::{Kind, Seen, Tally, classify};
 
 use crate::{Error, Result, kubeconfig, workspace_root};

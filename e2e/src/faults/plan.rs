@@ -4,6 +4,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::tally::Kind;
+
 /// A fault the proxy can inject in place of (or on top of) forwarding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Fault {
@@ -23,17 +25,24 @@ pub enum Fault {
     Delay,
     /// A watch forwarded, then its connection closed mid-stream.
     CutWatch,
+    /// A write forwarded and applied by the API server, whose answer the
+    /// client never gets: it sees a 500, a 503 or a closed connection
+    /// instead ([`Loss`]), as when a load balancer or the connection fails
+    /// after the server acted. The client cannot tell it from a write that
+    /// never happened; retrying it finds the change already made.
+    LostResponse,
 }
 
 impl Fault {
     /// Every kind, for reports.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::Conflict,
         Fault::TooManyRequests,
         Fault::Internal,
         Fault::Unavailable,
         Fault::Delay,
         Fault::CutWatch,
+        Fault::LostResponse,
     ];
 
     /// The HTTP status the proxy answers with, for the faults that answer
@@ -44,7 +53,65 @@ impl Fault {
             Fault::TooManyRequests => Some(429),
             Fault::Internal => Some(500),
             Fault::Unavailable => Some(503),
-            Fault::Delay | Fault::CutWatch => None,
+            Fault::Delay | Fault::CutWatch | Fault::LostResponse => None,
+        }
+    }
+
+    /// Whether the client saw the request fail: an error answered in place
+    /// of the API server's, or a write's answer lost after it was applied.
+    pub fn is_error(self) -> bool {
+        self.status().is_some() || self == Fault::LostResponse
+    }
+}
+
+/// What the client gets in place of a write's lost answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// A 500 `Status`.
+    Internal,
+    /// A 503 `Status`.
+    Unavailable,
+    /// The connection closed before any answer.
+    Cut,
+}
+
+/// What a request is, as far as the dice care.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// A watch (may be cut; never delayed).
+    pub watch: bool,
+    /// An update or patch (may get a 409).
+    pub update: bool,
+    /// A write whose answer may be lost after it is applied: any create,
+    /// update, patch or delete except a Lease's (the leader's renewals;
+    /// a lost one only makes the leader step down, which the restart
+    /// tests cover) and the reviews (TokenReview, SubjectAccessReview),
+    /// which change nothing.
+    pub lossable: bool,
+}
+
+/// Resources whose writes change nothing (or only the leader's Lease):
+/// never lossable.
+const NOT_LOSSABLE: [&str; 5] = [
+    "leases",
+    "tokenreviews",
+    "subjectaccessreviews",
+    "selfsubjectaccessreviews",
+    "localsubjectaccessreviews",
+];
+
+impl Request {
+    /// What a request of this verb and resource is.
+    pub fn of(kind: &Kind) -> Self {
+        let verb = kind.verb.as_str();
+        let write = matches!(
+            verb,
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        );
+        Self {
+            watch: verb == "watch",
+            update: matches!(verb, "update" | "patch"),
+            lossable: write && !NOT_LOSSABLE.contains(&kind.resource.as_str()),
         }
     }
 }
@@ -60,6 +127,9 @@ pub enum Decision {
     Delay(Duration),
     /// Forward the watch and close its connection after this long.
     CutAfter(Duration),
+    /// Forward the write, wait for the API server's answer, and give the
+    /// client this instead.
+    Lose(Loss),
 }
 
 /// How often each fault happens (probabilities per request) and how long
@@ -76,6 +146,9 @@ pub struct FaultPlan {
     pub internal: f64,
     /// Chance of a 503.
     pub unavailable: f64,
+    /// Chance that a write (see [`Request::lossable`]) is applied and its
+    /// answer lost.
+    pub lost_response: f64,
     /// Chance that a request not answered with an error is delayed.
     pub delay: f64,
     /// Longest delay.
@@ -90,18 +163,25 @@ pub struct FaultPlan {
 
 impl FaultPlan {
     /// A plan that hurts every kind of request now and then, seeded with
-    /// `E2E_FAULT_SEED` when set, else from the clock; `E2E_FAULT_SCALE`
+    /// `E2E_FAULT_SEED` when set, else from the clock; `E2E_FAULT_LOST`
+    /// sets the chance of a lost answer (to study that fault alone, at a
+    /// rate that finds its bugs in a few runs); `E2E_FAULT_SCALE` then
     /// multiplies every chance (`0` measures the same work without faults).
     pub fn from_env() -> Self {
+        let number = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+        };
         let seed = std::env::var("E2E_FAULT_SEED")
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or_else(clock_seed);
-        let scale = std::env::var("E2E_FAULT_SCALE")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(1.0);
-        Self::seeded(seed).scaled(scale)
+        let mut plan = Self::seeded(seed);
+        if let Some(lost) = number("E2E_FAULT_LOST") {
+            plan.lost_response = lost.clamp(0.0, 1.0);
+        }
+        plan.scaled(number("E2E_FAULT_SCALE").unwrap_or(1.0))
     }
 
     /// The same plan with every chance multiplied by `factor` (capped at 1).
@@ -111,6 +191,7 @@ impl FaultPlan {
             &mut self.too_many_requests,
             &mut self.internal,
             &mut self.unavailable,
+            &mut self.lost_response,
             &mut self.delay,
             &mut self.cut_watch,
         ] {
@@ -120,8 +201,9 @@ impl FaultPlan {
     }
 
     /// The default rates with a given seed: about one request in ten gets an
-    /// error, one in five of the rest waits up to 300 ms, and most watches
-    /// are cut within 1–8 s.
+    /// error (writes 3% more: their answer lost after they were applied),
+    /// one in five of the rest waits up to 300 ms, and most watches are cut
+    /// within 1–8 s.
     pub fn seeded(seed: u64) -> Self {
         Self {
             seed,
@@ -129,6 +211,7 @@ impl FaultPlan {
             too_many_requests: 0.03,
             internal: 0.03,
             unavailable: 0.03,
+            lost_response: 0.03,
             delay: 0.2,
             max_delay: Duration::from_millis(300),
             cut_watch: 0.7,
@@ -182,12 +265,11 @@ impl Dice {
         low + (high.saturating_sub(low)).mul_f64(self.draw())
     }
 
-    /// Decides the fate of one request: `watch` for a watch, `write` for an
-    /// update or patch.
-    pub fn decide(&self, watch: bool, write: bool) -> Decision {
+    /// Decides the fate of one request.
+    pub fn decide(&self, request: Request) -> Decision {
         let p = &self.plan;
         let roll = self.draw();
-        let conflict = if write { p.conflict } else { 0.0 };
+        let conflict = if request.update { p.conflict } else { 0.0 };
         let mut edge = 0.0;
         for (chance, fault) in [
             (conflict, Fault::Conflict),
@@ -200,7 +282,17 @@ impl Dice {
                 return Decision::Answer(fault);
             }
         }
-        if watch {
+        if request.lossable {
+            edge += p.lost_response;
+            if roll < edge {
+                return Decision::Lose(match self.draw() {
+                    x if x < 1.0 / 3.0 => Loss::Internal,
+                    x if x < 2.0 / 3.0 => Loss::Unavailable,
+                    _ => Loss::Cut,
+                });
+            }
+        }
+        if request.watch {
             return if self.draw() < p.cut_watch {
                 Decision::CutAfter(self.between(p.min_watch, p.max_watch))
             } else {
@@ -219,11 +311,19 @@ impl Dice {
 mod tests {
     use super::*;
 
+    fn request(watch: bool, update: bool) -> Request {
+        Request {
+            watch,
+            update,
+            lossable: false,
+        }
+    }
+
     fn tally(dice: &Dice, watch: bool, write: bool, n: usize) -> [usize; 4] {
         let mut seen = [0; 4];
         for _ in 0..n {
-            match dice.decide(watch, write) {
-                Decision::Answer(_) => seen[0] += 1,
+            match dice.decide(request(watch, write)) {
+                Decision::Answer(_) | Decision::Lose(_) => seen[0] += 1,
                 Decision::Delay(d) => {
                     assert!(d <= dice.plan().max_delay, "{d:?}");
                     seen[1] += 1
@@ -244,12 +344,16 @@ mod tests {
             Dice::new(FaultPlan::seeded(7)),
             Dice::new(FaultPlan::seeded(7)),
         );
-        let first: Vec<_> = (0..200).map(|i| a.decide(i % 3 == 0, i % 2 == 0)).collect();
-        let again: Vec<_> = (0..200).map(|i| b.decide(i % 3 == 0, i % 2 == 0)).collect();
+        let first: Vec<_> = (0..200)
+            .map(|i| a.decide(request(i % 3 == 0, i % 2 == 0)))
+            .collect();
+        let again: Vec<_> = (0..200)
+            .map(|i| b.decide(request(i % 3 == 0, i % 2 == 0)))
+            .collect();
         assert_eq!(first, again);
         let other = Dice::new(FaultPlan::seeded(8));
         let different: Vec<_> = (0..200)
-            .map(|i| other.decide(i % 3 == 0, i % 2 == 0))
+            .map(|i| other.decide(request(i % 3 == 0, i % 2 == 0)))
             .collect();
         assert_ne!(first, different);
     }
@@ -275,8 +379,63 @@ mod tests {
     fn conflicts_only_for_writes() {
         let dice = Dice::new(FaultPlan::seeded(3));
         for _ in 0..5_000 {
-            assert_ne!(dice.decide(false, false), Decision::Answer(Fault::Conflict));
-            assert_ne!(dice.decide(true, false), Decision::Answer(Fault::Conflict));
+            assert_ne!(
+                dice.decide(request(false, false)),
+                Decision::Answer(Fault::Conflict)
+            );
+            assert_ne!(
+                dice.decide(request(true, false)),
+                Decision::Answer(Fault::Conflict)
+            );
+        }
+    }
+
+    #[test]
+    fn only_lossable_writes_lose_their_answer_in_every_way() {
+        let dice = Dice::new(FaultPlan::seeded(5));
+        for _ in 0..5_000 {
+            assert!(!matches!(
+                dice.decide(request(false, true)),
+                Decision::Lose(_)
+            ));
+        }
+        let lossable = Request {
+            lossable: true,
+            ..Request::default()
+        };
+        let mut ways = Vec::new();
+        let mut lost = 0;
+        for _ in 0..10_000 {
+            if let Decision::Lose(way) = dice.decide(lossable) {
+                lost += 1;
+                if !ways.contains(&way) {
+                    ways.push(way);
+                }
+            }
+        }
+        // 3% of 10 000.
+        assert!((200..400).contains(&lost), "{lost}");
+        assert_eq!(ways.len(), 3, "{ways:?}");
+    }
+
+    #[test]
+    fn writes_are_lossable_except_leases_and_reviews() {
+        let lossable = |verb: &str, resource: &str| {
+            Request::of(&Kind {
+                verb: verb.into(),
+                resource: resource.into(),
+            })
+            .lossable
+        };
+        for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+            assert!(lossable(verb, "jobs"), "{verb}");
+            assert!(lossable(verb, "runs/status"), "{verb}");
+            assert!(!lossable(verb, "leases"), "{verb}");
+        }
+        assert!(!lossable("create", "tokenreviews"));
+        assert!(!lossable("create", "subjectaccessreviews"));
+        for verb in ["get", "list", "watch"] {
+            assert!(!lossable(verb, "jobs"), "{verb}");
         }
     }
 }

@@ -149,15 +149,15 @@ impl Tally {
         out
     }
 
-    /// The most times any request that got an error (409, 429, 500, 503)
-    /// was sent again — same method, same path — within `window` after
+    /// The most times any request that got an error (409, 429, 500, 503,
+    /// or a write's answer lost) was sent again — same method, same path — within `window` after
     /// that error, and which request it was. A client that retries at once
     /// and without end shows here as a large count.
     pub fn most_repeats_after_error(&self, window: Duration) -> (usize, String) {
         let seen = self.lock();
         let mut worst = (0, String::new());
         for (i, s) in seen.iter().enumerate() {
-            if s.fault.and_then(Fault::status).is_none() {
+            if !s.fault.is_some_and(Fault::is_error) {
                 continue;
             }
             let again = seen[i + 1..]
@@ -187,6 +187,11 @@ impl Tally {
         ));
         for (kind, n) in self.by_kind() {
             out.push_str(&format!("  {:>5} {} {}\n", n, kind.verb, kind.resource));
+        }
+        for s in self.lock().iter() {
+            if s.fault == Some(Fault::LostResponse) {
+                out.push_str(&format!("  answer lost: {}\n", s.target));
+            }
         }
         out
     }
@@ -285,5 +290,15 @@ mod tests {
         assert_eq!(tally.most_repeats_after_error(ms(1000)), (4, "/a".into()));
         assert_eq!(tally.per_second(), vec![9, 1, 2]);
         assert_eq!(tally.faults().get(&Fault::Internal), Some(&1));
+        // A lost answer is an error the client saw: what follows counts.
+        seen(&tally, ms(3000), "/c", Some(Fault::LostResponse));
+        for i in 1..=5 {
+            seen(&tally, ms(3000 + 100 * i), "/c", None);
+        }
+        assert_eq!(tally.most_repeats_after_error(ms(1000)), (5, "/c".into()));
+        assert_eq!(tally.faults().get(&Fault::LostResponse), Some(&1));
+        let report = tally.report();
+        assert!(report.contains("LostResponse=1"), "{report}");
+        assert!(report.contains("answer lost: /c\n"), "{report}");
     }
 }

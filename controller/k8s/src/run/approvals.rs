@@ -159,16 +159,60 @@ pub async fn close_unanswered(
                 e,
             )
         })?;
+    let record = run.status.clone().unwrap_or_default();
     let mut closed = 0;
     for approval in list.items {
-        let status = approval.status.clone().unwrap_or_default();
-        if status.consumed || status.closed.is_some() {
-            continue;
+        match leftover(&approval, &record) {
+            Leftover::Settled => {}
+            Leftover::TakenIn => settle(api, &approval.name_any(), None).await?,
+            Leftover::Unanswered => {
+                close(api, &approval.name_any(), reason).await?;
+                closed += 1;
+            }
         }
-        close(api, &approval.name_any(), reason).await?;
-        closed += 1;
     }
     Ok(closed)
+}
+
+/// What an Approval whose attempt no longer waits still needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftover {
+    /// Nothing: consumed or closed already.
+    Settled,
+    /// Its answer is in the record, but the Approval does not say so:
+    /// the write that took it in was applied and its answer lost (or the
+    /// controller stopped right after it), so marking it consumed never
+    /// happened. It is marked now, not closed as if nobody had answered.
+    TakenIn,
+    /// No answer was taken in from it: it is closed.
+    Unanswered,
+}
+
+/// What `approval`, whose attempt no longer waits, still needs, from the
+/// run's record.
+pub fn leftover(approval: &Approval, record: &crate::api::RunStatus) -> Leftover {
+    let status = approval.status.clone().unwrap_or_default();
+    if status.consumed || status.closed.is_some() {
+        return Leftover::Settled;
+    }
+    let spec = &approval.spec;
+    let answered = spec.decision.is_some() || spec.response.is_some();
+    if answered && taken_in(record, &spec.step, spec.attempt) {
+        Leftover::TakenIn
+    } else {
+        Leftover::Unanswered
+    }
+}
+
+/// Whether the record shows attempt `attempt` of the person step `step`
+/// completed: only an answer completes one (a timeout or a stop fails or
+/// cancels it).
+pub fn taken_in(record: &crate::api::RunStatus, step: &str, attempt: i32) -> bool {
+    record.steps.get(step).is_some_and(|s| {
+        s.attempts
+            .iter()
+            .any(|a| a.number == attempt && a.status == crate::api::StepStatus::Completed)
+    })
 }
 
 /// Closes one Approval nobody will read an answer from, saying why; one
@@ -188,22 +232,60 @@ pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), 
 /// Why an attempt's Approval was closed while its run goes on, from the
 /// record of its step: the attempt's error (a timeout, say) when it has one.
 pub fn replaced_reason(status: &crate::api::RunStatus, request: &ApprovalRequest) -> String {
+    attempt_ended_reason(status, &request.step, request.attempt)
+}
+
+/// Why attempt `attempt` of `step` no longer waits, from the record.
+fn attempt_ended_reason(status: &crate::api::RunStatus, step: &str, attempt: u32) -> String {
     let error = status
         .steps
-        .get(&request.step)
+        .get(step)
         .and_then(|record| {
             record
                 .attempts
                 .iter()
-                .find(|a| a.number == i32::try_from(request.attempt).unwrap_or(i32::MAX))
+                .find(|a| a.number == i32::try_from(attempt).unwrap_or(i32::MAX))
         })
         .and_then(|attempt| attempt.error.as_ref())
         .map(|e| format!(" ({})", e.message))
         .unwrap_or_default();
-    format!(
-        "attempt {} of step {} ended{error} before an answer was taken in",
-        request.attempt, request.step
-    )
+    format!("attempt {attempt} of step {step} ended{error} before an answer was taken in")
+}
+
+/// Settles the Approvals of the attempts of `request`'s step before it,
+/// other than those read this reconcile (`read`, which [`replaced`]
+/// handles): called before `request`'s Approval is created, so once per
+/// attempt. The write that ended the earlier attempt and asked this one
+/// may have been applied with its answer lost, and then the reconcile that
+/// would have closed the earlier Approval never ran: it would stay open,
+/// and an answer written there would never be read.
+pub async fn settle_earlier(
+    api: &Api<Approval>,
+    run: &Run,
+    record: &crate::api::RunStatus,
+    request: &ApprovalRequest,
+    read: &[&str],
+) -> Result<(), Error> {
+    for attempt in 1..request.attempt {
+        let name = names::approval(&run.name_any(), &request.step, attempt);
+        if read.contains(&name.as_str()) {
+            continue;
+        }
+        let approval = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("reading the approval {name}"), e))?;
+        let Some(approval) = approval else { continue };
+        match leftover(&approval, record) {
+            Leftover::Settled => {}
+            Leftover::TakenIn => settle(api, &name, None).await?,
+            Leftover::Unanswered => {
+                let reason = attempt_ended_reason(record, &request.step, attempt);
+                close(api, &name, &reason).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The Approvals read this reconcile whose attempt stopped waiting without
@@ -231,4 +313,80 @@ pub fn replaced<'a>(asked: &'a [Asked], waiting_now: &[ApprovalRequest]) -> Vec<
 /// A reference to an Approval, for events about it.
 pub fn reference(approval: &Approval) -> ObjectReference {
     approval.object_ref(&())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ApprovalStatus, Attempt, RunStatus, StepRecord, StepStatus};
+
+    fn approval(attempt: i32, decision: Option<&str>, status: ApprovalStatus) -> Approval {
+        let mut a = Approval::new(
+            "r-ask-1",
+            ApprovalSpec {
+                run: "r".into(),
+                step: "ask".into(),
+                attempt,
+                decision: decision.map(String::from),
+                ..Default::default()
+            },
+        );
+        a.status = Some(status);
+        a
+    }
+
+    fn record(attempts: &[StepStatus]) -> RunStatus {
+        let mut record = RunStatus::default();
+        let step = StepRecord {
+            attempts: attempts
+                .iter()
+                .zip(1..)
+                .map(|(status, number)| Attempt {
+                    number,
+                    status: *status,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        record.steps.insert("ask".into(), step);
+        record
+    }
+
+    #[test]
+    fn an_answer_the_record_took_in_is_marked_consumed_not_closed() {
+        // The write that took "approve" in was applied, its answer lost:
+        // the record has the attempt completed, the Approval is not
+        // consumed. Closing it would say nobody's answer was taken.
+        let completed = record(&[StepStatus::Completed]);
+        let answered = approval(1, Some("approve"), ApprovalStatus::default());
+        assert_eq!(leftover(&answered, &completed), Leftover::TakenIn);
+    }
+
+    #[test]
+    fn approvals_nobody_answered_in_time_are_closed_and_settled_ones_left() {
+        let completed = record(&[StepStatus::Completed]);
+        let unanswered = approval(1, None, ApprovalStatus::default());
+        assert_eq!(leftover(&unanswered, &completed), Leftover::Unanswered);
+        // Answered after the attempt timed out: the answer was never read.
+        let timed_out = record(&[StepStatus::Failed]);
+        let late = approval(1, Some("approve"), ApprovalStatus::default());
+        assert_eq!(leftover(&late, &timed_out), Leftover::Unanswered);
+        // Answered for attempt 2 while only attempt 1 completed.
+        let other = approval(2, Some("approve"), ApprovalStatus::default());
+        assert_eq!(leftover(&other, &completed), Leftover::Unanswered);
+        for status in [
+            ApprovalStatus {
+                consumed: true,
+                ..Default::default()
+            },
+            ApprovalStatus {
+                closed: Some("ended".into()),
+                ..Default::default()
+            },
+        ] {
+            let settled = approval(1, Some("approve"), status);
+            assert_eq!(leftover(&settled, &completed), Leftover::Settled);
+        }
+    }
 }

@@ -261,9 +261,13 @@ impl Reconcile<'_, '_> {
                 .filter(|a| a.object.is_some())
                 .map(|a| a.name.as_str())
                 .collect();
+            let read: Vec<&str> = asked.iter().map(|a| a.name.as_str()).collect();
             for request in machine.pending_approvals() {
                 let a = approvals::Asked::new(run, request);
                 if !existing.contains(&a.name.as_str()) {
+                    // Earlier attempts first: once this one exists, this
+                    // is not done again.
+                    approvals::settle_earlier(&approvals, run, &new, &a.request, &read).await?;
                     let show = ctx.offloader.store_shown(run, &a.request.show).await?;
                     approvals::create(&approvals, run, &a, show).await?;
                 }

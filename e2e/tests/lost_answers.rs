@@ -1,0 +1,231 @@
+//! What a write applied by the API server but whose answer was lost leaves
+//! behind: the Run's record ahead of what the controller does after writing
+//! it. The controller that wrote it saw an error and never did those acts;
+//! the next reconcile (or the next controller) must still leave things
+//! right. Each test builds that state with kubectl while no controller
+//! runs, then starts one (`tests/faults.rs` makes such losses at random).
+
+use std::time::Duration;
+
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use serde_json::{Value, json};
+
+/// Generous bound for the controller to act (not a timing assertion).
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A flow whose only step asks a person.
+const FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: asking}
+spec:
+  steps:
+    - key: ask
+      approval:
+        decisions: [approve, reject]
+"#;
+
+#[tokio::test]
+async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its_answer() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let ns = ns.name();
+    kubectl.apply(ns, FLOW).unwrap_or_else(|e| panic!("{e}"));
+    let run = kubectl
+        .create_run(ns, "asking", &json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let uid = kubectl
+        .run(&[
+            "get",
+            "run",
+            &run,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The person answered attempt 1, and the status write that took the
+    // answer in (and ended the run) was applied; its answer was lost, so
+    // the Approval was never marked consumed.
+    let approval = format!("{run}-ask-1");
+    let asked = json!({
+        "apiVersion": "coxswain.dev/v1alpha1",
+        "kind": "Approval",
+        "metadata": {
+            "name": approval,
+            "labels": {"coxswain.dev/run-uid": uid},
+            "ownerReferences": [{
+                "apiVersion": "coxswain.dev/v1alpha1",
+                "kind": "Run",
+                "name": run,
+                "uid": uid,
+                "controller": true,
+            }],
+        },
+        "spec": {
+            "run": run,
+            "step": "ask",
+            "attempt": 1,
+            "mode": "review",
+            "decisions": ["approve", "reject"],
+            "decision": "approve",
+        },
+    });
+    kubectl
+        .apply(ns, &asked.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let now = "2026-01-01T00:00:00Z";
+    let record = json!({"status": {
+        "phase": "Succeeded",
+        "startedAt": now,
+        "finishedAt": now,
+        "steps": {"ask": {
+            "status": "completed",
+            "exit": "approve",
+            "output": {"decision": "approve"},
+            "attempts": [{
+                "number": 1,
+                "status": "completed",
+                "startedAt": now,
+                "finishedAt": now,
+                "output": {"decision": "approve"},
+            }],
+        }},
+    }});
+    kubectl
+        .run(&[
+            "patch",
+            "run",
+            &run,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            &record.to_string(),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let controller = ControllerProcess::for_namespace(ns, &[])
+        .await
+        .expect("controller");
+    let status = |kubectl: &Kubectl| -> Value {
+        kubectl.json(&["get", "approval", &approval, "-n", ns, "-o", "json"])["status"].clone()
+    };
+    let settled = wait_for("the Approval settled", BOUND, || async {
+        let status = status(&kubectl);
+        Ok((status["consumed"] == true || !status["closed"].is_null()).then_some(status))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", controller.log_text()));
+    assert_eq!(
+        settled,
+        json!({"consumed": true}),
+        "the run took the answer in; the Approval must say so, not that it was closed unanswered"
+    );
+}
+
+/// A person step asked twice: an unanswered attempt fails after `timeout`
+/// (long enough for the test to act within the second attempt's).
+const ASKED_TWICE: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: asked-twice}
+spec:
+  steps:
+    - key: ask
+      attempts: 2
+      backoff: 1s
+      timeout: 15s
+      approval:
+        decisions: [approve, reject]
+"#;
+
+#[tokio::test]
+async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_ended_it_lost_its_answer()
+ {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let ns = ns.name();
+    kubectl
+        .apply(ns, ASKED_TWICE)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut controller = ControllerProcess::for_namespace(ns, &[])
+        .await
+        .expect("controller");
+    let run = kubectl
+        .create_run(ns, "asked-twice", &json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (first, second) = (format!("{run}-ask-1"), format!("{run}-ask-2"));
+    let get = |name: &str| -> Option<Value> {
+        kubectl
+            .run(&["get", "approval", name, "-n", ns, "-o", "json"])
+            .ok()
+            .and_then(|out| serde_json::from_str(&out).ok())
+    };
+    // Nobody answers the first attempt; it runs out and the second is asked.
+    wait_for("the second attempt's Approval", BOUND, || async {
+        Ok(get(&second).map(drop))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", controller.log_text()));
+    assert!(
+        !get(&first).expect("the first Approval")["status"]["closed"].is_null(),
+        "the controller closes the Approval of an attempt that ran out"
+    );
+
+    // What the status write that ended attempt 1 and asked attempt 2
+    // leaves when it was applied but its answer lost: the record says
+    // attempt 2 waits, and neither act after the write was done.
+    controller.kill();
+    kubectl
+        .run(&["delete", "approval", &second, "-n", ns])
+        .unwrap_or_else(|e| panic!("{e}"));
+    kubectl
+        .run(&[
+            "patch",
+            "approval",
+            &first,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"closed":null}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(get(&first).expect("the first Approval")["status"]["closed"].is_null());
+
+    controller.restart().expect("controller restarted");
+    let asked = wait_for("the second attempt's Approval again", BOUND, || async {
+        Ok(get(&second))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", controller.log_text()));
+    let phase = kubectl
+        .run(&[
+            "get",
+            "run",
+            &run,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(phase, "Waiting", "the second attempt still waits: {asked}");
+    // Settled before the new one is asked, so an answer is never written
+    // where it would not be read.
+    let first = get(&first).expect("the first Approval");
+    assert_eq!(
+        first["status"]["closed"],
+        "attempt 1 of step ask ended (nobody answered within 15s) before an answer was taken in",
+        "{first:#}\ncontroller log:\n{}",
+        controller.log_text()
+    );
+}

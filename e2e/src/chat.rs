@@ -539,6 +539,30 @@ fn localpart(user_id: &str) -> &str {
     id.split_once(':').map_or(id, |(local, _)| local)
 }
 
+/// The `review` Flow the chat tests start: `!review WORDS` through the
+/// connection `connection`, heard in `room` from `allowed` (a user id or
+/// `*`); one condition step, and an output that shows what the run got.
+pub fn review_flow(connection: &str, room: &str, allowed: &str) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: review}}
+spec:
+  command:
+    name: review
+    chat: {connection}
+    rooms: ["{room}"]
+    allowedUsers: ["{allowed}"]
+  output: {{reviewed: $input.prompt, asker: $input.sender, asked: $steps.check.output.result}}
+  steps:
+    - key: check
+      condition:
+        when: $input.prompt != ""
+"#
+    )
+}
+
 /// The root event id of a thread reply, if `event` is one.
 pub fn thread_root(event: &Value) -> Option<&str> {
     let relation = &event["content"]["m.relates_to"];

@@ -57,24 +57,7 @@ async fn setup(allowed: &str) -> Setup {
     } else {
         allowed.to_string()
     };
-    let flow = format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: review}}
-spec:
-  command:
-    name: review
-    chat: team-chat
-    rooms: ["{room}"]
-    allowedUsers: ["{allowed}"]
-  output: {{reviewed: $input.prompt, asker: $input.sender, asked: $steps.check.output.result}}
-  steps:
-    - key: check
-      condition:
-        when: $input.prompt != ""
-"#
-    );
+    let flow = coxswain_e2e::chat::review_flow("team-chat", &room, &allowed);
     kubectl.apply(ns.name(), &flow).expect("the flow");
     Setup {
         synapse,

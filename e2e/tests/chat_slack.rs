@@ -224,24 +224,7 @@ async fn slack_commands_start_runs_once_and_are_answered_in_their_thread() {
     kubectl
         .apply(ns.name(), &secret.to_string())
         .expect("the connection Secret");
-    let flow = format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: review}}
-spec:
-  command:
-    name: review
-    chat: team-slack
-    rooms: ["{CHANNEL}"]
-    allowedUsers: ["{ALICE}"]
-  output: {{reviewed: $input.prompt, asker: $input.sender, asked: $steps.check.output.result}}
-  steps:
-    - key: check
-      condition:
-        when: $input.prompt != ""
-"#
-    );
+    let flow = coxswain_e2e::chat::review_flow("team-slack", CHANNEL, ALICE);
     kubectl.apply(ns.name(), &flow).expect("the flow");
     let port = coxswain_e2e::free_port().expect("a port");
     let listen = format!("127.0.0.1:{port}");

@@ -264,6 +264,25 @@ async fn a_command_starts_a_run_and_its_outcome_is_posted_in_the_thread() {
         BTreeSet::from([run_name, names::command_run("review", &last)]),
         "bob's command started nothing"
     );
+    // How long people wait, by the homeserver's own clock (printed, never
+    // asserted): from the command to the bot's first and second answer.
+    let events = setup
+        .synapse
+        .events(&setup.alice, &setup.room)
+        .await
+        .expect("events");
+    let at = |e: &Value| e["origin_server_ts"].as_i64().unwrap_or_default();
+    for root in [&asked, &last] {
+        let Some(command) = events.iter().find(|e| e["event_id"] == root.as_str()) else {
+            continue;
+        };
+        let answers: Vec<i64> = events
+            .iter()
+            .filter(|e| thread_root(e) == Some(root.as_str()))
+            .map(|e| at(e) - at(command))
+            .collect();
+        println!("answered {root} after {answers:?} ms (started, outcome)");
+    }
     println!(
         "the room:\n{}",
         setup

@@ -520,6 +520,7 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
             "agent.maxTokens=512",
             "agent.apiKeySecret.name=model-key",
             "chat.slackEvents.enabled=true",
+            "chat.commands=false",
         ],
     );
     let help = std::process::Command::new(coxswain_e2e::coxswain_bin().expect("built"))
@@ -555,6 +556,7 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
         "COXSWAIN_WEBHOOK_SERVICE",
         "COXSWAIN_WEBHOOK_SECRET",
         "COXSWAIN_SLACK_EVENTS_LISTEN",
+        "COXSWAIN_CHAT_COMMANDS",
     ] {
         assert!(
             names.contains(&expected),

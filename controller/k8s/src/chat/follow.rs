@@ -144,7 +144,7 @@ impl Follower {
             Some(position) => position,
             None => {
                 // Nothing stored: what happens from now on is news.
-                self.join_all(&matrix, &mut joined).await;
+                self.join_all(&matrix, &self.flows(), &mut joined).await;
                 let since = matrix.now().await?;
                 let mut start = Position::new(since, joined.values().cloned().collect());
                 position::save(&self.client, &self.namespace, &self.connection, &mut start).await?;
@@ -152,7 +152,7 @@ impl Follower {
                 start
             }
         };
-        self.join_all(&matrix, &mut joined).await;
+        self.join_all(&matrix, &self.flows(), &mut joined).await;
         let rooms: Vec<&str> = joined.keys().map(String::as_str).collect();
         let note = format!(
             "following {} as {me} on {}",
@@ -166,7 +166,7 @@ impl Follower {
         self.tell(EventType::Normal, "ChatFollowing", &note).await;
         loop {
             let flows = self.flows();
-            self.join_all(&matrix, &mut joined).await;
+            self.join_all(&matrix, &flows, &mut joined).await;
             let rooms: Vec<String> = joined.values().cloned().collect();
             let fresh: BTreeSet<String> = rooms
                 .iter()
@@ -197,9 +197,13 @@ impl Follower {
 
     /// Joins every room the connection's flows list and remembers its id;
     /// a room that cannot be joined is logged and tried again next time.
-    async fn join_all(&self, matrix: &Matrix, joined: &mut BTreeMap<String, String>) {
-        let wanted: BTreeSet<String> = self
-            .flows()
+    async fn join_all(
+        &self,
+        matrix: &Matrix,
+        flows: &[Arc<Flow>],
+        joined: &mut BTreeMap<String, String>,
+    ) {
+        let wanted: BTreeSet<String> = flows
             .iter()
             .filter_map(|f| f.spec.command.as_ref())
             .flat_map(|c| c.rooms.iter().cloned())

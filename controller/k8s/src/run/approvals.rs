@@ -229,14 +229,9 @@ pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), 
     }
 }
 
-/// Why an attempt's Approval was closed while its run goes on, from the
-/// record of its step: the attempt's error (a timeout, say) when it has one.
-pub fn replaced_reason(status: &crate::api::RunStatus, request: &ApprovalRequest) -> String {
-    attempt_ended_reason(status, &request.step, request.attempt)
-}
-
-/// Why attempt `attempt` of `step` no longer waits, from the record.
-fn attempt_ended_reason(status: &crate::api::RunStatus, step: &str, attempt: u32) -> String {
+/// Why attempt `attempt` of `step` no longer waits, from the record: the
+/// attempt's error (a timeout, say) when it has one.
+pub fn attempt_ended_reason(status: &crate::api::RunStatus, step: &str, attempt: u32) -> String {
     let error = status
         .steps
         .get(step)

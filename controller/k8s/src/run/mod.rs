@@ -297,7 +297,8 @@ impl Reconcile<'_, '_> {
         if !over {
             let waiting = machine.pending_approvals();
             for a in approvals::replaced(&asked, &waiting) {
-                let reason = approvals::replaced_reason(&new, &a.request);
+                let reason =
+                    approvals::attempt_ended_reason(&new, &a.request.step, a.request.attempt);
                 approvals::close(&approvals, &a.name, &reason).await?;
             }
         }

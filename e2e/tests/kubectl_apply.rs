@@ -94,21 +94,32 @@ async fn apply_crds(kubectl: &Kubectl, mode: Mode) {
     wait.extend(names.iter().map(String::as_str));
     kubectl.run(&wait).unwrap_or_else(|e| panic!("{e}"));
     // kubectl's discovery can lag the Established condition by a moment.
-    wait_for("flows served", BOUND, || async {
+    // Listing every kind also makes the API server build each one's storage
+    // now: it does so on first use, and a CRD deleted while its storage is
+    // still initializing has its instance cleanup retried with a growing
+    // backoff, which once took the deletion past a minute.
+    wait_for("every kind served", BOUND, || async {
         Ok(kubectl
-            .run(&["get", "flows", "-A", "-o", "name"])
+            .run(&["get", "flows,runs,approvals", "-A", "-o", "name"])
             .ok()
             .map(drop))
     })
     .await
-    .expect("the Flow resource is served");
+    .expect("Flows, Runs and Approvals are served");
 }
 
+/// Deletes the CRDs and waits until they are gone; when they are not, the
+/// panic shows each one's conditions (the Terminating one says why).
 async fn delete_crds(kubectl: &Kubectl) {
     let names: Vec<String> = CRDS.iter().map(|n| format!("crd/{n}")).collect();
-    let mut args = vec!["delete", "--wait=true", "--timeout=60s"];
+    let mut args = vec!["delete", "--wait=true", "--timeout=180s"];
     args.extend(names.iter().map(String::as_str));
-    kubectl.run(&args).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = kubectl.run(&args) {
+        let mut get = vec!["get", "--ignore-not-found", "-o", "json"];
+        get.extend(names.iter().map(String::as_str));
+        let left = kubectl.run(&get).unwrap_or_else(|e| e);
+        panic!("{e}\nthe CRDs still there:\n{left}");
+    }
 }
 
 /// Applies every example into a fresh namespace, then checks that the `spec`

@@ -147,10 +147,71 @@ async fn slack_wire_format_and_success() {
         json!({"channel": "#ops", "text": "New: Hi {{x.text}} and $steps.y.output"})
     );
     assert_eq!(
+        seen.header("idempotency-key").as_deref(),
+        Some("uid-123/step_one/2")
+    );
+    assert_eq!(
         done.output,
         json!({"messageId": "1712345678.000100", "conversationName": "ops"})
     );
     assert!(!done.output.to_string().contains(TOKEN));
+}
+
+#[tokio::test]
+async fn slack_server_errors_and_odd_answers_fail_the_attempt_by_name() {
+    let cases = [
+        (
+            Answer::text(503, "upstream gone"),
+            "answered 503 Service Unavailable: upstream gone",
+        ),
+        (
+            Answer::text(200, "<html>login</html>"),
+            "Slack's answer is not JSON: <html>login</html>",
+        ),
+        (
+            Answer::json(200, json!({"ok": true})),
+            "Slack accepted the message but gave no `ts`",
+        ),
+    ];
+    for (answer, expected) in cases {
+        let slack = StandIn::start(answer).await;
+        let err = executor(&slack.base)
+            .run(&message_work(slack_step()))
+            .await
+            .unwrap_err()
+            .error;
+        assert_eq!(err.code, codes::MESSAGE, "{}", err.message);
+        assert!(err.message.contains(expected), "{}", err.message);
+        assert!(!err.message.contains(TOKEN));
+        assert_eq!(slack.requests().len(), 1, "{expected}: posted once");
+    }
+}
+
+#[tokio::test]
+async fn slack_past_the_attempts_timeout_is_a_timeout() {
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut w = message_work(slack_step());
+    w.timeout = Some(std::time::Duration::from_millis(200));
+    let err = executor(&format!("http://{addr}/api"))
+        .run(&w)
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::TIMEOUT, "{}", err.message);
+    assert!(
+        err.message
+            .contains("/api/chat.postMessage took longer than 0.2s"),
+        "{}",
+        err.message
+    );
 }
 
 #[tokio::test]

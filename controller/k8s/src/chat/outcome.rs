@@ -23,7 +23,7 @@ use super::connection::{self, Connection};
 use crate::api::Run;
 use crate::error::Error;
 use crate::names;
-use crate::steps::chat::{Matrix, Slack};
+use crate::steps::chat::{Matrix, Post, Slack};
 use crate::steps::net::{self, NetPolicy};
 
 /// What the outcome reconciler needs.
@@ -103,8 +103,14 @@ async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeEr
         }
         Connection::Slack { url, token, .. } => Slack::new(http, ctx.policy.clone(), &url, &token)
             .map_err(|e| OutcomeError::Chat(e.to_string()))?
-            .post(room, &text, thread)
+            .post(Post {
+                channel: room,
+                text: &text,
+                thread_ts: thread,
+                idempotency_key: None,
+            })
             .await
+            .map(|posted| posted.ts)
             .map_err(|e| OutcomeError::Chat(e.to_string()))?,
     };
     let runs: Api<Run> = Api::namespaced(ctx.client.clone(), &namespace);

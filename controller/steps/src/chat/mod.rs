@@ -7,4 +7,4 @@ pub mod matrix;
 pub mod slack;
 
 pub use matrix::{Matrix, MatrixError, MatrixEvent, SyncBatch};
-pub use slack::{Slack, SlackError};
+pub use slack::{Post, Posted, Slack, SlackError};

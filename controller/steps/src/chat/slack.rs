@@ -1,61 +1,137 @@
-//! The one Slack Web API call the controller makes on its own: posting an
-//! answer (`chat.postMessage`), in a thread when given one.
+//! A Slack Web API client: the calls Coxswain makes, over the network
+//! policy's HTTP client. The `message` step posts with it, and the
+//! controller answers conversation commands with it.
+//!
+//! Slack answers HTTP 200 even when it refuses, so an answer counts only
+//! with `"ok": true`; otherwise its `error` (such as `channel_not_found`) is
+//! what the caller is told. `chat.postMessage` has no idempotency key of
+//! its own: callers decide when posting again is safe.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
+use reqwest::{RequestBuilder, Url};
 use serde_json::{Value, json};
 
-use crate::net::{self, NetPolicy};
+use crate::net::{self, NetPolicy, ReadError};
 
-/// The longest a post may take.
+/// The longest a call may take when the caller sets no other timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slack's answers to these calls are small; anything bigger is refused.
+const RESPONSE_LIMIT: usize = 1 << 20;
 
-/// Why Slack did not take a message.
+/// Why a Slack call failed. Messages name the endpoint without credentials
+/// and never the token.
 #[derive(Debug, thiserror::Error)]
 pub enum SlackError {
     /// The API base URL does not parse.
-    #[error("`{0}` is not a Slack API URL")]
-    BadUrl(String),
+    #[error("`{url}` is not a Slack API URL: {reason}")]
+    BadUrl {
+        /// The URL as built.
+        url: String,
+        /// The parser's complaint.
+        reason: String,
+    },
     /// The token cannot go in a header.
     #[error("the Slack token holds characters a header cannot carry")]
     TokenChars,
     /// The network policy refused the address.
     #[error("{0}")]
     Refused(net::NetError),
+    /// Slack did not answer within the call's timeout.
+    #[error("posting to {shown} took longer than {}s", .limit.as_secs_f64())]
+    Timeout {
+        /// The endpoint, without credentials.
+        shown: String,
+        /// The timeout that applied.
+        limit: Duration,
+    },
     /// The request failed on the way.
-    #[error("posting to Slack ({url}) failed: {reason}")]
+    #[error("posting to {shown} failed: {reason}")]
     Send {
-        /// The endpoint.
-        url: String,
+        /// The endpoint, without credentials.
+        shown: String,
         /// Every cause, joined.
         reason: String,
     },
-    /// Slack answered with an error or not as its API says.
+    /// The answer was over its cap.
+    #[error("the answer from {shown} is larger than {}", net::size(*.limit))]
+    TooLarge {
+        /// The endpoint, without credentials.
+        shown: String,
+        /// The cap.
+        limit: usize,
+    },
+    /// The answer could not be read.
+    #[error("reading the answer from {shown} failed: {reason}")]
+    Read {
+        /// The endpoint, without credentials.
+        shown: String,
+        /// Every cause, joined.
+        reason: String,
+    },
+    /// A status other than 2xx.
+    #[error("{shown} answered {status}: {body}")]
+    Status {
+        /// The endpoint, without credentials.
+        shown: String,
+        /// The status.
+        status: reqwest::StatusCode,
+        /// The start of the answer.
+        body: String,
+    },
+    /// The answer is not JSON.
+    #[error("Slack's answer is not JSON: {0}")]
+    NotJson(String),
+    /// Slack answered `ok: false`.
     #[error("Slack refused the message to {channel}: {error}")]
     Refusal {
-        /// The channel.
+        /// The channel as given.
         channel: String,
-        /// Slack's `error`, or what was wrong with the answer.
+        /// Slack's `error`.
         error: String,
     },
+    /// Slack took the message but gave no id for it.
+    #[error("Slack accepted the message but gave no `ts`")]
+    NoTs,
 }
 
 impl SlackError {
-    /// Whether trying again later may work.
+    /// Whether trying again later may work: network trouble, rate limits
+    /// and server errors; not a refusal such as `channel_not_found`.
     pub fn is_transient(&self) -> bool {
         match self {
-            SlackError::Send { .. } => true,
-            SlackError::Refusal { error, .. } => {
-                error.starts_with("HTTP 5")
-                    || error == "ratelimited"
-                    || error.starts_with("HTTP 429")
+            SlackError::Send { .. } | SlackError::Timeout { .. } | SlackError::Read { .. } => true,
+            SlackError::Status { status, .. } => {
+                status.is_server_error() || *status == reqwest::StatusCode::TOO_MANY_REQUESTS
             }
+            SlackError::Refusal { error, .. } => error == "ratelimited",
             _ => false,
         }
     }
+}
+
+/// One message to post.
+#[derive(Debug, Clone, Copy)]
+pub struct Post<'a> {
+    /// A channel id (`C0123…`) or `#name`.
+    pub channel: &'a str,
+    /// The text, sent as it is.
+    pub text: &'a str,
+    /// The `ts` of the message to answer in the thread of.
+    pub thread_ts: Option<&'a str>,
+    /// Sent as `Idempotency-Key`, for servers that honour one.
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// What Slack said of a posted message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Posted {
+    /// The message's `ts`, its id within the channel.
+    pub ts: String,
+    /// The channel's id as Slack gave it, or the channel as posted to.
+    pub channel: String,
 }
 
 /// A Slack workspace, as the bot whose token this is.
@@ -65,6 +141,15 @@ pub struct Slack {
     policy: Arc<NetPolicy>,
     api: String,
     token: HeaderValue,
+    call_timeout: Duration,
+}
+
+impl std::fmt::Debug for Slack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slack")
+            .field("api", &self.api)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Slack {
@@ -84,63 +169,134 @@ impl Slack {
             policy,
             api: api.trim_end_matches('/').to_string(),
             token,
+            call_timeout: CALL_TIMEOUT,
         })
     }
 
-    /// Posts `text` to `channel`, in the thread of `thread_ts` when given;
-    /// returns the message's `ts`.
-    pub async fn post(
-        &self,
-        channel: &str,
-        text: &str,
-        thread_ts: Option<&str>,
-    ) -> Result<String, SlackError> {
-        let endpoint = format!("{}/chat.postMessage", self.api);
-        let url = Url::parse(&endpoint).map_err(|_| SlackError::BadUrl(self.api.clone()))?;
-        self.policy
-            .check_url(&url)
-            .await
-            .map_err(SlackError::Refused)?;
-        let mut body = json!({"channel": channel, "text": text});
-        if let Some(ts) = thread_ts {
+    /// The same workspace with every call bounded by `limit` (a step's
+    /// attempt timeout).
+    pub fn with_timeout(mut self, limit: Duration) -> Self {
+        self.call_timeout = limit;
+        self
+    }
+
+    /// Posts a message with `chat.postMessage`.
+    pub async fn post(&self, post: Post<'_>) -> Result<Posted, SlackError> {
+        let url = self.method_url("chat.postMessage")?;
+        let mut body = json!({"channel": post.channel, "text": post.text});
+        if let Some(ts) = post.thread_ts {
             body["thread_ts"] = json!(ts);
         }
-        let shown = net::redact(&url);
-        let response = self
-            .client
-            .post(url)
-            .timeout(CALL_TIMEOUT)
-            .header(AUTHORIZATION, self.token.clone())
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| SlackError::Send {
-                url: shown.clone(),
-                reason: net::chain(&e),
-            })?;
-        let status = response.status();
+        let mut request = self.client.post(url.clone()).json(&body);
+        if let Some(key) = post.idempotency_key {
+            // Slack ignores it; compatible servers and proxies may honour it.
+            request = request.header(crate::http::IDEMPOTENCY_KEY, key);
+        }
+        let answer = self.call(&url, request).await?;
+        let answer = ok(answer).map_err(|error| SlackError::Refusal {
+            channel: post.channel.to_string(),
+            error,
+        })?;
+        let ts = text_of(&answer, "ts").ok_or(SlackError::NoTs)?;
+        let channel = text_of(&answer, "channel").unwrap_or_else(|| post.channel.to_string());
+        Ok(Posted { ts, channel })
+    }
+
+    /// The name of the channel with id `id`, from `conversations.info`.
+    /// Needs the `channels:read` scope; a direct message has no name.
+    pub async fn channel_name(&self, id: &str) -> Result<String, SlackError> {
+        let mut url = self.method_url("conversations.info")?;
+        url.query_pairs_mut().append_pair("channel", id);
+        let answer = self.call(&url, self.client.get(url.clone())).await?;
         let refusal = |error: String| SlackError::Refusal {
-            channel: channel.to_string(),
+            channel: id.to_string(),
             error,
         };
-        if !status.is_success() {
-            return Err(refusal(format!("HTTP {}", status.as_u16())));
-        }
-        let answer: Value = response
-            .json()
-            .await
-            .map_err(|_| refusal("the answer is not JSON".into()))?;
-        if answer.get("ok") != Some(&Value::Bool(true)) {
-            let error = answer
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no error given");
-            return Err(refusal(error.to_string()));
-        }
-        answer
-            .get("ts")
+        ok(answer)
+            .map_err(refusal)?
+            .pointer("/channel/name")
             .and_then(Value::as_str)
+            .filter(|name| !name.is_empty())
             .map(str::to_string)
-            .ok_or_else(|| refusal("the answer has no `ts`".into()))
+            .ok_or_else(|| refusal("the channel has no name".into()))
     }
+
+    /// `{api}/{method}`.
+    fn method_url(&self, method: &str) -> Result<Url, SlackError> {
+        let endpoint = format!("{}/{method}", self.api);
+        Url::parse(&endpoint).map_err(|e| SlackError::BadUrl {
+            url: endpoint,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Sends `request` (to `url`, checked against the policy first) with the
+    /// token and the call's timeout; returns the JSON of a 2xx answer.
+    async fn call(&self, url: &Url, request: RequestBuilder) -> Result<Value, SlackError> {
+        self.policy
+            .check_url(url)
+            .await
+            .map_err(SlackError::Refused)?;
+        let shown = net::redact(url);
+        let limit = self.call_timeout;
+        let response = request
+            .timeout(limit)
+            .header(AUTHORIZATION, self.token.clone())
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() {
+                    SlackError::Timeout {
+                        shown: shown.clone(),
+                        limit,
+                    }
+                } else {
+                    SlackError::Send {
+                        shown: shown.clone(),
+                        reason: net::chain(&e),
+                    }
+                }
+            })?;
+        let status = response.status();
+        let bytes = match net::read_capped(response, RESPONSE_LIMIT).await {
+            Ok(bytes) => bytes,
+            Err(ReadError::TooLarge(limit)) => return Err(SlackError::TooLarge { shown, limit }),
+            Err(ReadError::Failed(e)) => {
+                return Err(SlackError::Read {
+                    shown,
+                    reason: net::chain(&e),
+                });
+            }
+        };
+        let text = || net::preview(String::from_utf8_lossy(&bytes).trim(), 300);
+        if !status.is_success() {
+            return Err(SlackError::Status {
+                shown,
+                status,
+                body: text(),
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|_| SlackError::NotJson(text()))
+    }
+}
+
+/// The answer when it says `"ok": true`, else Slack's `error`.
+fn ok(answer: Value) -> Result<Value, String> {
+    if answer.get("ok") == Some(&Value::Bool(true)) {
+        return Ok(answer);
+    }
+    Err(answer
+        .get("error")
+        .and_then(Value::as_str)
+        .unwrap_or("no error given")
+        .to_string())
+}
+
+/// A non-empty string field of an answer.
+fn text_of(answer: &Value, field: &str) -> Option<String> {
+    answer
+        .get(field)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
 }

@@ -32,7 +32,7 @@ use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 
-use super::chat::MatrixError;
+use super::chat::{MatrixError, SlackError};
 use super::net::{self, NetPolicy, ReadError, Redactor};
 use super::{Executor, Secrets};
 use crate::api::{MessageStep, SecretKeyRef, StepError, WebhookTarget};
@@ -129,20 +129,10 @@ pub enum MessageError {
         /// Its key.
         key: String,
     },
-    /// Slack's answer is not JSON.
-    #[error("Slack's answer is not JSON: {0}")]
-    SlackNotJson(String),
-    /// Slack answered `ok: false`.
-    #[error("Slack refused the message to {channel}: {error}")]
-    SlackRefused {
-        /// The channel as written.
-        channel: String,
-        /// Slack's `error`.
-        error: String,
-    },
-    /// Slack said yes but gave no message id.
-    #[error("Slack accepted the message but gave no `ts`")]
-    NoTs,
+    /// Slack refused the message, or could not be reached (boxed: it is
+    /// large and rare).
+    #[error("{0}")]
+    Slack(Box<SlackError>),
     /// The Matrix homeserver refused the message, or could not be reached.
     #[error("posting to the Matrix room {room}: {error}")]
     Matrix {
@@ -163,6 +153,9 @@ impl MessageError {
             MessageError::Matrix { error, .. }
                 if matches!(**error, MatrixError::Timeout { .. }) =>
             {
+                codes::TIMEOUT
+            }
+            MessageError::Slack(error) if matches!(**error, SlackError::Timeout { .. }) => {
                 codes::TIMEOUT
             }
             MessageError::Token { .. } | MessageError::TokenChars { .. } => codes::SECRET,

@@ -42,7 +42,7 @@ use super::command::{self, Decision, Heard, Listener};
 use super::connection::{self, Connection};
 use crate::api::{Flow, Run};
 use crate::error::Error;
-use crate::steps::chat::Slack;
+use crate::steps::chat::{Post, Slack};
 use crate::steps::net::{self, NetPolicy};
 
 /// How long a request may take before Slack is told to try again: under
@@ -321,7 +321,12 @@ async fn post_answer(
     let posted = match net::client(policy.clone(), net::Redirects::SameOrigin) {
         Ok(http) => match Slack::new(http, policy, &url, &token) {
             Ok(slack) => slack
-                .post(&heard.room, &answer, Some(&heard.thread_root))
+                .post(Post {
+                    channel: &heard.room,
+                    text: &answer,
+                    thread_ts: Some(&heard.thread_root),
+                    idempotency_key: None,
+                })
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string()),

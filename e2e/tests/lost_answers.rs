@@ -5,9 +5,12 @@
 //! right. Each test builds that state with kubectl while no controller
 //! runs, then starts one (`tests/faults.rs` makes such losses at random).
 
+mod doubling;
+
 use std::time::Duration;
 
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace, wait_for};
+use doubling::Doubler;
 use serde_json::{Value, json};
 
 /// Generous bound for the controller to act (not a timing assertion).
@@ -228,4 +231,119 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
         "{first:#}\ncontroller log:\n{}",
         controller.log_text()
     );
+}
+
+/// Every write the controller makes is applied and its answer lost (a 500,
+/// a 503 or a dropped connection): the run still ends right with each call
+/// made once, and every transition is told in the Run's Events — the
+/// controller reads a failed status write back and, finding its record
+/// there, goes on as if it had been answered.
+#[tokio::test]
+async fn every_transition_is_told_when_every_write_loses_its_answer() {
+    let (addr, doubler) = Doubler::serve().await;
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let ns = ns.name();
+    let plan = FaultPlan {
+        lost_response: 1.0,
+        ..FaultPlan::seeded(7).scaled(0.0)
+    };
+    let proxy = FaultProxy::start(plan).await.expect("fault proxy");
+    let controller = ControllerProcess::start_with(
+        proxy.kubeconfig(),
+        &[
+            "--namespace",
+            ns,
+            "--lease-namespace",
+            ns,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--allow-net",
+            "127.0.0.1/32",
+        ],
+        &[],
+    )
+    .expect("controller");
+    let flow = format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: twice}}
+spec:
+  steps:
+    - key: first
+      http:
+        url: "http://{addr}/double"
+        query: [{{name: num, value: "{{{{input.json.num}}}}"}}]
+    - key: second
+      http:
+        url: "http://{addr}/double"
+        query: [{{name: num, value: "{{{{first.json.body.n}}}}"}}]
+    - key: big
+      condition: {{when: $steps.second.output.body.n > 6}}
+"#
+    );
+    kubectl.apply(ns, &flow).unwrap_or_else(|e| panic!("{e}"));
+    let run = kubectl
+        .create_run(ns, "twice", &json!({"num": 3}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let fail = |what: String| -> ! {
+        panic!(
+            "{what}\n{}\ncontroller log:\n{}",
+            proxy.tally().report(),
+            controller.log_text()
+        )
+    };
+    let done = kubectl
+        .wait_run(ns, &run, &["Succeeded", "Failed", "Cancelled"], BOUND)
+        .await
+        .unwrap_or_else(|e| fail(e.to_string()));
+    let steps = &done["status"]["steps"];
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    assert_eq!(steps["second"]["output"]["body"]["n"], 12);
+    assert_eq!(steps["big"]["exit"], "true");
+    assert_eq!((doubler.calls(3).len(), doubler.calls(6).len()), (1, 1));
+
+    let lost: usize = proxy
+        .tally()
+        .requests()
+        .iter()
+        .filter(|s| s.kind.resource == "runs/status" && s.fault.is_some())
+        .count();
+    assert!(
+        lost >= 3,
+        "the test proves nothing: {lost} run writes lost their answer"
+    );
+
+    // Events are sent after the write, in the background: wait for the last.
+    let wanted = [
+        "step first: completed",
+        "step second: completed",
+        "step big: completed, exit true",
+        "Succeeded",
+    ];
+    let notes = wait_for("every transition's Event", BOUND, || async {
+        let events = kubectl.json(&[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("involvedObject.name={run}"),
+            "-o",
+            "json",
+        ]);
+        let notes: Vec<String> = events["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| format!("{} {}", e["reason"], e["message"]))
+            .collect();
+        let all = notes.join("\n");
+        Ok(wanted.iter().all(|w| all.contains(w)).then_some(all))
+    })
+    .await
+    .unwrap_or_else(|e| fail(e.to_string()));
+    assert!(notes.contains("RunSucceeded"), "{notes}");
 }

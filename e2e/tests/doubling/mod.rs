@@ -3,6 +3,9 @@
 //! double it, and whose condition asks whether the double is over 6 — and
 //! how to tell that a run of it ended right.
 
+// Each test binary that includes this module uses a part of it.
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -91,6 +91,12 @@ pub fn stored(status: &RunStatus) -> Result<Value, Error> {
 /// Writes `status` (its stored form) to the Run with the resource version
 /// the reconcile read: a write based on a stale read fails with a
 /// conflict instead of undoing a newer record, and the reconcile runs again.
+///
+/// A write whose answer was lost (a 5xx, a dropped connection) may still
+/// have been applied. The Run is then read back: when it holds this record
+/// under a new resource version, the write counts as done, so what follows
+/// a write (the transition's Events and metrics, marking answers consumed)
+/// is not skipped by a reconcile that would find nothing left to do.
 pub async fn write(client: &kube::Client, run: &Run, status: Value) -> Result<Run, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let name = run.name_any();
@@ -99,18 +105,95 @@ pub async fn write(client: &kube::Client, run: &Run, status: Value) -> Result<Ru
     let mut object = DynamicObject::new(&name, &resource).within(&namespace);
     object.metadata.resource_version = run.resource_version();
     object.data = json!({ "status": status });
-    let written = api
+    let written = match api
         .replace_status(&name, &PostParams::default(), &object)
         .await
-        .map_err(|e| Error::kube(format!("writing the status of run {namespace}/{name}"), e))?;
+    {
+        Ok(written) => written,
+        Err(e) => {
+            let landed = if may_have_landed(&e) {
+                read_back(&api, run, &status).await
+            } else {
+                None
+            };
+            match landed {
+                Some(written) => {
+                    tracing::info!(run = %name, %namespace, error = %e, "the status write's answer was lost, but the record holds it");
+                    written
+                }
+                None => {
+                    return Err(Error::kube(
+                        format!("writing the status of run {namespace}/{name}"),
+                        e,
+                    ));
+                }
+            }
+        }
+    };
     written
         .try_parse::<Run>()
         .map_err(|e| Error::Corrupt(format!("the run {namespace}/{name} as written: {e}")))
 }
 
+/// Whether a failed request may have been applied all the same: the API
+/// server failed after taking it (a 5xx) or its answer never arrived. A
+/// refusal (409, 422, 404…) or a request that was never built was not.
+fn may_have_landed(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code >= 500,
+        kube::Error::HyperError(_)
+        | kube::Error::Service(_)
+        | kube::Error::ReadEvents(_)
+        | kube::Error::SerdeError(_) => true,
+        _ => false,
+    }
+}
+
+/// The Run as it is now, if it holds `status` under another resource
+/// version than `run`'s: the write that carried `status` was applied.
+async fn read_back(api: &Api<DynamicObject>, run: &Run, status: &Value) -> Option<DynamicObject> {
+    let now = api.get_opt(&run.name_any()).await.ok()??;
+    if now.metadata.resource_version == run.resource_version() {
+        return None;
+    }
+    same_record(now.data.get("status")?, status).then_some(now)
+}
+
+/// Whether two stored records say the same, compared as records: the API
+/// server may drop nulls or order keys otherwise than they were sent.
+fn same_record(kept: &Value, sent: &Value) -> bool {
+    let read = |v: &Value| serde_json::from_value::<RunStatus>(v.clone()).ok();
+    matches!((read(kept), read(sent)), (Some(a), Some(b)) if a == b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_is_the_same_without_its_nulls_and_not_with_another_phase() {
+        let sent = json!({"phase": "Running", "error": null, "steps": {}});
+        let kept = json!({"steps": {}, "phase": "Running"});
+        assert!(same_record(&kept, &sent));
+        assert!(!same_record(&json!({"phase": "Succeeded"}), &sent));
+        assert!(!same_record(&json!("not a record"), &sent));
+    }
+
+    #[test]
+    fn only_failures_that_may_have_been_applied_are_read_back() {
+        let api = |code: u16| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            }))
+        };
+        assert!(may_have_landed(&api(500)));
+        assert!(may_have_landed(&api(503)));
+        assert!(!may_have_landed(&api(409)));
+        assert!(!may_have_landed(&api(422)));
+        let cut = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(may_have_landed(&kube::Error::ReadEvents(cut)));
+    }
 
     #[test]
     fn conditions_keep_their_time_until_their_status_changes() {

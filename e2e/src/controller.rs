@@ -69,6 +69,19 @@ impl ControllerProcess {
     /// started with [`ControllerProcess::start_with`] (the chart's tests)
     /// keep the default of no flag: their own executable.
     pub async fn for_namespace(namespace: &str, extra: &[&str]) -> crate::Result<Self> {
+        let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
+            .await
+            .map_err(|e| crate::Error::Start(e.to_string()))??;
+        Self::for_namespace_via(&kubeconfig, namespace, extra)
+    }
+
+    /// As [`ControllerProcess::for_namespace`], reaching the API server
+    /// through `kubeconfig` (a fault proxy's).
+    pub fn for_namespace_via(
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> crate::Result<Self> {
         let stripped = crate::stripped_coxswain_bin()?;
         let stripped = stripped.to_string_lossy().into_owned();
         let mut args = vec![
@@ -85,7 +98,7 @@ impl ControllerProcess {
             args.extend(["--job-executable", &stripped]);
         }
         args.extend_from_slice(extra);
-        Self::start(&args).await
+        Self::start_with(kubeconfig, &args, &[])
     }
 
     /// Where its log goes.

@@ -416,20 +416,11 @@ async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
-    let args = [
-        "--namespace",
-        ns.name(),
-        "--lease-namespace",
-        ns.name(),
-        "--lease-duration",
-        "4s",
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ];
-    let first = ControllerProcess::start(&args)
+    let lease = ["--lease-duration", "4s"];
+    let first = ControllerProcess::for_namespace(ns.name(), &lease)
         .await
         .expect("first replica");
-    let second = ControllerProcess::start(&args)
+    let second = ControllerProcess::for_namespace(ns.name(), &lease)
         .await
         .expect("second replica");
     let mut s = Setup {

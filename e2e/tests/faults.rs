@@ -29,26 +29,8 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     let proxy = FaultProxy::start(FaultPlan::from_env())
         .await
         .expect("fault proxy");
-    // Step pods get the stripped executable: each keeps its own copy, and
-    // six copies of a debug build fill a small disk.
-    let stripped = coxswain_e2e::stripped_coxswain_bin().expect("stripped coxswain");
-    let controller = ControllerProcess::start_with(
-        proxy.kubeconfig(),
-        &[
-            "--namespace",
-            ns.name(),
-            "--lease-namespace",
-            ns.name(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--allow-net",
-            "127.0.0.1/32",
-            "--job-executable",
-            &stripped.to_string_lossy(),
-        ],
-        &[],
-    )
-    .expect("controller");
+    let controller = ControllerProcess::for_namespace_via(proxy.kubeconfig(), ns.name(), &[])
+        .expect("controller");
     let fail = |what: String| -> ! {
         panic!(
             "{what}\nseed {} (E2E_FAULT_SEED repeats it)\n{}\ncontroller log:\n{}",

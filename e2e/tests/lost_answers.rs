@@ -250,21 +250,8 @@ async fn every_transition_is_told_when_every_write_loses_its_answer() {
         ..FaultPlan::seeded(7).scaled(0.0)
     };
     let proxy = FaultProxy::start(plan).await.expect("fault proxy");
-    let controller = ControllerProcess::start_with(
-        proxy.kubeconfig(),
-        &[
-            "--namespace",
-            ns,
-            "--lease-namespace",
-            ns,
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--allow-net",
-            "127.0.0.1/32",
-        ],
-        &[],
-    )
-    .expect("controller");
+    let controller =
+        ControllerProcess::for_namespace_via(proxy.kubeconfig(), ns, &[]).expect("controller");
     let flow = format!(
         r#"
 apiVersion: coxswain.dev/v1alpha1

@@ -14,7 +14,7 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{RequestBuilder, Url};
 use serde_json::{Value, json};
 
-use crate::net::{self, NetPolicy, ReadError};
+use crate::net::{self, NetPolicy, PostError};
 
 /// The longest a call may take when the caller sets no other timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,51 +36,10 @@ pub enum SlackError {
     /// The token cannot go in a header.
     #[error("the Slack token holds characters a header cannot carry")]
     TokenChars,
-    /// The network policy refused the address.
+    /// The call was refused by the policy, failed on the way, or was
+    /// answered with an HTTP error.
     #[error("{0}")]
-    Refused(net::NetError),
-    /// Slack did not answer within the call's timeout.
-    #[error("posting to {shown} took longer than {}s", .limit.as_secs_f64())]
-    Timeout {
-        /// The endpoint, without credentials.
-        shown: String,
-        /// The timeout that applied.
-        limit: Duration,
-    },
-    /// The request failed on the way.
-    #[error("posting to {shown} failed: {reason}")]
-    Send {
-        /// The endpoint, without credentials.
-        shown: String,
-        /// Every cause, joined.
-        reason: String,
-    },
-    /// The answer was over its cap.
-    #[error("the answer from {shown} is larger than {}", net::size(*.limit))]
-    TooLarge {
-        /// The endpoint, without credentials.
-        shown: String,
-        /// The cap.
-        limit: usize,
-    },
-    /// The answer could not be read.
-    #[error("reading the answer from {shown} failed: {reason}")]
-    Read {
-        /// The endpoint, without credentials.
-        shown: String,
-        /// Every cause, joined.
-        reason: String,
-    },
-    /// A status other than 2xx.
-    #[error("{shown} answered {status}: {body}")]
-    Status {
-        /// The endpoint, without credentials.
-        shown: String,
-        /// The status.
-        status: reqwest::StatusCode,
-        /// The start of the answer.
-        body: String,
-    },
+    Post(#[from] PostError),
     /// The answer is not JSON.
     #[error("Slack's answer is not JSON: {0}")]
     NotJson(String),
@@ -102,10 +61,7 @@ impl SlackError {
     /// and server errors; not a refusal such as `channel_not_found`.
     pub fn is_transient(&self) -> bool {
         match self {
-            SlackError::Send { .. } | SlackError::Timeout { .. } | SlackError::Read { .. } => true,
-            SlackError::Status { status, .. } => {
-                status.is_server_error() || *status == reqwest::StatusCode::TOO_MANY_REQUESTS
-            }
+            SlackError::Post(e) => e.is_transient(),
             SlackError::Refusal { error, .. } => error == "ratelimited",
             _ => false,
         }
@@ -230,53 +186,21 @@ impl Slack {
         })
     }
 
-    /// Sends `request` (to `url`, checked against the policy first) with the
-    /// token and the call's timeout; returns the JSON of a 2xx answer.
+    /// Sends `request` (to `url`) with the token and the call's timeout;
+    /// returns the JSON of a 2xx answer.
     async fn call(&self, url: &Url, request: RequestBuilder) -> Result<Value, SlackError> {
-        self.policy
-            .check_url(url)
-            .await
-            .map_err(SlackError::Refused)?;
-        let shown = net::redact(url);
-        let limit = self.call_timeout;
-        let response = request
-            .timeout(limit)
-            .header(AUTHORIZATION, self.token.clone())
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() {
-                    SlackError::Timeout {
-                        shown: shown.clone(),
-                        limit,
-                    }
-                } else {
-                    SlackError::Send {
-                        shown: shown.clone(),
-                        reason: net::chain(&e),
-                    }
-                }
-            })?;
-        let status = response.status();
-        let bytes = match net::read_capped(response, RESPONSE_LIMIT).await {
-            Ok(bytes) => bytes,
-            Err(ReadError::TooLarge(limit)) => return Err(SlackError::TooLarge { shown, limit }),
-            Err(ReadError::Failed(e)) => {
-                return Err(SlackError::Read {
-                    shown,
-                    reason: net::chain(&e),
-                });
-            }
-        };
-        let text = || net::preview(String::from_utf8_lossy(&bytes).trim(), 300);
-        if !status.is_success() {
-            return Err(SlackError::Status {
-                shown,
-                status,
-                body: text(),
-            });
-        }
-        serde_json::from_slice(&bytes).map_err(|_| SlackError::NotJson(text()))
+        let request = request.header(AUTHORIZATION, self.token.clone());
+        let bytes = net::exchange(
+            &self.policy,
+            url,
+            request,
+            self.call_timeout,
+            RESPONSE_LIMIT,
+        )
+        .await?;
+        serde_json::from_slice(&bytes).map_err(|_| {
+            SlackError::NotJson(net::preview(String::from_utf8_lossy(&bytes).trim(), 300))
+        })
     }
 }
 

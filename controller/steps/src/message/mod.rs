@@ -29,11 +29,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
-use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 
 use super::chat::{MatrixError, SlackError};
-use super::net::{self, NetPolicy, ReadError, Redactor};
+use super::net::{self, NetPolicy, PostError, Redactor};
 use super::{Executor, Secrets};
 use crate::api::{MessageStep, SecretKeyRef, StepError, WebhookTarget};
 use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
@@ -66,51 +65,10 @@ pub enum MessageError {
     /// The webhook is not http(s).
     #[error("a webhook must be an http or https URL, not {0}")]
     Scheme(String),
-    /// The deny list refused the address.
+    /// The webhook was refused by the policy, failed on the way, or
+    /// answered with an HTTP error.
     #[error("{0}")]
-    Refused(net::NetError),
-    /// The post took longer than its timeout.
-    #[error("posting to {shown} took longer than {}s", .limit.as_secs_f64())]
-    Timeout {
-        /// The URL, without credentials.
-        shown: String,
-        /// The timeout that applied.
-        limit: Duration,
-    },
-    /// The post could not be sent.
-    #[error("posting to {shown} failed: {reason}")]
-    Send {
-        /// The URL, without credentials.
-        shown: String,
-        /// Every cause, joined.
-        reason: String,
-    },
-    /// The answer was over its cap.
-    #[error("the answer from {shown} is larger than {}", net::size(*.limit))]
-    AnswerTooLarge {
-        /// The URL, without credentials.
-        shown: String,
-        /// The cap.
-        limit: usize,
-    },
-    /// The answer could not be read.
-    #[error("reading the answer from {shown} failed: {reason}")]
-    Read {
-        /// The URL, without credentials.
-        shown: String,
-        /// Every cause, joined.
-        reason: String,
-    },
-    /// A status other than 2xx.
-    #[error("{shown} answered {status}: {body}")]
-    Status {
-        /// The URL, without credentials.
-        shown: String,
-        /// The status.
-        status: reqwest::StatusCode,
-        /// The start of the answer.
-        body: String,
-    },
+    Post(#[from] PostError),
     /// The Slack or Matrix token could not be read.
     #[error("{service} token: {error}")]
     Token {
@@ -149,13 +107,15 @@ impl MessageError {
     pub fn code(&self) -> &str {
         match self {
             MessageError::Placeholder(inner) => &inner.code,
-            MessageError::Timeout { .. } => codes::TIMEOUT,
+            MessageError::Post(PostError::Timeout { .. }) => codes::TIMEOUT,
             MessageError::Matrix { error, .. }
                 if matches!(**error, MatrixError::Timeout { .. }) =>
             {
                 codes::TIMEOUT
             }
-            MessageError::Slack(error) if matches!(**error, SlackError::Timeout { .. }) => {
+            MessageError::Slack(error)
+                if matches!(**error, SlackError::Post(PostError::Timeout { .. })) =>
+            {
                 codes::TIMEOUT
             }
             MessageError::Token { .. } | MessageError::TokenChars { .. } => codes::SECRET,
@@ -264,64 +224,16 @@ impl MessageExecutor {
         Ok(token)
     }
 
-    /// Sends one JSON POST and returns the body of a 2xx answer.
-    async fn send(
-        &self,
-        work: &Work,
-        url: &Url,
-        body: &Value,
-        token: Option<HeaderValue>,
-    ) -> Result<Vec<u8>, MessageError> {
-        self.policy
-            .check_url(url)
-            .await
-            .map_err(MessageError::Refused)?;
-        let shown = net::redact(url);
-        let limit = net::shortest(DEFAULT_TIMEOUT, work.timeout);
-        let mut request = self
+    /// Sends one JSON POST with the attempt's idempotency key and returns
+    /// the body of a 2xx answer.
+    async fn send(&self, work: &Work, url: &Url, body: &Value) -> Result<Vec<u8>, MessageError> {
+        let request = self
             .client
             .post(url.clone())
-            .timeout(limit)
             .header(super::http::IDEMPOTENCY_KEY, work.idempotency_key())
             .json(body);
-        if let Some(token) = token {
-            request = request.header(AUTHORIZATION, token);
-        }
-        let response = request.send().await.map_err(|e| {
-            if e.is_timeout() {
-                MessageError::Timeout {
-                    shown: shown.clone(),
-                    limit,
-                }
-            } else {
-                MessageError::Send {
-                    shown: shown.clone(),
-                    reason: net::chain(&e),
-                }
-            }
-        })?;
-        let status = response.status();
-        let bytes = match net::read_capped(response, RESPONSE_LIMIT).await {
-            Ok(bytes) => bytes,
-            Err(ReadError::TooLarge(limit)) => {
-                return Err(MessageError::AnswerTooLarge { shown, limit });
-            }
-            Err(ReadError::Failed(e)) => {
-                return Err(MessageError::Read {
-                    shown,
-                    reason: net::chain(&e),
-                });
-            }
-        };
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes);
-            return Err(MessageError::Status {
-                shown,
-                status,
-                body: net::preview(text.trim(), 300),
-            });
-        }
-        Ok(bytes)
+        let limit = net::shortest(DEFAULT_TIMEOUT, work.timeout);
+        Ok(net::exchange(&self.policy, url, request, limit, RESPONSE_LIMIT).await?)
     }
 
     async fn webhook(
@@ -331,7 +243,7 @@ impl MessageExecutor {
         text: &str,
     ) -> Result<Done, MessageError> {
         let url = webhook_url(hook, work)?;
-        let bytes = self.send(work, &url, &json!({"text": text}), None).await?;
+        let bytes = self.send(work, &url, &json!({"text": text})).await?;
         let answer = serde_json::from_slice::<Value>(&bytes).ok();
         let id = answer
             .as_ref()

@@ -10,6 +10,7 @@
 //! policy (so a DNS answer that changes, or a redirect, cannot get around it).
 
 mod policy;
+mod post;
 mod redact;
 
 use std::net::{IpAddr, SocketAddr};
@@ -20,6 +21,7 @@ use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 pub use self::policy::{NetMode, NetPolicy, Refusal, forms, parse_block};
+pub use self::post::{PostError, exchange};
 pub use self::redact::Redactor;
 use crate::api::StepError;
 use crate::engine::{DataView, codes, step_error};

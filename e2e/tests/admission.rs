@@ -137,11 +137,12 @@ spec:
 "#;
 
 async fn setup() -> Setup {
-    setup_with(false).await
+    setup_with(false, &[]).await
 }
 
-/// With `alone`, `coxswain webhook` serves admission and nothing reconciles.
-async fn setup_with(alone: bool) -> Setup {
+/// With `alone`, `coxswain webhook` serves admission and nothing reconciles;
+/// else the controller does, with `extra` flags.
+async fn setup_with(alone: bool, extra: &[&str]) -> Setup {
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
@@ -155,8 +156,10 @@ async fn setup_with(alone: bool) -> Setup {
     let controller = if alone {
         Server::Webhook(WebhookProcess::start(ns.name(), &url).await)
     } else {
+        let mut args = vec!["--webhook-url", url.as_str()];
+        args.extend_from_slice(extra);
         Server::Controller(
-            ControllerProcess::for_namespace(ns.name(), &["--webhook-url", &url])
+            ControllerProcess::for_namespace(ns.name(), &args)
                 .await
                 .expect("controller"),
         )
@@ -674,7 +677,7 @@ spec:
 
 #[tokio::test]
 async fn coxswain_webhook_alone_serves_the_same_checks() {
-    let s = setup_with(true).await;
+    let s = setup_with(true, &[]).await;
     s.apply_as(&ALICE, REVIEWED)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_refused(
@@ -689,5 +692,92 @@ async fn coxswain_webhook_alone_serves_the_same_checks() {
     assert_eq!(
         stored["metadata"]["annotations"]["coxswain.dev/created-by"],
         "alice"
+    );
+}
+
+/// Deleting the TLS Secret is how a person rotates the self-managed CA: the
+/// running controller makes a new CA and certificate, serves them and
+/// registers the new caBundle without a restart, and the API server, which
+/// checks the webhook's certificate against that bundle, goes on calling it.
+#[tokio::test]
+async fn a_deleted_tls_secret_is_made_anew_served_and_registered_without_a_restart() {
+    let s = setup_with(false, &["--webhook-cert-check", "1s"]).await;
+    let ns = s.ns.name();
+    let config = format!("coxswain-{ns}");
+    let bundles = || -> Vec<String> {
+        let out = s
+            .kubectl
+            .run(&[
+                "get",
+                "validatingwebhookconfiguration",
+                &config,
+                "-o",
+                "jsonpath={.webhooks[*].clientConfig.caBundle}",
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
+        out.split_whitespace().map(str::to_string).collect()
+    };
+    let secret_ca = || -> Option<String> {
+        s.kubectl
+            .run(&[
+                "get",
+                "secret",
+                "coxswain-webhook-tls",
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.data.ca\\.crt}",
+            ])
+            .ok()
+            .filter(|ca| !ca.is_empty())
+    };
+    let before = secret_ca().expect("the controller made the TLS Secret");
+    assert!(
+        !bundles().is_empty() && bundles().iter().all(|b| *b == before),
+        "every webhook carries the Secret's CA"
+    );
+
+    s.kubectl
+        .run(&["delete", "secret", "coxswain-webhook-tls", "-n", ns])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after = wait_for("a new CA registered", BOUND, || async {
+        let now = bundles();
+        Ok(now.iter().all(|b| *b != before).then_some(now))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", s.controller.log_text()));
+    let made = secret_ca().expect("a new TLS Secret");
+    assert_ne!(made, before, "a new CA");
+    assert!(
+        after.iter().all(|b| *b == made),
+        "the new Secret's CA is registered"
+    );
+
+    // The API server makes a new client for the new bundle and checks the
+    // served certificate against it: a refusal in our words proves the new
+    // certificate is served.
+    let refused = wait_for("the webhook to refuse again", BOUND, || async {
+        Ok(s.kubectl
+            .apply(ns, NOT_A_FLOW)
+            .err()
+            .filter(|e| e.contains("denied the request")))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", s.controller.log_text()));
+    assert_refused(
+        Err(refused),
+        "flows.coxswain.dev",
+        &["flow probe is not valid", "step a: when: "],
+    );
+    let good = flow("fine", "    - {key: a, condition: {when: \"true\"}}\n");
+    s.kubectl
+        .apply(ns, &good)
+        .unwrap_or_else(|e| panic!("a good flow is admitted: {e}"));
+    assert!(
+        s.controller
+            .log_text()
+            .contains("webhook certificate reloaded"),
+        "{}",
+        s.controller.log_text()
     );
 }

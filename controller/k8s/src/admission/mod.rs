@@ -42,10 +42,6 @@ pub use error::AdmissionError;
 pub use register::Endpoint;
 pub use settings::{AdmissionSettings, DEFAULT_PORT, DEFAULT_SECRET, WebhookUrl, parse_url};
 
-/// How often a replica looks at its certificate (renewed by another
-/// replica, or near its end) and the configurations' caBundle.
-const CHECK_EVERY: Duration = Duration::from_secs(300);
-
 /// The running webhook server; dropping it leaves it running until the
 /// process ends, [`Admission::stop`] ends it.
 pub struct Admission {
@@ -244,7 +240,9 @@ struct Keeper {
 impl Keeper {
     async fn run(mut self) {
         loop {
-            tokio::time::sleep(CHECK_EVERY).await;
+            // A certificate renewed by another replica, by cert-manager or
+            // near its end, and the configurations' caBundle.
+            tokio::time::sleep(self.settings.cert_check()).await;
             if let Err(e) = self.refresh().await {
                 tracing::warn!(error = %e, "keeping the webhook certificate current");
             }

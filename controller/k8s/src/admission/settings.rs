@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The default name of the Secret holding the self-managed CA and certificate.
 pub const DEFAULT_SECRET: &str = "coxswain-webhook-tls";
@@ -84,9 +85,32 @@ pub struct AdmissionSettings {
     /// Approvals); default: the user this process authenticates as.
     #[arg(long, env = "COXSWAIN_WEBHOOK_CONTROLLER_USER", value_name = "USER")]
     pub webhook_controller_user: Option<String>,
+    /// How often the served certificate is compared with its source (the
+    /// Secret, or `--webhook-cert-dir`) and the caBundle written again, such
+    /// as `5m` (the default) or `30s`: a certificate renewed by another
+    /// replica or by cert-manager is served within this long.
+    #[arg(long, env = "COXSWAIN_WEBHOOK_CERT_CHECK", value_name = "DURATION", value_parser = parse_check)]
+    pub webhook_cert_check: Option<Duration>,
+}
+
+/// The default of `--webhook-cert-check`.
+pub const DEFAULT_CERT_CHECK: Duration = Duration::from_secs(300);
+
+/// Reads `--webhook-cert-check` as flows write durations; at least a second.
+fn parse_check(text: &str) -> Result<Duration, String> {
+    let duration = crate::flow::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration < Duration::from_secs(1) {
+        return Err("must be at least 1s".into());
+    }
+    Ok(duration)
 }
 
 impl AdmissionSettings {
+    /// How often the certificate is looked at: `--webhook-cert-check`.
+    pub fn cert_check(&self) -> Duration {
+        self.webhook_cert_check.unwrap_or(DEFAULT_CERT_CHECK)
+    }
+
     /// Whether admission is served at all.
     pub fn enabled(&self) -> bool {
         self.webhook_url.is_some() || self.webhook_service.is_some()
@@ -194,6 +218,17 @@ mod tests {
         );
         let v6 = parse_url("https://[::1]:8443/x").expect("url");
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+    }
+
+    #[test]
+    fn the_certificate_is_looked_at_every_five_minutes_unless_told() {
+        assert_eq!(
+            AdmissionSettings::default().cert_check(),
+            DEFAULT_CERT_CHECK
+        );
+        assert_eq!(parse_check("30s"), Ok(Duration::from_secs(30)));
+        assert!(parse_check("500ms").is_err());
+        assert!(parse_check("soon").is_err());
     }
 
     #[test]

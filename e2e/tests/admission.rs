@@ -695,17 +695,11 @@ async fn coxswain_webhook_alone_serves_the_same_checks() {
     );
 }
 
-/// Deleting the TLS Secret is how a person rotates the self-managed CA: the
-/// running controller makes a new CA and certificate, serves them and
-/// registers the new caBundle without a restart, and the API server, which
-/// checks the webhook's certificate against that bundle, goes on calling it.
-#[tokio::test]
-async fn a_deleted_tls_secret_is_made_anew_served_and_registered_without_a_restart() {
-    let s = setup_with(false, &["--webhook-cert-check", "1s"]).await;
-    let ns = s.ns.name();
-    let config = format!("coxswain-{ns}");
-    let bundles = || -> Vec<String> {
-        let out = s
+impl Setup {
+    /// The caBundle of each validating webhook, base64 as stored.
+    fn ca_bundles(&self) -> Vec<String> {
+        let config = format!("coxswain-{}", self.ns.name());
+        let out = self
             .kubectl
             .run(&[
                 "get",
@@ -716,7 +710,51 @@ async fn a_deleted_tls_secret_is_made_anew_served_and_registered_without_a_resta
             ])
             .unwrap_or_else(|e| panic!("{e}"));
         out.split_whitespace().map(str::to_string).collect()
-    };
+    }
+
+    /// Waits until every webhook carries `bundle` (base64).
+    async fn wait_bundle(&self, bundle: &str) {
+        wait_for("the new caBundle registered", BOUND, || async {
+            let now = self.ca_bundles();
+            Ok((!now.is_empty() && now.iter().all(|b| b == bundle)).then_some(()))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()));
+    }
+
+    /// Waits until the webhook refuses a bad flow in its own words: the API
+    /// server reached it and trusted its certificate, which it checks
+    /// against the registered caBundle (a new bundle gets a new client, so
+    /// a new handshake).
+    async fn wait_refusing(&self) {
+        let refused = wait_for("the webhook to refuse a bad flow", BOUND, || async {
+            Ok(self
+                .kubectl
+                .apply(self.ns.name(), NOT_A_FLOW)
+                .err()
+                .filter(|e| e.contains("denied the request")))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()));
+        assert_refused(
+            Err(refused),
+            "flows.coxswain.dev",
+            &["flow probe is not valid", "step a: when: "],
+        );
+        let good = flow("fine", "    - {key: a, condition: {when: \"true\"}}\n");
+        self.kubectl
+            .apply(self.ns.name(), &good)
+            .unwrap_or_else(|e| panic!("a good flow is admitted: {e}"));
+    }
+}
+
+/// Deleting the TLS Secret is how a person rotates the self-managed CA: the
+/// running controller makes a new CA and certificate, serves them and
+/// registers the new caBundle without a restart.
+#[tokio::test]
+async fn a_deleted_tls_secret_is_made_anew_served_and_registered_without_a_restart() {
+    let s = setup_with(false, &["--webhook-cert-check", "1s"]).await;
+    let ns = s.ns.name();
     let secret_ca = || -> Option<String> {
         s.kubectl
             .run(&[
@@ -732,47 +770,18 @@ async fn a_deleted_tls_secret_is_made_anew_served_and_registered_without_a_resta
             .filter(|ca| !ca.is_empty())
     };
     let before = secret_ca().expect("the controller made the TLS Secret");
-    assert!(
-        !bundles().is_empty() && bundles().iter().all(|b| *b == before),
-        "every webhook carries the Secret's CA"
-    );
+    s.wait_bundle(&before).await;
 
     s.kubectl
         .run(&["delete", "secret", "coxswain-webhook-tls", "-n", ns])
         .unwrap_or_else(|e| panic!("{e}"));
-    let after = wait_for("a new CA registered", BOUND, || async {
-        let now = bundles();
-        Ok(now.iter().all(|b| *b != before).then_some(now))
+    let made = wait_for("a new TLS Secret", BOUND, || async {
+        Ok(secret_ca().filter(|ca| *ca != before))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", s.controller.log_text()));
-    let made = secret_ca().expect("a new TLS Secret");
-    assert_ne!(made, before, "a new CA");
-    assert!(
-        after.iter().all(|b| *b == made),
-        "the new Secret's CA is registered"
-    );
-
-    // The API server makes a new client for the new bundle and checks the
-    // served certificate against it: a refusal in our words proves the new
-    // certificate is served.
-    let refused = wait_for("the webhook to refuse again", BOUND, || async {
-        Ok(s.kubectl
-            .apply(ns, NOT_A_FLOW)
-            .err()
-            .filter(|e| e.contains("denied the request")))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", s.controller.log_text()));
-    assert_refused(
-        Err(refused),
-        "flows.coxswain.dev",
-        &["flow probe is not valid", "step a: when: "],
-    );
-    let good = flow("fine", "    - {key: a, condition: {when: \"true\"}}\n");
-    s.kubectl
-        .apply(ns, &good)
-        .unwrap_or_else(|e| panic!("a good flow is admitted: {e}"));
+    s.wait_bundle(&made).await;
+    s.wait_refusing().await;
     assert!(
         s.controller
             .log_text()
@@ -780,4 +789,59 @@ async fn a_deleted_tls_secret_is_made_anew_served_and_registered_without_a_resta
         "{}",
         s.controller.log_text()
     );
+}
+
+/// Writes `cert` into `dir` as the kubelet mounts a Secret (cert-manager's
+/// included): the files in a folder of their own, `..data` pointing at it
+/// (swapped by a rename, so a reader sees one version or the other) and
+/// each key a link through `..data`.
+fn mount_secret(dir: &std::path::Path, version: u32, cert: &coxswain_e2e::tls::LoopbackCert) {
+    let folder = format!("..v{version}");
+    std::fs::create_dir_all(dir.join(&folder)).expect("the version's folder");
+    for (name, text) in [
+        ("tls.crt", &cert.cert_pem),
+        ("tls.key", &cert.key_pem),
+        ("ca.crt", &cert.ca_pem),
+    ] {
+        std::fs::write(dir.join(&folder).join(name), text).expect("a mounted file");
+    }
+    let swap = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&swap);
+    std::os::unix::fs::symlink(&folder, &swap).expect("the new ..data");
+    std::fs::rename(&swap, dir.join("..data")).expect("..data swapped");
+    for name in ["tls.crt", "tls.key", "ca.crt"] {
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link).expect("a key's link");
+        }
+    }
+}
+
+/// cert-manager renews the certificate in the mounted Secret: the running
+/// controller serves the new one and registers the new CA from `ca.crt`
+/// without a restart.
+#[tokio::test]
+async fn a_certificate_renewed_in_the_cert_dir_is_served_and_registered_without_a_restart() {
+    use base64::Engine;
+    let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+    let dir = coxswain_e2e::workspace_root().join(format!(
+        "target/e2e/cert-dirs/{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    let first = coxswain_e2e::tls::loopback_cert("first CA").expect("a certificate");
+    mount_secret(&dir, 1, &first);
+    let path = dir.to_string_lossy().into_owned();
+    let s = setup_with(
+        false,
+        &["--webhook-cert-dir", &path, "--webhook-cert-check", "1s"],
+    )
+    .await;
+    s.wait_bundle(&encode(&first.ca_pem)).await;
+
+    let second = coxswain_e2e::tls::loopback_cert("second CA").expect("a certificate");
+    mount_secret(&dir, 2, &second);
+    s.wait_bundle(&encode(&second.ca_pem)).await;
+    s.wait_refusing().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -164,29 +164,18 @@ fn upstream_client(ca_pem: &[u8]) -> Result<Upstream> {
 /// A CA (PEM, for the kubeconfig) and the server config of a leaf it signed
 /// for 127.0.0.1.
 fn own_tls() -> Result<(String, tokio_rustls::TlsAcceptor)> {
-    let fail = |e: rcgen::Error| Error::Start(format!("the proxy's certificate: {e}"));
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "coxswain e2e fault proxy CA");
-    let ca_key = rcgen::KeyPair::generate().map_err(fail)?;
-    let ca = ca_params.self_signed(&ca_key).map_err(fail)?;
-    let mut leaf_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
-    leaf_params
-        .subject_alt_names
-        .push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
-    let leaf_key = rcgen::KeyPair::generate().map_err(fail)?;
-    let leaf = leaf_params
-        .signed_by(&leaf_key, &rcgen::Issuer::new(ca_params, ca_key))
-        .map_err(fail)?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+    let made = crate::tls::loopback_cert("coxswain e2e fault proxy CA")
+        .map_err(|e| Error::Start(format!("the proxy's certificate: {e}")))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_der));
     let mut config = rustls::ServerConfig::builder()
         .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], key)
+        .with_single_cert(vec![CertificateDer::from(made.cert_der)], key)
         .map_err(|e| Error::Start(format!("the proxy's TLS config: {e}")))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok((ca.pem(), tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+    Ok((
+        made.ca_pem,
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+    ))
 }
 
 /// The admin kubeconfig with every cluster pointed at the proxy.

@@ -444,3 +444,103 @@ async fn a_broken_connection_is_told_on_the_flow_and_a_working_one_too() {
         "{notes:?}"
     );
 }
+
+/// A room the bot may not post in (it was never invited): the outcome of a
+/// run that ended a day and more ago is given up at once, the Run marked
+/// with the homeserver's reason; one that just ended is tried again later,
+/// not in seconds.
+#[tokio::test]
+async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
+    let synapse = Synapse::start().await.expect("synapse");
+    let (alice, bot) = (
+        synapse.user("alice").expect("alice"),
+        synapse.user("coxswain").expect("the bot"),
+    );
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let room = synapse
+        .new_room(&alice, &format!("closed {}", ns.name()), &[])
+        .await
+        .expect("room");
+    let secret = synapse.connection_secret("team-chat", &bot);
+    kubectl
+        .apply(ns.name(), &secret.to_string())
+        .expect("the connection Secret");
+    let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: plain}\n\
+                spec:\n  steps:\n    - {key: a, condition: {when: \"true\"}}\n";
+    kubectl.apply(ns.name(), flow).expect("the flow");
+    // Two command Runs that ended, as the record says, before any
+    // controller runs: two days ago, and now.
+    let two_days_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48);
+    let ended = |name: &str, at: jiff::Timestamp| {
+        let run = serde_json::json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {
+                "name": name,
+                "labels": {names::CHAT_LABEL: "team-chat"},
+                "annotations": {
+                    names::CHAT_CONNECTION_ANNOTATION: "team-chat",
+                    names::CHAT_ROOM_ANNOTATION: room,
+                    names::CHAT_THREAD_ANNOTATION: "$root",
+                },
+            },
+            "spec": {"flowRef": {"name": "plain"}, "input": {}},
+        });
+        kubectl
+            .run_with_stdin(
+                &["create", "-n", ns.name(), "-f", "-"],
+                Some(&run.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let status = serde_json::json!({"status": {
+            "phase": "Succeeded", "startedAt": at.to_string(), "finishedAt": at.to_string(),
+        }});
+        kubectl
+            .run(&[
+                "patch",
+                "run",
+                name,
+                "-n",
+                ns.name(),
+                "--subresource=status",
+                "--type",
+                "merge",
+                "-p",
+                &status.to_string(),
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    ended("old", two_days_ago);
+    ended("new", jiff::Timestamp::now());
+
+    let controller = ControllerProcess::for_namespace(ns.name(), &[])
+        .await
+        .expect("controller");
+    let annotation = |run: &str, key: &str| -> Option<String> {
+        let run = kubectl.json(&["get", "run", run, "-n", ns.name(), "-o", "json"]);
+        run["metadata"]["annotations"][key]
+            .as_str()
+            .map(str::to_string)
+    };
+    let reason = wait_for("the old run marked unanswered", BOUND, || async {
+        Ok(annotation("old", names::CHAT_UNANSWERED_ANNOTATION))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert!(reason.contains("M_FORBIDDEN"), "{reason}");
+    assert!(!reason.contains(&bot.token), "{reason}");
+    // The new one was tried and refused too, and waits before the next try.
+    wait_for("the new run's outcome tried", BOUND, || async {
+        let log = controller.log_text();
+        Ok(log
+            .lines()
+            .any(|l| l.contains("run=new") && l.contains("retry_in=30s"))
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert_eq!(annotation("new", names::CHAT_UNANSWERED_ANNOTATION), None);
+    assert_eq!(annotation("new", names::CHAT_ANSWERED_ANNOTATION), None);
+}

@@ -63,6 +63,10 @@ pub const CHAT_SENDER_ANNOTATION: &str = "coxswain.dev/chat-sender";
 /// id), so a restarted controller does not post it again.
 pub const CHAT_ANSWERED_ANNOTATION: &str = "coxswain.dev/chat-answered";
 
+/// Annotation set instead when the chat kept refusing the outcome until a
+/// day after the run ended: why, so nobody wonders and nothing retries.
+pub const CHAT_UNANSWERED_ANNOTATION: &str = "coxswain.dev/chat-unanswered";
+
 /// The Run a conversation command starts: `<flow>-c<digest of the chat
 /// event id>`, so the same message heard twice (a restart, a redelivery)
 /// is refused as existing the second time.

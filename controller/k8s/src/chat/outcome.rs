@@ -5,6 +5,13 @@
 //! On Matrix the answer's transaction id comes from the Run's uid, so a
 //! crash between the post and the mark posts once. Slack has no such id: a
 //! crash in that window posts the outcome a second time.
+//!
+//! A post that fails for a passing reason (the network, a 5xx, a rate
+//! limit) is tried again in seconds. One the chat refused (the bot left the
+//! room, its token was revoked, the Secret is wrong) is tried less often the
+//! longer ago the run ended, and a day after it ended the Run is marked
+//! `coxswain.dev/chat-unanswered` with the reason and left alone: many old
+//! runs never make the controller hammer a homeserver that says no.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -23,7 +30,7 @@ use super::connection::{self, Connection};
 use crate::api::Run;
 use crate::error::Error;
 use crate::names;
-use crate::steps::chat::{Matrix, Post, Slack};
+use crate::steps::chat::{Matrix, MatrixError, Post, Slack, SlackError};
 use crate::steps::net::{self, NetPolicy};
 
 /// What the outcome reconciler needs.
@@ -40,13 +47,42 @@ pub enum OutcomeError {
     /// The connection's Secret.
     #[error(transparent)]
     Connection(#[from] connection::ConnectionError),
-    /// The chat service.
+    /// The HTTP client could not be built.
     #[error("{0}")]
-    Chat(String),
+    Client(net::NetError),
+    /// The Matrix homeserver.
+    #[error(transparent)]
+    Matrix(#[from] MatrixError),
+    /// Slack.
+    #[error(transparent)]
+    Slack(#[from] SlackError),
     /// The API server.
     #[error(transparent)]
     Kube(#[from] Error),
 }
+
+impl OutcomeError {
+    /// Whether trying again soon may work, as opposed to a refusal that
+    /// stands until someone changes something.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            OutcomeError::Connection(e) => e.is_transient(),
+            OutcomeError::Client(_) => false,
+            OutcomeError::Matrix(e) => e.is_transient(),
+            OutcomeError::Slack(e) => e.is_transient(),
+            OutcomeError::Kube(_) => true,
+        }
+    }
+}
+
+/// How soon a passing failure is tried again.
+const RETRY_SOON: Duration = Duration::from_secs(10);
+/// The shortest and longest wait after a refusal.
+const REFUSED_WAIT: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(3600));
+/// How long after a run ended its outcome is tried at all.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
+/// The longest reason kept in the unanswered mark.
+const REASON_MAX: usize = 1000;
 
 /// Runs the outcome reconciler over the Runs in `namespace` (or all) that
 /// carry the chat label, until `shutdown`.
@@ -74,7 +110,9 @@ async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeEr
         .as_ref()
         .is_some_and(|s| crate::run::status::is_over(s.phase));
     let annotations = run.annotations();
-    if !over || annotations.contains_key(names::CHAT_ANSWERED_ANNOTATION) {
+    let settled = annotations.contains_key(names::CHAT_ANSWERED_ANNOTATION)
+        || annotations.contains_key(names::CHAT_UNANSWERED_ANNOTATION);
+    if !over || settled {
         return Ok(Action::await_change());
     }
     let (Some(namespace), Some(connection), Some(room)) = (
@@ -87,34 +125,24 @@ async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeEr
     let thread = annotations
         .get(names::CHAT_THREAD_ANNOTATION)
         .map(String::as_str);
-    let text = command::outcome_text(&run);
-    let found = connection::read(&ctx.client, &namespace, connection).await?;
-    let http = net::client(ctx.policy.clone(), net::Redirects::SameOrigin)
-        .map_err(|e| OutcomeError::Chat(e.to_string()))?;
-    let posted = match found {
-        Connection::Matrix { url, token } => {
-            let matrix = Matrix::new(http, ctx.policy.clone(), &url, &token)
-                .map_err(|e| OutcomeError::Chat(e.to_string()))?;
-            let txn = command::transaction("outcome", &run.uid().unwrap_or_else(|| run.name_any()));
-            matrix
-                .send_text(room, &txn, &text, thread)
-                .await
-                .map_err(|e| OutcomeError::Chat(e.to_string()))?
+    let (annotation, value) = match post(&ctx, &run, &namespace, connection, room, thread).await {
+        Ok(posted) => (names::CHAT_ANSWERED_ANNOTATION, posted),
+        Err(e) if ended_ago(&run).is_some_and(|ago| ago > GIVE_UP_AFTER) => {
+            tracing::warn!(run = %run.name_any(), "chat: giving up on the outcome: {e}");
+            let mut reason = e.to_string();
+            if reason.len() > REASON_MAX {
+                let mut end = REASON_MAX;
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                reason.truncate(end);
+            }
+            (names::CHAT_UNANSWERED_ANNOTATION, reason)
         }
-        Connection::Slack { url, token, .. } => Slack::new(http, ctx.policy.clone(), &url, &token)
-            .map_err(|e| OutcomeError::Chat(e.to_string()))?
-            .post(Post {
-                channel: room,
-                text: &text,
-                thread_ts: thread,
-                idempotency_key: None,
-            })
-            .await
-            .map(|posted| posted.ts)
-            .map_err(|e| OutcomeError::Chat(e.to_string()))?,
+        Err(e) => return Err(e),
     };
     let runs: Api<Run> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = json!({"metadata": {"annotations": BTreeMap::from([(names::CHAT_ANSWERED_ANNOTATION, posted)])}});
+    let patch = json!({"metadata": {"annotations": BTreeMap::from([(annotation, value)])}});
     runs.patch(
         &run.name_any(),
         &PatchParams::default(),
@@ -122,11 +150,93 @@ async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeEr
     )
     .await
     .map_err(|e| Error::kube(format!("marking the run {} answered", run.name_any()), e))?;
-    tracing::info!(run = %run.name_any(), "chat: posted the outcome");
+    if annotation == names::CHAT_ANSWERED_ANNOTATION {
+        tracing::info!(run = %run.name_any(), "chat: posted the outcome");
+    }
     Ok(Action::await_change())
 }
 
+/// Posts the run's outcome in its thread; returns the message's id.
+async fn post(
+    ctx: &Context,
+    run: &Run,
+    namespace: &str,
+    connection: &str,
+    room: &str,
+    thread: Option<&str>,
+) -> Result<String, OutcomeError> {
+    let text = command::outcome_text(run);
+    let found = connection::read(&ctx.client, namespace, connection).await?;
+    let http = net::client(ctx.policy.clone(), net::Redirects::SameOrigin)
+        .map_err(OutcomeError::Client)?;
+    Ok(match found {
+        Connection::Matrix { url, token } => {
+            let matrix = Matrix::new(http, ctx.policy.clone(), &url, &token)?;
+            let txn = command::transaction("outcome", &run.uid().unwrap_or_else(|| run.name_any()));
+            matrix.send_text(room, &txn, &text, thread).await?
+        }
+        Connection::Slack { url, token, .. } => {
+            Slack::new(http, ctx.policy.clone(), &url, &token)?
+                .post(Post {
+                    channel: room,
+                    text: &text,
+                    thread_ts: thread,
+                    idempotency_key: None,
+                })
+                .await?
+                .ts
+        }
+    })
+}
+
+/// How long ago the run ended, by its record.
+fn ended_ago(run: &Run) -> Option<Duration> {
+    let finished: jiff::Timestamp = run.status.as_ref()?.finished_at.as_deref()?.parse().ok()?;
+    Duration::try_from(jiff::Timestamp::now().duration_since(finished)).ok()
+}
+
+/// How long to wait before trying an outcome again: soon after a passing
+/// failure; after a refusal, a quarter of the time since the run ended,
+/// within [`REFUSED_WAIT`].
+fn retry_after(transient: bool, ended_ago: Duration) -> Duration {
+    if transient {
+        return RETRY_SOON;
+    }
+    (ended_ago / 4).clamp(REFUSED_WAIT.0, REFUSED_WAIT.1)
+}
+
 fn error_policy(run: Arc<Run>, error: &OutcomeError, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(run = %run.name_any(), "chat: cannot post the outcome yet: {error}");
-    Action::requeue(Duration::from_secs(10))
+    let wait = retry_after(error.is_transient(), ended_ago(&run).unwrap_or_default());
+    tracing::warn!(run = %run.name_any(), retry_in = ?wait, "chat: cannot post the outcome yet: {error}");
+    Action::requeue(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_wait_longer_the_older_the_run_and_passing_failures_do_not() {
+        let minutes = |m: u64| Duration::from_secs(60 * m);
+        assert_eq!(retry_after(true, minutes(600)), RETRY_SOON);
+        assert_eq!(retry_after(false, Duration::ZERO), REFUSED_WAIT.0);
+        assert_eq!(retry_after(false, minutes(20)), minutes(5));
+        assert_eq!(retry_after(false, minutes(600)), REFUSED_WAIT.1);
+    }
+
+    #[test]
+    fn a_run_ended_an_hour_ago_is_an_hour_old() {
+        let mut run = Run::new("r", Default::default());
+        assert_eq!(ended_ago(&run), None);
+        let hour_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
+        run.status = Some(crate::api::RunStatus {
+            finished_at: Some(hour_ago.to_string()),
+            ..Default::default()
+        });
+        let ago = ended_ago(&run).expect("an age");
+        assert!(
+            ago >= Duration::from_secs(3600) && ago < Duration::from_secs(3700),
+            "{ago:?}"
+        );
+    }
 }

@@ -42,6 +42,7 @@ fn slack_step() -> MessageStep {
                 name: "slack".into(),
                 key: "bot".into(),
             },
+            thread: None,
         }),
         ..Default::default()
     }
@@ -155,6 +156,28 @@ async fn slack_wire_format_and_success() {
         json!({"messageId": "1712345678.000100", "conversationName": "ops"})
     );
     assert!(!done.output.to_string().contains(TOKEN));
+}
+
+#[tokio::test]
+async fn slack_answers_in_the_thread_the_placeholder_names() {
+    let slack = StandIn::start(Answer::json(200, json!({"ok": true, "ts": "2.0"}))).await;
+    let mut step = slack_step();
+    step.slack.as_mut().unwrap().thread = Some("{{input.json.thread}}".into());
+    let work = with_input(
+        message_work(step.clone()),
+        json!({"thread": "1712345678.000100"}),
+    );
+    executor(&slack.base).run(&work).await.unwrap();
+    assert_eq!(slack.only().body_json()["thread_ts"], "1712345678.000100");
+    // A run started otherwise has no thread to give: a missing value fails
+    // the step before anything is posted, as any placeholder does.
+    let err = executor(&slack.base)
+        .run(&message_work(step))
+        .await
+        .unwrap_err()
+        .error;
+    assert_eq!(err.code, codes::PLACEHOLDER, "{}", err.message);
+    assert_eq!(slack.requests().len(), 1);
 }
 
 #[tokio::test]
@@ -595,9 +618,43 @@ fn matrix_step(homeserver: &str, room: &str) -> MessageStep {
                 name: "matrix".into(),
                 key: "token".into(),
             },
+            thread: None,
         }),
         ..Default::default()
     }
+}
+
+/// `work` with the run's input replaced.
+fn with_input(mut work: Work, input: serde_json::Value) -> Work {
+    work.data = coxswain::engine::DataView { input, ..work.data };
+    work
+}
+
+#[tokio::test]
+async fn matrix_answers_in_the_thread_the_placeholder_names_and_not_when_it_is_empty() {
+    let server = Homeserver::start(MATRIX_TOKEN).await;
+    let exec = matrix_executor();
+    let mut step = matrix_step(&server.base, "!ops:example.org");
+    step.matrix.as_mut().unwrap().thread = Some("{{input.json.thread}}".into());
+    let threaded = with_input(
+        message_work(step.clone()),
+        json!({"thread": "$root:example.org"}),
+    );
+    exec.run(&threaded).await.unwrap();
+    let plain = attempt(with_input(message_work(step), json!({"thread": ""})), 3);
+    exec.run(&plain).await.unwrap();
+    let posted = server.posted();
+    assert_eq!(posted.len(), 2, "{posted:?}");
+    assert_eq!(
+        posted[0].content["m.relates_to"],
+        json!({"rel_type": "m.thread", "event_id": "$root:example.org", "is_falling_back": true,
+               "m.in_reply_to": {"event_id": "$root:example.org"}})
+    );
+    assert!(
+        posted[1].content.get("m.relates_to").is_none(),
+        "{:?}",
+        posted[1]
+    );
 }
 
 fn attempt(mut work: Work, number: u32) -> Work {

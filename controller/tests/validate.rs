@@ -552,6 +552,28 @@ fn webhook_url_placeholders_are_checked_like_an_http_url() {
 }
 
 #[test]
+fn thread_placeholders_are_checked_for_slack_and_matrix() {
+    let slack =
+        "slack: {channel: '#ops', tokenSecretRef: {name: s, key: k}, thread: '{{zz.text}}'}";
+    let matrix = "matrix: {homeserver: 'https://m.example.org', room: '!r:example.org', \
+                  tokenSecretRef: {name: s, key: k}, thread: '{{zz.text}}'}";
+    for (target, field) in [
+        (slack, "message.slack.thread"),
+        (matrix, "message.matrix.thread"),
+    ] {
+        let problems = check(&format!(
+            "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, {target}}}\n"
+        ));
+        assert_one(&problems, "b", field, "`zz`");
+        let fine = target.replace("{{zz.text}}", "{{input.json.thread}}");
+        let problems = check(&format!(
+            "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    message: {{text: hi, {fine}}}\n"
+        ));
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+}
+
+#[test]
 fn a_message_step_gives_exactly_one_target() {
     let problems = check("steps:\n  - key: b\n    message: {text: hi}\n");
     assert_one(

@@ -544,3 +544,77 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
     assert_eq!(annotation("new", names::CHAT_UNANSWERED_ANNOTATION), None);
     assert_eq!(annotation("new", names::CHAT_ANSWERED_ANNOTATION), None);
 }
+
+/// A flow started from chat talks in the command's thread: its message
+/// step's `thread` is the run's `input.thread`, so the room sees the run's
+/// own words between the start and the outcome, in one thread.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_step_answers_in_the_commands_thread() {
+    let setup = setup("alice").await;
+    let talk = format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: talk}}
+spec:
+  command: {{name: talk, chat: team-chat, rooms: ["{room}"], allowedUsers: ["{alice}"]}}
+  steps:
+    - key: say
+      message:
+        text: "Working on: {{{{input.json.prompt}}}}"
+        matrix:
+          homeserver: "{url}"
+          room: "{room}"
+          tokenSecretRef: {{name: team-chat, key: token}}
+          thread: "{{{{input.json.thread}}}}"
+"#,
+        room = setup.room,
+        alice = setup.alice.id,
+        url = setup.synapse.url(),
+    );
+    setup
+        .kubectl
+        .apply(setup.ns.name(), &talk)
+        .expect("the flow");
+    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
+        .await
+        .expect("controller");
+    setup.following(&controller).await;
+
+    let asked = setup
+        .synapse
+        .send_text(&setup.alice, &setup.room, "!talk the release notes")
+        .await
+        .expect("alice asks");
+    let run_name = names::command_run("talk", &asked);
+    let run = setup
+        .kubectl
+        .wait_run(setup.ns.name(), &run_name, &["Succeeded", "Failed"], BOUND)
+        .await
+        .expect("the run ends");
+    assert_eq!(run["status"]["phase"], "Succeeded", "{:#}", run["status"]);
+    assert_eq!(run["spec"]["input"]["thread"], asked.as_str());
+    let answers = setup.wait_answers(&asked, 3, &controller).await;
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let said = run["status"]["steps"]["say"]["output"]["messageId"]
+        .as_str()
+        .expect("the message's event id")
+        .to_string();
+    let event = setup
+        .synapse
+        .event(&setup.alice, &setup.room, &said)
+        .await
+        .expect("the flow's message");
+    assert_eq!(event["content"]["body"], "Working on: the release notes");
+    assert_eq!(thread_root(&event), Some(asked.as_str()));
+    assert!(
+        answers.iter().any(|a| a.starts_with("Started run")),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a.starts_with(&format!("Run `{run_name}` succeeded"))),
+        "{answers:?}"
+    );
+}

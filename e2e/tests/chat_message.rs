@@ -132,6 +132,7 @@ async fn an_attempt_sent_twice_posts_once_and_the_next_attempt_posts_again() -> 
                 name: "matrix-bot".into(),
                 key: "token".into(),
             },
+            thread: None,
         }),
         ..Default::default()
     };

@@ -471,6 +471,11 @@ pub struct SlackTarget {
     pub channel: String,
     /// The Secret key holding the bot token.
     pub token_secret_ref: SecretKeyRef,
+    /// The `ts` of the message whose thread to answer in, such as
+    /// `{{input.json.thread}}` in a run started from chat; empty or absent
+    /// posts to the channel itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
 }
 
 /// A Matrix room, posted to as the user whose access token the Secret holds.
@@ -484,6 +489,11 @@ pub struct MatrixTarget {
     pub room: String,
     /// The Secret key holding the access token.
     pub token_secret_ref: SecretKeyRef,
+    /// The event id of the message whose thread to answer in, such as
+    /// `{{input.json.thread}}` in a run started from chat; empty or absent
+    /// posts to the room itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
 }
 
 /// Chooses a path.

@@ -130,6 +130,7 @@ mod tests {
                 name: "matrix".into(),
                 key: "token".into(),
             },
+            thread: None,
         }
     }
 

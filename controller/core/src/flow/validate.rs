@@ -658,6 +658,21 @@ impl<'a> Checker<'a, '_, '_> {
                 self.report(key, &field(&format!(".matrix.{name}")), message, None);
             }
         }
+        let threads = [
+            (
+                ".slack.thread",
+                m.slack.as_ref().and_then(|t| t.thread.as_ref()),
+            ),
+            (
+                ".matrix.thread",
+                m.matrix.as_ref().and_then(|t| t.thread.as_ref()),
+            ),
+        ];
+        for (name, thread) in threads {
+            if let Some(thread) = thread {
+                self.check_template(reader, key, &field(name), thread, Place::Text);
+            }
+        }
     }
 
     fn check_condition(&mut self, reader: Reader, key: &str, prefix: &str, c: &ConditionStep) {

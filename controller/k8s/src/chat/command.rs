@@ -172,7 +172,9 @@ fn allowed(flow: &Flow, sender: &str) -> bool {
 /// The Run a command starts: named after the flow and the chat event, so
 /// hearing the message again finds it already there; labelled with its
 /// flow and connection; owned by the flow (as scheduled runs are); annotated
-/// with where to answer. Its input is `{text, prompt, sender, room}`.
+/// with where to answer. Its input is `{text, prompt, sender, room,
+/// thread}`: `thread` is what a message step's `thread` takes to answer in
+/// the command's thread.
 pub fn command_run(flow: &Flow, heard: &Heard, prompt: &str) -> Run {
     let name = flow.name_any();
     let annotations = BTreeMap::from([
@@ -217,6 +219,7 @@ pub fn command_run(flow: &Flow, heard: &Heard, prompt: &str) -> Run {
                 "prompt": prompt,
                 "sender": heard.sender,
                 "room": heard.room,
+                "thread": heard.thread_root,
             })),
             cancel: false,
         },
@@ -376,7 +379,7 @@ mod tests {
         assert_eq!(
             run.spec.input,
             Some(json!({"text": "!review the intro", "prompt": "the intro",
-                "sender": "@alice:x", "room": "!room:x"}))
+                "sender": "@alice:x", "room": "!room:x", "thread": "$event1"}))
         );
         assert_eq!(run.namespace().as_deref(), Some("demo"));
         assert_eq!(run.labels()[names::CHAT_LABEL], "team-chat");

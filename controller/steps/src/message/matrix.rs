@@ -46,9 +46,10 @@ impl MessageExecutor {
             other => failed(other),
         })?
         .with_timeout(net::shortest(super::DEFAULT_TIMEOUT, work.timeout));
+        let thread = super::thread(target.thread.as_deref(), work)?;
         let room_id = matrix.room_id(&target.room).await.map_err(failed)?;
         let event_id = matrix
-            .send_text(&room_id, &transaction_id(work), text, None)
+            .send_text(&room_id, &transaction_id(work), text, thread.as_deref())
             .await
             .map_err(failed)?;
         let name = matrix

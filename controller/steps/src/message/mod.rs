@@ -289,6 +289,18 @@ impl Executor for MessageExecutor {
     }
 }
 
+/// The thread to answer in, its placeholders filled; none when the step
+/// gives none or it fills in empty (a run not started from chat).
+fn thread(written: Option<&str>, work: &Work) -> Result<Option<String>, MessageError> {
+    let Some(written) = written else {
+        return Ok(None);
+    };
+    let filled =
+        net::render(written, Place::Text, &work.data).map_err(MessageError::Placeholder)?;
+    let filled = filled.trim();
+    Ok((!filled.is_empty()).then(|| filled.to_string()))
+}
+
 /// A string or number field of an answer, as text.
 fn id_of(answer: &Value, field: &str) -> Option<String> {
     match answer.get(field)? {

@@ -46,6 +46,7 @@ impl MessageExecutor {
             },
             other => MessageError::Slack(Box::new(other)),
         })?;
+        let thread = super::thread(target.thread.as_deref(), work)?;
         let limit = net::shortest(super::DEFAULT_TIMEOUT, work.timeout);
         let key = work.idempotency_key();
         let posted = slack
@@ -54,7 +55,7 @@ impl MessageExecutor {
             .post(Post {
                 channel: &target.channel,
                 text,
-                thread_ts: None,
+                thread_ts: thread.as_deref(),
                 idempotency_key: Some(&key),
             })
             .await

@@ -300,8 +300,23 @@ async fn slack_commands_start_runs_once_and_are_answered_in_their_thread() {
     assert_eq!(status, 401, "a replayed request: {text}");
     let (status, _) = endpoint.deliver(&forged, &[]).await;
     assert_eq!(status, 401, "unsigned");
-    // A connection that is not there.
+    // A connection that is not there: a request of Slack's form is told
+    // so; one that is not even that is refused before any Secret is read.
     let elsewhere = endpoint.url.replace("/team-slack", "/no-such-connection");
+    let timestamp = now().to_string();
+    let response = endpoint
+        .http
+        .post(&elsewhere)
+        .header("x-slack-request-timestamp", &timestamp)
+        .header(
+            "x-slack-signature",
+            sign(SIGNING_SECRET, &timestamp, &forged),
+        )
+        .body(forged.clone())
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status().as_u16(), 404);
     let response = endpoint
         .http
         .post(&elsewhere)
@@ -309,7 +324,7 @@ async fn slack_commands_start_runs_once_and_are_answered_in_their_thread() {
         .send()
         .await
         .expect("answers");
-    assert_eq!(response.status().as_u16(), 404);
+    assert_eq!(response.status().as_u16(), 401, "unsigned");
 
     // alice asks: a Run named from the message, announced in its thread.
     let asked_ts = "1700000002.000200";

@@ -137,7 +137,7 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response {
         .into_response()
 }
 
-/// The connection, the signature, then the event.
+/// The signature's form, the connection, the signature, then the event.
 async fn answer(
     shared: &Shared,
     namespace: &str,
@@ -145,12 +145,20 @@ async fn answer(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let now = jiff::Timestamp::now().as_second();
+    let (timestamp, signed) = (
+        header("x-slack-request-timestamp"),
+        header("x-slack-signature"),
+    );
+    if let Err(e) = signature::precheck(timestamp, signed, now) {
+        tracing::warn!(%namespace, %connection, "slack: a request refused: {e}");
+        return text(StatusCode::UNAUTHORIZED, e.to_string());
+    }
     let (url, token, signing_secret) = match slack_connection(shared, namespace, connection).await {
         Ok(found) => found,
         Err(response) => return response,
     };
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let now = jiff::Timestamp::now().as_second();
     if let Err(e) = signature::verify(
         &signing_secret,
         header("x-slack-request-timestamp"),

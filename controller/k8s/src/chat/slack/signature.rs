@@ -35,16 +35,16 @@ pub enum SignatureError {
     Mismatch,
 }
 
-/// Checks a request as Slack specifies: the timestamp within [`MAX_SKEW`]
-/// of `now` (Unix seconds), then the signature over the raw `body`,
-/// compared in constant time.
-pub fn verify(
-    signing_secret: &str,
+/// What can be checked without the signing secret: the timestamp within
+/// [`MAX_SKEW`] of `now` (Unix seconds) and a signature of Slack's form
+/// (`v0=` and hex). Checked before the connection's Secret is read, so a
+/// request that is not Slack's costs the API server nothing; returns the
+/// signature's bytes.
+pub fn precheck(
     timestamp: Option<&str>,
     signature: Option<&str>,
-    body: &[u8],
     now: i64,
-) -> Result<(), SignatureError> {
+) -> Result<Vec<u8>, SignatureError> {
     let timestamp = timestamp.ok_or(SignatureError::NoTimestamp)?;
     let seconds: i64 = timestamp
         .parse()
@@ -54,10 +54,23 @@ pub fn verify(
         return Err(SignatureError::Stale { skew });
     }
     let signature = signature.ok_or(SignatureError::NoSignature)?;
-    let tag = signature
+    signature
         .strip_prefix("v0=")
         .and_then(unhex)
-        .ok_or(SignatureError::Mismatch)?;
+        .ok_or(SignatureError::Mismatch)
+}
+
+/// Checks a request as Slack specifies: [`precheck`], then the signature
+/// over the raw `body`, compared in constant time.
+pub fn verify(
+    signing_secret: &str,
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &[u8],
+    now: i64,
+) -> Result<(), SignatureError> {
+    let tag = precheck(timestamp, signature, now)?;
+    let timestamp = timestamp.unwrap_or_default();
     let key = hmac::Key::new(hmac::HMAC_SHA256, signing_secret.as_bytes());
     hmac::verify(&key, &signed(timestamp, body), &tag).map_err(|_| SignatureError::Mismatch)
 }
@@ -209,5 +222,20 @@ mod tests {
             check(SECRET, Some(TIMESTAMP), None, BODY, THEN),
             Err(SignatureError::NoSignature)
         );
+    }
+
+    #[test]
+    fn the_precheck_needs_no_secret_and_refuses_what_cannot_be_slacks() {
+        let tag = precheck(Some(TIMESTAMP), Some(SIGNATURE), THEN).expect("well formed");
+        assert_eq!(tag.len(), 32, "a SHA-256 tag");
+        assert_eq!(
+            precheck(Some(TIMESTAMP), Some("v0=zz"), THEN),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            precheck(Some(TIMESTAMP), Some(SIGNATURE), THEN + MAX_SKEW + 1),
+            Err(SignatureError::Stale { skew: MAX_SKEW + 1 })
+        );
+        assert_eq!(precheck(None, None, THEN), Err(SignatureError::NoTimestamp));
     }
 }

@@ -618,3 +618,55 @@ spec:
         "{answers:?}"
     );
 }
+
+/// A flow applied while the controller follows, listing a room the bot is
+/// already in: a command typed right after it is applied starts its Run,
+/// although no join of the bot's marks where the room's news begins.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_typed_right_after_a_flow_adds_a_room_the_bot_is_in_starts_its_run() {
+    let setup = setup("alice").await;
+    let bot = setup.synapse.user("coxswain").expect("the bot");
+    let second = setup
+        .synapse
+        .new_room(
+            &setup.alice,
+            &format!("second {}", setup.ns.name()),
+            &[&bot],
+        )
+        .await
+        .expect("a room the bot is in");
+    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
+        .await
+        .expect("controller");
+    setup.following(&controller).await;
+
+    let flow = format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: second}}
+spec:
+  command: {{name: second, chat: team-chat, rooms: ["{second}"], allowedUsers: ["{alice}"]}}
+  steps:
+    - {{key: a, condition: {{when: "true"}}}}
+"#,
+        alice = setup.alice.id,
+    );
+    setup
+        .kubectl
+        .apply(setup.ns.name(), &flow)
+        .expect("the flow");
+    let asked = setup
+        .synapse
+        .send_text(&setup.alice, &second, "!second right away")
+        .await
+        .expect("alice asks");
+    let run_name = names::command_run("second", &asked);
+    let run = setup
+        .kubectl
+        .wait_run(setup.ns.name(), &run_name, &["Succeeded", "Failed"], BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert_eq!(run["spec"]["input"]["prompt"], "right away");
+    assert_eq!(run["spec"]["input"]["room"], second.as_str());
+}

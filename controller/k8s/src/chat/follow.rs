@@ -138,6 +138,13 @@ impl Follower {
         let matrix = Matrix::new(http, self.policy.clone(), &url, &token)?;
         let me = matrix.whoami().await?;
         let mut joined: BTreeMap<String, String> = BTreeMap::new();
+        // Room id → since when its messages are for this follower (ms): in
+        // a room the bot was already in, what came before is not for it. A
+        // flow that lists a room is seen between two syncs, so its room
+        // counts from the start of the sync before: a command typed just
+        // after the flow was applied is not lost.
+        let mut followed_since: BTreeMap<String, i64> = BTreeMap::new();
+        let mut previous_sync = now_ms();
         let mut position = match position::load(&self.client, &self.namespace, &self.connection)
             .await?
         {
@@ -168,6 +175,11 @@ impl Follower {
             let flows = self.flows();
             self.join_all(&matrix, &flows, &mut joined).await;
             let rooms: Vec<String> = joined.values().cloned().collect();
+            followed_since.retain(|id, _| rooms.contains(id));
+            for id in &rooms {
+                followed_since.entry(id.clone()).or_insert(previous_sync);
+            }
+            previous_sync = now_ms();
             let fresh: BTreeSet<String> = rooms
                 .iter()
                 .filter(|r| !position.rooms.contains(*r))
@@ -177,8 +189,24 @@ impl Follower {
                 .sync(&position.since, &rooms, &fresh, SYNC_WAIT)
                 .await?;
             let listeners = listeners(&flows, &joined);
-            for (room, events) in &batch.rooms {
-                for event in news(events, fresh.contains(room), &me, now_ms()) {
+            let mut rooms_news = batch.rooms.clone();
+            for room in &fresh {
+                // A room the bot was in already: no sync brings what was
+                // said before it entered the filter; read it back.
+                let joined_now = rooms_news
+                    .get(room)
+                    .is_some_and(|events| events.iter().any(|e| e.is_join_of(&me)));
+                if !joined_now {
+                    let since = followed_since.get(room).copied().unwrap_or_default();
+                    let events = matrix.sent_since(room, &batch.next_batch, since).await?;
+                    rooms_news.insert(room.clone(), events);
+                }
+            }
+            for (room, events) in &rooms_news {
+                let followed_at = fresh
+                    .contains(room)
+                    .then(|| followed_since.get(room).copied().unwrap_or_default());
+                for event in news(events, followed_at, &me, now_ms()) {
                     self.act(&matrix, room, event, &listeners).await?;
                 }
             }
@@ -317,25 +345,27 @@ fn listeners<'a>(flows: &'a [Arc<Flow>], joined: &BTreeMap<String, String>) -> V
 const MAX_AGE_MS: i64 = 60 * 60 * 1000;
 
 /// The events of one room that are news at `now_ms`: not the follower's
-/// own, not older than [`MAX_AGE_MS`], and in a room joined since the last
-/// position, only those after its joining.
+/// own, not older than [`MAX_AGE_MS`]. In a room new to the position
+/// (`fresh` holds when this follower began to follow it, in ms), only those
+/// after the bot's joining when the batch holds it, else (the bot was in
+/// the room already) those sent since it began to follow.
 fn news<'a>(
     events: &'a [MatrixEvent],
-    fresh: bool,
+    fresh: Option<i64>,
     me: &'a str,
     now_ms: i64,
 ) -> impl Iterator<Item = &'a MatrixEvent> {
-    let start = if fresh {
-        events
-            .iter()
-            .rposition(|e| e.is_join_of(me))
-            .map_or(events.len(), |i| i + 1)
-    } else {
-        0
+    let joined = fresh.and_then(|_| events.iter().rposition(|e| e.is_join_of(me)));
+    let (start, since) = match (joined, fresh) {
+        (Some(join), _) => (join + 1, i64::MIN),
+        (None, Some(followed_at)) => (0, followed_at),
+        (None, None) => (0, i64::MIN),
     };
-    events[start..]
-        .iter()
-        .filter(move |e| e.sender != me && now_ms.saturating_sub(e.origin_server_ts) <= MAX_AGE_MS)
+    events[start..].iter().filter(move |e| {
+        e.sender != me
+            && e.origin_server_ts >= since
+            && now_ms.saturating_sub(e.origin_server_ts) <= MAX_AGE_MS
+    })
 }
 
 fn now_ms() -> i64 {
@@ -405,15 +435,38 @@ mod tests {
                 .map(|e| e.event_id.as_str())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(ids(true), ["$new"]);
-        assert_eq!(ids(false), ["$old", "$new"]);
-        // A fresh room whose join is not in the batch has no news yet.
-        assert!(news(&events[..1], true, me, NOW).next().is_none());
+        assert_eq!(ids(Some(NOW)), ["$new"], "after the join, whenever sent");
+        assert_eq!(ids(None), ["$old", "$new"]);
         // Two hours later, nothing is news any more.
         assert!(
-            news(&events, false, me, NOW + 2 * 3600 * 1000)
+            news(&events, None, me, NOW + 2 * 3600 * 1000)
                 .next()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn in_a_fresh_room_the_bot_was_already_in_what_was_sent_since_following_is_news() {
+        let me = "@bot:x";
+        let at = |id: &str, ts: i64| MatrixEvent {
+            origin_server_ts: ts,
+            ..event(
+                id,
+                "@a:x",
+                "m.room.message",
+                json!({"msgtype": "m.text", "body": "!review it"}),
+                None,
+            )
+        };
+        let followed = NOW - 5_000;
+        let events = [
+            at("$before", followed - 1),
+            at("$since", followed),
+            at("$later", NOW),
+        ];
+        let ids: Vec<&str> = news(&events, Some(followed), me, NOW)
+            .map(|e| e.event_id.as_str())
+            .collect();
+        assert_eq!(ids, ["$since", "$later"]);
     }
 }

@@ -519,7 +519,7 @@ impl Matrix {
                 && !fresh.contains(&room)
                 && let Some(from) = &timeline.prev_batch
             {
-                events = self.history(&room, from, since).await?;
+                events = self.history(&room, from, Back::To(since)).await?;
             }
             events.extend(timeline.events.into_iter().filter_map(event));
             batch.rooms.insert(room, events);
@@ -553,23 +553,44 @@ impl Matrix {
         })
     }
 
-    /// The events of a room from `from` back to `to`, oldest first.
+    /// The messages and memberships of a room sent at or after `since_ms`
+    /// (the sender's server's clock, in ms since 1970) and before the sync
+    /// position `until`, oldest first: for a room the bot was in before it
+    /// began to follow it, whose earlier events no sync will bring.
+    pub async fn sent_since(
+        &self,
+        room_id: &str,
+        until: &str,
+        since_ms: i64,
+    ) -> Result<Vec<MatrixEvent>, MatrixError> {
+        let mut events = self.history(room_id, until, Back::Since(since_ms)).await?;
+        events.retain(|e| e.origin_server_ts >= since_ms);
+        Ok(events)
+    }
+
+    /// The events of a room from `from` back as far as `back` says, oldest
+    /// first.
     async fn history(
         &self,
         room_id: &str,
         from: &str,
-        to: &str,
+        back: Back<'_>,
     ) -> Result<Vec<MatrixEvent>, MatrixError> {
         let what = format!("reading the history of {room_id}");
         let mut from = from.to_string();
-        let mut newest_first = Vec::new();
+        let mut newest_first: Vec<MatrixEvent> = Vec::new();
         loop {
             let mut url = self.url(&["rooms", room_id, "messages"]);
-            url.query_pairs_mut()
-                .append_pair("dir", "b")
-                .append_pair("from", &from)
-                .append_pair("to", to)
-                .append_pair("limit", &TIMELINE_LIMIT.to_string());
+            {
+                let mut query = url.query_pairs_mut();
+                query
+                    .append_pair("dir", "b")
+                    .append_pair("from", &from)
+                    .append_pair("limit", &TIMELINE_LIMIT.to_string());
+                if let Back::To(to) = back {
+                    query.append_pair("to", to);
+                }
+            }
             let answer = self
                 .call(&what, Method::GET, url, None, self.call_timeout)
                 .await?;
@@ -581,14 +602,27 @@ impl Matrix {
                 })?;
             let empty = page.chunk.is_empty();
             newest_first.extend(page.chunk.into_iter().filter_map(event));
+            let far_enough = match back {
+                Back::To(_) => false,
+                Back::Since(ms) => newest_first.last().is_some_and(|e| e.origin_server_ts < ms),
+            };
             match page.end {
-                Some(end) if !empty && end != from => from = end,
+                Some(end) if !empty && !far_enough && end != from => from = end,
                 _ => break,
             }
         }
         newest_first.reverse();
         Ok(newest_first)
     }
+}
+
+/// How far back a room's history is read.
+#[derive(Clone, Copy)]
+enum Back<'a> {
+    /// To this sync position.
+    To(&'a str),
+    /// Until an event older than this time (ms since 1970).
+    Since(i64),
 }
 
 /// An event the commands can read; anything else (state, redactions with

@@ -70,6 +70,15 @@ async fn setup(allowed: &str) -> Setup {
 }
 
 impl Setup {
+    /// A controller for the test's namespace, once it follows the room.
+    async fn start_following(&self) -> ControllerProcess {
+        let controller = ControllerProcess::for_namespace(self.ns.name(), &[])
+            .await
+            .expect("controller");
+        self.following(&controller).await;
+        controller
+    }
+
     /// Waits until the controller follows the connection (its position is
     /// stored): messages from then on are news.
     async fn following(&self, controller: &ControllerProcess) {
@@ -162,10 +171,7 @@ fn bodies_in_thread(events: &[Value], root: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_starts_a_run_and_its_outcome_is_posted_in_the_thread() {
     let setup = setup("alice").await;
-    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
-        .await
-        .expect("controller");
-    setup.following(&controller).await;
+    let controller = setup.start_following().await;
 
     let asked = setup
         .synapse
@@ -297,10 +303,7 @@ async fn a_command_starts_a_run_and_its_outcome_is_posted_in_the_thread() {
 async fn a_controller_killed_while_commands_arrive_starts_each_run_once() {
     const COMMANDS: usize = 12;
     let setup = setup("*").await;
-    let mut controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
-        .await
-        .expect("controller");
-    setup.following(&controller).await;
+    let mut controller = setup.start_following().await;
 
     let mut asked = Vec::new();
     for i in 0..COMMANDS {
@@ -576,10 +579,7 @@ spec:
         .kubectl
         .apply(setup.ns.name(), &talk)
         .expect("the flow");
-    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
-        .await
-        .expect("controller");
-    setup.following(&controller).await;
+    let controller = setup.start_following().await;
 
     let asked = setup
         .synapse
@@ -635,10 +635,7 @@ async fn a_command_typed_right_after_a_flow_adds_a_room_the_bot_is_in_starts_its
         )
         .await
         .expect("a room the bot is in");
-    let controller = ControllerProcess::for_namespace(setup.ns.name(), &[])
-        .await
-        .expect("controller");
-    setup.following(&controller).await;
+    let controller = setup.start_following().await;
 
     let flow = format!(
         r#"

@@ -185,24 +185,25 @@ impl Follower {
                 .filter(|r| !position.rooms.contains(*r))
                 .cloned()
                 .collect();
-            let batch = matrix
+            let mut batch = matrix
                 .sync(&position.since, &rooms, &fresh, SYNC_WAIT)
                 .await?;
             let listeners = listeners(&flows, &joined);
-            let mut rooms_news = batch.rooms.clone();
             for room in &fresh {
                 // A room the bot was in already: no sync brings what was
-                // said before it entered the filter; read it back.
-                let joined_now = rooms_news
+                // said before it entered the filter; read it back (the
+                // room goes into the position below in either case).
+                let joined_now = batch
+                    .rooms
                     .get(room)
                     .is_some_and(|events| events.iter().any(|e| e.is_join_of(&me)));
                 if !joined_now {
                     let since = followed_since.get(room).copied().unwrap_or_default();
                     let events = matrix.sent_since(room, &batch.next_batch, since).await?;
-                    rooms_news.insert(room.clone(), events);
+                    batch.rooms.insert(room.clone(), events);
                 }
             }
-            for (room, events) in &rooms_news {
+            for (room, events) in &batch.rooms {
                 let followed_at = fresh
                     .contains(room)
                     .then(|| followed_since.get(room).copied().unwrap_or_default());

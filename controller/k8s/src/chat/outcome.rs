@@ -81,7 +81,8 @@ const RETRY_SOON: Duration = Duration::from_secs(10);
 const REFUSED_WAIT: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(3600));
 /// How long after a run ended its outcome is tried at all.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
-/// The longest reason kept in the unanswered mark.
+/// The longest reason kept in the unanswered mark, in characters (cut
+/// as every preview is).
 const REASON_MAX: usize = 1000;
 
 /// Runs the outcome reconciler over the Runs in `namespace` (or all) that
@@ -129,15 +130,10 @@ async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeEr
         Ok(posted) => (names::CHAT_ANSWERED_ANNOTATION, posted),
         Err(e) if ended_ago(&run).is_some_and(|ago| ago > GIVE_UP_AFTER) => {
             tracing::warn!(run = %run.name_any(), "chat: giving up on the outcome: {e}");
-            let mut reason = e.to_string();
-            if reason.len() > REASON_MAX {
-                let mut end = REASON_MAX;
-                while !reason.is_char_boundary(end) {
-                    end -= 1;
-                }
-                reason.truncate(end);
-            }
-            (names::CHAT_UNANSWERED_ANNOTATION, reason)
+            (
+                names::CHAT_UNANSWERED_ANNOTATION,
+                net::preview(&e.to_string(), REASON_MAX),
+            )
         }
         Err(e) => return Err(e),
     };

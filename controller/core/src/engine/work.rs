@@ -233,6 +233,10 @@ pub mod codes {
     /// Coxswain itself could not run or follow the work (an executor broke,
     /// or the place work runs could not be reached).
     pub const INTERNAL: &str = "workflow.internal_error";
+    /// An object the controller would have made (a flow snapshot, a step's
+    /// inputs, a Job, an Approval) exists under the expected name but is not
+    /// the one it made: someone else wrote it, so nothing runs from it.
+    pub const TAMPERED: &str = "workflow.tampered";
 }
 
 /// Builds a [`StepError`].

@@ -121,8 +121,19 @@ pub fn job(run: &str, id: &WorkId) -> String {
     joined(run, &id.name(), LABEL_MAX)
 }
 
-/// The ConfigMap holding the flow a Run pinned when it started.
-pub fn flow_snapshot(run: &str) -> String {
+/// The ConfigMap holding the flow a Run pinned when it started, named by
+/// the flow's digest (`sha256:…`): a ConfigMap someone made in advance under
+/// that name must hold exactly that flow to be taken, and a Flow edited
+/// between a snapshot and the write that records it gets a name of its own.
+pub fn flow_snapshot(run: &str, digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let short: String = hex.chars().take(16).collect();
+    joined(run, &format!("flow-{short}"), NAME_MAX)
+}
+
+/// Where runs started before snapshots were named by digest keep theirs;
+/// read only for a run whose record holds the digest to check it against.
+pub fn legacy_flow_snapshot(run: &str) -> String {
     joined(run, "flow", NAME_MAX)
 }
 
@@ -203,7 +214,11 @@ mod tests {
             approval("post-x7k2", "final_review", 2),
             "post-x7k2-final-review-2"
         );
-        assert_eq!(flow_snapshot("post-x7k2"), "post-x7k2-flow");
+        assert_eq!(
+            flow_snapshot("post-x7k2", "sha256:0123456789abcdef0123"),
+            "post-x7k2-flow-0123456789abcdef"
+        );
+        assert_eq!(legacy_flow_snapshot("post-x7k2"), "post-x7k2-flow");
         assert_eq!(
             value("post-x7k2", "0123456789abcdef0123", 1),
             "post-x7k2-value-0123456789abcdef-1"

@@ -51,6 +51,13 @@ struct RunArgs {
     /// Where the termination message is written.
     #[arg(long, default_value = paths::TERMINATION_LOG)]
     termination_log: PathBuf,
+    /// The digest the task and inputs must have (the controller gives it);
+    /// nothing runs when they differ.
+    #[arg(long, requires = "inputs_from")]
+    inputs_sha256: Option<String>,
+    /// The inputs ConfigMap's name, for the message when they differ.
+    #[arg(long, requires = "inputs_sha256")]
+    inputs_from: Option<String>,
 }
 
 /// Runs the chosen act. `run` exits 0 when the attempt succeeded, 1 when it
@@ -78,6 +85,10 @@ fn run_step(args: RunArgs) -> ExitCode {
         home: args.home,
         tmp: args.tmp,
         termination_log: args.termination_log,
+        expected: args
+            .inputs_sha256
+            .zip(args.inputs_from)
+            .map(|(digest, config_map)| pod::Expected { digest, config_map }),
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

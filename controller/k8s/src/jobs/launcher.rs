@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
-use kube::{Client, Resource};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, Preconditions};
+use kube::{Client, Resource, ResourceExt};
 
 use super::JobSettings;
-use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, manifests};
+use super::manifest::{
+    INPUTS_DIGEST_ANNOTATION, Manifests, RunOwner, STEP_CONTAINER, config_map_digest, manifests,
+};
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
 use crate::api::{Run, StepError};
@@ -72,9 +74,92 @@ impl JobLauncher {
         }
     }
 
+    /// Looks at the ConfigMap found under the inputs' name when launching
+    /// again: the same inputs are this launcher's (an earlier launch); other
+    /// ones are someone else's. Those are left alone and the Job is made
+    /// anyway: its pod refuses them (their digest is wrong) and the attempt
+    /// fails as tampered with, through the result every attempt reports.
+    async fn check_inputs(&self, id: &WorkId, ours: &ConfigMap) -> Result<(), LauncherError> {
+        let name = self.job_name(id);
+        let found = self
+            .config_maps
+            .get_opt(&name)
+            .await
+            .map_err(|e| unavailable(id, "launched", e.to_string()))?;
+        if let Some(found) = found
+            && config_map_digest(&found) != config_map_digest(ours)
+        {
+            tracing::warn!(
+                run = %self.owner.name,
+                configmap = %name,
+                "a ConfigMap Coxswain did not write stands under a step's inputs name; its pod will refuse it"
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `job` is one this launcher made for its Run: its controller
+    /// owner is the Run's uid (which only exists once the Run does, so no
+    /// Job made before it can carry it). Only whoever may create Jobs, which
+    /// reads Secrets anyway, could forge that; the pod's own check of its
+    /// inputs ([`pod`](super::pod)) holds even then.
+    fn owns(&self, job: &Job) -> bool {
+        job.owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true) && o.uid == self.owner.uid)
+    }
+
+    /// The Job `name`, when it is this Run's.
+    async fn own_job(&self, id: &WorkId, act: &'static str) -> Result<Option<Job>, LauncherError> {
+        let job = self
+            .jobs
+            .get_opt(&self.job_name(id))
+            .await
+            .map_err(|e| unavailable(id, act, e.to_string()))?;
+        Ok(job.filter(|job| self.owns(job)))
+    }
+
+    /// Deletes the inputs ConfigMap of `job` only when it holds what `job`
+    /// was made with: a ConfigMap someone else put under that name stays.
+    async fn delete_inputs(
+        &self,
+        id: &WorkId,
+        job: &Job,
+        act: &'static str,
+    ) -> Result<(), LauncherError> {
+        let Some(expected) = job.annotations().get(INPUTS_DIGEST_ANNOTATION) else {
+            return Ok(());
+        };
+        let name = self.job_name(id);
+        let found = self
+            .config_maps
+            .get_opt(&name)
+            .await
+            .map_err(|e| unavailable(id, act, e.to_string()))?;
+        let Some(found) = found else { return Ok(()) };
+        if config_map_digest(&found) != *expected {
+            tracing::warn!(configmap = %name, "left alone a ConfigMap under a step's inputs name that Coxswain did not write");
+            return Ok(());
+        }
+        delete_exactly(&self.config_maps, &name, found.metadata.uid.clone())
+            .await
+            .map_err(|e| unavailable(id, act, e.to_string()))
+    }
+
     /// What `job` says of its work, reading its pods only when the Job
     /// alone cannot tell.
     async fn read(&self, id: &WorkId, job: &Job) -> Result<Observation, LauncherError> {
+        if !self.owns(job) {
+            return Ok(Observation::Finished(Err(Failed::from(step_error(
+                codes::TAMPERED,
+                format!(
+                    "the Job {} stands where this attempt's Job goes but is not owned by run {}; \
+                     Coxswain did not make it, so its result is not taken (it was left alone)",
+                    self.job_name(id),
+                    self.owner.name
+                ),
+            )))));
+        }
         Ok(match read_job(job) {
             JobState::TimedOut(error) => Observation::Finished(Err(Failed::from(error))),
             JobState::Active { starting: false } => Observation::Running,
@@ -137,6 +222,12 @@ impl JobLauncher {
             .await
             .map_err(|e| unavailable(id, "observed", e.to_string()))?
             .items;
+        // Labels are anyone's to write: only the Job's own pods count.
+        pods.retain(|pod| {
+            pod.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        });
         // The newest first: with `backoffLimit: 0` there is one, unless it
         // was evicted and replaced.
         pods.sort_by(|a, b| {
@@ -178,11 +269,15 @@ impl Launcher for JobLauncher {
     async fn launch(&self, work: &Work) -> Result<(), LauncherError> {
         let id = WorkId::of(work);
         let Manifests { config_map, job } = self.manifests(work)?;
-        create(&self.config_maps, &config_map)
+        let made = create(&self.config_maps, &config_map)
             .await
             .map_err(|e| unavailable(&id, "launched", e.to_string()))?;
+        if !made {
+            self.check_inputs(&id, &config_map).await?;
+        }
         create(&self.jobs, &job)
             .await
+            .map(|_| ())
             .map_err(|e| unavailable(&id, "launched", e.to_string()))
     }
 
@@ -200,30 +295,25 @@ impl Launcher for JobLauncher {
 
     async fn cancel(&self, id: &WorkId) -> Result<(), LauncherError> {
         let name = self.job_name(id);
-        delete(&self.jobs, &name)
+        let Some(job) = self.own_job(id, "cancelled").await? else {
+            return Ok(());
+        };
+        delete_exactly(&self.jobs, &name, job.metadata.uid.clone())
             .await
             .map_err(|e| unavailable(id, "cancelled", e.to_string()))?;
-        delete(&self.config_maps, &name)
-            .await
-            .map_err(|e| unavailable(id, "cancelled", e.to_string()))
+        self.delete_inputs(id, &job, "cancelled").await
     }
 
     async fn forget(&self, id: &WorkId) -> Result<(), LauncherError> {
         let name = self.job_name(id);
-        delete(&self.config_maps, &name)
-            .await
-            .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
+        let Some(job) = self.own_job(id, "forgotten").await? else {
+            return Ok(());
+        };
+        self.delete_inputs(id, &job, "forgotten").await?;
         // A finished Job stays (for `kubectl logs`, until its TTL or its
         // Run goes); one whose pod could not start is still trying: stop it.
-        let job = self
-            .jobs
-            .get_opt(&name)
-            .await
-            .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
-        if let Some(job) = job
-            && matches!(read_job(&job), JobState::Active { .. })
-        {
-            delete(&self.jobs, &name)
+        if matches!(read_job(&job), JobState::Active { .. }) {
+            delete_exactly(&self.jobs, &name, job.metadata.uid.clone())
                 .await
                 .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
         }
@@ -231,27 +321,37 @@ impl Launcher for JobLauncher {
     }
 }
 
-/// Creates `object`; one that exists already counts as created.
-async fn create<K>(api: &Api<K>, object: &K) -> Result<(), kube::Error>
+/// Creates `object`: `true` when this call made it, `false` when one under
+/// its name existed already (which the caller must check before trusting).
+async fn create<K>(api: &Api<K>, object: &K) -> Result<bool, kube::Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => Ok(false),
         Err(e) => Err(e),
     }
 }
 
-/// Deletes `name` with background propagation (a Job's pods go too); one
-/// already gone counts as deleted.
-async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+/// Deletes `name`, only the object with `uid` (the one just read and
+/// checked; one made under its name since stays), with background
+/// propagation (a Job's pods go too); one already gone counts as deleted.
+async fn delete_exactly<K>(api: &Api<K>, name: &str, uid: Option<String>) -> Result<(), kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        // Gone, or replaced by another object (uid precondition failed).
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(e) => Err(e),
     }
 }

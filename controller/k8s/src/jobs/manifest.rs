@@ -30,6 +30,10 @@ pub const INPUT_KEY_PREFIX: &str = "input.";
 /// Annotation on a Job naming its work ([`WorkId`]'s exact form).
 pub const WORK_ANNOTATION: &str = "coxswain.dev/work";
 
+/// Annotation on a Job giving the digest of its inputs ConfigMap
+/// ([`inputs_digest`](super::task::inputs_digest)), the one its pod checks.
+pub const INPUTS_DIGEST_ANNOTATION: &str = "coxswain.dev/inputs-sha256";
+
 /// Annotation on a Job giving its timeout in milliseconds, for the message
 /// of a deadline the Job ran into.
 pub const TIMEOUT_ANNOTATION: &str = "coxswain.dev/timeout-ms";
@@ -136,8 +140,19 @@ pub fn manifests(
         }
     };
     let config_map = config_map(owner, &name, &work.step, &task, &inputs);
-    let job = job(owner, &name, &id, work, step, &inputs, settings);
+    let digest = config_map_digest(&config_map);
+    let job = job(owner, &name, &id, work, step, &inputs, &digest, settings);
     Manifests { config_map, job }
+}
+
+/// The digest of what `config_map` holds, as its pod will check it.
+pub fn config_map_digest(config_map: &ConfigMap) -> String {
+    let data = config_map.data.iter().flatten();
+    let binary = config_map.binary_data.iter().flatten();
+    super::task::inputs_digest(
+        data.map(|(k, v)| (k.as_str(), v.as_bytes()))
+            .chain(binary.map(|(k, v)| (k.as_str(), v.0.as_slice()))),
+    )
 }
 
 /// The input files, or the step error that stops the attempt (the local
@@ -221,10 +236,14 @@ fn job(
     work: &Work,
     step: &ScriptStep,
     inputs: &[InputFile],
+    digest: &str,
     settings: &JobSettings,
 ) -> Job {
     let mut metadata = meta(owner, name, &work.step, "step");
-    let mut annotations = BTreeMap::from([(WORK_ANNOTATION.to_string(), id.to_string())]);
+    let mut annotations = BTreeMap::from([
+        (WORK_ANNOTATION.to_string(), id.to_string()),
+        (INPUTS_DIGEST_ANNOTATION.to_string(), digest.to_string()),
+    ]);
     if let Some(timeout) = work.timeout {
         annotations.insert(
             TIMEOUT_ANNOTATION.to_string(),
@@ -247,7 +266,7 @@ fn job(
             ttl_seconds_after_finished: settings.ttl_after_finished,
             template: PodTemplateSpec {
                 metadata: Some(template_meta),
-                spec: Some(pod_spec(name, work, step, inputs, settings)),
+                spec: Some(pod_spec(name, work, step, inputs, digest, settings)),
             },
             ..JobSpec::default()
         }),
@@ -260,6 +279,7 @@ fn pod_spec(
     work: &Work,
     step: &ScriptStep,
     inputs: &[InputFile],
+    digest: &str,
     settings: &JobSettings,
 ) -> PodSpec {
     let install = Container {
@@ -284,6 +304,10 @@ fn pod_spec(
             paths::EXECUTABLE.into(),
             "step-exec".into(),
             "run".into(),
+            "--inputs-sha256".into(),
+            digest.into(),
+            "--inputs-from".into(),
+            config_map.into(),
         ]),
         env: Some(env(work, step)),
         working_dir: Some(paths::WORKSPACE.into()),
@@ -358,6 +382,10 @@ fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
             items: Some(items),
             // Readable by the pod's (non-root) user; the pod is the only reader.
             default_mode: Some(0o444),
+            // A ConfigMap that lacks a key (not the one the controller
+            // made) still lets the pod start: `step-exec` then finds the
+            // digest wrong and says so, instead of a pod stuck unexplained.
+            optional: Some(true),
             ..ConfigMapVolumeSource::default()
         }),
         ..Volume::default()

@@ -66,6 +66,19 @@ pub struct PodPaths {
     pub tmp: PathBuf,
     /// Where the termination message goes.
     pub termination_log: PathBuf,
+    /// What the task and inputs must add up to, as the controller made them.
+    pub expected: Option<Expected>,
+}
+
+/// The inputs the controller made for this attempt, given on the step's
+/// command line (which only the Job's creator writes): the pod runs
+/// nothing from a ConfigMap that does not hold exactly them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    /// [`inputs_digest`](super::task::inputs_digest) of the inputs ConfigMap.
+    pub digest: String,
+    /// The ConfigMap's name, for the message when it differs.
+    pub config_map: String,
 }
 
 impl Default for PodPaths {
@@ -78,6 +91,7 @@ impl Default for PodPaths {
             home: paths::HOME.into(),
             tmp: paths::TMP.into(),
             termination_log: paths::TERMINATION_LOG.into(),
+            expected: None,
         }
     }
 }
@@ -86,6 +100,9 @@ impl Default for PodPaths {
 /// read from this process's environment through `env` (Kubernetes put them
 /// there, secrets included); a variable missing there is empty, as locally.
 pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) -> WorkResult {
+    if let Some(expected) = &paths.expected {
+        check_inputs(paths, expected).map_err(Failed::from)?;
+    }
     let task = match read_task(&paths.task) {
         Ok(task) => task,
         Err(error) => return Err(Failed::from(error)),
@@ -117,6 +134,52 @@ pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) ->
         )
         .await
         .map_err(|e| Failed::from(StepError::from(e)))
+}
+
+/// Whether the task file and the input files are the ones the controller
+/// made: their digest, computed as the controller computed it from the
+/// ConfigMap's keys, must be `expected`'s.
+fn check_inputs(paths: &PodPaths, expected: &Expected) -> Result<(), StepError> {
+    let unreadable = |what: &Path, e: io::Error| {
+        step_error(
+            codes::TAMPERED,
+            format!(
+                "cannot read {} to check the step's inputs: {e}",
+                what.display()
+            ),
+        )
+    };
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    match std::fs::read(&paths.task) {
+        Ok(task) => entries.push((super::TASK_KEY.to_string(), task)),
+        // A ConfigMap without the task: the digest below says it is not ours.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(unreadable(&paths.task, e)),
+    }
+    let files = std::fs::read_dir(&paths.inputs).map_err(|e| unreadable(&paths.inputs, e))?;
+    for file in files {
+        let file = file.map_err(|e| unreadable(&paths.inputs, e))?;
+        let name = file.file_name().to_string_lossy().into_owned();
+        // The kubelet's own bookkeeping in a ConfigMap volume.
+        if name.starts_with("..") {
+            continue;
+        }
+        let content = std::fs::read(file.path()).map_err(|e| unreadable(&file.path(), e))?;
+        entries.push((format!("{}{name}", super::INPUT_KEY_PREFIX), content));
+    }
+    let found = super::task::inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+    if found == expected.digest {
+        return Ok(());
+    }
+    Err(step_error(
+        codes::TAMPERED,
+        format!(
+            "the step's inputs (ConfigMap {}) are not the ones Coxswain wrote for this attempt \
+             (their digest is {found}, not {}); someone else made or replaced that ConfigMap, \
+             so the script did not run",
+            expected.config_map, expected.digest
+        ),
+    ))
 }
 
 fn read_task(path: &Path) -> Result<PodTask, StepError> {
@@ -173,6 +236,7 @@ mod tests {
             home: at("home"),
             tmp: at("tmp"),
             termination_log: at("termination-log"),
+            expected: None,
         };
         (dir, paths)
     }
@@ -210,6 +274,58 @@ mod tests {
             done.output,
             json!({"who": "fetch", "a": 3, "t": "s3cret", "files": ["out.txt"]})
         );
+    }
+
+    /// The digest the controller gives for the pod's task and inputs,
+    /// computed from the ConfigMap's keys as the launcher does.
+    fn digest_of(task: &PodTask, inputs: &[(&str, &str)]) -> String {
+        let task = serde_json::to_string(task).expect("json");
+        let mut keys: Vec<(String, Vec<u8>)> = vec![("step.json".into(), task.into_bytes())];
+        for (file, content) in inputs {
+            keys.push((format!("input.{file}"), content.as_bytes().to_vec()));
+        }
+        super::super::task::inputs_digest(keys.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
+    }
+
+    #[tokio::test]
+    async fn inputs_that_are_not_the_controllers_run_nothing() {
+        let t = task(r#"touch "$HOME/ran"; cat "$INPUTS/x""#);
+        let (dir, mut paths) = pod_dirs(&t);
+        std::fs::write(paths.inputs.join("x"), "1").expect("input");
+        std::fs::create_dir(paths.inputs.join("..data")).expect("kubelet's");
+        paths.expected = Some(Expected {
+            digest: digest_of(&t, &[("x", "1")]),
+            config_map: "r-build-a1-0123456789".into(),
+        });
+        let done = run_task(&paths, |_| None)
+            .await
+            .expect("the controller's inputs run");
+        assert_eq!(done.output, json!(1));
+
+        // The same names, another input: nothing runs.
+        std::fs::remove_file(dir.path().join("home/ran")).expect("ran");
+        std::fs::write(paths.inputs.join("x"), "2").expect("input");
+        let error = run_task(&paths, |_| None).await.expect_err("refused").error;
+        assert_eq!(error.code, codes::TAMPERED);
+        assert!(
+            error.message.contains("ConfigMap r-build-a1-0123456789")
+                && error.message.contains("did not run"),
+            "{}",
+            error.message
+        );
+        assert!(!dir.path().join("home/ran").exists(), "the script ran");
+
+        // Another task (another script) under the same name: refused too.
+        std::fs::write(paths.inputs.join("x"), "1").expect("input");
+        let other = task("echo stolen");
+        std::fs::write(&paths.task, serde_json::to_string(&other).expect("json")).expect("task");
+        let error = run_task(&paths, |_| None).await.expect_err("refused").error;
+        assert_eq!(error.code, codes::TAMPERED);
+
+        // No task at all (a ConfigMap without the key): refused, not a crash.
+        std::fs::remove_file(&paths.task).expect("task gone");
+        let error = run_task(&paths, |_| None).await.expect_err("refused").error;
+        assert_eq!(error.code, codes::TAMPERED);
     }
 
     #[tokio::test]

@@ -80,3 +80,55 @@ impl PodTask {
         self.timeout_ms.map(std::time::Duration::from_millis)
     }
 }
+
+/// The digest of an attempt's inputs ConfigMap as the pod sees it: every key
+/// (the [`TASK_KEY`](super::TASK_KEY) and each input file's) with its
+/// value, in key order, each length-prefixed so no two maps share one.
+///
+/// The controller puts it on the step's command line; `step-exec` computes
+/// it again from the files Kubernetes mounted and runs nothing when they
+/// differ. Anyone who may create ConfigMaps can make one under the name a
+/// Job will mount (the name follows from the Run's uid); this is what keeps
+/// such a ConfigMap from choosing the script that runs.
+pub fn inputs_digest<'a>(entries: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<(&str, &[u8])> = entries.into_iter().collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut hasher = Sha256::new();
+    for (key, value) in sorted {
+        hasher.update((key.len() as u64).to_le_bytes());
+        hasher.update(key.as_bytes());
+        hasher.update((value.len() as u64).to_le_bytes());
+        hasher.update(value);
+    }
+    format!("sha256:{}", crate::names::hex(&hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inputs_digest;
+
+    #[test]
+    fn the_inputs_digest_sees_every_key_and_byte_and_not_the_order() {
+        let a = inputs_digest([("step.json", &b"{}"[..]), ("input.x", b"1")]);
+        assert_eq!(
+            a,
+            inputs_digest([("input.x", &b"1"[..]), ("step.json", b"{}")])
+        );
+        assert!(a.starts_with("sha256:") && a.len() == 7 + 64, "{a}");
+        assert_ne!(
+            a,
+            inputs_digest([("step.json", &b"{}"[..]), ("input.x", b"2")])
+        );
+        assert_ne!(
+            a,
+            inputs_digest([("step.json", &b"{}"[..]), ("input.y", b"1")])
+        );
+        assert_ne!(a, inputs_digest([("step.json", &b"{}"[..])]));
+        // Length prefixes: moving a byte from a key to its value changes it.
+        assert_ne!(
+            inputs_digest([("ab", &b"c"[..])]),
+            inputs_digest([("a", &b"bc"[..])])
+        );
+    }
+}

@@ -20,6 +20,22 @@ use tokio::sync::mpsc;
 
 use crate::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
 
+/// The warning that the controller found `kind` `name` where an object of
+/// its own belongs and left it alone: `reason` says what is wrong with it.
+pub fn tampered(kind: &str, name: &str, reason: &str) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: "Tampered".into(),
+        note: Some(cut(reason.to_string())),
+        action: format!("Verify{kind}"),
+        secondary: Some(ObjectReference {
+            kind: Some(kind.to_string()),
+            name: Some(name.to_string()),
+            ..Default::default()
+        }),
+    }
+}
+
 /// The events that tell how `old` became `new`.
 pub fn transitions(old: &RunStatus, new: &RunStatus) -> Vec<Event> {
     let mut events = Vec::new();

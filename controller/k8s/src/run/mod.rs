@@ -100,7 +100,15 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         .await?
     {
         Pinned::Flow(flow) => flow,
-        Pinned::Refused(reason) => return refuse(&ctx, &run, &old, reason).await,
+        Pinned::Refused(reason) => {
+            return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, reason)).await;
+        }
+        Pinned::Tampered { object, reason } => {
+            tracing::warn!(run = %run.name_any(), configmap = %object, "{reason}");
+            ctx.events
+                .publish(&run, vec![events::tampered("ConfigMap", &object, &reason)]);
+            return refuse(&ctx, &run, &old, step_error(codes::TAMPERED, reason)).await;
+        }
         Pinned::NotYet(reason) => {
             tracing::info!(run = %run.name_any(), "{reason}; looking again soon");
             let mut new = old.clone();
@@ -119,7 +127,9 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         .unwrap_or(Value::Object(Default::default()));
     let mut machine = match RunMachine::resume(&flow, input, info, old.clone()) {
         Ok(machine) => machine,
-        Err(e) => return refuse(&ctx, &run, &old, e.to_string()).await,
+        Err(e) => {
+            return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, e.to_string())).await;
+        }
     };
     Reconcile {
         ctx: &ctx,
@@ -425,14 +435,11 @@ async fn refuse(
     ctx: &Context,
     run: &Run,
     old: &RunStatus,
-    reason: String,
+    error: StepError,
 ) -> Result<Action, Error> {
     let mut new = old.clone();
     new.phase = RunPhase::Failed;
-    new.error = Some(StepError {
-        code: codes::INTERNAL.into(),
-        message: reason,
-    });
+    new.error = Some(error);
     let now = Timestamp::now();
     if new.finished_at.is_none() {
         new.finished_at = Some(now.to_string());

@@ -28,6 +28,15 @@ pub enum Pinned {
     Flow(Arc<CompiledFlow>),
     /// The run cannot start: the reason, for its record.
     Refused(String),
+    /// A ConfigMap under the snapshot's name is not the snapshot the
+    /// controller made or would make: nothing runs from it, it is left
+    /// alone, and the run fails as tampered with.
+    Tampered {
+        /// The ConfigMap's name.
+        object: String,
+        /// What is wrong with it, for the run's record.
+        reason: String,
+    },
     /// Not yet: the Flow does not exist (it may be synced after the Run).
     NotYet(String),
 }
@@ -57,71 +66,109 @@ impl FlowCache {
     }
 }
 
-/// The flow `run` goes on with: its snapshot when it has one, else the
-/// Flow it names, copied into a new snapshot now.
+/// The flow `run` goes on with: the snapshot its record's `digest` names,
+/// checked against that digest; without one (the run starts), the Flow it
+/// names, copied into a new snapshot now.
+///
+/// Nothing is taken by its name alone: anyone who may create ConfigMaps in
+/// the namespace can make one under the snapshot's name before the
+/// controller does. A snapshot is used only when the flow it holds has the
+/// digest the record pinned, or, before anything is pinned, the digest of
+/// the Flow the controller itself read.
 pub async fn pinned_flow(
     client: &kube::Client,
     cache: &FlowCache,
     run: &Run,
     digest: Option<&str>,
 ) -> Result<Pinned, Error> {
-    if let Some(flow) = digest.and_then(|d| cache.get(d)) {
-        return Ok(Pinned::Flow(flow));
-    }
     let namespace = run.namespace().unwrap_or_default();
-    let name = names::flow_snapshot(&run.name_any());
     let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let existing = snapshots
-        .get_opt(&name)
-        .await
-        .map_err(|e| Error::kube(format!("reading the flow snapshot {namespace}/{name}"), e))?;
-    let pinned = match existing {
-        Some(snapshot) => from_snapshot(&snapshot, &name)?,
-        None if digest.is_some() => {
-            return Ok(Pinned::Refused(format!(
-                "the run's flow snapshot (ConfigMap {name}) is gone, so the run cannot go on \
-                 with the flow it started with"
-            )));
+    let pinned = match digest {
+        Some(digest) => {
+            if let Some(flow) = cache.get(digest) {
+                return Ok(Pinned::Flow(flow));
+            }
+            match recorded_snapshot(&snapshots, run, digest).await? {
+                Ok(flow) => flow,
+                Err(not_pinned) => return Ok(not_pinned),
+            }
         }
-        None => match snapshot_flow(client, run, &snapshots, &name).await? {
+        None => match snapshot_flow(client, run, &snapshots).await? {
             Ok(flow) => flow,
             Err(not_pinned) => return Ok(not_pinned),
         },
     };
-    if let Some(digest) = digest
-        && pinned.get().digest != digest
-    {
-        return Ok(Pinned::Refused(format!(
-            "the run's flow snapshot (ConfigMap {name}) holds the flow {}, not the flow {digest} \
-             the run started with",
-            pinned.get().digest
-        )));
-    }
     let flow = Arc::new(pinned);
     cache.put(flow.clone());
     Ok(Pinned::Flow(flow))
 }
 
-/// Reads a snapshot back.
-fn from_snapshot(snapshot: &ConfigMap, name: &str) -> Result<CompiledFlow, Error> {
-    let corrupt = |why: String| Error::Corrupt(format!("the flow snapshot {name} {why}"));
+/// The snapshot holding the flow `digest` that the run's record pinned
+/// (under its digest-named name, or the name runs pinned before used).
+async fn recorded_snapshot(
+    snapshots: &Api<ConfigMap>,
+    run: &Run,
+    digest: &str,
+) -> Result<Result<CompiledFlow, Pinned>, Error> {
+    let names = [
+        names::flow_snapshot(&run.name_any(), digest),
+        names::legacy_flow_snapshot(&run.name_any()),
+    ];
+    for name in &names {
+        let Some(snapshot) = read(snapshots, name).await? else {
+            continue;
+        };
+        return Ok(match from_snapshot(&snapshot) {
+            Ok(flow) if flow.get().digest == digest => Ok(flow),
+            Ok(flow) => Err(tampered(
+                name,
+                format!(
+                    "holds the flow {}, not the flow {digest} the run started with",
+                    flow.get().digest
+                ),
+            )),
+            Err(why) => Err(tampered(name, why)),
+        });
+    }
+    Ok(Err(Pinned::Refused(format!(
+        "the run's flow snapshot (ConfigMap {}) is gone, so the run cannot go on \
+         with the flow it started with",
+        names[0]
+    ))))
+}
+
+fn tampered(name: &str, why: String) -> Pinned {
+    Pinned::Tampered {
+        object: name.to_string(),
+        reason: format!(
+            "the ConfigMap {name} stands where the run's flow snapshot goes but {why}; \
+             Coxswain did not write it, so nothing runs from it (it was left alone)"
+        ),
+    }
+}
+
+async fn read(snapshots: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap>, Error> {
+    snapshots
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading the flow snapshot {name}"), e))
+}
+
+/// Reads a snapshot back; `Err` says why it is not one.
+fn from_snapshot(snapshot: &ConfigMap) -> Result<CompiledFlow, String> {
     let text = snapshot
         .data
         .as_ref()
         .and_then(|d| d.get(SNAPSHOT_KEY))
-        .ok_or_else(|| corrupt(format!("has no `{SNAPSHOT_KEY}`")))?;
+        .ok_or_else(|| format!("has no `{SNAPSHOT_KEY}`"))?;
     let spec: FlowSpec =
-        serde_json::from_str(text).map_err(|e| corrupt(format!("does not hold a flow: {e}")))?;
+        serde_json::from_str(text).map_err(|e| format!("does not hold a flow: {e}"))?;
     let generation = snapshot
         .annotations()
         .get(GENERATION_ANNOTATION)
         .and_then(|g| g.parse().ok());
-    let flow = CompiledFlow::new(spec).map_err(|problems| {
-        corrupt(format!(
-            "holds an invalid flow: {}",
-            problems_text(&problems)
-        ))
-    })?;
+    let flow = CompiledFlow::new(spec)
+        .map_err(|problems| format!("holds an invalid flow: {}", problems_text(&problems)))?;
     Ok(match generation {
         Some(generation) => flow.with_generation(generation),
         None => flow,
@@ -134,7 +181,6 @@ async fn snapshot_flow(
     client: &kube::Client,
     run: &Run,
     snapshots: &Api<ConfigMap>,
-    name: &str,
 ) -> Result<Result<CompiledFlow, Pinned>, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let flow_name = &run.spec.flow_ref.name;
@@ -173,9 +219,10 @@ async fn snapshot_flow(
             ))));
         }
     }
+    let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
     let snapshot = ConfigMap {
         metadata: ObjectMeta {
-            name: Some(name.to_string()),
+            name: Some(name.clone()),
             namespace: Some(namespace.clone()),
             owner_references: run.controller_owner_ref(&()).map(|o| vec![o]),
             labels: Some(names::child_labels(run, "flow")),
@@ -195,14 +242,28 @@ async fn snapshot_flow(
     };
     match snapshots.create(&PostParams::default(), &snapshot).await {
         Ok(_) => Ok(Ok(compiled)),
-        // Another reconcile (or a controller before a restart) pinned it
-        // first: go on with what it pinned.
+        // A snapshot of this very flow exists: another reconcile (or a
+        // controller before a restart) pinned it first, and its record
+        // write was lost. It is taken only if it holds this flow.
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            let existing = snapshots
-                .get(name)
-                .await
-                .map_err(|e| Error::kube(format!("reading the flow snapshot {name}"), e))?;
-            Ok(Ok(from_snapshot(&existing, name)?))
+            let Some(existing) = read(snapshots, &name).await? else {
+                // Deleted since: the next reconcile makes it again.
+                return Err(Error::Corrupt(format!(
+                    "the flow snapshot {namespace}/{name} went away while it was read"
+                )));
+            };
+            Ok(match from_snapshot(&existing) {
+                Ok(found) if found.get().digest == compiled.get().digest => Ok(compiled),
+                Ok(found) => Err(tampered(
+                    &name,
+                    format!(
+                        "holds the flow {}, not the flow {} of the Flow `{flow_name}`",
+                        found.get().digest,
+                        compiled.get().digest
+                    ),
+                )),
+                Err(why) => Err(tampered(&name, why)),
+            })
         }
         Err(e) => Err(Error::kube(
             format!("writing the flow snapshot {namespace}/{name}"),

@@ -327,7 +327,13 @@ spec:
     assert_eq!(running["status"]["steps"]["wait"]["status"], "running");
     // The flow changes under the run: the run goes on with its snapshot.
     s.apply(&flow.replace("key: after", "key: later"));
-    let snapshot = s.get("configmap", &format!("{run}-flow"));
+    let digest = running["status"]["flowDigest"]
+        .as_str()
+        .expect("a pinned digest");
+    let snapshot = s.get(
+        "configmap",
+        &coxswain_k8s::names::flow_snapshot(&run, digest),
+    );
     assert!(
         snapshot["data"]["flow.json"]
             .as_str()

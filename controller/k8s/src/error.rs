@@ -31,6 +31,16 @@ pub enum Error {
     /// The admission webhook could not start (see [`crate::admission`]).
     #[error(transparent)]
     Admission(#[from] crate::admission::AdmissionError),
+    /// An object under the name of one the controller makes for a Run (a
+    /// value moved out of its status) is not the one it made: the run
+    /// fails as tampered with, and the object is left alone.
+    #[error("{reason}")]
+    Tampered {
+        /// The object's kind and name, such as `ConfigMap r-value-…-0`.
+        object: String,
+        /// What is wrong with it, for the run's record.
+        reason: String,
+    },
     /// A Run's values could not be moved out of its status or put back.
     #[error("the status of run {run}: {source}")]
     Offload {
@@ -64,6 +74,7 @@ impl Error {
             Error::Ops(_) => "ops",
             Error::CacheNotReady(_) => "cache",
             Error::Offload { .. } => "offload",
+            Error::Tampered { .. } => "tampered",
             Error::Admission(_) => "admission",
         }
     }

@@ -137,13 +137,20 @@ pub fn legacy_flow_snapshot(run: &str) -> String {
     joined(run, "flow", NAME_MAX)
 }
 
-/// The Approval a person step's attempt waits on: `run-step-attempt`, as
-/// people read and type it (`_` in step keys is written `-`; step keys hold
-/// no `-`, so two steps never share a name).
-pub fn approval(run: &str, step: &str, attempt: u32) -> String {
+/// The Approval a person step's attempt waits on:
+/// `run-step-attempt-digest`, as people read it (`_` in step keys is
+/// written `-`), ending with a digest of the Run's uid, the step's key and
+/// the attempt. The readable part alone is not enough: Run `rel` step
+/// `a_review` and Run `rel-a` step `review` both read `rel-a-review-1`, and
+/// a Run deleted without its children leaves Approvals a new Run of the
+/// same name would otherwise take for its own.
+pub fn approval(run: &str, run_uid: &str, step: &str, attempt: u32) -> String {
+    let digest = hex(&Sha256::digest(
+        format!("{run_uid}/{step}/a{attempt}").as_bytes(),
+    ));
     joined(
         run,
-        &format!("{}-{attempt}", step.replace('_', "-")),
+        &format!("{}-{attempt}-{}", step.replace('_', "-"), &digest[..8]),
         NAME_MAX,
     )
 }
@@ -209,10 +216,12 @@ mod tests {
 
     #[test]
     fn short_names_read_as_written() {
-        assert_eq!(approval("post-x7k2", "review", 1), "post-x7k2-review-1");
-        assert_eq!(
-            approval("post-x7k2", "final_review", 2),
-            "post-x7k2-final-review-2"
+        let uid = "3f1c0a52-77aa-4b7e-9d51-0c2b3b7a1e11";
+        let review = approval("post-x7k2", uid, "review", 1);
+        assert!(review.starts_with("post-x7k2-review-1-"), "{review}");
+        assert_eq!(review.len(), "post-x7k2-review-1-".len() + 8);
+        assert!(
+            approval("post-x7k2", uid, "final_review", 2).starts_with("post-x7k2-final-review-2-")
         );
         assert_eq!(
             flow_snapshot("post-x7k2", "sha256:0123456789abcdef0123"),
@@ -237,6 +246,28 @@ mod tests {
         assert_eq!(flow_label("nightly"), "nightly");
         let label = flow_label(&"f".repeat(100));
         assert!(label.len() <= LABEL_MAX && !label.ends_with('-'), "{label}");
+    }
+
+    #[test]
+    fn approval_names_never_collide_across_runs_steps_or_attempts() {
+        let uid_a = "11111111-1111-1111-1111-111111111111";
+        let uid_b = "22222222-2222-2222-2222-222222222222";
+        // The same readable name, two runs and two steps.
+        let a = approval("rel", uid_a, "a_review", 1);
+        let b = approval("rel-a", uid_b, "review", 1);
+        assert!(a.starts_with("rel-a-review-1-") && b.starts_with("rel-a-review-1-"));
+        assert_ne!(a, b);
+        // A new run under an old run's name.
+        assert_ne!(
+            approval("rel", uid_a, "review", 1),
+            approval("rel", uid_b, "review", 1)
+        );
+        assert_ne!(
+            approval("rel", uid_a, "review", 1),
+            approval("rel", uid_a, "review", 2)
+        );
+        let long = approval(&"r".repeat(260), uid_a, "review", 1);
+        assert!(long.len() <= NAME_MAX, "{}", long.len());
     }
 
     #[test]

@@ -191,7 +191,11 @@ impl Offloader {
             for (name, piece) in entry.config_maps.iter().zip(offload::pieces(content)) {
                 if self.cache.get(name).is_none() {
                     let object = owner.config_map(role, &entry, name, piece);
-                    created += usize::from(self.create(owner, &entry, object).await?);
+                    let made = self.create(owner, &entry, object).await?;
+                    if !made {
+                        self.check_piece(owner, &entry, name, piece).await?;
+                    }
+                    created += usize::from(made);
                     self.cache.put(name, Arc::from(piece));
                 }
             }
@@ -218,7 +222,18 @@ impl Offloader {
             }
             contents.insert(entry.sha256, content);
         }
-        let joined = offload::join(stored, &contents).map_err(|source| owner.error(source))?;
+        let joined = offload::join(stored, &contents).map_err(|source| match source {
+            // Pieces that do not add up to the value the status recorded:
+            // someone replaced them (a value ConfigMap is immutable).
+            offload::OffloadError::Mismatch { .. } => Error::Tampered {
+                object: "a value ConfigMap".into(),
+                reason: format!(
+                    "{source}: a ConfigMap holding a value moved out of run {}'s status was replaced by someone else (it was left alone)",
+                    owner.id()
+                ),
+            },
+            source => owner.error(source),
+        })?;
         serde_json::from_value(joined)
             .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))
     }
@@ -294,6 +309,35 @@ impl Offloader {
                 e,
             )),
         }
+    }
+
+    /// Checks that the ConfigMap found under a piece's name holds that
+    /// piece: the name follows from the value's digest, so anyone who can
+    /// guess a value can make a ConfigMap under its name first.
+    async fn check_piece(
+        &self,
+        owner: &config_map::Owner,
+        entry: &offload::MovedValue,
+        name: &str,
+        piece: &str,
+    ) -> Result<(), Error> {
+        let found = self
+            .api(owner)
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading ConfigMap {name}"), e))?;
+        let Some(found) = found else { return Ok(()) };
+        if config_map::piece_of(found).as_deref() == Some(piece) {
+            return Ok(());
+        }
+        Err(Error::Tampered {
+            object: format!("ConfigMap {name}"),
+            reason: format!(
+                "the ConfigMap {name} stands where a piece of the value at {} of run {} goes but holds something else; Coxswain did not write it (it was left alone)",
+                entry.path,
+                owner.id()
+            ),
+        })
     }
 
     /// The piece ConfigMap `name` holds, from the cache or the API server.

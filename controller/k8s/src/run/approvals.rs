@@ -1,7 +1,14 @@
 //! Person steps as Approval objects: one per waiting attempt, owned by the
-//! Run, named after run, step and attempt. A person patches `decision` and
-//! `feedback` (or `response`); the next reconcile hands the answer to the
-//! engine and marks the Approval consumed.
+//! Run, named after run, step and attempt (and a digest that includes the
+//! Run's uid, so no two attempts of any two runs share one). A person
+//! patches `decision` and `feedback` (or `response`); the next reconcile
+//! checks the answer against the step's approvers, hands it to the engine
+//! and marks the Approval consumed.
+//!
+//! An Approval is this run's only when it says so in what nobody can change
+//! afterwards: its name (the digest of the run's uid, step and attempt), its
+//! `spec.run`, `spec.step` and `spec.attempt`, and its controller owner's
+//! uid. Labels count for nothing: anyone who may edit it may relabel it.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
@@ -21,20 +28,27 @@ pub struct Asked {
     pub name: String,
     /// The object, when it exists.
     pub object: Option<Approval>,
+    /// Why the object under that name is not this run's, when it is not:
+    /// nothing is taken from it and nothing is written to it.
+    pub foreign: Option<String>,
 }
 
 impl Asked {
     /// What the engine asks, with the Approval's name and no object read.
     pub fn new(run: &Run, request: ApprovalRequest) -> Self {
         Asked {
-            name: names::approval(&run.name_any(), &request.step, request.attempt),
+            name: approval_name(run, &request.step, request.attempt),
             request,
             object: None,
+            foreign: None,
         }
     }
 
     /// The person's answer, when one was written and not taken in yet.
     pub fn answer(&self) -> Option<Decision> {
+        if self.foreign.is_some() {
+            return None;
+        }
         let approval = self.object.as_ref()?;
         if approval.status.as_ref().is_some_and(|s| s.consumed) {
             return None;
@@ -55,6 +69,73 @@ impl Asked {
     pub fn refused(&self) -> Option<&str> {
         self.object.as_ref()?.status.as_ref()?.refused.as_deref()
     }
+
+    /// Whether the person who answered may decide the step, by the rule the
+    /// flow gives (not the one the object says: only admission guards
+    /// that), from the identity admission stamped on the answer.
+    pub fn check_decider(&self, run: &Run) -> Result<(), crate::flow::DeciderError> {
+        let stamp = self
+            .object
+            .as_ref()
+            .and_then(|a| a.spec.decided_by.as_ref());
+        let creator = run
+            .annotations()
+            .get(crate::admission::runs::CREATED_BY_ANNOTATION)
+            .map(String::as_str);
+        let name = run.name_any();
+        crate::flow::check_decider(
+            crate::flow::DeciderRule {
+                step: &self.request.step,
+                run: &name,
+                approvers: self.request.approvers.as_ref(),
+                allow_self_approval: self.request.allow_self_approval,
+                creator,
+            },
+            stamp.map(|d| crate::flow::Decider {
+                user: &d.username,
+                groups: &d.groups,
+            }),
+        )
+    }
+}
+
+/// The name of the Approval of attempt `attempt` of `step` of `run`.
+pub fn approval_name(run: &Run, step: &str, attempt: u32) -> String {
+    names::approval(
+        &run.name_any(),
+        &run.uid().unwrap_or_default(),
+        step,
+        attempt,
+    )
+}
+
+/// Why `approval` is not the one `run` made for attempt `attempt` of
+/// `step`, if it is not: its name, `spec` and controller owner must all say
+/// so. (The name alone proves the run's uid, step and attempt, as no object
+/// can be renamed; the rest catches an object made under it by hand.)
+pub fn not_ours(approval: &Approval, run: &Run, step: &str, attempt: u32) -> Option<String> {
+    let name = approval.name_any();
+    let uid = run.uid().unwrap_or_default();
+    let owned = approval
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid);
+    let spec = &approval.spec;
+    let why = if name != approval_name(run, step, attempt) {
+        format!("is named for another run, step or attempt than attempt {attempt} of step {step}")
+    } else if spec.run != run.name_any() || spec.step != step || spec.attempt != attempt as i32 {
+        format!(
+            "says it is for run {} step {} attempt {}",
+            spec.run, spec.step, spec.attempt
+        )
+    } else if !owned {
+        format!("is not owned by run {} (uid {uid})", run.name_any())
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the Approval {name} {why}; Coxswain did not make it for this run, so no answer is taken from it (it was left alone)"
+    ))
 }
 
 /// The Approvals of the attempts waiting for a person.
@@ -70,18 +151,24 @@ pub async fn read(
             .get_opt(&a.name)
             .await
             .map_err(|e| Error::kube(format!("reading the approval {}", a.name), e))?;
+        a.foreign = a
+            .object
+            .as_ref()
+            .and_then(|o| not_ours(o, run, &a.request.step, a.request.attempt));
         asked.push(a);
     }
     Ok(asked)
 }
 
-/// Creates the Approval for a waiting attempt; one that exists is left alone.
+/// Creates the Approval for a waiting attempt; one that exists is left
+/// alone. `Some` says why the one under its name is not this run's (the
+/// next reconcile reads it again and fails the attempt).
 pub async fn create(
     api: &Api<Approval>,
     run: &Run,
     asked: &Asked,
     show: Value,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let request = &asked.request;
     let mut approval = Approval::new(
         &asked.name,
@@ -111,8 +198,14 @@ pub async fn create(
         ..Default::default()
     };
     match api.create(&PostParams::default(), &approval).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let found = api
+                .get_opt(&asked.name)
+                .await
+                .map_err(|e| Error::kube(format!("reading the approval {}", asked.name), e))?;
+            Ok(found.and_then(|found| not_ours(&found, run, &request.step, request.attempt)))
+        }
         Err(e) => Err(Error::kube(
             format!("creating the approval {}", asked.name),
             e,
@@ -162,6 +255,15 @@ pub async fn close_unanswered(
     let record = run.status.clone().unwrap_or_default();
     let mut closed = 0;
     for approval in list.items {
+        // The label is anyone's to write: another run's Approval relabelled
+        // with this run's uid is not closed.
+        let (step, attempt) = (approval.spec.step.clone(), approval.spec.attempt);
+        let Ok(attempt) = u32::try_from(attempt) else {
+            continue;
+        };
+        if not_ours(&approval, run, &step, attempt).is_some() {
+            continue;
+        }
         match leftover(&approval, &record) {
             Leftover::Settled => {}
             Leftover::TakenIn => settle(api, &approval.name_any(), None).await?,
@@ -262,7 +364,7 @@ pub async fn settle_earlier(
     read: &[&str],
 ) -> Result<(), Error> {
     for attempt in 1..request.attempt {
-        let name = names::approval(&run.name_any(), &request.step, attempt);
+        let name = approval_name(run, &request.step, attempt);
         if read.contains(&name.as_str()) {
             continue;
         }
@@ -271,6 +373,9 @@ pub async fn settle_earlier(
             .await
             .map_err(|e| Error::kube(format!("reading the approval {name}"), e))?;
         let Some(approval) = approval else { continue };
+        if not_ours(&approval, run, &request.step, attempt).is_some() {
+            continue;
+        }
         match leftover(&approval, record) {
             Leftover::Settled => {}
             Leftover::TakenIn => settle(api, &name, None).await?,
@@ -289,7 +394,7 @@ pub async fn settle_earlier(
 pub fn replaced<'a>(asked: &'a [Asked], waiting_now: &[ApprovalRequest]) -> Vec<&'a Asked> {
     asked
         .iter()
-        .filter(|a| a.answer().is_none())
+        .filter(|a| a.foreign.is_none() && a.answer().is_none())
         .filter(|a| {
             a.object.as_ref().is_some_and(|o| {
                 o.status

@@ -95,7 +95,13 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         return Ok(Action::await_change());
     }
     // The record with the values that were moved out of the status put back.
-    let old = ctx.offloader.load(&run).await?;
+    let old = match ctx.offloader.load(&run).await {
+        Ok(old) => old,
+        Err(Error::Tampered { object, reason }) => {
+            return end_tampered_record(&ctx, &run, &object, reason).await;
+        }
+        Err(e) => return Err(e),
+    };
     let flow = match pin::pinned_flow(&ctx.client, &ctx.flows, &run, old.flow_digest.as_deref())
         .await?
     {
@@ -194,7 +200,29 @@ impl Reconcile<'_, '_> {
         let asked = approvals::read(&approvals, run, machine.pending_approvals()).await?;
         let mut settled = Vec::new();
         for a in &asked {
+            if let Some(reason) = &a.foreign {
+                tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
+                ctx.events
+                    .publish(run, vec![events::tampered("Approval", &a.name, reason)]);
+                let error = step_error(codes::TAMPERED, reason.clone());
+                actions.extend(machine.fail_waiting(
+                    &a.request.step,
+                    a.request.attempt,
+                    error,
+                    now,
+                ));
+                continue;
+            }
             let Some(answer) = a.answer() else { continue };
+            // Admission checked who answered; the answer is not taken on
+            // its word (it may be missing, or gone around).
+            if let Err(refused) = a.check_decider(run) {
+                let reason = refused.to_string();
+                if a.refused() != Some(reason.as_str()) {
+                    settled.push((a.name.clone(), Some(reason)));
+                }
+                continue;
+            }
             match machine.decide(&a.request.step, a.request.attempt, answer, now) {
                 Ok(more) => {
                     actions.extend(more);
@@ -218,7 +246,17 @@ impl Reconcile<'_, '_> {
         status::set_conditions(&mut new, run.metadata.generation, now);
         let wrote = new != old;
         if wrote {
-            write_record(ctx, run, &new).await?;
+            if let Err(e) = write_record(ctx, run, &new).await {
+                return match e {
+                    Error::Tampered { object, reason } => {
+                        tracing::warn!(run = %run.name_any(), %object, "{reason}");
+                        ctx.events
+                            .publish(run, vec![events::tampered("ConfigMap", &object, &reason)]);
+                        refuse(ctx, run, &old, step_error(codes::TAMPERED, reason)).await
+                    }
+                    e => Err(e),
+                };
+            }
             count(ctx, machine, &old, &new);
             ctx.events.publish(run, story(ctx, &old, &new));
         }
@@ -279,7 +317,12 @@ impl Reconcile<'_, '_> {
                     // is not done again.
                     approvals::settle_earlier(&approvals, run, &new, &a.request, &read).await?;
                     let show = ctx.offloader.store_shown(run, &a.request.show).await?;
-                    approvals::create(&approvals, run, &a, show).await?;
+                    if let Some(reason) = approvals::create(&approvals, run, &a, show).await? {
+                        // Taken up by the next reconcile's read, which
+                        // fails the attempt.
+                        tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
+                        return Ok(Action::requeue(STALE_REQUEUE));
+                    }
                 }
             }
         } else {
@@ -450,6 +493,33 @@ async fn refuse(
         ctx.metrics.run_finished(new.phase);
         ctx.events.publish(run, story(ctx, old, &new));
     }
+    Ok(Action::await_change())
+}
+
+/// Ends a run whose record cannot be read back because a value moved out
+/// of it was replaced: the status is written as it is stored (its values
+/// by reference), failed with the reason; nothing runs from it again.
+async fn end_tampered_record(
+    ctx: &Context,
+    run: &Run,
+    object: &str,
+    reason: String,
+) -> Result<Action, Error> {
+    tracing::warn!(run = %run.name_any(), %object, "{reason}");
+    ctx.events
+        .publish(run, vec![events::tampered("ConfigMap", object, &reason)]);
+    let mut stored = run.status.clone().unwrap_or_default();
+    stored.phase = RunPhase::Failed;
+    stored.error = Some(step_error(codes::TAMPERED, reason));
+    let now = Timestamp::now();
+    stored.finished_at.get_or_insert_with(|| now.to_string());
+    status::set_conditions(&mut stored, run.metadata.generation, now);
+    let value = serde_json::to_value(&stored)
+        .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", run.name_any())))?;
+    let written = status::write(&ctx.client, run, value).await?;
+    ctx.written.wrote(run, written);
+    ctx.metrics.run_finished(stored.phase);
+    stop_in_controller(ctx, run).await;
     Ok(Action::await_change())
 }
 

@@ -293,6 +293,37 @@ impl<'f> RunMachine<'f> {
         Ok(self.settle_event())
     }
 
+    /// Ends attempt `attempt` of the person step `step`, still waiting, as
+    /// failed with `error`, at time `now`; like any failed attempt it is
+    /// tried again (a new Approval asked) while `attempts` allow. The
+    /// driver calls it when the place that answer would come from cannot be
+    /// trusted (an Approval under its name that the driver did not make).
+    /// An attempt no longer waiting is left as it is.
+    pub fn fail_waiting(
+        &mut self,
+        step: &str,
+        attempt: u32,
+        error: StepError,
+        now: Timestamp,
+    ) -> Vec<Action> {
+        self.set_now(now);
+        if let Some(node) = self.flow.node(step) {
+            let current = self.status(node) == StepStatus::Waiting
+                && self
+                    .state
+                    .steps
+                    .get(step)
+                    .is_some_and(|r| r.attempts.len() as u32 == attempt);
+            if current {
+                // Between its tries a person step is Running with a retry
+                // time, as any step is.
+                self.set_status(node, StepStatus::Running);
+                self.attempt_failed(node, Failed::from(error));
+            }
+        }
+        self.settle_event()
+    }
+
     fn set_now(&mut self, now: Timestamp) {
         if now != self.now {
             self.now = now;

@@ -510,3 +510,36 @@ fn an_approval_answered_in_time_never_times_out() {
     assert_eq!(machine.next_wake(), None);
     assert!(machine.handle(Event::Tick, at(7200)).is_empty());
 }
+
+#[test]
+fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
+    let flow = CompiledFlow::new(spec(HURRIED)).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    let tampered = || step_error(codes::TAMPERED, "the Approval is not the run's");
+    // A stale attempt number changes nothing.
+    assert!(
+        machine
+            .fail_waiting("review", 2, tampered(), at(1))
+            .is_empty()
+    );
+    assert_eq!(machine.pending_approvals().len(), 1);
+    machine.fail_waiting("review", 1, tampered(), at(1));
+    let record = machine.record().clone();
+    let first = &record.steps["review"].attempts[0];
+    assert_eq!(first.status, StepStatus::Failed);
+    assert_eq!(
+        first.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::TAMPERED)
+    );
+    // The answer to the failed attempt is refused; a retry asks anew.
+    assert!(machine.decide("review", 1, approve(), at(2)).is_err());
+    let retry = machine.next_wake().expect("a retry");
+    let again = machine.handle(Event::Tick, retry);
+    assert!(
+        matches!(again.as_slice(), [Action::Ask(r)] if r.attempt == 2),
+        "{again:?}"
+    );
+    machine.fail_waiting("review", 2, tampered(), retry);
+    assert_eq!(machine.record().phase, RunPhase::Failed);
+}

@@ -97,6 +97,24 @@ impl Kubectl {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: not JSON: {e}"))
     }
 
+    /// The name of the Approval of attempt `attempt` of `step` of Run `run`,
+    /// which need not exist yet: names end with a digest of the Run's uid
+    /// (read here), the step and the attempt.
+    pub fn approval_name(&self, namespace: &str, run: &str, step: &str, attempt: u32) -> String {
+        let uid = self
+            .run(&[
+                "get",
+                "run",
+                run,
+                "-n",
+                namespace,
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
+        coxswain_k8s::names::approval(run, uid.trim(), step, attempt)
+    }
+
     /// `kubectl apply -f -` of `yaml` in `namespace`.
     pub fn apply(&self, namespace: &str, yaml: &str) -> Result<String, String> {
         self.run_with_stdin(&["apply", "-n", namespace, "-f", "-"], Some(yaml))

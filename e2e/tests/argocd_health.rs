@@ -446,7 +446,7 @@ async fn a_run_and_its_approval_have_the_health_of_each_stage_until_it_succeeds(
         "Suspended",
         &["Waiting for a person at step review", "1/3"],
     );
-    let approval = format!("{run}-review-1");
+    let approval = s.kubectl.approval_name(s.ns.name(), &run, "review", 1);
     let asked = s.get("approval", &approval);
     assert_health(
         "Approval",
@@ -529,7 +529,9 @@ spec:
 
     let cancelled = name(&s.create_run("reviewed"));
     s.wait_phase(&cancelled, "Waiting").await;
-    let approval = format!("{cancelled}-review-1");
+    let approval = s
+        .kubectl
+        .approval_name(s.ns.name(), &cancelled, "review", 1);
     s.patch(
         "approval",
         &approval,
@@ -588,7 +590,7 @@ spec:
     let run = name(&s.create_run("assign"));
     let waiting = s.wait_phase(&run, "Waiting").await;
     assert_health("Run", &waiting, "Suspended", &["at step owner"]);
-    let approval = format!("{run}-owner-1");
+    let approval = s.kubectl.approval_name(s.ns.name(), &run, "owner", 1);
     let asked = s.get("approval", &approval);
     assert_health(
         "Approval",

@@ -266,7 +266,7 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
         .await
         .unwrap_or_else(|e| explain(e));
     assert_eq!(waiting["status"]["phase"], "Waiting", "{waiting}");
-    let approval = format!("{run}-review-1");
+    let approval = kubectl.approval_name(ns, &run, "review", 1);
     let asked = kubectl.json(&["get", "approval", &approval, "-n", ns, "-o", "json"]);
     assert_eq!(
         asked["spec"]["show"]["publish"]["body"]["published"], true,

@@ -182,7 +182,7 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
         [run.as_str(), "counted", "Waiting", "review", "1/3"],
         "{table}"
     );
-    let approval = format!("{run}-review-1");
+    let approval = s.kubectl.approval_name(s.ns.name(), &run, "review", 1);
     let asked = s.get("approval", &approval);
     assert_eq!(asked["spec"]["run"], run.as_str());
     assert_eq!(asked["spec"]["decisions"], json!(["approve", "changes"]));
@@ -206,7 +206,7 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
             r#"{"spec":{"decision":"changes","feedback":"Count again."}}"#,
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-    let second = format!("{run}-review-2");
+    let second = s.kubectl.approval_name(s.ns.name(), &run, "review", 2);
     wait_for("the second approval", BOUND, || async {
         Ok(s.kubectl
             .run(&["get", "approval", &second, "-n", s.ns.name()])
@@ -270,8 +270,8 @@ spec:
 "#,
     );
     let run = s.create_run("hurried", json!({}));
-    let first = format!("{run}-review-1");
-    let second = format!("{run}-review-2");
+    let first = s.kubectl.approval_name(s.ns.name(), &run, "review", 1);
+    let second = s.kubectl.approval_name(s.ns.name(), &run, "review", 2);
     let closed = wait_for("the first approval closed", BOUND, || async {
         let approval = s
             .kubectl
@@ -453,7 +453,7 @@ async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
         .run(&[
             "patch",
             "approval",
-            &format!("{run}-review-1"),
+            &s.kubectl.approval_name(s.ns.name(), &run, "review", 1),
             "-n",
             s.ns.name(),
             "--type",

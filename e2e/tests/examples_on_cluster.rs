@@ -243,7 +243,7 @@ async fn the_agent_examples_run_on_the_cluster_with_approvals_patched_by_kubectl
     );
     let waiting = c.wait(&run, &["Waiting", "Failed"]).await;
     assert_eq!(waiting["phase"], "Waiting", "{waiting:#}");
-    let first = format!("{run}-review-1");
+    let first = c.kubectl.approval_name(c.ns.name(), &run, "review", 1);
     let shown = c
         .kubectl
         .json(&["get", "approval", &first, "-n", c.ns.name(), "-o", "json"]);
@@ -252,7 +252,7 @@ async fn the_agent_examples_run_on_the_cluster_with_approvals_patched_by_kubectl
         &first,
         json!({"spec": {"decision": "changes", "feedback": "Make the title shorter."}}),
     );
-    let second = format!("{run}-review-2");
+    let second = c.kubectl.approval_name(c.ns.name(), &run, "review", 2);
     wait_for("the second review", BOUND, || async {
         Ok(c.kubectl
             .run(&["get", "approval", &second, "-n", c.ns.name()])

@@ -52,7 +52,7 @@ async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its
     // The person answered attempt 1, and the status write that took the
     // answer in (and ended the run) was applied; its answer was lost, so
     // the Approval was never marked consumed.
-    let approval = format!("{run}-ask-1");
+    let approval = coxswain_k8s::names::approval(&run, uid.trim(), "ask", 1);
     let asked = json!({
         "apiVersion": "coxswain.dev/v1alpha1",
         "kind": "Approval",
@@ -163,7 +163,10 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
     let run = kubectl
         .create_run(ns, "asked-twice", &json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    let (first, second) = (format!("{run}-ask-1"), format!("{run}-ask-2"));
+    let (first, second) = (
+        kubectl.approval_name(ns, &run, "ask", 1),
+        kubectl.approval_name(ns, &run, "ask", 2),
+    );
     let get = |name: &str| -> Option<Value> {
         kubectl
             .run(&["get", "approval", name, "-n", ns, "-o", "json"])

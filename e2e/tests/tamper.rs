@@ -1,0 +1,499 @@
+//! A namespace member tries to steer the controller through objects it
+//! finds by name (issue: "nothing a namespace member writes can steer the
+//! controller"). `mallory` has the Role a team member gets — Flows, Runs,
+//! Approvals and ConfigMaps; reading pods, Jobs and logs; no Secrets, no
+//! pods or Jobs — and writes with the real kubectl (`--as mallory`). Each
+//! attack must fail with the run's record saying why, the object she made
+//! left alone, and an honest run beside it must still succeed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::routing::get;
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use serde_json::{Value, json};
+
+const BOUND: Duration = Duration::from_secs(90);
+
+const MEMBER: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: member}
+rules:
+  - apiGroups: [coxswain.dev]
+    resources: [flows, runs, approvals]
+    verbs: [get, list, watch, create, update, patch, delete]
+  - apiGroups: [""]
+    resources: [configmaps]
+    verbs: [get, list, watch, create, update, patch, delete]
+  - apiGroups: [""]
+    resources: [pods, pods/log]
+    verbs: [get, list, watch]
+  - apiGroups: [batch]
+    resources: [jobs]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: members}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: member}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}
+"#;
+
+const AS_MALLORY: [&str; 2] = ["--as", "mallory"];
+
+/// A namespace with the member's Role, kubectl and a controller.
+struct Setup {
+    ns: TestNamespace,
+    kubectl: Kubectl,
+    controller: ControllerProcess,
+}
+
+async fn setup() -> Setup {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    let controller = ControllerProcess::for_namespace(ns.name(), &[])
+        .await
+        .expect("controller");
+    let s = Setup {
+        ns,
+        kubectl,
+        controller,
+    };
+    s.apply(MEMBER);
+    s
+}
+
+impl Setup {
+    fn ns(&self) -> &str {
+        self.ns.name()
+    }
+
+    fn apply(&self, yaml: &str) {
+        self.kubectl
+            .apply(self.ns(), yaml)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// `kubectl create -f -` of `object` as mallory; her refusal, if any.
+    fn create_as_mallory(&self, object: &Value) -> Result<String, String> {
+        let mut args = vec!["create", "-n", self.ns(), "-f", "-"];
+        args.extend(AS_MALLORY);
+        self.kubectl
+            .run_with_stdin(&args, Some(&object.to_string()))
+    }
+
+    /// A Run named `name` of `flow`, created by the platform (the admin).
+    fn create_run(&self, name: &str, flow: &str) {
+        let run = json!({
+            "apiVersion": "coxswain.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {"name": name},
+            "spec": {"flowRef": {"name": flow}},
+        });
+        self.kubectl
+            .run_with_stdin(
+                &["create", "-n", self.ns(), "-f", "-"],
+                Some(&run.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Value {
+        self.kubectl
+            .json(&["get", kind, name, "-n", self.ns(), "-o", "json"])
+    }
+
+    async fn wait(&self, run: &str, phases: &[&str]) -> Value {
+        self.kubectl
+            .wait_run(self.ns(), run, phases, BOUND)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.controller.log_text()))
+    }
+
+    fn patch(
+        &self,
+        kind: &str,
+        name: &str,
+        patch: Value,
+        extra: &[&str],
+    ) -> Result<String, String> {
+        let patch = patch.to_string();
+        let mut args = vec![
+            "patch",
+            kind,
+            name,
+            "-n",
+            self.ns(),
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ];
+        args.extend_from_slice(extra);
+        self.kubectl.run(&args)
+    }
+
+    fn approve(&self, approval: &str) {
+        self.patch(
+            "approval",
+            approval,
+            json!({"spec": {"decision": "approve"}}),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The Tampered warnings on `run`, as `kubectl get events` lists them.
+    fn tampered_events(&self, run: &str) -> Vec<String> {
+        let events = self.kubectl.json(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            self.ns(),
+            "-o",
+            "json",
+            "--field-selector",
+            &format!("regarding.name={run}"),
+        ]);
+        events["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == "Tampered")
+            .map(|e| e["note"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+}
+
+/// An HTTP server counting the calls it gets: the honest one and the
+/// member's own, which must never be called.
+async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let app = axum::Router::new().route(
+        "/{*path}",
+        get(move || {
+            let calls = counted.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                axum::Json(json!({"ok": true}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, calls)
+}
+
+fn flow_of(addr: SocketAddr, name: &str) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: {name}}}
+spec:
+  steps:
+    - key: publish
+      http: {{url: "http://{addr}/publish"}}
+"#
+    )
+}
+
+/// The digest the controller pins for Flow `name` as the API server has it.
+fn digest_of_flow(s: &Setup, name: &str) -> String {
+    let flow = s.get("flow", name);
+    let spec: coxswain_core::api::FlowSpec =
+        serde_json::from_value(flow["spec"].clone()).expect("a flow spec");
+    coxswain_core::flow::flow_digest(&spec)
+}
+
+#[tokio::test]
+async fn a_flow_snapshot_made_in_advance_is_not_run() {
+    let s = setup().await;
+    let (honest, honest_calls) = server().await;
+    let (evil, evil_calls) = server().await;
+    s.apply(&flow_of(honest, "publish"));
+    let digest = digest_of_flow(&s, "publish");
+    // Mallory knows the next Run's name (a schedule's are predictable) and
+    // the Flow's digest; she makes the snapshot first, under both the old
+    // name and the digest-named one, holding a flow that calls her server.
+    let evil_spec =
+        json!({"steps": [{"key": "publish", "http": {"url": format!("http://{evil}/steal")}}]});
+    for name in [
+        coxswain_k8s::names::flow_snapshot("nightly-1", &digest),
+        coxswain_k8s::names::legacy_flow_snapshot("nightly-1"),
+    ] {
+        s.create_as_mallory(&json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name},
+            "data": {"flow.json": evil_spec.to_string()},
+        }))
+        .unwrap_or_else(|e| panic!("mallory may write ConfigMaps: {e}"));
+    }
+    s.create_run("nightly-1", "publish");
+    s.create_run("nightly-2", "publish");
+    let tampered = s.wait(&"nightly-1", &["Succeeded", "Failed"]).await;
+    let honest_run = s.wait(&"nightly-2", &["Succeeded", "Failed"]).await;
+
+    let error = &tampered["status"]["error"];
+    assert_eq!(tampered["status"]["phase"], "Failed", "{tampered:#}");
+    assert_eq!(error["code"], "workflow.tampered", "{error}");
+    let snapshot = coxswain_k8s::names::flow_snapshot("nightly-1", &digest);
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("ConfigMap {snapshot}")) && message.contains("left alone"),
+        "{message}"
+    );
+    println!("attack 1 (pinned flow) gets: {message}");
+    assert_eq!(
+        evil_calls.load(Ordering::SeqCst),
+        0,
+        "her server was called"
+    );
+    // Her ConfigMap is still there, as she made it.
+    let kept = s.get("configmap", &snapshot);
+    assert_eq!(kept["data"]["flow.json"], evil_spec.to_string());
+    let warned = wait_for("a Tampered event on the run", BOUND, || async {
+        let notes = s.tampered_events("nightly-1");
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await
+    .expect("an event");
+    assert!(warned[0].contains(&snapshot), "{warned:?}");
+
+    assert_eq!(honest_run["status"]["phase"], "Succeeded", "{honest_run:#}");
+    assert_eq!(honest_calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_scripts_inputs_made_in_advance_run_nothing() {
+    let s = setup().await;
+    // The platform's flow: a person approves, then a script builds with a
+    // token from a Secret mallory cannot read.
+    s.apply(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: deploy-token}
+stringData: {token: s3cret-deploy-token}
+---
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: build}
+spec:
+  steps:
+    - key: go
+      approval: {decisions: [approve]}
+    - key: build
+      script:
+        source: 'echo "{\"built\": true}"'
+        env:
+          - name: TOKEN
+            valueFrom: {secretKeyRef: {name: deploy-token, key: token}}
+"#,
+    );
+    assert!(
+        s.kubectl
+            .run(&[
+                "get",
+                "secret",
+                "deploy-token",
+                "-n",
+                s.ns(),
+                "--as",
+                "mallory"
+            ])
+            .is_err(),
+        "mallory must not read the Secret"
+    );
+    for run in ["build-1", "build-2"] {
+        s.create_run(run, "build");
+        s.wait(run, &["Waiting"]).await;
+    }
+    // The Job's name follows from the Run's uid, which she can read: she
+    // makes its inputs ConfigMap first, with a task that prints the token.
+    let uid = s.get("run", "build-1")["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_string();
+    let id = coxswain_steps::launch::WorkId {
+        run: uid,
+        step: "build".into(),
+        part: None,
+        iteration: None,
+        attempt: 1,
+    };
+    let inputs = coxswain_k8s::names::job("build-1", &id);
+    let task = json!({
+        "step": {"source": "echo \"{\\\"stolen\\\": \\\"$TOKEN\\\"}\"", "env": [{"name": "TOKEN"}]},
+        "stepKey": "build", "runName": "build-1", "attempt": 1, "maxOutput": 262144,
+    });
+    s.create_as_mallory(&json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": inputs},
+        "data": {"step.json": task.to_string()},
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    for run in ["build-1", "build-2"] {
+        let name = s.kubectl.approval_name(s.ns(), run, "go", 1);
+        s.approve(&name);
+    }
+    let tampered = s.wait("build-1", &["Succeeded", "Failed"]).await;
+    let honest = s.wait("build-2", &["Succeeded", "Failed"]).await;
+
+    let text = tampered.to_string();
+    assert!(
+        !text.contains("s3cret-deploy-token"),
+        "the token leaked: {text}"
+    );
+    let build = &tampered["status"]["steps"]["build"];
+    let error = &build["attempts"][0]["error"];
+    assert_eq!(error["code"], "workflow.tampered", "{build:#}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("ConfigMap {inputs}")) && message.contains("did not run"),
+        "{message}"
+    );
+    println!("attack 2 (script inputs) gets: {message}");
+    // Her ConfigMap stays as she made it; the run's end did not delete it.
+    let kept = s.get("configmap", &inputs);
+    assert_eq!(kept["data"]["step.json"], task.to_string());
+
+    assert_eq!(honest["status"]["phase"], "Succeeded", "{honest:#}");
+    assert_eq!(honest["status"]["output"], json!({"built": true}));
+}
+
+const ONE_REVIEW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: STEP-flow}
+spec:
+  steps:
+    - key: STEP
+      approval: {decisions: [approve]}
+"#;
+
+#[tokio::test]
+async fn approvals_of_two_runs_never_share_a_name_or_an_answer() {
+    let s = setup().await;
+    s.apply(
+        &ONE_REVIEW
+            .replace("STEP-flow", "a-review")
+            .replace("STEP", "a_review"),
+    );
+    s.apply(
+        &ONE_REVIEW
+            .replace("STEP-flow", "review")
+            .replace("STEP", "review"),
+    );
+    // `rel` + `a_review` and `rel-a` + `review` read the same before the
+    // digest: rel-a-review-1.
+    s.create_run("rel", "a-review");
+    s.create_run("rel-a", "review");
+    s.wait("rel", &["Waiting"]).await;
+    s.wait("rel-a", &["Waiting"]).await;
+    let first = s.kubectl.approval_name(s.ns(), "rel", "a_review", 1);
+    let second = s.kubectl.approval_name(s.ns(), "rel-a", "review", 1);
+    assert_ne!(first, second);
+    assert_eq!(s.get("approval", &first)["spec"]["run"], "rel");
+    assert_eq!(s.get("approval", &second)["spec"]["run"], "rel-a");
+    s.approve(&first);
+    assert_eq!(
+        s.wait("rel", &["Succeeded"]).await["status"]["phase"],
+        "Succeeded"
+    );
+    // The other run did not take that answer.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(s.get("run", "rel-a")["status"]["phase"], "Waiting");
+
+    // A Run deleted without its children leaves its Approval, answered;
+    // a new Run under the same name asks its own and takes nothing from it.
+    s.kubectl
+        .run(&["delete", "run", "rel-a", "-n", s.ns(), "--cascade=orphan"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_for("rel-a gone", BOUND, || async {
+        Ok(s.kubectl
+            .run(&["get", "run", "rel-a", "-n", s.ns()])
+            .is_err()
+            .then_some(()))
+    })
+    .await
+    .expect("deleted");
+    s.approve(&second);
+    s.create_run("rel-a", "review");
+    s.wait("rel-a", &["Waiting"]).await;
+    let again = s.kubectl.approval_name(s.ns(), "rel-a", "review", 1);
+    assert_ne!(again, second, "a new run's Approval has a name of its own");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let waiting = s.get("run", "rel-a");
+    assert_eq!(waiting["status"]["phase"], "Waiting", "{waiting:#}");
+    assert!(s.get("approval", &again)["spec"]["decision"].is_null());
+    s.approve(&again);
+    s.wait("rel-a", &["Succeeded"]).await;
+}
+
+#[tokio::test]
+async fn relabelling_another_runs_approval_does_not_close_it() {
+    let s = setup().await;
+    s.apply(
+        &ONE_REVIEW
+            .replace("STEP-flow", "review")
+            .replace("STEP", "review"),
+    );
+    s.create_run("victim", "review");
+    s.wait("victim", &["Waiting"]).await;
+    // Mallory's own run.
+    let mine = json!({
+        "apiVersion": "coxswain.dev/v1alpha1",
+        "kind": "Run",
+        "metadata": {"name": "mine"},
+        "spec": {"flowRef": {"name": "review"}},
+    });
+    s.create_as_mallory(&mine).unwrap_or_else(|e| panic!("{e}"));
+    s.wait("mine", &["Waiting"]).await;
+    let my_uid = s.get("run", "mine")["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_string();
+    let victims = s.kubectl.approval_name(s.ns(), "victim", "review", 1);
+    s.patch(
+        "approval",
+        &victims,
+        json!({"metadata": {"labels": {"coxswain.dev/run-uid": my_uid}}}),
+        &AS_MALLORY,
+    )
+    .unwrap_or_else(|e| panic!("without admission the label is hers to write: {e}"));
+    s.patch(
+        "run",
+        "mine",
+        json!({"spec": {"cancel": true}}),
+        &AS_MALLORY,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    s.wait("mine", &["Cancelled"]).await;
+    let mine_approval = s.kubectl.approval_name(s.ns(), "mine", "review", 1);
+    wait_for("her own Approval closed", BOUND, || async {
+        let a = s.get("approval", &mine_approval);
+        Ok(a["status"]["closed"].is_string().then_some(()))
+    })
+    .await
+    .expect("closed");
+    let victim = s.get("approval", &victims);
+    assert!(
+        victim["status"]["closed"].is_null(),
+        "the victim's Approval was closed: {victim:#}"
+    );
+    s.approve(&victims);
+    let done = s.wait("victim", &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{done:#}");
+}

@@ -150,22 +150,16 @@ impl Setup {
 
     /// The Tampered warnings on `run`, as `kubectl get events` lists them.
     fn tampered_events(&self, run: &str) -> Vec<String> {
-        let events = self.kubectl.json(&[
-            "get",
-            "events.events.k8s.io",
-            "-n",
-            self.ns(),
-            "-o",
-            "json",
-            "--field-selector",
-            &format!("regarding.name={run}"),
-        ]);
+        let events = self
+            .kubectl
+            .json(&["get", "events", "-n", self.ns(), "-o", "json"]);
         events["items"]
             .as_array()
             .into_iter()
             .flatten()
+            .filter(|e| e["involvedObject"]["name"] == run)
             .filter(|e| e["reason"] == "Tampered")
-            .map(|e| e["note"].as_str().unwrap_or_default().to_string())
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
             .collect()
     }
 }
@@ -370,7 +364,11 @@ spec:
     assert_eq!(kept["data"]["step.json"], task.to_string());
 
     assert_eq!(honest["status"]["phase"], "Succeeded", "{honest:#}");
-    assert_eq!(honest["status"]["output"], json!({"built": true}));
+    assert_eq!(
+        honest["status"]["steps"]["build"]["output"],
+        json!({"built": true}),
+        "{honest:#}"
+    );
 }
 
 const ONE_REVIEW: &str = r#"

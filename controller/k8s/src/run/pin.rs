@@ -220,6 +220,12 @@ async fn snapshot_flow(
         }
     }
     let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
+    // Made already (by a reconcile whose record write was lost, or by
+    // someone else): read before writing, since a create whose answer is
+    // lost never says "exists".
+    if let Some(existing) = read(snapshots, &name).await? {
+        return Ok(adopt(&existing, &name, compiled, flow_name));
+    }
     let snapshot = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -252,23 +258,34 @@ async fn snapshot_flow(
                     "the flow snapshot {namespace}/{name} went away while it was read"
                 )));
             };
-            Ok(match from_snapshot(&existing) {
-                Ok(found) if found.get().digest == compiled.get().digest => Ok(compiled),
-                Ok(found) => Err(tampered(
-                    &name,
-                    format!(
-                        "holds the flow {}, not the flow {} of the Flow `{flow_name}`",
-                        found.get().digest,
-                        compiled.get().digest
-                    ),
-                )),
-                Err(why) => Err(tampered(&name, why)),
-            })
+            Ok(adopt(&existing, &name, compiled, flow_name))
         }
         Err(e) => Err(Error::kube(
             format!("writing the flow snapshot {namespace}/{name}"),
             e,
         )),
+    }
+}
+
+/// `compiled` (the Flow as the controller read it), when the snapshot
+/// `existing` holds exactly that flow; else why it is not the run's.
+fn adopt(
+    existing: &ConfigMap,
+    name: &str,
+    compiled: CompiledFlow,
+    flow_name: &str,
+) -> Result<CompiledFlow, Pinned> {
+    match from_snapshot(existing) {
+        Ok(found) if found.get().digest == compiled.get().digest => Ok(compiled),
+        Ok(found) => Err(tampered(
+            name,
+            format!(
+                "holds the flow {}, not the flow {} of the Flow `{flow_name}`",
+                found.get().digest,
+                compiled.get().digest
+            ),
+        )),
+        Err(why) => Err(tampered(name, why)),
     }
 }
 

@@ -235,8 +235,8 @@ async fn a_flow_snapshot_made_in_advance_is_not_run() {
     }
     s.create_run("nightly-1", "publish");
     s.create_run("nightly-2", "publish");
-    let tampered = s.wait(&"nightly-1", &["Succeeded", "Failed"]).await;
-    let honest_run = s.wait(&"nightly-2", &["Succeeded", "Failed"]).await;
+    let tampered = s.wait("nightly-1", &["Succeeded", "Failed"]).await;
+    let honest_run = s.wait("nightly-2", &["Succeeded", "Failed"]).await;
 
     let error = &tampered["status"]["error"];
     assert_eq!(tampered["status"]["phase"], "Failed", "{tampered:#}");

@@ -141,7 +141,7 @@ pub fn manifests(
     };
     let config_map = config_map(owner, &name, &work.step, &task, &inputs);
     let digest = config_map_digest(&config_map);
-    let job = job(owner, &name, &id, work, step, &inputs, &digest, settings);
+    let job = job(owner, &name, work, step, &inputs, &digest, settings);
     Manifests { config_map, job }
 }
 
@@ -232,13 +232,13 @@ fn config_map(
 fn job(
     owner: &RunOwner,
     name: &str,
-    id: &WorkId,
     work: &Work,
     step: &ScriptStep,
     inputs: &[InputFile],
     digest: &str,
     settings: &JobSettings,
 ) -> Job {
+    let id = WorkId::of(work);
     let mut metadata = meta(owner, name, &work.step, "step");
     let mut annotations = BTreeMap::from([
         (WORK_ANNOTATION.to_string(), id.to_string()),

@@ -667,3 +667,82 @@ spec:
     assert_eq!(run["spec"]["input"]["prompt"], "right away");
     assert_eq!(run["spec"]["input"]["room"], second.as_str());
 }
+
+/// The chat position is a ConfigMap anyone in the namespace may edit.
+/// Moved back, it would replay old commands (and start again a Run someone
+/// deleted); the follower checks its signature, refuses it with a Tampered
+/// Event on the flow, and goes on from now.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_position_moved_back_by_hand_replays_nothing() {
+    let setup = setup("*").await;
+    let mut controller = setup.start_following().await;
+    let name = names::chat_position("team-chat");
+    let before: Value = setup.kubectl.json(&[
+        "get",
+        "configmap",
+        &name,
+        "-n",
+        setup.ns.name(),
+        "-o",
+        "json",
+    ]);
+    let asked = setup
+        .synapse
+        .send_text(&setup.alice, &setup.room, "!review once only")
+        .await
+        .expect("a command");
+    let run_name = names::command_run("review", &asked);
+    setup.wait_answers(&asked, 2, &controller).await;
+    controller.kill();
+    setup
+        .kubectl
+        .run(&["delete", "run", &run_name, "-n", setup.ns.name(), "--wait"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The position from before the command, written back by hand.
+    let since = before["data"]["since"].as_str().expect("since");
+    let patch = serde_json::json!({"data": {"since": since}}).to_string();
+    setup
+        .kubectl
+        .run(&[
+            "patch",
+            "configmap",
+            &name,
+            "-n",
+            setup.ns.name(),
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    controller.restart().expect("restart");
+    let told = wait_for("a Tampered event on the flow", BOUND, || async {
+        let notes = flow_events(&setup.ns, "review", "Tampered").await;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert!(told[0].contains(&name), "{told:?}");
+    // A command typed now is answered: the follower goes on from now.
+    let later = setup
+        .synapse
+        .send_text(&setup.alice, &setup.room, "!review after the edit")
+        .await
+        .expect("a command");
+    setup.wait_answers(&later, 2, &controller).await;
+    let runs: Vec<String> = setup
+        .runs()
+        .await
+        .iter()
+        .filter_map(|r| r.metadata.name.clone())
+        .collect();
+    assert!(
+        !runs.contains(&run_name),
+        "the old command was replayed: {runs:?}\n{}",
+        controller.log_text()
+    );
+    assert!(
+        runs.contains(&names::command_run("review", &later)),
+        "{runs:?}"
+    );
+}

@@ -145,16 +145,35 @@ impl Follower {
         // after the flow was applied is not lost.
         let mut followed_since: BTreeMap<String, i64> = BTreeMap::new();
         let mut previous_sync = now_ms();
-        let mut position = match position::load(&self.client, &self.namespace, &self.connection)
-            .await?
-        {
-            Some(position) => position,
-            None => {
+        let key = token.as_bytes().to_vec();
+        let found = position::load(&self.client, &self.namespace, &self.connection, &key).await?;
+        let mut replaced = Position::default();
+        // Starting from now: the first sync may still bring (as a cut
+        // timeline completed from history) what was said before; none of
+        // it is news.
+        let mut from_now: Option<i64> = None;
+        if let position::Loaded::Forged { why, fresh } = &found {
+            tracing::warn!(namespace = %self.namespace, connection = %self.connection, "{why}");
+            self.tell(EventType::Warning, "Tampered", why).await;
+            replaced = fresh.clone();
+        }
+        let mut position = match found {
+            position::Loaded::Position(position) => position,
+            position::Loaded::Nothing | position::Loaded::Forged { .. } => {
+                from_now = Some(now_ms());
                 // Nothing stored: what happens from now on is news.
                 self.join_all(&matrix, &self.flows(), &mut joined).await;
                 let since = matrix.now().await?;
-                let mut start = Position::new(since, joined.values().cloned().collect());
-                position::save(&self.client, &self.namespace, &self.connection, &mut start).await?;
+                let mut start =
+                    Position::new(since, joined.values().cloned().collect()).replacing(&replaced);
+                position::save(
+                    &self.client,
+                    &self.namespace,
+                    &self.connection,
+                    &mut start,
+                    &key,
+                )
+                .await?;
                 tracing::info!(namespace = %self.namespace, connection = %self.connection, user = %me, "chat: following from now on");
                 start
             }
@@ -208,9 +227,13 @@ impl Follower {
                     .contains(room)
                     .then(|| followed_since.get(room).copied().unwrap_or_default());
                 for event in news(events, followed_at, &me, now_ms()) {
+                    if from_now.is_some_and(|start| event.origin_server_ts < start) {
+                        continue;
+                    }
                     self.act(&matrix, room, event, &listeners).await?;
                 }
             }
+            from_now = None;
             position.since = batch.next_batch;
             position.rooms.extend(batch.rooms.keys().cloned());
             position.rooms.extend(fresh);
@@ -219,6 +242,7 @@ impl Follower {
                 &self.namespace,
                 &self.connection,
                 &mut position,
+                &key,
             )
             .await?;
         }

@@ -5,6 +5,7 @@
 
 mod answers;
 mod command;
+mod depth;
 mod digest;
 mod documents;
 pub mod draw;
@@ -21,6 +22,7 @@ mod yaml_1_1;
 
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
 pub use command::check_command;
+pub use depth::{MAX_JSON_DEPTH, json_depth};
 pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;

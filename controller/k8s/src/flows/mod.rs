@@ -25,6 +25,7 @@ pub use reconcile::Context;
 
 use crate::Error;
 use crate::api::{Flow, Run};
+use crate::guard::Guarded;
 
 /// Reconciles of Flows running at once.
 const CONCURRENCY: u16 = 4;
@@ -45,7 +46,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), Error> {
     let flows: Api<DeserializeGuard<Flow>> = scoped(&client, namespace.as_deref());
-    let runs: Api<DeserializeGuard<Run>> = scoped(&client, namespace.as_deref());
+    // Runs are read one by one (see `guard`): one too deep for serde_json
+    // does not fail the list, so every schedule goes on.
+    let runs: Api<Guarded<Run>> = scoped(&client, namespace.as_deref());
     let (store, writer) = reflector::store();
     let run_changes = watcher(runs, watcher::Config::default())
         .default_backoff()
@@ -74,7 +77,7 @@ pub async fn run(
 }
 
 /// The Flow a Run belongs to.
-fn flow_of(run: DeserializeGuard<Run>) -> Option<ObjectRef<DeserializeGuard<Flow>>> {
+fn flow_of(run: Guarded<Run>) -> Option<ObjectRef<DeserializeGuard<Flow>>> {
     let run = run.0.ok()?;
     let namespace = run.namespace()?;
     Some(ObjectRef::new(&run.spec.flow_ref.name).within(&namespace))

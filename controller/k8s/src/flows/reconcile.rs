@@ -17,13 +17,14 @@ use super::schedule::{self, History, Skip, Timetable};
 use super::status::{self, Bookkeeping};
 use crate::Error;
 use crate::api::{Flow, FlowStatus, Run, Schedule};
+use crate::guard::Guarded;
 
 /// What every reconcile of a Flow shares.
 pub struct Context {
     /// The API server.
     pub client: Client,
     /// Every Run the controller sees, kept current by a watch.
-    pub runs: Store<DeserializeGuard<Run>>,
+    pub runs: Store<Guarded<Run>>,
 }
 
 /// How long a reconcile waits for the Run cache's first listing before it
@@ -81,6 +82,7 @@ fn survey(flow: &Flow, ctx: &Context) -> Survey {
     let runs = all
         .iter()
         .filter_map(|guard| guard.0.as_ref().ok())
+        .map(|run| &**run)
         .filter(|run| run.namespace() == namespace);
     runs::survey(&flow.name_any(), runs)
 }

@@ -51,14 +51,20 @@ struct FlowController {
 }
 
 impl FlowController {
-    fn start(ns: &TestNamespace) -> Self {
+    /// Started as the test's user, which the controller then takes as its
+    /// own (the `created-by` of the Runs its schedules start).
+    async fn start(ns: &TestNamespace) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
         };
+        let me = coxswain_k8s::admission::whoami(&ns.client())
+            .await
+            .expect("the API server says who the test is");
         tokio::spawn(coxswain_k8s::flows::run(
             ns.client(),
             Some(ns.name().to_string()),
+            me,
             shutdown,
         ));
         Self { stop: Some(stop) }
@@ -162,7 +168,7 @@ async fn flows_get_valid_and_the_columns_people_read() {
     let ns = TestNamespace::new().await.expect("namespace");
     let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
-    let _controller = FlowController::start(&ns);
+    let _controller = FlowController::start(&ns).await;
     kubectl.apply(ns.name(), GOOD);
     kubectl.apply(ns.name(), BAD);
     let flows: Api<Flow> = ns.api();
@@ -283,7 +289,7 @@ async fn a_flow_coxswain_cannot_read_is_reported_and_others_still_reconcile() {
     let ns = TestNamespace::new().await.expect("namespace");
     let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
-    let _controller = FlowController::start(&ns);
+    let _controller = FlowController::start(&ns).await;
     kubectl.apply(ns.name(), UNREADABLE);
     kubectl.apply(ns.name(), GOOD);
     let flows: Api<Flow> = ns.api();
@@ -350,7 +356,7 @@ async fn a_schedule_fires_twice_and_the_second_run_sees_since() {
     let ns = TestNamespace::new().await.expect("namespace");
     let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
-    let _controller = FlowController::start(&ns);
+    let _controller = FlowController::start(&ns).await;
     kubectl.apply(ns.name(), SCHEDULED);
     let flows: Api<Flow> = ns.api();
     let runs: Api<Run> = ns.api();

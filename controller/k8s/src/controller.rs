@@ -43,6 +43,7 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
         .await
         .map_err(|e| Error::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
     let settings = Arc::new(settings);
+    let me = controller_user(&client, &settings).await?;
     let (metrics, health) = (Metrics::new(), Health::new());
     ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
     // Every replica answers admission, the standbys too: the API server
@@ -59,7 +60,7 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     } else {
         None
     };
-    let slack_events = slack_events(client.clone(), &settings).await?;
+    let slack_events = slack_events(client.clone(), &settings, me.clone()).await?;
     health.set(Readiness::Standby);
     let leadership = if settings.ops.leader_election {
         tokio::select! {
@@ -89,9 +90,15 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     let flows = crate::flows::run(
         client.clone(),
         settings.namespace.clone(),
+        me.clone(),
         on_quit(quitting),
     );
-    let chat = chat(client.clone(), settings.clone(), on_quit(quit.subscribe()))?;
+    let chat = chat(
+        client.clone(),
+        settings.clone(),
+        me,
+        on_quit(quit.subscribe()),
+    )?;
     let work = async {
         let (runs, flows, ()) = tokio::join!(runs, flows, chat);
         (runs, flows)
@@ -135,11 +142,22 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     outcome
 }
 
+/// The user this controller acts as, which admission stamps as the
+/// `created-by` of every Run it creates: `--webhook-controller-user` when
+/// given, else what the API server says.
+async fn controller_user(client: &Client, settings: &Settings) -> Result<String, Error> {
+    match &settings.admission.webhook_controller_user {
+        Some(user) => Ok(user.clone()),
+        None => Ok(crate::admission::whoami(client).await?),
+    }
+}
+
 /// The conversation commands' followers and outcome poster, until
 /// `shutdown`; nothing when `--chat-commands=false`.
 fn chat(
     client: Client,
     settings: Arc<Settings>,
+    me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<impl Future<Output = ()>, Error> {
     let policy = net_policy(&settings)?;
@@ -154,6 +172,7 @@ fn chat(
                 settings.namespace.clone(),
                 policy,
                 reporter,
+                me,
                 shutdown,
             )
             .await;
@@ -167,6 +186,7 @@ fn chat(
 async fn slack_events(
     client: Client,
     settings: &Settings,
+    me: String,
 ) -> Result<Option<crate::chat::slack::SlackEvents>, Error> {
     let Some(addr) = settings.chat.slack_events_listen else {
         return Ok(None);
@@ -177,7 +197,7 @@ async fn slack_events(
     }
     let policy = Arc::new(net_policy(settings)?);
     let served =
-        crate::chat::slack::start(client, addr, settings.namespace.clone(), policy).await?;
+        crate::chat::slack::start(client, addr, settings.namespace.clone(), policy, me).await?;
     Ok(Some(served))
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -40,9 +41,14 @@ const DEBOUNCE: Duration = Duration::from_millis(500);
 /// change reconciles the Flow it names (its latest run, its schedule's
 /// bookkeeping). A Flow or Run that does not read as Coxswain's types never
 /// stops the watch: such a Flow gets `Valid` False saying why.
+///
+/// `me` is the user the controller acts as (see
+/// [`crate::admission::whoami`]): a Run in a schedule's slot is the
+/// schedule's only when `me` created it.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
+    me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), Error> {
     let flows: Api<DeserializeGuard<Flow>> = scoped(&client, namespace.as_deref());
@@ -54,9 +60,15 @@ pub async fn run(
         .default_backoff()
         .reflect(writer)
         .touched_objects();
+    let reporter = Reporter {
+        controller: "coxswain".into(),
+        instance: None,
+    };
     let context = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
         client,
         runs: store,
+        me,
     });
     Controller::new(flows, watcher::Config::default())
         .with_config(

@@ -279,6 +279,36 @@ async fn a_missing_value_fails_with_the_exact_message() {
 }
 
 #[tokio::test]
+async fn a_dot_segment_value_in_the_path_fails_before_any_request() {
+    for id in ["..", ".", "%2e%2E", "%2e"] {
+        let server = StandIn::start(Answer::text(200, "published")).await;
+        let mut step = secret_header_step(&server.base);
+        step.method = Some("POST".into());
+        step.url = format!("{}/api/drafts/{{{{input.json.id}}}}/publish", server.base);
+        let work = work(Task::Http(step), json!({"id": id}), &[]);
+        let err = executor().run(&work).await.unwrap_err().error;
+        assert_eq!(err.code, codes::PLACEHOLDER, "{id}");
+        assert_eq!(
+            err.message,
+            "The value for {{input.json.id}} would make a segment of the URL's path `.` or `..` (also when percent-decoded), which would send the request to another path; a value in the path cannot be `.` or `..`.",
+            "{id}"
+        );
+        assert!(
+            server.requests().is_empty(),
+            "{id}: {:?}",
+            server.requests()
+        );
+    }
+    // Beside it, an honest id reaches the endpoint the flow names.
+    let server = StandIn::start(Answer::text(200, "published")).await;
+    let mut step = secret_header_step(&server.base);
+    step.url = format!("{}/api/drafts/{{{{input.json.id}}}}/publish", server.base);
+    let work = work(Task::Http(step), json!({"id": "d-17.v2"}), &[]);
+    executor().run(&work).await.unwrap();
+    assert_eq!(server.only().uri, "/api/drafts/d-17.v2/publish");
+}
+
+#[tokio::test]
 async fn a_line_break_in_a_header_value_is_refused() {
     let server = StandIn::start(Answer::text(200, "")).await;
     let step = HttpStep {

@@ -451,7 +451,8 @@ async fn a_broken_connection_is_told_on_the_flow_and_a_working_one_too() {
 /// A room the bot may not post in (it was never invited): the outcome of a
 /// run that ended a day and more ago is given up at once, the Run marked
 /// with the homeserver's reason; one that just ended is tried again later,
-/// not in seconds.
+/// not in seconds. A Run with the same chat marks that the controller did
+/// not create is never posted for.
 #[tokio::test]
 async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
     let synapse = Synapse::start().await.expect("synapse");
@@ -474,9 +475,16 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
                 spec:\n  steps:\n    - {key: a, condition: {when: \"true\"}}\n";
     kubectl.apply(ns.name(), flow).expect("the flow");
     // Two command Runs that ended, as the record says, before any
-    // controller runs: two days ago, and now.
+    // controller runs: two days ago, and now. Each is what the controller
+    // makes for a command (named after its event, created by the
+    // controller's user); a third carries the same chat marks but was made
+    // by someone else, to aim the bot at the room: it gets nothing.
+    let me = coxswain_k8s::admission::whoami(&ns.client())
+        .await
+        .expect("who the controller will be");
     let two_days_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48);
-    let ended = |name: &str, at: jiff::Timestamp| {
+    let ended = |event: &str, creator: &str, at: jiff::Timestamp| -> String {
+        let name = names::command_run("plain", event);
         let run = serde_json::json!({
             "apiVersion": "coxswain.dev/v1alpha1",
             "kind": "Run",
@@ -486,7 +494,9 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
                 "annotations": {
                     names::CHAT_CONNECTION_ANNOTATION: "team-chat",
                     names::CHAT_ROOM_ANNOTATION: room,
+                    names::CHAT_EVENT_ANNOTATION: event,
                     names::CHAT_THREAD_ANNOTATION: "$root",
+                    names::CREATED_BY_ANNOTATION: creator,
                 },
             },
             "spec": {"flowRef": {"name": "plain"}, "input": {}},
@@ -504,7 +514,7 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
             .run(&[
                 "patch",
                 "run",
-                name,
+                &name,
                 "-n",
                 ns.name(),
                 "--subresource=status",
@@ -514,9 +524,11 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
                 &status.to_string(),
             ])
             .unwrap_or_else(|e| panic!("{e}"));
+        name
     };
-    ended("old", two_days_ago);
-    ended("new", jiff::Timestamp::now());
+    let old = ended("$old", &me, two_days_ago);
+    let new = ended("$new", &me, jiff::Timestamp::now());
+    let forged = ended("$forged", "mallory", two_days_ago);
 
     let controller = ControllerProcess::for_namespace(ns.name(), &[])
         .await
@@ -528,7 +540,7 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
             .map(str::to_string)
     };
     let reason = wait_for("the old run marked unanswered", BOUND, || async {
-        Ok(annotation("old", names::CHAT_UNANSWERED_ANNOTATION))
+        Ok(annotation(&old, names::CHAT_UNANSWERED_ANNOTATION))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
@@ -539,13 +551,17 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
         let log = controller.log_text();
         Ok(log
             .lines()
-            .any(|l| l.contains("run=new") && l.contains("retry_in=30s"))
+            .any(|l| l.contains(&format!("run={new}")) && l.contains("retry_in=30s"))
             .then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
-    assert_eq!(annotation("new", names::CHAT_UNANSWERED_ANNOTATION), None);
-    assert_eq!(annotation("new", names::CHAT_ANSWERED_ANNOTATION), None);
+    assert_eq!(annotation(&new, names::CHAT_UNANSWERED_ANNOTATION), None);
+    assert_eq!(annotation(&new, names::CHAT_ANSWERED_ANNOTATION), None);
+    // The forged one ended as long ago as the old one, and the bot never
+    // tried to speak for it: nothing posted, nothing given up.
+    assert_eq!(annotation(&forged, names::CHAT_UNANSWERED_ANNOTATION), None);
+    assert_eq!(annotation(&forged, names::CHAT_ANSWERED_ANNOTATION), None);
 }
 
 /// A flow started from chat talks in the command's thread: its message

@@ -51,14 +51,20 @@ struct FlowController {
 }
 
 impl FlowController {
-    fn start(ns: &TestNamespace) -> Self {
+    /// Started as the test's user, which the controller then takes as its
+    /// own (the `created-by` of the Runs its schedules start).
+    async fn start(ns: &TestNamespace) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
         };
+        let me = coxswain_k8s::admission::whoami(&ns.client())
+            .await
+            .expect("the API server says who the test is");
         tokio::spawn(coxswain_k8s::flows::run(
             ns.client(),
             Some(ns.name().to_string()),
+            me,
             shutdown,
         ));
         Self { stop: Some(stop) }
@@ -162,7 +168,7 @@ async fn flows_get_valid_and_the_columns_people_read() {
     let ns = TestNamespace::new().await.expect("namespace");
     let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
-    let _controller = FlowController::start(&ns);
+    let _controller = FlowController::start(&ns).await;
     kubectl.apply(ns.name(), GOOD);
     kubectl.apply(ns.name(), BAD);
     let flows: Api<Flow> = ns.api();
@@ -283,7 +289,7 @@ async fn a_flow_coxswain_cannot_read_is_reported_and_others_still_reconcile() {
     let ns = TestNamespace::new().await.expect("namespace");
     let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
-    let _controller = FlowController::start(&ns);
+    let _controller = FlowController::start(&ns).await;
     kubectl.apply(ns.name(), UNREADABLE);
     kubectl.apply(ns.name(), GOOD);
     let flows: Api<Flow> = ns.api();
@@ -350,7 +356,7 @@ async fn a_schedule_fires_twice_and_the_second_run_sees_since() {
     let ns = TestNamespace::new().await.expect("namespace");
     let kubectl = Kubectl::new().await;
     kubectl.install_crds().await;
-    let _controller = FlowController::start(&ns);
+    let _controller = FlowController::start(&ns).await;
     kubectl.apply(ns.name(), SCHEDULED);
     let flows: Api<Flow> = ns.api();
     let runs: Api<Run> = ns.api();
@@ -430,4 +436,115 @@ async fn a_schedule_fires_twice_and_the_second_run_sees_since() {
         .parse()
         .expect("RFC 3339");
     assert!(last >= second_slot, "{last} {second_slot}");
+}
+
+const TAKEN: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: nightly}
+spec:
+  schedule:
+    cron: "* * * * *"
+    input: {region: eu}
+  steps:
+    - {key: a, condition: {when: "true"}}
+"#;
+
+/// The next minute slot at least 15 s away, so the Run made for it is in
+/// place before the schedule reaches it.
+async fn a_slot_ahead() -> jiff::Timestamp {
+    loop {
+        let now = jiff::Timestamp::now();
+        let next = jiff::Timestamp::from_second((now.as_second() / 60 + 1) * 60).expect("a time");
+        if next.duration_since(now) >= jiff::SignedDuration::from_secs(15) {
+            return next;
+        }
+        tokio::time::sleep(Duration::from_secs(16)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_made_in_advance_under_a_slots_name_does_not_take_the_slot() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let kubectl = Kubectl::new().await;
+    kubectl.install_crds().await;
+    let flows: Api<Flow> = ns.api();
+    let runs: Api<Run> = ns.api();
+    // A member creates the next slot's Run before the schedule does, with an
+    // input of their own and every mark of a scheduled Run but its creator.
+    let slot = a_slot_ahead().await;
+    let name = names::scheduled_run("nightly", slot);
+    let foreign = json!({
+        "apiVersion": "coxswain.dev/v1alpha1",
+        "kind": "Run",
+        "metadata": {
+            "name": name,
+            "labels": {names::FLOW_LABEL: "nightly"},
+            "annotations": {
+                names::SCHEDULED_AT_ANNOTATION: slot.to_string(),
+                names::SINCE_ANNOTATION: "",
+                names::CREATED_BY_ANNOTATION: "mallory",
+            },
+        },
+        "spec": {"flowRef": {"name": "nightly"}, "input": {"region": "attacker"}},
+    });
+    kubectl
+        .0
+        .run_with_stdin(
+            &["create", "-n", ns.name(), "-f", "-"],
+            Some(&foreign.to_string()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _controller = FlowController::start(&ns).await;
+    kubectl.apply(ns.name(), TAKEN);
+
+    // The slot is recorded as taken, on the Flow, naming the Run.
+    let events: Api<k8s_openapi::api::events::v1::Event> = ns.api();
+    let note = wait_for("the taken slot's event", SLOT_BOUND, || async {
+        let list = events.list(&ListParams::default()).await?;
+        Ok(list.items.into_iter().find_map(|e| {
+            let about_flow =
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nightly");
+            (about_flow && e.reason.as_deref() == Some("ScheduleSlotTaken"))
+                .then(|| e.note.unwrap_or_default())
+        }))
+    })
+    .await
+    .expect("an Event on the Flow");
+    assert!(
+        note.contains(&name) && note.contains("mallory") && note.contains("missed"),
+        "{note}"
+    );
+    // The foreign Run is left as it was: not cancelled, its input its own.
+    let left = runs.get(&name).await.expect("the foreign run");
+    assert!(!left.spec.cancel);
+    assert_eq!(left.spec.input, Some(json!({"region": "attacker"})));
+
+    // The next slot is the schedule's own, with the schedule's input.
+    let next = slot + jiff::SignedDuration::from_mins(1);
+    let own_name = names::scheduled_run("nightly", next);
+    let own = wait_for("the next slot's own run", SLOT_BOUND, || async {
+        Ok(runs.get_opt(&own_name).await?)
+    })
+    .await
+    .expect("the schedule started the next slot");
+    assert_eq!(own.spec.input, Some(json!({"region": "eu"})));
+    let me = coxswain_k8s::admission::whoami(&ns.client())
+        .await
+        .expect("whoami");
+    assert_eq!(
+        own.annotations()[names::CREATED_BY_ANNOTATION],
+        me,
+        "the schedule's Run says who made it"
+    );
+    // `$SINCE` comes from the schedule's own runs only.
+    assert_eq!(own.annotations()[names::SINCE_ANNOTATION], "");
+    let flow = flows.get("nightly").await.expect("flow");
+    let last: jiff::Timestamp = flow
+        .status
+        .and_then(|s| s.last_schedule_time)
+        .expect("lastScheduleTime")
+        .parse()
+        .expect("RFC 3339");
+    assert!(last >= next, "{last} {next}");
 }

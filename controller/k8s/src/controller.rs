@@ -8,15 +8,18 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::Reporter;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 
 use crate::api::{Approval, Run};
 use crate::error::Error;
+use crate::guard::Guarded;
 use crate::offload::Offloader;
 use crate::ops::{self, Health, Leadership, Metrics, Readiness};
 use crate::run::in_controller::InController;
@@ -40,6 +43,7 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
         .await
         .map_err(|e| Error::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
     let settings = Arc::new(settings);
+    let me = controller_user(&client, &settings).await?;
     let (metrics, health) = (Metrics::new(), Health::new());
     ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
     // Every replica answers admission, the standbys too: the API server
@@ -56,7 +60,7 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     } else {
         None
     };
-    let slack_events = slack_events(client.clone(), &settings).await?;
+    let slack_events = slack_events(client.clone(), &settings, me.clone()).await?;
     health.set(Readiness::Standby);
     let leadership = if settings.ops.leader_election {
         tokio::select! {
@@ -86,9 +90,15 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     let flows = crate::flows::run(
         client.clone(),
         settings.namespace.clone(),
+        me.clone(),
         on_quit(quitting),
     );
-    let chat = chat(client.clone(), settings.clone(), on_quit(quit.subscribe()))?;
+    let chat = chat(
+        client.clone(),
+        settings.clone(),
+        me,
+        on_quit(quit.subscribe()),
+    )?;
     let work = async {
         let (runs, flows, ()) = tokio::join!(runs, flows, chat);
         (runs, flows)
@@ -132,11 +142,22 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
     outcome
 }
 
+/// The user this controller acts as, which admission stamps as the
+/// `created-by` of every Run it creates: `--webhook-controller-user` when
+/// given, else what the API server says.
+async fn controller_user(client: &Client, settings: &Settings) -> Result<String, Error> {
+    match &settings.admission.webhook_controller_user {
+        Some(user) => Ok(user.clone()),
+        None => Ok(crate::admission::whoami(client).await?),
+    }
+}
+
 /// The conversation commands' followers and outcome poster, until
 /// `shutdown`; nothing when `--chat-commands=false`.
 fn chat(
     client: Client,
     settings: Arc<Settings>,
+    me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<impl Future<Output = ()>, Error> {
     let policy = net_policy(&settings)?;
@@ -151,6 +172,7 @@ fn chat(
                 settings.namespace.clone(),
                 policy,
                 reporter,
+                me,
                 shutdown,
             )
             .await;
@@ -164,6 +186,7 @@ fn chat(
 async fn slack_events(
     client: Client,
     settings: &Settings,
+    me: String,
 ) -> Result<Option<crate::chat::slack::SlackEvents>, Error> {
     let Some(addr) = settings.chat.slack_events_listen else {
         return Ok(None);
@@ -174,7 +197,7 @@ async fn slack_events(
     }
     let policy = Arc::new(net_policy(settings)?);
     let served =
-        crate::chat::slack::start(client, addr, settings.namespace.clone(), policy).await?;
+        crate::chat::slack::start(client, addr, settings.namespace.clone(), policy, me).await?;
     Ok(Some(served))
 }
 
@@ -201,9 +224,11 @@ async fn reconcile_runs(
     let (ctx, finishes) = context(client.clone(), settings.clone(), metrics.clone())?;
     let (finished_tx, finished_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(route_finishes(finishes, ctx.routes.clone(), finished_tx));
-    let runs: Api<Run> = scoped(&client, settings.namespace.as_deref());
     let jobs: Api<Job> = scoped(&client, settings.namespace.as_deref());
     let approvals: Api<Approval> = scoped(&client, settings.namespace.as_deref());
+    // Each Run is read on its own: one that does not read is reported and
+    // left alone instead of failing the list of every Run (see `guard`).
+    let runs: Api<Guarded<Run>> = scoped(&client, settings.namespace.as_deref());
     let controller = Controller::new(runs, watcher::Config::default().any_semantic())
         .owns(
             jobs,
@@ -215,8 +240,17 @@ async fn reconcile_runs(
         .graceful_shutdown_on(shutdown);
     tokio::spawn(watch_store(controller.store(), metrics.clone(), health));
     tracing::info!("reconciling Runs");
+    let reporter = Reporter {
+        controller: "coxswain".into(),
+        instance: Some(settings.ops.identity()),
+    };
+    let guarded = Arc::new(Guard {
+        ctx,
+        recorder: Recorder::new(client.clone(), reporter),
+        reported: Mutex::default(),
+    });
     controller
-        .run(run::reconcile, error_policy, ctx)
+        .run(reconcile_guarded, guarded_error_policy, guarded)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "reconcile");
@@ -226,24 +260,110 @@ async fn reconcile_runs(
     Ok(())
 }
 
+/// What the Run reconciler shares, around the Runs that could not be read.
+struct Guard {
+    ctx: Arc<Context>,
+    /// Events about Runs that could not be read.
+    recorder: Recorder,
+    /// Run uid → the resource version last reported unreadable, so each
+    /// version gets one Event however often it is looked at.
+    reported: Mutex<HashMap<String, String>>,
+}
+
+/// Reconciles a Run that reads; reports one that does not, once per
+/// version, and leaves it alone (no requeue: its next change is looked at).
+async fn reconcile_guarded(run: Arc<Guarded<Run>>, guard: Arc<Guard>) -> Result<Action, Error> {
+    match &run.0 {
+        Ok(run) => run::reconcile(run.clone(), guard.ctx.clone()).await,
+        Err(invalid) => {
+            report_unreadable(invalid, &guard).await;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn guarded_error_policy(run: Arc<Guarded<Run>>, error: &Error, guard: Arc<Guard>) -> Action {
+    match &run.0 {
+        Ok(run) => error_policy(run.clone(), error, guard.ctx.clone()),
+        Err(_) => Action::await_change(),
+    }
+}
+
+/// A log line, and a Warning Event on the Run, for a Run that cannot be
+/// read: nothing of it runs until it is fixed or deleted.
+async fn report_unreadable(invalid: &InvalidObject, guard: &Guard) {
+    let meta = &invalid.metadata;
+    let (namespace, name) = (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    );
+    tracing::warn!(
+        run = %format!("{namespace}/{name}"),
+        error = %invalid.error,
+        "a Run that cannot be read is skipped; the other Runs are reconciled"
+    );
+    let (Some(uid), Some(version)) = (&meta.uid, &meta.resource_version) else {
+        return;
+    };
+    {
+        let mut reported = guard.reported.lock().unwrap_or_else(|e| e.into_inner());
+        if reported.get(uid) == Some(version) {
+            return;
+        }
+        reported.insert(uid.clone(), version.clone());
+    }
+    let regarding = ObjectReference {
+        api_version: Some(Run::api_version(&()).into_owned()),
+        kind: Some(Run::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: Some(uid.clone()),
+        resource_version: Some(version.clone()),
+        ..ObjectReference::default()
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "Unreadable".into(),
+        note: Some(crate::steps::net::preview(
+            &format!(
+                "The controller cannot read this Run, so it does not run it: {}. Delete it and start a new one.",
+                invalid.error
+            ),
+            1000,
+        )),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = guard.recorder.publish(&event, &regarding).await {
+        tracing::debug!(error = %e, "could not publish the unreadable Run's event");
+    }
+}
+
 /// Marks the replica ready once the Runs are listed, then keeps the
-/// active-runs gauge up to date from the same cache.
-async fn watch_store(store: Store<Run>, metrics: Arc<Metrics>, health: Arc<Health>) {
+/// active-runs and unreadable-runs gauges up to date from the same cache.
+async fn watch_store(store: Store<Guarded<Run>>, metrics: Arc<Metrics>, health: Arc<Health>) {
     if store.wait_until_ready().await.is_err() {
         return;
     }
     health.set(Readiness::Ready);
     loop {
-        let active = store
-            .state()
-            .iter()
-            .filter(|r| {
-                !r.status
-                    .as_ref()
-                    .is_some_and(|s| run::status::is_over(s.phase))
-            })
-            .count();
+        let (mut active, mut unreadable) = (0, 0);
+        for guarded in store.state() {
+            match &guarded.0 {
+                Ok(r) => {
+                    if !r
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| run::status::is_over(s.phase))
+                    {
+                        active += 1;
+                    }
+                }
+                Err(_) => unreadable += 1,
+            }
+        }
         metrics.set_active_runs(active);
+        metrics.set_unreadable_runs(unreadable);
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
@@ -294,7 +414,7 @@ fn context(
 async fn route_finishes(
     mut finishes: Finishes,
     routes: Routes,
-    to: futures::channel::mpsc::UnboundedSender<ObjectRef<Run>>,
+    to: futures::channel::mpsc::UnboundedSender<ObjectRef<Guarded<Run>>>,
 ) {
     while let Some(id) = finishes.next().await {
         let target = routes
@@ -302,10 +422,12 @@ async fn route_finishes(
             .unwrap_or_else(|e| e.into_inner())
             .get(&id.run)
             .cloned();
-        if let Some(target) = target
-            && to.unbounded_send(target).is_err()
-        {
-            return;
+        if let Some(target) = target {
+            let mut guarded = ObjectRef::<Guarded<Run>>::new(&target.name);
+            guarded.namespace = target.namespace;
+            if to.unbounded_send(guarded).is_err() {
+                return;
+            }
         }
     }
 }

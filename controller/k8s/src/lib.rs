@@ -18,6 +18,7 @@ pub mod chat;
 pub mod controller;
 pub mod error;
 pub mod flows;
+pub mod guard;
 pub mod jobs;
 pub mod names;
 pub mod offload;

@@ -39,6 +39,11 @@ pub const SCHEDULED_AT_ANNOTATION: &str = "coxswain.dev/scheduled-at";
 /// `RunInfo.since` (and keeps it in `status.since`).
 pub const SINCE_ANNOTATION: &str = "coxswain.dev/since";
 
+/// Who created a Run, stamped by admission from the request's user; the
+/// one mark on a Run nobody else can forge while admission runs, so the
+/// schedule and the chat poster tell their own Runs by it.
+pub use crate::admission::runs::CREATED_BY_ANNOTATION;
+
 /// Label on Runs a conversation command started: the chat connection
 /// (Secret) it came through. The outcome poster watches these Runs.
 pub const CHAT_LABEL: &str = "coxswain.dev/chat";

@@ -6,6 +6,7 @@
 mod answers;
 mod command;
 mod decider;
+mod depth;
 mod digest;
 mod documents;
 pub mod draw;
@@ -23,6 +24,7 @@ mod yaml_1_1;
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
 pub use command::check_command;
 pub use decider::{Decider, DeciderError, DeciderRule, check_decider, describe_approvers};
+pub use depth::{MAX_JSON_DEPTH, json_depth};
 pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;

@@ -62,6 +62,19 @@ pub enum RenderError {
         /// 1-based character position of its `{{`.
         position: usize,
     },
+    /// A value in a URL's path that is `.` or `..`, or becomes one when
+    /// percent-decoded (`%2e`, `%2E%2e`…): the segment would be resolved
+    /// away and the request, with any Secret its step binds, sent to another
+    /// path than the one the flow names.
+    #[error(
+        "The value for {placeholder} would make a segment of the URL's path `.` or `..` (also when percent-decoded), which would send the request to another path; a value in the path cannot be `.` or `..`."
+    )]
+    DotSegment {
+        /// The placeholder as written.
+        placeholder: String,
+        /// 1-based character position of its `{{`.
+        position: usize,
+    },
 }
 
 impl RenderError {
@@ -71,7 +84,8 @@ impl RenderError {
         match self {
             RenderError::Missing { position, .. }
             | RenderError::HeaderLineBreak { position, .. }
-            | RenderError::HeaderControl { position, .. } => *position,
+            | RenderError::HeaderControl { position, .. }
+            | RenderError::DotSegment { position, .. } => *position,
         }
     }
 }

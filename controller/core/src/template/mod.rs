@@ -27,6 +27,7 @@ mod json;
 mod path;
 mod render;
 mod scan;
+mod segments;
 
 use std::ops::Range;
 
@@ -37,7 +38,8 @@ pub use path::{MAX_LEVELS, Path, Segment, Source};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Place {
     /// A request URL: values are percent-encoded so they stay inside one
-    /// path segment or query value and cannot add `/`, `?`, `#` or `@`.
+    /// path segment or query value and cannot add `/`, `?`, `#` or `@`; a
+    /// value that would make a path segment `.` or `..` is refused.
     Url,
     /// A header value: values go in as text; a value holding a line break is
     /// refused rather than allowed to start another header.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::encode::{self, Found, HeaderProblem};
 use super::error::RenderError;
 use super::path::Source;
-use super::{Mode, Part, Placeholder, Template};
+use super::{Mode, Part, Placeholder, Template, segments};
 use crate::scope::Scope;
 
 /// A value that is absent or JSON `null` where a whole record field is
@@ -47,12 +47,16 @@ fn text_form(found: Found<'_>) -> Cow<'_, str> {
 impl Template {
     /// Fills the template in from `scope`, writing each value as its place
     /// requires. Fails on the first placeholder with no value (never writing
-    /// an empty string instead) or, in a header, on a value with a line break.
+    /// an empty string instead), in a header on a value with a line break, and
+    /// in a URL on a value that makes a path segment `.` or `..` (even
+    /// percent-encoded), which would move the request to another path.
     ///
     /// Values are copied, never read as template text: a value containing
     /// `{{…}}` or `$steps…` is sent exactly as it is.
     pub fn render(&self, scope: &(impl Scope + ?Sized)) -> Result<String, RenderError> {
         let mut out = String::with_capacity(self.source.len() + 32 * self.placeholders.len());
+        // Where each value went in a URL, to check the path's shape after.
+        let mut holes = Vec::new();
         for part in &self.parts {
             match part {
                 Part::Literal { range, .. } => out.push_str(&self.source[range.clone()]),
@@ -63,9 +67,20 @@ impl Template {
                             placeholder: placeholder.written(),
                             position: placeholder.position,
                         })?;
+                    let start = out.len();
                     insert(&mut out, found, *mode, placeholder)?;
+                    if *mode == Mode::Url {
+                        holes.push((start..out.len(), *index));
+                    }
                 }
             }
+        }
+        if let Some(index) = segments::first_dot_segment(&out, &holes) {
+            let placeholder = &self.placeholders[index];
+            return Err(RenderError::DotSegment {
+                placeholder: placeholder.written(),
+                position: placeholder.position,
+            });
         }
         Ok(out)
     }

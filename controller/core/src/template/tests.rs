@@ -57,6 +57,77 @@ fn url_values_cannot_add_separators() {
     assert_eq!(out, "https://x.test/p/a%2Fb%3Fc%23d%40e%20f?q=42");
 }
 
+fn url_with_id(id: &str) -> Result<String, RenderError> {
+    let ctx = json!({"input": {"id": id}});
+    parse(
+        "https://cms.test/api/drafts/{{input.json.id}}/publish?from={{input.json.id}}",
+        Place::Url,
+    )
+    .unwrap()
+    .render(&ctx)
+}
+
+#[test]
+fn url_path_values_that_read_as_dots_are_refused_naming_the_placeholder() {
+    for id in [
+        ".",
+        "..",
+        "%2e",
+        "%2E%2e",
+        ".%2e",
+        "%252e%252e",
+        "a/..",
+        "..\\x",
+    ] {
+        let err = url_with_id(id).expect_err(id);
+        assert_eq!(
+            err,
+            RenderError::DotSegment {
+                placeholder: "{{input.json.id}}".into(),
+                position: 29,
+            },
+            "{id}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "The value for {{input.json.id}} would make a segment of the URL's path `.` or `..` (also when percent-decoded), which would send the request to another path; a value in the path cannot be `.` or `..`."
+        );
+    }
+    // Dots that are not a whole segment, and dots in the query, are values.
+    assert_eq!(
+        url_with_id("...").unwrap(),
+        "https://cms.test/api/drafts/.../publish?from=..."
+    );
+    assert_eq!(
+        url_with_id("v1.2").unwrap(),
+        "https://cms.test/api/drafts/v1.2/publish?from=v1.2"
+    );
+    let ctx = json!({"input": {"id": ".."}});
+    let query_only = parse(
+        "https://cms.test/api?from={{input.json.id}}#{{input.json.id}}",
+        Place::Url,
+    )
+    .unwrap()
+    .render(&ctx);
+    assert_eq!(query_only.unwrap(), "https://cms.test/api?from=..#..");
+}
+
+#[test]
+fn a_url_value_glued_to_a_dot_the_author_wrote_is_judged_with_it() {
+    let ctx = json!({"input": {"dot": "."}});
+    let err = parse("https://cms.test/a/.{{input.json.dot}}/b", Place::Url)
+        .unwrap()
+        .render(&ctx)
+        .unwrap_err();
+    assert!(matches!(err, RenderError::DotSegment { .. }), "{err:?}");
+    // Dots the author wrote alone are the author's path.
+    let out = parse("https://cms.test/a/../{{input.json.dot}}x", Place::Url)
+        .unwrap()
+        .render(&ctx)
+        .unwrap();
+    assert_eq!(out, "https://cms.test/a/../.x");
+}
+
 #[test]
 fn url_values_are_encoded_as_utf8_bytes() {
     let out = render("/t/{{draft.json.title}}", Place::Url).unwrap();
@@ -613,8 +684,22 @@ proptest! {
     #[test]
     fn url_values_only_hold_unreserved_characters_and_escapes(value in any::<String>()) {
         let t = parse("{{a.text}}", Place::Url).unwrap();
-        let out = t.render(&value_with(&value)).unwrap();
-        prop_assert!(out.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b)));
+        match t.render(&value_with(&value)) {
+            Ok(out) => prop_assert!(out.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b))),
+            Err(e) => prop_assert!(matches!(e, RenderError::DotSegment { .. }), "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn a_url_value_never_changes_the_path_s_shape(value in "([./\\\\%2eE5cCfF]|%2[eEfF]|%25){0,8}|\\PC{0,8}") {
+        let t = parse("https://x.test/a/{{a.text}}/b", Place::Url).unwrap();
+        if let Ok(out) = t.render(&value_with(&value)) {
+            let url = url::Url::parse(&out).unwrap();
+            let segments: Vec<&str> = url.path_segments().unwrap().collect();
+            prop_assert_eq!(segments.len(), 3, "{}", out);
+            prop_assert_eq!(segments[0], "a");
+            prop_assert_eq!(segments[2], "b");
+        }
     }
 
     #[test]

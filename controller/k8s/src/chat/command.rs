@@ -227,6 +227,39 @@ pub fn command_run(flow: &Flow, heard: &Heard, prompt: &str) -> Run {
     }
 }
 
+/// `run` with the controller (`me`) as its `created-by`, as admission
+/// stamps it: written by the controller too, so its own chat Runs are known
+/// as its own where no webhook runs.
+pub fn created_by(run: &Run, me: &str) -> Run {
+    let mut run = run.clone();
+    run.annotations_mut()
+        .insert(names::CREATED_BY_ANNOTATION.to_string(), me.to_string());
+    run
+}
+
+/// Whether the controller (`me`) started `run` from a chat command, so the
+/// bot may post its outcome where its annotations say. Labels and
+/// annotations can be written by whoever may create a Run, and a command
+/// Run's name can be computed from any event id; `created-by` is stamped by
+/// admission from who made the request, so a Run someone else created —
+/// aiming the bot at a room of their choice — gets nothing posted. The name
+/// must also be the one the command's event gives, so the controller's own
+/// Runs of other kinds (a schedule's) are not taken for command Runs.
+pub fn started_by_me(run: &Run, me: &str) -> bool {
+    let annotations = run.annotations();
+    let made_by_me = annotations
+        .get(names::CREATED_BY_ANNOTATION)
+        .map(String::as_str)
+        == Some(me);
+    let named = annotations
+        .get(names::CHAT_EVENT_ANNOTATION)
+        .is_some_and(|event| {
+            run.metadata.name.as_deref()
+                == Some(names::command_run(&run.spec.flow_ref.name, event).as_str())
+        });
+    made_by_me && named
+}
+
 /// A transaction id for one answer about one chat event or run: the same
 /// answer always gets the same id, so the chat service posts it once.
 pub fn transaction(kind: &str, about: &str) -> String {
@@ -350,6 +383,33 @@ mod tests {
             sender: sender.into(),
             text: text.into(),
         }
+    }
+
+    #[test]
+    fn only_command_runs_the_controller_created_get_an_outcome() {
+        const ME: &str = "system:serviceaccount:coxswain:coxswain";
+        let review = flow("review", "review", &["!room:x"], &["@alice:x"]);
+        let own = created_by(&command_run(&review, &heard("@alice:x", "!review"), ""), ME);
+        assert!(started_by_me(&own, ME));
+        // Not stamped by the controller (or stamped by someone else): a
+        // member made it, chat marks and all, to aim the bot at a room.
+        let plain = command_run(&review, &heard("@alice:x", "!review"), "");
+        assert!(!started_by_me(&plain, ME));
+        assert!(!started_by_me(&created_by(&plain, "mallory"), ME));
+        // The controller's Run, but not under the name its event gives.
+        let mut renamed = own.clone();
+        renamed.metadata.name = Some("review-anything".into());
+        assert!(!started_by_me(&renamed, ME));
+        // The event annotation moved to another event.
+        let mut moved = own.clone();
+        moved
+            .annotations_mut()
+            .insert(names::CHAT_EVENT_ANNOTATION.into(), "$other".into());
+        assert!(!started_by_me(&moved, ME));
+        // No event at all.
+        let mut bare = own;
+        bare.annotations_mut().remove(names::CHAT_EVENT_ANNOTATION);
+        assert!(!started_by_me(&bare, ME));
     }
 
     #[test]

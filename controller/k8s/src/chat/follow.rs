@@ -46,6 +46,9 @@ pub struct Follower {
     /// Tells the flows' owners (`kubectl describe flow`) when following
     /// starts and why it stopped.
     pub recorder: Recorder,
+    /// The user the controller acts as, written as the `created-by` of the
+    /// Runs it starts (admission stamps the same where it runs).
+    pub me: String,
     /// Rooms that could not be joined and were told about once.
     pub unjoinable: Mutex<BTreeSet<String>>,
 }
@@ -331,6 +334,7 @@ impl Follower {
     /// Creates the Run (finding it there is as good) and says what to answer.
     async fn start(&self, run: &Run, heard: &Heard) -> Result<(&'static str, String), FollowError> {
         let runs: Api<Run> = Api::namespaced(self.client.clone(), &self.namespace);
+        let run = &command::created_by(run, &self.me);
         match runs.create(&PostParams::default(), run).await {
             Ok(_) => {
                 tracing::info!(run = %run.name_any(), sender = %heard.sender, "chat: started a run");

@@ -34,12 +34,15 @@ use crate::steps::net::NetPolicy;
 /// How often the set of connections is looked at again.
 const RESCAN: Duration = Duration::from_secs(2);
 
-/// Runs the followers and the outcome poster until `shutdown`.
+/// Runs the followers and the outcome poster until `shutdown`. `me` is the
+/// user the controller acts as: the `created-by` of the Runs commands
+/// start, and the only creator whose Runs get an outcome posted.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
     policy: NetPolicy,
     reporter: Reporter,
+    me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let policy = Arc::new(policy);
@@ -56,10 +59,11 @@ pub async fn run(
         client.clone(),
         namespace.as_deref(),
         policy.clone(),
+        me.clone(),
         std::future::pending(),
     );
     let recorder = Recorder::new(client.clone(), reporter);
-    let supervise = supervise(client, store, policy, recorder);
+    let supervise = supervise(client, store, policy, recorder, me);
     tokio::select! {
         _ = reflect => {}
         _ = outcomes => {}
@@ -75,6 +79,7 @@ async fn supervise(
     store: Store<DeserializeGuard<Flow>>,
     policy: Arc<NetPolicy>,
     recorder: Recorder,
+    me: String,
 ) {
     if store.wait_until_ready().await.is_err() {
         return;
@@ -94,6 +99,7 @@ async fn supervise(
                 flows: store.clone(),
                 policy: policy.clone(),
                 recorder: recorder.clone(),
+                me: me.clone(),
                 unjoinable: Default::default(),
             };
             tracing::info!(namespace = %key.0, connection = %key.1, "chat: following a connection");

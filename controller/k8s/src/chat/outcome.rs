@@ -29,6 +29,7 @@ use super::command;
 use super::connection::{self, Connection};
 use crate::api::Run;
 use crate::error::Error;
+use crate::guard::Guarded;
 use crate::names;
 use crate::steps::chat::{Matrix, MatrixError, Post, Slack, SlackError};
 use crate::steps::net::{self, NetPolicy};
@@ -39,6 +40,9 @@ pub struct Context {
     pub client: Client,
     /// The network policy chat calls go through.
     pub policy: Arc<NetPolicy>,
+    /// The user the controller acts as: only Runs it created from a
+    /// command get their outcome posted.
+    pub me: String,
 }
 
 /// Why an outcome could not be posted yet.
@@ -86,26 +90,54 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
 const REASON_MAX: usize = 1000;
 
 /// Runs the outcome reconciler over the Runs in `namespace` (or all) that
-/// carry the chat label, until `shutdown`.
+/// carry the chat label, until `shutdown`. Only Runs `me` (the
+/// controller) started from a command are answered
+/// ([`command::started_by_me`]); Runs are read one by one, so one that
+/// cannot be read holds up no other.
 pub async fn run(
     client: Client,
     namespace: Option<&str>,
     policy: Arc<NetPolicy>,
+    me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let runs: Api<Run> = match namespace {
+    let runs: Api<Guarded<Run>> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let context = Arc::new(Context { client, policy });
+    let context = Arc::new(Context { client, policy, me });
     Controller::new(runs, watcher::Config::default().labels(names::CHAT_LABEL))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
+        .run(reconcile_guarded, guarded_error_policy, context)
         .for_each(|_| async {})
         .await;
 }
 
+async fn reconcile_guarded(
+    run: Arc<Guarded<Run>>,
+    ctx: Arc<Context>,
+) -> Result<Action, OutcomeError> {
+    match &run.0 {
+        Ok(run) => reconcile(run.clone(), ctx).await,
+        // The Run reconciler reports it.
+        Err(_) => Ok(Action::await_change()),
+    }
+}
+
+fn guarded_error_policy(run: Arc<Guarded<Run>>, error: &OutcomeError, ctx: Arc<Context>) -> Action {
+    match &run.0 {
+        Ok(run) => error_policy(run.clone(), error, ctx),
+        Err(_) => Action::await_change(),
+    }
+}
+
 async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeError> {
+    if !command::started_by_me(&run, &ctx.me) {
+        // Chat marks on a Run the controller did not start from a command:
+        // the bot does not speak for it.
+        tracing::debug!(run = %run.name_any(), "chat: not a command run of this controller; no outcome posted");
+        return Ok(Action::await_change());
+    }
     let over = run
         .status
         .as_ref()

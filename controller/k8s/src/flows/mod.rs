@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -25,6 +26,7 @@ pub use reconcile::Context;
 
 use crate::Error;
 use crate::api::{Flow, Run};
+use crate::guard::Guarded;
 
 /// Reconciles of Flows running at once.
 const CONCURRENCY: u16 = 4;
@@ -39,21 +41,34 @@ const DEBOUNCE: Duration = Duration::from_millis(500);
 /// change reconciles the Flow it names (its latest run, its schedule's
 /// bookkeeping). A Flow or Run that does not read as Coxswain's types never
 /// stops the watch: such a Flow gets `Valid` False saying why.
+///
+/// `me` is the user the controller acts as (see
+/// [`crate::admission::whoami`]): a Run in a schedule's slot is the
+/// schedule's only when `me` created it.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
+    me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), Error> {
     let flows: Api<DeserializeGuard<Flow>> = scoped(&client, namespace.as_deref());
-    let runs: Api<DeserializeGuard<Run>> = scoped(&client, namespace.as_deref());
+    // Runs are read one by one (see `guard`): one too deep for serde_json
+    // does not fail the list, so every schedule goes on.
+    let runs: Api<Guarded<Run>> = scoped(&client, namespace.as_deref());
     let (store, writer) = reflector::store();
     let run_changes = watcher(runs, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .touched_objects();
+    let reporter = Reporter {
+        controller: "coxswain".into(),
+        instance: None,
+    };
     let context = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
         client,
         runs: store,
+        me,
     });
     Controller::new(flows, watcher::Config::default())
         .with_config(
@@ -74,7 +89,7 @@ pub async fn run(
 }
 
 /// The Flow a Run belongs to.
-fn flow_of(run: DeserializeGuard<Run>) -> Option<ObjectRef<DeserializeGuard<Flow>>> {
+fn flow_of(run: Guarded<Run>) -> Option<ObjectRef<DeserializeGuard<Flow>>> {
     let run = run.0.ok()?;
     let namespace = run.namespace()?;
     Some(ObjectRef::new(&run.spec.flow_ref.name).within(&namespace))

@@ -8,8 +8,9 @@ use jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{DeserializeGuard, error_boundary::InvalidObject};
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::runs::{self, Survey};
@@ -17,13 +18,20 @@ use super::schedule::{self, History, Skip, Timetable};
 use super::status::{self, Bookkeeping};
 use crate::Error;
 use crate::api::{Flow, FlowStatus, Run, Schedule};
+use crate::guard::Guarded;
+use crate::names;
 
 /// What every reconcile of a Flow shares.
 pub struct Context {
     /// The API server.
     pub client: Client,
     /// Every Run the controller sees, kept current by a watch.
-    pub runs: Store<DeserializeGuard<Run>>,
+    pub runs: Store<Guarded<Run>>,
+    /// The user the controller acts as: the `created-by` of the Runs its
+    /// schedules start.
+    pub me: String,
+    /// Events on Flows (a slot taken by a Run the schedule did not make).
+    pub recorder: Recorder,
 }
 
 /// How long a reconcile waits for the Run cache's first listing before it
@@ -81,8 +89,9 @@ fn survey(flow: &Flow, ctx: &Context) -> Survey {
     let runs = all
         .iter()
         .filter_map(|guard| guard.0.as_ref().ok())
+        .map(|run| &**run)
         .filter(|run| run.namespace() == namespace);
-    runs::survey(&flow.name_any(), runs)
+    runs::survey(&flow.name_any(), &ctx.me, runs)
 }
 
 /// Follows the schedule: cancels what `Replace` replaces and starts the due
@@ -116,11 +125,17 @@ async fn follow(
         cancel(&api, name).await?;
     }
     if let Some(slot) = decision.start {
-        let run = runs::scheduled_run(flow, slot, book.last_successful_run_start);
-        match start(&api, &run).await? {
+        let run = runs::scheduled_run(flow, slot, book.last_successful_run_start, &ctx.me);
+        match start(&api, &run, flow, ctx).await? {
             Started::Yes => {
                 book.last_schedule_time = Some(slot);
                 book.last_run = Some(run.name_any());
+            }
+            Started::Taken(by) => {
+                // Missed, as a slot past its deadline is: settled, never
+                // retried, and nothing of the foreign Run is taken in.
+                book.last_schedule_time = Some(slot);
+                report_taken(flow, &run.name_any(), slot, &by, ctx).await;
             }
             Started::Refused(why) => book.schedule_problem = Some(why),
         }
@@ -132,22 +147,68 @@ async fn follow(
 enum Started {
     /// Created now, or before (a restarted controller).
     Yes,
+    /// A Run the schedule did not make holds the slot's name; who made it.
+    Taken(String),
     /// Refused for good (e.g. admission found its input wrong): why.
     Refused(String),
 }
 
-async fn start(api: &Api<Run>, run: &Run) -> Result<Started, Error> {
+async fn start(api: &Api<Run>, run: &Run, flow: &Flow, ctx: &Context) -> Result<Started, Error> {
     let name = run.name_any();
     match api.create(&PostParams::default(), run).await {
         Ok(_) => {
             tracing::info!(run = %name, "the schedule started a run");
             Ok(Started::Yes)
         }
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Started::Yes),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            existing_is_ours(&name, flow, ctx).await
+        }
         Err(kube::Error::Api(status)) if (400..500).contains(&status.code) => Ok(Started::Refused(
             format!("the scheduled run {name} was refused: {}", status.message),
         )),
         Err(e) => Err(Error::kube(format!("creating the scheduled run {name}"), e)),
+    }
+}
+
+/// A create refused as existing: the slot is started when the Run under its
+/// name is the schedule's own (a restarted controller made it); else it
+/// was taken by someone else. Read as [`Guarded`], so even a Run that does
+/// not decode is answered (as foreign) instead of failing every reconcile.
+async fn existing_is_ours(name: &str, flow: &Flow, ctx: &Context) -> Result<Started, Error> {
+    let api: Api<Guarded<Run>> = Api::namespaced(ctx.client.clone(), &namespace(flow));
+    let found = api
+        .get(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading the scheduled run {name}"), e))?;
+    let by = found
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::CREATED_BY_ANNOTATION))
+        .cloned()
+        .unwrap_or_else(|| "nobody recorded".to_string());
+    Ok(match &found.0 {
+        Ok(run) if runs::schedules_own(run, &flow.name_any(), &ctx.me).is_some() => Started::Yes,
+        _ => Started::Taken(by),
+    })
+}
+
+/// A Warning Event on the Flow, and a log line, naming the Run that took
+/// a slot.
+async fn report_taken(flow: &Flow, run: &str, slot: Timestamp, by: &str, ctx: &Context) {
+    let note = format!(
+        "The Run {run} holds the name of the scheduled run for {slot}, but this schedule did not create it (created by: {by}); the slot is counted as missed, and that Run is not the schedule's: its input is not the schedule's, nor does it set $SINCE."
+    );
+    tracing::warn!(flow = %flow.name_any(), %run, %slot, %by, "a scheduled slot was taken by a Run the schedule did not create");
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "ScheduleSlotTaken".into(),
+        note: Some(note),
+        action: "Schedule".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &flow.object_ref(&())).await {
+        tracing::debug!(error = %e, "could not publish the taken slot's event");
     }
 }
 

@@ -21,6 +21,7 @@ pub struct Metrics {
     reconcile_errors: IntCounterVec,
     queue_depth: IntGauge,
     active_runs: IntGauge,
+    unreadable_runs: IntGauge,
     in_controller: IntGauge,
     agent_tokens: IntCounterVec,
     status_writes: IntCounter,
@@ -120,6 +121,13 @@ impl Metrics {
             active_runs: registered(
                 r,
                 gauge("coxswain_active_runs", "Runs started and not finished."),
+            ),
+            unreadable_runs: registered(
+                r,
+                gauge(
+                    "coxswain_unreadable_runs",
+                    "Runs the controller cannot read (each has a Warning Event saying why); none of them is reconciled.",
+                ),
             ),
             in_controller: registered(
                 r,
@@ -222,6 +230,12 @@ impl Metrics {
     /// Sets how many Runs are started and not finished.
     pub fn set_active_runs(&self, runs: usize) {
         self.active_runs.set(saturating_i64(runs));
+    }
+
+    /// Sets how many Runs in the cache could not be read, so an alert can
+    /// say that some Run sits unreconciled.
+    pub fn set_unreadable_runs(&self, runs: usize) {
+        self.unreadable_runs.set(saturating_i64(runs));
     }
 
     /// Sets how many Runs wait to be reconciled.

@@ -2,6 +2,7 @@
 //! trimming attempts, and starting retries when their time comes.
 
 use crate::engine::compiled::CompiledStep;
+use crate::flow::{MAX_JSON_DEPTH, json_depth};
 
 use super::*;
 
@@ -46,6 +47,7 @@ impl RunMachine<'_> {
         let Some(record) = self.state.steps.get(key) else {
             return;
         };
+        let result = bounded(result);
         match part {
             Some(i) => {
                 let current = record.parts.get(i).is_some_and(|p| {
@@ -364,6 +366,36 @@ fn jitter_seed(run_uid: &str, key: &str, part: Option<usize>) -> u64 {
 
 pub(super) fn due_at(at: &str, now: Timestamp) -> bool {
     at.parse::<Timestamp>().map_or(true, |t| t <= now)
+}
+
+/// An attempt's result, with an output nested deeper than
+/// [`MAX_JSON_DEPTH`] turned into a failed attempt: a Run's record that holds
+/// it could not be read back, and every list of Runs would fail with it.
+fn bounded(result: WorkResult) -> WorkResult {
+    match result {
+        Ok(done) => match too_deep("the output", &done.output) {
+            Some(error) => Err(Failed {
+                error,
+                usage: done.usage,
+            }),
+            None => Ok(done),
+        },
+        failed => failed,
+    }
+}
+
+/// `workflow.output_error` when `value` (named by `what`, e.g. "the
+/// output") nests deeper than [`MAX_JSON_DEPTH`]; `None` when it may be kept.
+pub(in crate::engine) fn too_deep(what: &str, value: &Value) -> Option<StepError> {
+    let depth = json_depth(value);
+    (depth > MAX_JSON_DEPTH).then(|| {
+        step_error(
+            codes::OUTPUT,
+            format!(
+                "{what} nests arrays and objects {depth} levels deep; at most {MAX_JSON_DEPTH} are kept in a Run's record (deeper records cannot be read back)"
+            ),
+        )
+    })
 }
 
 #[cfg(test)]

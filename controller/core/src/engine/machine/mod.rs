@@ -7,6 +7,8 @@
 mod approval;
 mod attempts;
 mod composites;
+#[cfg(test)]
+mod depth_tests;
 mod part_keys;
 mod schedule;
 mod send_back;

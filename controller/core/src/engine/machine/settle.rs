@@ -1,6 +1,6 @@
 //! Settling: a step completes, is skipped or fails; the run finishes or stops.
 
-use super::attempts::close_attempt;
+use super::attempts::{close_attempt, too_deep};
 use super::*;
 
 impl RunMachine<'_> {
@@ -12,6 +12,12 @@ impl RunMachine<'_> {
         exit: Option<String>,
         usage: Option<crate::api::TokenUsage>,
     ) {
+        // An executor's output was bounded when its attempt ended; this
+        // catches what the engine builds itself: a loop's or a parallel
+        // step's output, which wraps its children's.
+        if let Some(error) = too_deep("the step's output", &output) {
+            return self.fail(node, error);
+        }
         let now = self.now_text.clone();
         let record = self.record_mut(node);
         if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Completed, &now) {
@@ -156,7 +162,15 @@ impl RunMachine<'_> {
         // Without an `output:`, the run's result is the last completed
         // step's output, which the record names rather than copies.
         match &self.flow.output {
-            Some(template) => self.state.output = Some(template.resolve(&scope)),
+            Some(template) => {
+                let output = template.resolve(&scope);
+                if let Some(error) = too_deep("the flow's `output:`", &output) {
+                    // Failing keeps the record readable; writing the value
+                    // would not be.
+                    return self.stop(RunPhase::Failed, error);
+                }
+                self.state.output = Some(output);
+            }
             None => match top
                 .iter()
                 .rev()

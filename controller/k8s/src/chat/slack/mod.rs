@@ -69,15 +69,21 @@ struct Shared {
     /// The controller's `--namespace`, if it watches one only.
     namespace: Option<String>,
     policy: Arc<NetPolicy>,
+    /// The user the controller acts as: the `created-by` of the Runs it
+    /// starts.
+    me: String,
 }
 
 /// Binds `addr` and serves the endpoint in a spawned task. `namespace` is
 /// the controller's `--namespace`: connections elsewhere are not served.
+/// `me` is the user the controller acts as, written as the `created-by`
+/// of the Runs commands start.
 pub async fn start(
     client: Client,
     addr: SocketAddr,
     namespace: Option<String>,
     policy: Arc<NetPolicy>,
+    me: String,
 ) -> Result<SlackEvents, Error> {
     let listen_error =
         |e: std::io::Error| Error::Setting(format!("--slack-events-listen {addr}: {e}"));
@@ -87,6 +93,7 @@ pub async fn start(
         client,
         namespace,
         policy,
+        me,
     });
     let app = Router::new()
         .route("/slack/events/{namespace}/{connection}", post(receive))
@@ -294,6 +301,7 @@ async fn create(
     heard: &Heard,
 ) -> Result<Option<String>, Error> {
     let runs: Api<Run> = Api::namespaced(shared.client.clone(), namespace);
+    let run = &command::created_by(run, &shared.me);
     match runs.create(&PostParams::default(), run).await {
         Ok(_) => {
             tracing::info!(run = %run.name_any(), sender = %heard.sender, "chat: started a run");

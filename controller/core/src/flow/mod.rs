@@ -5,6 +5,7 @@
 
 mod answers;
 mod command;
+mod depth;
 mod digest;
 mod documents;
 pub mod draw;
@@ -14,6 +15,7 @@ mod graph;
 mod input_schema;
 mod message_target;
 mod nesting;
+mod record_size;
 mod schedule;
 mod secrets;
 mod validate;
@@ -21,6 +23,7 @@ mod yaml_1_1;
 
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
 pub use command::check_command;
+pub use depth::{MAX_JSON_DEPTH, json_depth, text_depth};
 pub use digest::flow_digest;
 pub use documents::{FlowDocument, flows_in_yaml};
 pub use duration::parse_duration;
@@ -29,6 +32,7 @@ pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
 pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
 pub use message_target::{check_matrix, target_problem};
 pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
+pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
 pub use validate::{Limits, validate, validate_graph, validate_with};

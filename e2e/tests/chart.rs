@@ -655,10 +655,18 @@ fn the_charts_webhook_configurations_are_the_servers() {
             name: format!("{}-webhook", render.fullname()),
             port: 443,
         };
+        // The user the chart tells the controller it is: the status webhook
+        // leaves that user's writes alone.
+        let env = render.deployment_env();
+        let controller_user = env
+            .iter()
+            .find(|e| e["name"] == "COXSWAIN_WEBHOOK_CONTROLLER_USER")
+            .and_then(|e| e["value"].as_str())
+            .expect("the controller's user");
         for (kind, mut servers) in [
             (
                 "ValidatingWebhookConfiguration",
-                validating(&config, &endpoint, "", namespace),
+                validating(&config, &endpoint, "", namespace, controller_user),
             ),
             (
                 "MutatingWebhookConfiguration",

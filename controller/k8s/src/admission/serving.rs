@@ -58,3 +58,37 @@ pub fn server_config(
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed certificate and its key, PEM.
+    fn pair(name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn a_client_ca_file_without_a_certificate_is_refused_naming_the_flag() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (cert, key) = pair("127.0.0.1");
+        let open = server_config(&cert, &key, None).expect("served");
+        assert_eq!(open.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+        let (ca, _) = pair("apiserver client CA");
+        let strict = server_config(&cert, &key, Some(&ca)).expect("served");
+        assert_eq!(strict.alpn_protocols, open.alpn_protocols);
+        // Which callers it then answers: e2e/tests/tamper_admission.rs.
+        let error = server_config(&cert, &key, Some("not a certificate"))
+            .err()
+            .expect("no CA in the file");
+        assert!(
+            error.to_string().contains("--webhook-client-ca holds no PEM certificate"),
+            "{error}"
+        );
+    }
+}

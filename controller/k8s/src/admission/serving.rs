@@ -83,11 +83,12 @@ mod tests {
         let strict = server_config(&cert, &key, Some(&ca)).expect("served");
         assert_eq!(strict.alpn_protocols, open.alpn_protocols);
         // Which callers it then answers: e2e/tests/tamper_admission.rs.
-        let error = server_config(&cert, &key, Some("not a certificate"))
-            .err()
-            .expect("no CA in the file");
+        let error =
+            server_config(&cert, &key, Some("not a certificate")).expect_err("no CA in the file");
         assert!(
-            error.to_string().contains("--webhook-client-ca holds no PEM certificate"),
+            error
+                .to_string()
+                .contains("--webhook-client-ca holds no PEM certificate"),
             "{error}"
         );
     }

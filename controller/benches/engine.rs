@@ -1,6 +1,6 @@
 //! Engine work per step transition, measured without any executor: a
-//! 1,000-step linear flow, a 100-part fan-out, a 10,000-step flow of
-//! conditions, and 1,000 loop passes. The baseline, measured in the same
+//! 1,000-step linear flow, a 100-part fan-out, a flow of conditions as
+//! long as flows may be (`MAX_STEPS`, 1,404), and 1,000 loop passes. The baseline, measured in the same
 //! run, is serializing one step record — the least a controller does per
 //! transition when it writes status.
 
@@ -131,13 +131,14 @@ fn bench(c: &mut Criterion) {
         f / base
     );
 
-    let cond_spec = conditions(10_000);
+    let cond_spec = conditions(coxswain::flow::MAX_STEPS);
     let start = Instant::now();
     let cond_flow = CompiledFlow::new(cond_spec.clone()).expect("valid");
     let compiled = start.elapsed();
     let (_, state) = drive(&cond_flow, json!({"n": 1}));
     println!(
-        "engine: 10,000 condition steps: compiled in {:.0} ms, run in {:.0} ms in all ({:?})",
+        "engine: {} condition steps: compiled in {:.0} ms, run in {:.0} ms in all ({:?})",
+        coxswain::flow::MAX_STEPS,
         compiled.as_secs_f64() * 1e3,
         start.elapsed().as_secs_f64() * 1e3,
         state.phase

@@ -745,3 +745,40 @@ steps:
         "the Secret `cms`",
     );
 }
+
+/// `n` script steps in a row, keys `s0`, `s1`, ….
+fn steps_in_a_row(n: usize) -> String {
+    let mut yaml = String::from("steps:\n");
+    for i in 0..n {
+        yaml.push_str(&format!("  - {{key: s{i}, script: {{source: x}}}}\n"));
+    }
+    yaml
+}
+
+#[test]
+fn a_flow_whose_record_could_not_be_stored_is_refused_with_the_limit_and_why() {
+    assert_eq!(check(&steps_in_a_row(1_000)), vec![], "1,000 steps fit");
+    assert_eq!(
+        check(&steps_in_a_row(coxswain::flow::MAX_STEPS)),
+        vec![],
+        "the largest flow allowed"
+    );
+    for n in [coxswain::flow::MAX_STEPS + 1, 5_000, 10_000] {
+        assert_one(
+            &check(&steps_in_a_row(n)),
+            "",
+            "steps",
+            &format!(
+                "the flow has {n} steps (nested steps and named parallel parts included); at most 1404 are allowed: each step keeps about 560 bytes of bookkeeping in its Run's record, which must stay under 768 KiB for the API server to store it"
+            ),
+        );
+    }
+    // Named parts each keep their own entry in the record.
+    let mut fanned = steps_in_a_row(1_000);
+    fanned
+        .push_str("  - key: fan\n    parallel:\n      step: {script: {source: x}}\n      parts:\n");
+    for i in 0..500 {
+        fanned.push_str(&format!("        - {{key: p{i}}}\n"));
+    }
+    assert_one(&check(&fanned), "", "steps", "the flow has 1501 steps");
+}

@@ -521,6 +521,7 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
             "agent.apiKeySecret.name=model-key",
             "chat.slackEvents.enabled=true",
             "chat.commands=false",
+            "webhook.clientCA.configMapName=apiserver-client-ca",
         ],
     );
     let help = std::process::Command::new(coxswain_e2e::coxswain_bin().expect("built"))
@@ -557,6 +558,7 @@ fn every_variable_the_chart_sets_is_one_the_controller_reads() {
         "COXSWAIN_WEBHOOK_SECRET",
         "COXSWAIN_SLACK_EVENTS_LISTEN",
         "COXSWAIN_CHAT_COMMANDS",
+        "COXSWAIN_WEBHOOK_CLIENT_CA",
     ] {
         assert!(
             names.contains(&expected),
@@ -635,6 +637,58 @@ fn the_slack_events_endpoint_is_exposed_only_when_enabled() {
     );
 }
 
+/// With `webhook.clientCA` the API server's client CA is mounted from its
+/// ConfigMap and named to the controller, and `networkPolicy.webhookFrom`
+/// narrows who reaches the webhook port; without them nothing is mounted
+/// and the port stays open to every source.
+#[test]
+fn the_webhook_can_require_the_api_servers_certificate_and_address() {
+    let off = Render::new("coxswain-system", &["networkPolicy.enabled=true"]);
+    assert!(
+        !off.deployment_env()
+            .iter()
+            .any(|e| e["name"] == "COXSWAIN_WEBHOOK_CLIENT_CA"),
+        "no client CA unless asked"
+    );
+    let webhook_rule = |render: &Render| {
+        render.one("NetworkPolicy")["spec"]["ingress"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .find(|r| r["ports"] == json!([{"port": "webhook", "protocol": "TCP"}]))
+            .cloned()
+            .expect("a rule for the webhook port")
+    };
+    assert_eq!(webhook_rule(&off).get("from"), None);
+    let on = Render::new(
+        "coxswain-system",
+        &[
+            "webhook.clientCA.configMapName=apiserver-client-ca",
+            "networkPolicy.enabled=true",
+            "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/28",
+        ],
+    );
+    let env = on.deployment_env();
+    let ca = env
+        .iter()
+        .find(|e| e["name"] == "COXSWAIN_WEBHOOK_CLIENT_CA")
+        .expect("the variable");
+    assert_eq!(ca["value"], "/etc/coxswain/webhook-client-ca/ca.crt");
+    let pod = &on.one("Deployment")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "webhook-client-ca", "configMap": {"name": "apiserver-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}])
+    );
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"],
+        json!([{"name": "webhook-client-ca", "mountPath": "/etc/coxswain/webhook-client-ca", "readOnly": true}])
+    );
+    assert_eq!(
+        webhook_rule(&on)["from"],
+        json!([{"ipBlock": {"cidr": "10.0.0.0/28"}}])
+    );
+}
+
 /// The chart's webhook configurations are the ones the admission server
 /// writes into them (`coxswain_k8s::admission::register`), field for
 /// field but the caBundle the server adds: a webhook the server does not
@@ -655,10 +709,18 @@ fn the_charts_webhook_configurations_are_the_servers() {
             name: format!("{}-webhook", render.fullname()),
             port: 443,
         };
+        // The user the chart tells the controller it is: the status webhook
+        // leaves that user's writes alone.
+        let env = render.deployment_env();
+        let controller_user = env
+            .iter()
+            .find(|e| e["name"] == "COXSWAIN_WEBHOOK_CONTROLLER_USER")
+            .and_then(|e| e["value"].as_str())
+            .expect("the controller's user");
         for (kind, mut servers) in [
             (
                 "ValidatingWebhookConfiguration",
-                validating(&config, &endpoint, "", namespace),
+                validating(&config, &endpoint, "", namespace, controller_user),
             ),
             (
                 "MutatingWebhookConfiguration",

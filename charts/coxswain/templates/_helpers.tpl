@@ -67,6 +67,15 @@ app.kubernetes.io/component: controller
 {{/* How the controller serves admission in the cluster: the variables of
 its `--webhook-*` flags (controller/k8s/src/admission/settings.rs). The
 controller's own user is named, so its writes (Approvals it asks) pass. */}}
+{{- define "coxswain.controllerUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "coxswain.serviceAccountName" .) }}
+{{- end }}
+
+{{/* Where a client CA of webhook.clientCA is mounted, and its file. */}}
+{{- define "coxswain.webhookClientCAFile" -}}
+/etc/coxswain/webhook-client-ca/ca.crt
+{{- end }}
+
 {{- define "coxswain.webhookEnv" -}}
 - name: COXSWAIN_WEBHOOK_SERVICE
   value: {{ include "coxswain.webhookServiceName" . | quote }}
@@ -79,7 +88,11 @@ controller's own user is named, so its writes (Approvals it asks) pass. */}}
 - name: COXSWAIN_WEBHOOK_CONFIG_NAME
   value: {{ include "coxswain.clusterName" . | quote }}
 - name: COXSWAIN_WEBHOOK_CONTROLLER_USER
-  value: {{ printf "system:serviceaccount:%s:%s" .Release.Namespace (include "coxswain.serviceAccountName" .) | quote }}
+  value: {{ include "coxswain.controllerUser" . | quote }}
+{{- if .Values.webhook.clientCA.configMapName }}
+- name: COXSWAIN_WEBHOOK_CLIENT_CA
+  value: {{ include "coxswain.webhookClientCAFile" . | quote }}
+{{- end }}
 {{- if .Values.webhook.certManager.enabled }}
 - name: COXSWAIN_WEBHOOK_CERT_DIR
   value: /etc/coxswain/webhook-tls
@@ -106,7 +119,7 @@ rules:
   - apiGroups: [coxswain.dev]
     apiVersions: ["*"]
     operations: {{ toJson .operations }}
-    resources: [{{ .resource }}]
+    resources: {{ toJson .resources }}
     scope: Namespaced
 {{- with .selector }}
 namespaceSelector:

@@ -72,6 +72,21 @@ pub const CHAT_ANSWERED_ANNOTATION: &str = "coxswain.dev/chat-answered";
 /// day after the run ended: why, so nobody wonders and nothing retries.
 pub const CHAT_UNANSWERED_ANNOTATION: &str = "coxswain.dev/chat-unanswered";
 
+/// The prefix of every label and annotation Coxswain writes on Runs and
+/// Approvals. The controller acts on them (a chat label makes the bot post
+/// a Run's outcome, `run-uid` ties an Approval to its run, `scheduled-at`
+/// marks a schedule's slot), so only the controller sets, changes or
+/// removes them; admission refuses anyone else ([`is_reserved`]).
+pub const RESERVED_PREFIX: &str = "coxswain.dev/";
+
+/// Whether a label or annotation key is one only the controller writes on
+/// Runs and Approvals: every `coxswain.dev/` key. None is meant to be set
+/// by people (`coxswain.dev/created-by` is stamped by admission from the
+/// request, and checked by its own rule).
+pub fn is_reserved(key: &str) -> bool {
+    key.starts_with(RESERVED_PREFIX)
+}
+
 /// The Run a conversation command starts: `<flow>-c<digest of the chat
 /// event id>`, so the same message heard twice (a restart, a redelivery)
 /// is refused as existing the second time.
@@ -218,6 +233,38 @@ pub fn child_labels(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_the_controller_relies_on_is_reserved() {
+        for key in [
+            RUN_UID_LABEL,
+            RUN_NAME_LABEL,
+            STEP_LABEL,
+            ROLE_LABEL,
+            FLOW_LABEL,
+            SCHEDULED_AT_ANNOTATION,
+            SINCE_ANNOTATION,
+            CHAT_LABEL,
+            CHAT_CONNECTION_ANNOTATION,
+            CHAT_ROOM_ANNOTATION,
+            CHAT_EVENT_ANNOTATION,
+            CHAT_THREAD_ANNOTATION,
+            CHAT_SENDER_ANNOTATION,
+            CHAT_ANSWERED_ANNOTATION,
+            CHAT_UNANSWERED_ANNOTATION,
+            crate::admission::runs::CREATED_BY_ANNOTATION,
+        ] {
+            assert!(is_reserved(key), "{key}");
+        }
+        for key in [
+            "team",
+            "app.kubernetes.io/name",
+            "x.coxswain.dev/y",
+            "coxswain.dev",
+        ] {
+            assert!(!is_reserved(key), "{key}");
+        }
+    }
 
     #[test]
     fn short_names_read_as_written() {

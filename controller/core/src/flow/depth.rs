@@ -1,37 +1,63 @@
-//! How deep a JSON value nests, and how deep a value the engine will keep.
+//! How deeply JSON nests, and how deep a run's data may nest.
 //!
-//! serde_json refuses to read a document whose arrays and objects nest 128
-//! levels deep. A Run's status is read back by every list and watch of Runs,
-//! so one value too deep to read would make every later list fail, for every
-//! Run in every namespace. The bound here is what a single value (a run
-//! input, a step's output, the run's output) may reach; the rest of the 128
-//! is left to the levels the record and the API's list around it add.
+//! Every Run is decoded by the controller whenever it lists Runs, and
+//! serde_json refuses documents nested 128 levels deep or more. A run's
+//! record holds its input and what its steps build from it, wrapped a few
+//! levels deeper (`steps.<key>.output`, a part's item, a loop's passes), so
+//! an input nested near that limit makes a record no replica can read, and
+//! with it every later list of Runs fails. [`MAX_JSON_DEPTH`] leaves room
+//! for every such wrapping; admission refuses deeper inputs and the engine
+//! deeper outputs.
 
 use serde_json::Value;
 
-/// The deepest nesting of arrays and objects a value kept in a Run may have.
-/// Half of serde_json's limit: the record puts a value at most about ten
-/// levels further in (`status.steps.KEY.parts[i].attempts[j].output`, inside
-/// the API server's `items` list), and a flow's loops and parallel steps wrap
-/// their children's outputs a few levels more.
+/// The deepest nesting of arrays and objects a Run's input (or anything a
+/// flow builds from it) may have: half of serde_json's limit (128), so the
+/// levels the record adds around a value never reach that limit.
 pub const MAX_JSON_DEPTH: usize = 64;
 
-/// How many arrays and objects nest in `value` at its deepest: `0` for a
-/// scalar, `1` for `{}` or `[1, 2]`, `2` for `{"a": []}`. Walks without
-/// recursion, so any value can be measured.
+/// How many arrays and objects nest in `value`: 0 for a number or a text,
+/// 1 for `{"a": 1}` or `[]`, 2 for `{"a": [1]}`. Measured without
+/// recursion, so no value is too deep to measure.
 pub fn json_depth(value: &Value) -> usize {
     let mut deepest = 0;
-    let mut stack = vec![(value, 1)];
-    while let Some((value, level)) = stack.pop() {
+    let mut pending: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((value, above)) = pending.pop() {
+        let depth = above + 1;
         match value {
-            Value::Array(items) => {
-                deepest = deepest.max(level);
-                stack.extend(items.iter().map(|v| (v, level + 1)));
+            Value::Array(items) => pending.extend(items.iter().map(|c| (c, depth))),
+            Value::Object(map) => pending.extend(map.values().map(|c| (c, depth))),
+            _ => continue,
+        }
+        deepest = deepest.max(depth);
+    }
+    deepest
+}
+
+/// How many arrays and objects nest in JSON text, counted on the text
+/// itself (brackets outside strings), so a document too deep for a JSON
+/// parser to read can still be measured and refused with its depth. Text
+/// that is not JSON gives a number too; it means nothing then.
+pub fn text_depth(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in text {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
             }
-            Value::Object(map) => {
-                deepest = deepest.max(level);
-                stack.extend(map.values().map(|v| (v, level + 1)));
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
             }
+            b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
@@ -40,40 +66,53 @@ pub fn json_depth(value: &Value) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
 
-    /// A value `levels` deep: objects inside lists inside objects….
-    pub(crate) fn nested(levels: usize) -> Value {
-        let mut value = json!("bottom");
-        for level in 0..levels {
-            value = if level % 2 == 0 {
-                json!([value])
-            } else {
-                json!({ "k": value })
-            };
-        }
-        value
+    use super::*;
+
+    /// `levels` arrays, one inside the other, around `1`.
+    fn nested(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
     }
 
     #[test]
-    fn scalars_are_flat_and_each_container_is_a_level() {
+    fn depth_counts_arrays_and_objects_not_scalars() {
         assert_eq!(json_depth(&json!(1)), 0);
-        assert_eq!(json_depth(&json!("[[[{{{")), 0);
+        assert_eq!(json_depth(&json!("[[[")), 0);
         assert_eq!(json_depth(&json!({})), 1);
-        assert_eq!(json_depth(&json!([])), 1);
         assert_eq!(json_depth(&json!({"a": 1, "b": [1, {"c": []}]})), 4);
         assert_eq!(json_depth(&json!([[1], [[2]], 3])), 3);
-        assert_eq!(json_depth(&nested(MAX_JSON_DEPTH)), MAX_JSON_DEPTH);
+        let deep: Value = serde_json::from_str(&nested(100)).expect("100 levels read");
+        assert_eq!(json_depth(&deep), 100);
     }
 
     #[test]
-    fn the_depth_is_what_serde_json_counts() {
-        // serde_json reads 127 levels and refuses 128.
-        let text = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
-        let read = serde_json::from_str::<Value>(&text(127)).unwrap();
-        assert_eq!(json_depth(&read), 127);
-        let err = serde_json::from_str::<Value>(&text(128)).unwrap_err();
-        assert!(err.to_string().contains("recursion limit"), "{err}");
+    fn text_depth_agrees_with_the_value_and_ignores_brackets_in_strings() {
+        for text in [
+            r#"{"a": 1, "b": [1, {"c": []}]}"#,
+            r#"["[[[", {"k]": "\"[{"}]"#,
+            r#"{"x": "\\", "y": [[]]}"#,
+            "7",
+        ] {
+            let value: Value = serde_json::from_str(text).expect(text);
+            assert_eq!(text_depth(text.as_bytes()), json_depth(&value), "{text}");
+        }
+    }
+
+    #[test]
+    fn text_too_deep_to_parse_is_still_measured() {
+        let text = nested(5_000);
+        assert!(serde_json::from_str::<Value>(&text).is_err());
+        assert_eq!(text_depth(text.as_bytes()), 5_000);
+    }
+
+    #[test]
+    fn the_limit_leaves_room_under_the_parsers() {
+        // The parser's limit: 127 levels read, 128 not.
+        assert!(serde_json::from_str::<Value>(&nested(127)).is_ok());
+        assert!(serde_json::from_str::<Value>(&nested(128)).is_err());
+        // A record wraps a value in a handful of levels; with the limit
+        // there are 63 to spare.
+        const { assert!(2 * MAX_JSON_DEPTH <= 128) };
     }
 }

@@ -16,6 +16,7 @@ use crate::template::{self, Place};
 use super::duration::parse_duration;
 use super::graph::{FlowGraph, exits, split_after};
 use super::input_schema::check_schema;
+use super::record_size::{RECORD_CEILING, STEP_RECORD_BYTES};
 use super::schedule::check_schedule;
 
 /// Whether the text before the placeholder at `position` (1-based
@@ -51,7 +52,9 @@ pub const HTTP_METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "H
 /// Bounds on what a flow may ask for; the defaults suit every entry point.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Most steps in one flow, nested ones included.
+    /// Most steps in one flow, nested ones and the named parts of parallel
+    /// steps included: each keeps bookkeeping in its Run's record, which
+    /// the API server must still store ([`super::MAX_STEPS`]).
     pub max_steps: usize,
     /// Most attempts of one step.
     pub max_attempts: i32,
@@ -69,7 +72,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_steps: 10_000,
+            max_steps: super::MAX_STEPS,
             max_attempts: 20,
             max_iterations: 1_000,
             max_key_len: 40,
@@ -146,11 +149,12 @@ impl<'a> Checker<'a, '_, '_> {
         if spec.steps.is_empty() {
             self.report("", "steps", "a flow needs at least one step", None);
         }
-        if self.graph.nodes.len() > self.limits.max_steps {
+        let steps = self.recorded_steps();
+        if steps > self.limits.max_steps {
             let message = format!(
-                "the flow has {} steps; at most {} are allowed",
-                self.graph.nodes.len(),
-                self.limits.max_steps
+                "the flow has {steps} steps (nested steps and named parallel parts included); at most {} are allowed: each step keeps about {STEP_RECORD_BYTES} bytes of bookkeeping in its Run's record, which must stay under {} KiB for the API server to store it; split the flow into flows that start one another",
+                self.limits.max_steps,
+                RECORD_CEILING >> 10,
             );
             self.report("", "steps", message, None);
         }
@@ -183,6 +187,20 @@ impl<'a> Checker<'a, '_, '_> {
                 self.report("", &problem.path, problem.message, None);
             }
         }
+    }
+
+    /// How many entries the flow's steps make in a Run's record: one per
+    /// step, nested ones included, plus one per named part of a parallel
+    /// step (parts over `items` are counted when the run starts).
+    fn recorded_steps(&self) -> usize {
+        let parts: usize = self
+            .graph
+            .nodes
+            .iter()
+            .filter_map(|node| node.step.parallel.as_ref())
+            .map(|p| p.parts.len())
+            .sum();
+        self.graph.nodes.len() + parts
     }
 
     fn check_keys(&mut self) {

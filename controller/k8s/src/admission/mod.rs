@@ -14,15 +14,24 @@
 //! a Secret shared by the replicas, renewed before they end, the caBundle
 //! written into our webhook configurations ([`register`]). With
 //! `--webhook-cert-dir` the certificate comes from files instead (such as a
-//! cert-manager Secret mounted in the pod).
+//! cert-manager Secret mounted in the pod). With `--webhook-client-ca` only
+//! callers with a client certificate from that CA (the API server) get an
+//! answer ([`serving`]).
+//!
+//! Writes only the controller makes — the status of all three kinds, the
+//! `coxswain.dev/` labels and annotations of Runs and Approvals — are
+//! refused from anyone else ([`reserved`]), and so is a Run whose input
+//! nests deeper than the controller can keep reading.
 
 mod alone;
 pub mod approvals;
 mod error;
 pub mod flows;
 pub mod register;
+pub mod reserved;
 pub mod review;
 pub mod runs;
+pub mod serving;
 mod settings;
 pub mod tls;
 
@@ -124,12 +133,20 @@ pub async fn whoami(client: &Client) -> Result<String, AdmissionError> {
         })
 }
 
-/// The certificate served and the CA bundle registered.
+/// The certificate served, the CA bundle registered, and the CA whose
+/// client certificates are required (`--webhook-client-ca`).
 #[derive(Clone, PartialEq, Eq)]
 struct Material {
     cert: String,
     key: String,
     ca_bundle: String,
+    client_ca: Option<String>,
+}
+
+impl Material {
+    fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, AdmissionError> {
+        serving::server_config(&self.cert, &self.key, self.client_ca.as_deref())
+    }
 }
 
 async fn material(
@@ -137,6 +154,17 @@ async fn material(
     settings: &AdmissionSettings,
     plan: &Plan,
 ) -> Result<Material, AdmissionError> {
+    let client_ca = match &settings.webhook_client_ca {
+        Some(path) => {
+            Some(
+                std::fs::read_to_string(path).map_err(|source| AdmissionError::CertFile {
+                    path: path.clone(),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
     if let Some(dir) = &settings.webhook_cert_dir {
         let read = |name: &str| {
             let path = dir.join(name);
@@ -151,6 +179,7 @@ async fn material(
             } else {
                 String::new()
             },
+            client_ca,
         });
     }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &plan.home);
@@ -159,6 +188,7 @@ async fn material(
         cert: stored.cert,
         key: stored.key,
         ca_bundle: stored.ca_bundle,
+        client_ca,
     })
 }
 
@@ -176,12 +206,7 @@ pub async fn start(
         None => whoami(&client).await?,
     };
     let first = material(&client, settings, &plan).await?;
-    let config = RustlsConfig::from_pem(
-        first.cert.clone().into_bytes(),
-        first.key.clone().into_bytes(),
-    )
-    .await
-    .map_err(|e| AdmissionError::Certificate(e.to_string()))?;
+    let config = RustlsConfig::from_config(first.server_config()?);
     let addr = settings.listen();
     let listener = std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
@@ -193,14 +218,18 @@ pub async fn start(
         .handle(handle.clone());
     let app = review::router(Arc::new(review::Reviewer {
         client: client.clone(),
-        controller_user,
+        controller_user: controller_user.clone(),
     }));
     tokio::spawn(async move {
         if let Err(e) = server.serve(app.into_make_service()).await {
             tracing::error!(error = %e, "the admission server stopped");
         }
     });
-    tracing::info!(%addr, "serving admission");
+    tracing::info!(
+        %addr,
+        client_certificates = if first.client_ca.is_some() { "required" } else { "not asked" },
+        "serving admission"
+    );
     let config_name = settings.config_name(namespace);
     if settings.webhook_register {
         register::apply(
@@ -209,6 +238,7 @@ pub async fn start(
             &plan.endpoint,
             &first.ca_bundle,
             namespace,
+            &controller_user,
         )
         .await?;
         tracing::info!(configuration = %config_name, "webhook configurations registered");
@@ -221,6 +251,7 @@ pub async fn start(
         config_name,
         config,
         served: first,
+        controller_user,
     };
     tokio::spawn(keeper.run());
     Ok(Admission { handle, addr })
@@ -235,6 +266,7 @@ struct Keeper {
     config_name: String,
     config: RustlsConfig,
     served: Material,
+    controller_user: String,
 }
 
 impl Keeper {
@@ -251,11 +283,10 @@ impl Keeper {
 
     async fn refresh(&mut self) -> Result<(), AdmissionError> {
         let now = material(&self.client, &self.settings, &self.plan).await?;
-        if now.cert != self.served.cert || now.key != self.served.key {
-            self.config
-                .reload_from_pem(now.cert.clone().into_bytes(), now.key.clone().into_bytes())
-                .await
-                .map_err(|e| AdmissionError::Certificate(e.to_string()))?;
+        if (&now.cert, &now.key, &now.client_ca)
+            != (&self.served.cert, &self.served.key, &self.served.client_ca)
+        {
+            self.config.reload_from_config(now.server_config()?);
             tracing::info!("webhook certificate reloaded");
         }
         if self.settings.webhook_register {
@@ -265,6 +296,7 @@ impl Keeper {
                 &self.plan.endpoint,
                 &now.ca_bundle,
                 self.namespace.as_deref(),
+                &self.controller_user,
             )
             .await?;
         }

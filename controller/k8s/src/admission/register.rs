@@ -1,6 +1,8 @@
 //! The webhook configurations that make the API server call us: one
 //! Validating- and one MutatingWebhookConfiguration, for `coxswain.dev`
-//! resources only, failing closed, with a short timeout, limited to one
+//! resources (and their status, written by the controller alone) only,
+//! never a core kind (with `failurePolicy: Fail` a stopped webhook would
+//! block every ConfigMap write of the cluster), failing closed, with a short timeout, limited to one
 //! namespace when the controller is. Written with server-side apply, so a
 //! replica that renews the CA moves the caBundle and nothing else fights it.
 //! The Helm chart templates the same two objects (so `helm uninstall`
@@ -57,7 +59,7 @@ impl Endpoint {
 /// One webhook of a configuration.
 fn webhook(
     name: &str,
-    resource: &str,
+    resources: &[&str],
     operations: &[&str],
     client_config: Value,
     namespace: Option<&str>,
@@ -69,7 +71,7 @@ fn webhook(
             "apiGroups": ["coxswain.dev"],
             "apiVersions": ["*"],
             "operations": operations,
-            "resources": [resource],
+            "resources": resources,
             "scope": "Namespaced"
         }],
         "failurePolicy": "Fail",
@@ -84,12 +86,44 @@ fn webhook(
     hook
 }
 
-/// The ValidatingWebhookConfiguration: Flows, Runs and Approvals, created and updated.
+/// The statuses only the controller writes.
+pub const STATUSES: [&str; 3] = ["flows/status", "runs/status", "approvals/status"];
+
+/// The webhook refusing status writes by anyone but `controller_user`. The
+/// API server does not even call it for the controller's own writes (a
+/// `matchConditions` expression on the user), so the record is written at
+/// the same speed as without it, and a webhook that is down does not stop
+/// the controller; the webhook checks the user again.
+fn status_webhook(client_config: Value, namespace: Option<&str>, controller_user: &str) -> Value {
+    let mut hook = webhook(
+        "status.coxswain.dev",
+        &STATUSES,
+        &["UPDATE"],
+        client_config,
+        namespace,
+    );
+    hook["matchConditions"] = json!([{
+        "name": "not-the-controller",
+        "expression": not_the_controller(controller_user),
+    }]);
+    hook
+}
+
+/// The CEL expression true for every user but `controller_user` (its name
+/// as a JSON string, which is a CEL string literal too).
+pub fn not_the_controller(controller_user: &str) -> String {
+    let quoted = serde_json::to_string(controller_user).unwrap_or_else(|_| "\"\"".into());
+    format!("request.userInfo.username != {quoted}")
+}
+
+/// The ValidatingWebhookConfiguration: Flows, Runs and Approvals, created
+/// and updated, and writes to their status by anyone but the controller.
 pub fn validating(
     config: &str,
     endpoint: &Endpoint,
     ca_bundle: &str,
     namespace: Option<&str>,
+    controller_user: &str,
 ) -> Value {
     let cc = endpoint.client_config("/validate", ca_bundle);
     let both = ["CREATE", "UPDATE"];
@@ -98,9 +132,10 @@ pub fn validating(
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": config},
         "webhooks": [
-            webhook("flows.coxswain.dev", "flows", &both, cc.clone(), namespace),
-            webhook("runs.coxswain.dev", "runs", &both, cc.clone(), namespace),
-            webhook("approvals.coxswain.dev", "approvals", &both, cc, namespace),
+            webhook("flows.coxswain.dev", &["flows"], &both, cc.clone(), namespace),
+            webhook("runs.coxswain.dev", &["runs"], &both, cc.clone(), namespace),
+            webhook("approvals.coxswain.dev", &["approvals"], &both, cc.clone(), namespace),
+            status_webhook(cc, namespace, controller_user),
         ]
     })
 }
@@ -115,14 +150,14 @@ pub fn mutating(
     let cc = endpoint.client_config("/mutate", ca_bundle);
     let mut runs = webhook(
         "runs.coxswain.dev",
-        "runs",
+        &["runs"],
         &["CREATE"],
         cc.clone(),
         namespace,
     );
     let mut approvals = webhook(
         "approvals.coxswain.dev",
-        "approvals",
+        &["approvals"],
         &["UPDATE"],
         cc,
         namespace,
@@ -145,6 +180,7 @@ pub async fn apply(
     endpoint: &Endpoint,
     ca_bundle: &str,
     namespace: Option<&str>,
+    controller_user: &str,
 ) -> Result<(), AdmissionError> {
     let params = PatchParams::apply(MANAGER).force();
     let validating_api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
@@ -152,7 +188,13 @@ pub async fn apply(
         .patch(
             config,
             &params,
-            &Patch::Apply(validating(config, endpoint, ca_bundle, namespace)),
+            &Patch::Apply(validating(
+                config,
+                endpoint,
+                ca_bundle,
+                namespace,
+                controller_user,
+            )),
         )
         .await
         .map_err(|e| {
@@ -185,10 +227,15 @@ mod tests {
     #[test]
     fn configurations_fail_closed_for_our_group_only() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
-        let v: ValidatingWebhookConfiguration =
-            serde_json::from_value(validating("coxswain-ns", &endpoint, "PEM", Some("ns")))
-                .expect("valid configuration");
-        assert_eq!(v.webhooks.as_ref().map(Vec::len), Some(3));
+        let v: ValidatingWebhookConfiguration = serde_json::from_value(validating(
+            "coxswain-ns",
+            &endpoint,
+            "PEM",
+            Some("ns"),
+            "system:serviceaccount:coxswain:coxswain",
+        ))
+        .expect("valid configuration");
+        assert_eq!(v.webhooks.as_ref().map(Vec::len), Some(4));
         for hook in v.webhooks.iter().flatten() {
             assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
             assert_eq!(hook.side_effects, "None");
@@ -211,6 +258,26 @@ mod tests {
             );
             assert!(hook.namespace_selector.is_some());
         }
+        let status = &v.webhooks.as_ref().expect("webhooks")[3];
+        assert_eq!(status.name, "status.coxswain.dev");
+        let rules = &status.rules.as_ref().expect("rules")[0];
+        assert_eq!(
+            rules.resources.as_deref(),
+            Some(&STATUSES.map(String::from)[..])
+        );
+        assert_eq!(
+            rules.operations.as_deref(),
+            Some(&["UPDATE".to_string()][..])
+        );
+        let conditions = status.match_conditions.as_ref().expect("matchConditions");
+        assert_eq!(
+            conditions[0].expression,
+            r#"request.userInfo.username != "system:serviceaccount:coxswain:coxswain""#
+        );
+        assert_eq!(
+            not_the_controller(r#"odd "name" \ here"#),
+            r#"request.userInfo.username != "odd \"name\" \\ here""#
+        );
         let m: MutatingWebhookConfiguration =
             serde_json::from_value(mutating("coxswain", &endpoint, "PEM", None)).expect("valid");
         let names: Vec<&str> = m

@@ -7,7 +7,7 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::api::{Flow, Run};
-use crate::flow::{check_input, validate};
+use crate::flow::{MAX_JSON_DEPTH, check_input, json_depth, validate};
 
 use super::flows::problem_line;
 use super::review::Verdict;
@@ -37,13 +37,22 @@ pub fn stamp_creator(run: &Run, user: &str) -> Result<Vec<Value>, String> {
 }
 
 /// Checks a Run being created: who created it is recorded truthfully, its
-/// Flow exists and is valid, and its input fits the Flow's schema.
+/// input nests no deeper than [`MAX_JSON_DEPTH`], its Flow exists and is
+/// valid, and its input fits the Flow's schema.
 pub fn check_created(run: &Run, flow: Option<&Flow>, user: &str) -> Result<(), String> {
     match run.annotations().get(CREATED_BY_ANNOTATION) {
         Some(by) if by == user => {}
         _ => {
             return Err(format!(
                 "the annotation {CREATED_BY_ANNOTATION} must name the user creating the Run (`{user}`); Coxswain's mutating webhook writes it"
+            ));
+        }
+    }
+    if let Some(input) = &run.spec.input {
+        let depth = json_depth(input);
+        if depth > MAX_JSON_DEPTH {
+            return Err(format!(
+                "the input nests arrays and objects {depth} levels deep; a Run's input may be nested at most {MAX_JSON_DEPTH} levels deep, so that its record, which wraps what steps make of the input a few levels deeper, stays readable"
             ));
         }
     }

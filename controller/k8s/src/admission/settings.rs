@@ -63,6 +63,12 @@ pub struct AdmissionSettings {
     /// caBundle registered.
     #[arg(long, env = "COXSWAIN_WEBHOOK_CERT_DIR", value_name = "DIR")]
     pub webhook_cert_dir: Option<PathBuf>,
+    /// A PEM file of the CA (or CAs) whose client certificates the webhook
+    /// requires: a caller without one (anyone but the API server, once it
+    /// is configured to present one) gets no answer. Re-read with the
+    /// certificate. Default: no client certificate is asked for.
+    #[arg(long, env = "COXSWAIN_WEBHOOK_CLIENT_CA", value_name = "FILE")]
+    pub webhook_client_ca: Option<PathBuf>,
     /// Create and keep up to date the Validating- and
     /// MutatingWebhookConfiguration (`--webhook-register=false` when they
     /// are installed otherwise, such as by a chart with cert-manager).

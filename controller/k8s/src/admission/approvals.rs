@@ -200,6 +200,15 @@ pub async fn review_update(
     let creator = if answering(&old.spec, &new.spec) {
         let runs: Api<Run> = Api::namespaced(client.clone(), &new.namespace().unwrap_or_default());
         match runs.get_opt(&new.spec.run).await {
+            // The Run under that name now may be a new one (the old one
+            // deleted without its Approvals): only its own owner counts.
+            Ok(Some(run)) if !owned_by(new, &run) => {
+                return Verdict::Deny(format!(
+                    "approval {} belongs to a run {} that is gone (the Run of that name now is another one); there is nothing to decide",
+                    new.name_any(),
+                    new.spec.run
+                ));
+            }
             Ok(Some(run)) => run.annotations().get(CREATED_BY_ANNOTATION).cloned(),
             Ok(None) => {
                 return Verdict::Deny(format!(
@@ -223,6 +232,15 @@ pub async fn review_update(
         who,
         creator.as_deref(),
     ))
+}
+
+/// Whether `run` is the controller owner of `approval`.
+fn owned_by(approval: &Approval, run: &Run) -> bool {
+    let uid = run.uid().unwrap_or_default();
+    approval
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
 #[cfg(test)]

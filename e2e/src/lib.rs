@@ -20,6 +20,7 @@ pub mod faults;
 mod kubectl;
 mod namespace;
 mod pods;
+pub mod rbac;
 pub mod tls;
 mod wait;
 

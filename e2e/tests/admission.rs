@@ -248,7 +248,7 @@ impl Setup {
 
     /// The Approval of the first attempt of `step`, once the controller made it.
     async fn approval(&self, run: &str, step: &str) -> Value {
-        let name = format!("{run}-{step}-1");
+        let name = self.kubectl.approval_name(self.ns.name(), run, step, 1);
         let found = wait_for(&format!("approval {name}"), BOUND, || async {
             Ok(self
                 .kubectl
@@ -588,7 +588,7 @@ spec:
     let run = s
         .create_run_as(&ALICE, "assign", json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    let name = format!("{run}-assign-1");
+    let name = s.kubectl.approval_name(s.ns.name(), &run, "assign", 1);
     s.approval(&run, "assign").await;
     assert_refused(
         s.patch_as(

@@ -17,32 +17,6 @@ use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
 
-const MEMBER: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: member}
-rules:
-  - apiGroups: [coxswain.dev]
-    resources: [flows, runs, approvals]
-    verbs: [get, list, watch, create, update, patch, delete]
-  - apiGroups: [""]
-    resources: [configmaps]
-    verbs: [get, list, watch, create, update, patch, delete]
-  - apiGroups: [""]
-    resources: [pods, pods/log]
-    verbs: [get, list, watch]
-  - apiGroups: [batch]
-    resources: [jobs]
-    verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: members}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: member}
-subjects:
-  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}
-"#;
-
 const AS_MALLORY: [&str; 2] = ["--as", "mallory"];
 
 /// A namespace with the member's Role, kubectl and a controller.
@@ -64,7 +38,7 @@ async fn setup() -> Setup {
         kubectl,
         controller,
     };
-    s.apply(MEMBER);
+    s.apply(&coxswain_e2e::rbac::member_role(&["mallory"]));
     s
 }
 

@@ -17,32 +17,6 @@ use serde_json::{Value, json};
 const BOUND: Duration = Duration::from_secs(90);
 
 /// The member's rights, and bob's: he may answer approvals.
-const RBAC: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: member}
-rules:
-  - apiGroups: [coxswain.dev]
-    resources: ["*"]
-    verbs: ["*"]
-  - apiGroups: [""]
-    resources: [configmaps]
-    verbs: [get, list, watch, create, update, patch, delete]
-  - apiGroups: [""]
-    resources: [pods, pods/log]
-    verbs: [get, list, watch]
-  - apiGroups: [batch]
-    resources: [jobs]
-    verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: members}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: member}
-subjects:
-  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}
-  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
-"#;
 
 const MALLORY: [&str; 2] = ["--as", "mallory"];
 const BOB: [&str; 2] = ["--as", "bob"];
@@ -97,7 +71,10 @@ async fn setup() -> Setup {
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
     kubectl
-        .apply(ns.name(), RBAC)
+        .apply(
+            ns.name(),
+            &coxswain_e2e::rbac::member_role(&["mallory", "bob"]),
+        )
         .unwrap_or_else(|e| panic!("{e}"));
     let url = format!(
         "https://127.0.0.1:{}",

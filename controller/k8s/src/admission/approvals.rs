@@ -9,7 +9,7 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::api::{Approval, ApprovalMode, ApprovalSpec, DecidedBy, Run};
-use crate::flow::{check_decision, check_entry};
+use crate::flow::{Decider, DeciderRule, check_decider, check_decision, check_entry};
 
 use super::review::Verdict;
 use super::runs::CREATED_BY_ANNOTATION;
@@ -105,47 +105,24 @@ pub fn check_update(
         ),
     }
     .map_err(|e| e.to_string())?;
-    if let Some(approvers) = &new.approvers
-        && !(approvers.users.is_empty() && approvers.groups.is_empty())
-    {
-        let groups = who.groups.as_deref().unwrap_or(&[]);
-        let allowed = approvers.users.iter().any(|u| u == user)
-            || approvers.groups.iter().any(|g| groups.contains(g));
-        if !allowed {
-            return Err(format!(
-                "`{user}` may not decide step `{}`: it is for {}",
-                new.step,
-                describe_approvers(&approvers.users, &approvers.groups)
-            ));
-        }
-    }
-    if creator == Some(user) && !new.allow_self_approval {
-        return Err(format!(
-            "`{user}` created run {} and may not decide its step `{}` too (the step would need `allowSelfApproval: true`)",
-            new.run, new.step
-        ));
-    }
+    // The same rule the controller applies again before taking the answer in.
+    let groups = who.groups.as_deref().unwrap_or(&[]);
+    check_decider(
+        DeciderRule {
+            step: &new.step,
+            run: &new.run,
+            approvers: new.approvers.as_ref(),
+            allow_self_approval: new.allow_self_approval,
+            creator,
+        },
+        Some(Decider { user, groups }),
+    )
+    .map_err(|e| e.to_string())?;
     let stamped = new.decided_by.as_ref().map(|d| d.username.as_str());
     if stamped != Some(user) || new.decided_at.is_none() {
         return Err("decidedBy and decidedAt are stamped by Coxswain's mutating webhook, which did not run; is its MutatingWebhookConfiguration installed?".into());
     }
     Ok(())
-}
-
-fn describe_approvers(users: &[String], groups: &[String]) -> String {
-    let list = |kind: &str, names: &[String]| {
-        let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-        format!("{kind} {}", names.join(", "))
-    };
-    match (users.is_empty(), groups.is_empty()) {
-        (false, true) => list("users", users),
-        (true, false) => list("members of", groups),
-        _ => format!(
-            "{} and {}",
-            list("users", users),
-            list("members of", groups)
-        ),
-    }
 }
 
 /// The JSON patch that stamps who answered and when (when this update

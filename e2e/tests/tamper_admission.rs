@@ -655,3 +655,62 @@ async fn only_a_caller_with_a_client_certificate_from_the_named_ca_gets_a_verdic
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Run deleted without its children leaves its Approval behind; a new
+/// Run under the same name is another run. An answer to the old Approval
+/// is refused (its owner is gone), and the new run asks its own.
+#[tokio::test]
+async fn an_approval_left_by_a_deleted_run_takes_no_answer_for_a_new_run_of_its_name() {
+    let s = setup().await;
+    s.kubectl
+        .apply(s.ns.name(), REVIEWED)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = json!({
+        "apiVersion": "coxswain.dev/v1alpha1", "kind": "Run",
+        "metadata": {"name": "rel"},
+        "spec": {"flowRef": {"name": "reviewed"}},
+    });
+    s.create_as(&MALLORY, &run)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let old = s.approval_of("rel").await;
+    s.kubectl_as(
+        &[],
+        &["delete", "run", "rel", "--cascade=orphan", "--wait"],
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    s.create_as(&MALLORY, &run)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let new = s.kubectl.approval_name(s.ns.name(), "rel", "review", 1);
+    assert_ne!(old, new, "the new run's Approval has a name of its own");
+    assert_refused(
+        s.patch_as(
+            &BOB,
+            "approval",
+            &old,
+            false,
+            json!({"spec": {"decision": "approve"}}),
+        ),
+        "approvals.coxswain.dev",
+        &format!(
+            "approval {old} belongs to a run rel that is gone (the Run of that name now is another one)"
+        ),
+    );
+    wait_for("the new run's Approval", BOUND, || async {
+        Ok(s.kubectl
+            .run(&["get", "approval", &new, "-n", s.ns.name()])
+            .ok())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
+    s.patch_as(
+        &BOB,
+        "approval",
+        &new,
+        false,
+        json!({"spec": {"decision": "approve"}}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let done = s.finished("rel").await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{done:#}");
+}

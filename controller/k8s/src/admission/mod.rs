@@ -114,13 +114,38 @@ fn plan(
     }
 }
 
-/// The user this process authenticates as (a SelfSubjectReview).
+/// How many times a start-up question to the API server is asked before
+/// its failure stops the process.
+const WHOAMI_TRIES: u32 = 8;
+
+/// The user this process authenticates as (a SelfSubjectReview). Asked
+/// again, with growing pauses, when the API server failed or its answer was
+/// lost (the review stores nothing, so asking twice is harmless); a refusal
+/// (such as 403) is final.
 pub async fn whoami(client: &Client) -> Result<String, AdmissionError> {
     let api: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = api
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| AdmissionError::kube("asking the API server who this process is", e))?;
+    let mut pause = Duration::from_millis(100);
+    let mut tries = 0;
+    let review = loop {
+        tries += 1;
+        match api
+            .create(&PostParams::default(), &SelfSubjectReview::default())
+            .await
+        {
+            Ok(review) => break review,
+            Err(e) if tries < WHOAMI_TRIES && transient(&e) => {
+                tracing::warn!(error = %e, "asking the API server who this process is; asking again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                return Err(AdmissionError::kube(
+                    "asking the API server who this process is",
+                    e,
+                ));
+            }
+        }
+    };
     review
         .status
         .and_then(|s| s.user_info)
@@ -131,6 +156,15 @@ pub async fn whoami(client: &Client) -> Result<String, AdmissionError> {
                     .into(),
             )
         })
+}
+
+/// Whether `error` may pass when asked again: the API server failed (5xx),
+/// asked to wait (429), or could not be reached.
+fn transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        _ => true,
+    }
 }
 
 /// The certificate served, the CA bundle registered, and the CA whose

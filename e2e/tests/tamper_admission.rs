@@ -16,8 +16,6 @@ use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
 
-/// The member's rights, and bob's: he may answer approvals.
-
 const MALLORY: [&str; 2] = ["--as", "mallory"];
 const BOB: [&str; 2] = ["--as", "bob"];
 

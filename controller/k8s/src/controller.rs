@@ -43,7 +43,7 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
         .await
         .map_err(|e| Error::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
     let settings = Arc::new(settings);
-    let me = controller_user(&client, &settings).await?;
+    let me = Me::new(client.clone(), &settings);
     let (metrics, health) = (Metrics::new(), Health::new());
     ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
     // Every replica answers admission, the standbys too: the API server
@@ -87,12 +87,18 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
         health.clone(),
         on_quit(quitting.clone()),
     );
-    let flows = crate::flows::run(
-        client.clone(),
-        settings.namespace.clone(),
-        me.clone(),
-        on_quit(quitting),
-    );
+    let flows = {
+        let (client, namespace, me) = (client.clone(), settings.namespace.clone(), me.clone());
+        let (waiting, quitting) = (on_quit(quitting.clone()), on_quit(quitting));
+        async move {
+            // Schedules compare Runs against who made them: once known.
+            let me = tokio::select! {
+                me = me.get() => me,
+                () = waiting => return Ok(()),
+            };
+            crate::flows::run(client, namespace, me, quitting).await
+        }
+    };
     let chat = chat(
         client.clone(),
         settings.clone(),
@@ -144,11 +150,47 @@ pub async fn run(settings: Settings) -> Result<(), Error> {
 
 /// The user this controller acts as, which admission stamps as the
 /// `created-by` of every Run it creates: `--webhook-controller-user` when
-/// given, else what the API server says.
-async fn controller_user(client: &Client, settings: &Settings) -> Result<String, Error> {
-    match &settings.admission.webhook_controller_user {
-        Some(user) => Ok(user.clone()),
-        None => Ok(crate::admission::whoami(client).await?),
+/// given, else what the API server says — asked when first needed (by the
+/// schedules and the chat), and again until it answers, so an API server
+/// that fails or loses answers for a while holds back only those, never
+/// the Runs.
+#[derive(Clone)]
+struct Me {
+    client: Client,
+    fixed: Option<String>,
+    asked: Arc<tokio::sync::OnceCell<String>>,
+}
+
+/// How long to wait before asking the API server again who this is.
+const WHOAMI_PAUSE: Duration = Duration::from_secs(10);
+
+impl Me {
+    fn new(client: Client, settings: &Settings) -> Self {
+        Me {
+            client,
+            fixed: settings.admission.webhook_controller_user.clone(),
+            asked: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+
+    async fn get(&self) -> String {
+        if let Some(user) = &self.fixed {
+            return user.clone();
+        }
+        self.asked
+            .get_or_init(|| async {
+                loop {
+                    match crate::admission::whoami(&self.client).await {
+                        Ok(user) => return user,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "schedules and chat wait until the API server says who this controller is");
+                            tokio::time::sleep(WHOAMI_PAUSE).await;
+                        }
+                    }
+                }
+            })
+            .await
+            .clone()
     }
 }
 
@@ -157,12 +199,17 @@ async fn controller_user(client: &Client, settings: &Settings) -> Result<String,
 fn chat(
     client: Client,
     settings: Arc<Settings>,
-    me: String,
+    me: Me,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<impl Future<Output = ()>, Error> {
     let policy = net_policy(&settings)?;
     Ok(async move {
         if settings.chat.chat_commands {
+            let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+            let me = tokio::select! {
+                me = me.get() => me,
+                () = shutdown.clone() => return,
+            };
             let reporter = Reporter {
                 controller: "coxswain".into(),
                 instance: Some(settings.ops.identity()),
@@ -186,7 +233,7 @@ fn chat(
 async fn slack_events(
     client: Client,
     settings: &Settings,
-    me: String,
+    me: Me,
 ) -> Result<Option<crate::chat::slack::SlackEvents>, Error> {
     let Some(addr) = settings.chat.slack_events_listen else {
         return Ok(None);
@@ -195,6 +242,7 @@ async fn slack_events(
         tracing::warn!(%addr, "--slack-events-listen is ignored: --chat-commands is false");
         return Ok(None);
     }
+    let me = me.get().await;
     let policy = Arc::new(net_policy(settings)?);
     let served =
         crate::chat::slack::start(client, addr, settings.namespace.clone(), policy, me).await?;

@@ -177,23 +177,10 @@ pub async fn review_update(
     let creator = if answering(&old.spec, &new.spec) {
         let runs: Api<Run> = Api::namespaced(client.clone(), &new.namespace().unwrap_or_default());
         match runs.get_opt(&new.spec.run).await {
-            // The Run under that name now may be a new one (the old one
-            // deleted without its Approvals): only its own owner counts.
-            Ok(Some(run)) if !owned_by(new, &run) => {
-                return Verdict::Deny(format!(
-                    "approval {} belongs to a run {} that is gone (the Run of that name now is another one); there is nothing to decide",
-                    new.name_any(),
-                    new.spec.run
-                ));
-            }
-            Ok(Some(run)) => run.annotations().get(CREATED_BY_ANNOTATION).cloned(),
-            Ok(None) => {
-                return Verdict::Deny(format!(
-                    "the run {} of approval {} is gone; there is nothing to decide",
-                    new.spec.run,
-                    new.name_any()
-                ));
-            }
+            Ok(run) => match creator_of_run(new, run.as_ref()) {
+                Ok(creator) => creator,
+                Err(refusal) => return Verdict::Deny(refusal),
+            },
             Err(e) => return Verdict::Deny(format!("cannot read run {}: {e}", new.spec.run)),
         }
     } else {
@@ -209,6 +196,26 @@ pub async fn review_update(
         who,
         creator.as_deref(),
     ))
+}
+
+/// Who created the run an answer to `approval` is for, from `run`, the Run
+/// under its `spec.run` now; refused when there is none, or when it is
+/// another Run than the one that owns the Approval (the owner was deleted
+/// without its Approvals and a new Run took its name).
+fn creator_of_run(approval: &Approval, run: Option<&Run>) -> Result<Option<String>, String> {
+    match run {
+        Some(run) if !owned_by(approval, run) => Err(format!(
+            "approval {} belongs to a run {} that is gone (the Run of that name now is another one); there is nothing to decide",
+            approval.name_any(),
+            approval.spec.run
+        )),
+        Some(run) => Ok(run.annotations().get(CREATED_BY_ANNOTATION).cloned()),
+        None => Err(format!(
+            "the run {} of approval {} is gone; there is nothing to decide",
+            approval.spec.run,
+            approval.name_any()
+        )),
+    }
 }
 
 /// Whether `run` is the controller owner of `approval`.
@@ -230,6 +237,41 @@ mod tests {
             b.extend(extra);
         }
         serde_json::from_value(base).expect("spec")
+    }
+
+    #[test]
+    fn an_answer_counts_only_for_the_run_that_owns_the_approval() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let run = |uid: &str| {
+            let mut run = Run::new("r1", Default::default());
+            run.metadata.uid = Some(uid.into());
+            run.metadata.annotations =
+                Some([(CREATED_BY_ANNOTATION.to_string(), "ana".to_string())].into());
+            run
+        };
+        let mut approval = Approval::new("r1-review-1-0a1b2c3d", spec(json!({})));
+        approval.metadata.owner_references = Some(vec![OwnerReference {
+            uid: "uid-old".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        assert_eq!(
+            creator_of_run(&approval, Some(&run("uid-old"))),
+            Ok(Some("ana".to_string()))
+        );
+        // Deleted without its Approvals, and a new Run took the name.
+        let replaced = creator_of_run(&approval, Some(&run("uid-new"))).unwrap_err();
+        assert!(
+            replaced.contains(
+                "belongs to a run r1 that is gone (the Run of that name now is another one)"
+            ),
+            "{replaced}"
+        );
+        assert!(
+            creator_of_run(&approval, None)
+                .unwrap_err()
+                .contains("is gone")
+        );
     }
 
     #[test]

@@ -388,10 +388,26 @@ async fn approvals_of_two_runs_never_share_a_name_or_an_answer() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(s.get("run", "rel-a")["status"]["phase"], "Waiting");
 
-    // A Run deleted without its children leaves its Approval, answered;
-    // a new Run under the same name asks its own and takes nothing from it.
+    // An Approval left behind by its Run (deleted without its children:
+    // here its owner reference is taken off first, since the garbage
+    // collector may still delete a child it had not seen when the Run was
+    // deleted with `--cascade=orphan`), answered; a new Run under the same
+    // name asks its own and takes nothing from it.
     s.kubectl
-        .run(&["delete", "run", "rel-a", "-n", s.ns(), "--cascade=orphan"])
+        .run(&[
+            "patch",
+            "approval",
+            &second,
+            "-n",
+            s.ns(),
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op": "remove", "path": "/metadata/ownerReferences"}]"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.kubectl
+        .run(&["delete", "run", "rel-a", "-n", s.ns(), "--wait"])
         .unwrap_or_else(|e| panic!("{e}"));
     wait_for("rel-a gone", BOUND, || async {
         Ok(s.kubectl

@@ -214,6 +214,16 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether `object`'s controller owner is the object with `uid`: the one
+/// proof of parenthood the controller takes, since a uid exists only once
+/// its object does (labels and names are anyone's to write beforehand).
+pub fn controlled_by(object: &impl kube::ResourceExt, uid: &str) -> bool {
+    object
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
 /// The labels of a child made for `run`, with its role.
 pub fn child_labels(
     run: &coxswain_core::api::Run,

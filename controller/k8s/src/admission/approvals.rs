@@ -220,11 +220,7 @@ fn creator_of_run(approval: &Approval, run: Option<&Run>) -> Result<Option<Strin
 
 /// Whether `run` is the controller owner of `approval`.
 fn owned_by(approval: &Approval, run: &Run) -> bool {
-    let uid = run.uid().unwrap_or_default();
-    approval
-        .owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && o.uid == uid)
+    crate::names::controlled_by(approval, &run.uid().unwrap_or_default())
 }
 
 #[cfg(test)]

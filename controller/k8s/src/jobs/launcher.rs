@@ -104,9 +104,7 @@ impl JobLauncher {
     /// reads Secrets anyway, could forge that; the pod's own check of its
     /// inputs ([`pod`](super::pod)) holds even then.
     fn owns(&self, job: &Job) -> bool {
-        job.owner_references()
-            .iter()
-            .any(|o| o.controller == Some(true) && o.uid == self.owner.uid)
+        names::controlled_by(job, &self.owner.uid)
     }
 
     /// The Job `name`, when it is this Run's.
@@ -223,11 +221,7 @@ impl JobLauncher {
             .map_err(|e| unavailable(id, "observed", e.to_string()))?
             .items;
         // Labels are anyone's to write: only the Job's own pods count.
-        pods.retain(|pod| {
-            pod.owner_references()
-                .iter()
-                .any(|o| o.controller == Some(true) && o.uid == uid)
-        });
+        pods.retain(|pod| names::controlled_by(pod, uid));
         // The newest first: with `backoffLimit: 0` there is one, unless it
         // was evicted and replaced.
         pods.sort_by(|a, b| {

@@ -116,10 +116,6 @@ pub fn approval_name(run: &Run, step: &str, attempt: u32) -> String {
 pub fn not_ours(approval: &Approval, run: &Run, step: &str, attempt: u32) -> Option<String> {
     let name = approval.name_any();
     let uid = run.uid().unwrap_or_default();
-    let owned = approval
-        .owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && o.uid == uid);
     let spec = &approval.spec;
     let why = if name != approval_name(run, step, attempt) {
         format!("is named for another run, step or attempt than attempt {attempt} of step {step}")
@@ -128,7 +124,7 @@ pub fn not_ours(approval: &Approval, run: &Run, step: &str, attempt: u32) -> Opt
             "says it is for run {} step {} attempt {}",
             spec.run, spec.step, spec.attempt
         )
-    } else if !owned {
+    } else if !names::controlled_by(approval, &uid) {
         format!("is not owned by run {} (uid {uid})", run.name_any())
     } else {
         return None;

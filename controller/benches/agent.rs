@@ -4,11 +4,11 @@
 
 use std::hint::black_box;
 
-use coxswain::api::{AgentStep, Field, Reply, ReplyFormat};
-use coxswain::engine::{AgentTask, ChangeRequest, Given};
-use coxswain::steps::agent::client::read_response;
-use coxswain::steps::agent::contract::{Contract, interpret};
-use coxswain::steps::agent::{Mode, prompt, request_body};
+use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat};
+use coxswain_core::engine::{AgentTask, ChangeRequest, Given};
+use coxswain_steps::agent::client::read_response;
+use coxswain_steps::agent::contract::{Contract, interpret};
+use coxswain_steps::agent::{Mode, prompt, request_body};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 

@@ -16,10 +16,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coxswain::api::{FlowSpec, RunPhase};
-use coxswain::engine::CompiledFlow;
 use coxswain::local::{CommandLineApprover, Progress, run_flow};
-use coxswain::steps::agent::{AgentConfig, AgentExecutor, Mode};
+use coxswain_core::api::{FlowSpec, RunPhase};
+use coxswain_core::engine::CompiledFlow;
+use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
 use serde_json::{Value, json};
 
 const FLOW: &str = r#"
@@ -108,7 +108,7 @@ async fn main() {
         println!("agent_overhead: bench");
         return;
     }
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let calls: usize = std::env::var("COXSWAIN_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())

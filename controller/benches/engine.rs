@@ -7,8 +7,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use coxswain::api::{FlowSpec, RunStatus, StepRecord};
-use coxswain::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine};
+use coxswain_core::api::{FlowSpec, RunStatus, StepRecord};
+use coxswain_core::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine};
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use serde_json::json;
@@ -131,14 +131,14 @@ fn bench(c: &mut Criterion) {
         f / base
     );
 
-    let cond_spec = conditions(coxswain::flow::MAX_STEPS);
+    let cond_spec = conditions(coxswain_core::flow::MAX_STEPS);
     let start = Instant::now();
     let cond_flow = CompiledFlow::new(cond_spec.clone()).expect("valid");
     let compiled = start.elapsed();
     let (_, state) = drive(&cond_flow, json!({"n": 1}));
     println!(
         "engine: {} condition steps: compiled in {:.0} ms, run in {:.0} ms in all ({:?})",
-        coxswain::flow::MAX_STEPS,
+        coxswain_core::flow::MAX_STEPS,
         compiled.as_secs_f64() * 1e3,
         start.elapsed().as_secs_f64() * 1e3,
         state.phase

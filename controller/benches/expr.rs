@@ -13,7 +13,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use coxswain::expr::parse;
+use coxswain_core::expr::parse;
 use criterion::Criterion;
 use serde_json::{Value, json};
 

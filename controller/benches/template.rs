@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use coxswain::template::{Place, Template, parse};
+use coxswain_core::template::{Place, Template, parse};
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 
-use coxswain::api::FlowSpec;
+use coxswain_core::api::FlowSpec;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// 200 steps of every common kind, each with an expression, a value and a
@@ -38,7 +38,7 @@ fn flow_yaml(steps: usize) -> String {
 fn bench(c: &mut Criterion) {
     let yaml = flow_yaml(200);
     let spec: FlowSpec = serde_yaml::from_str(&yaml).expect("bench flow parses");
-    let problems = coxswain::flow::validate(&spec);
+    let problems = coxswain_core::flow::validate(&spec);
     assert!(
         problems.is_empty(),
         "bench flow must be valid: {problems:#?}"
@@ -47,7 +47,7 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("validate_200_steps");
     group.bench_function("validate", |b| {
-        b.iter(|| coxswain::flow::validate(black_box(&spec)))
+        b.iter(|| coxswain_core::flow::validate(black_box(&spec)))
     });
     group.bench_function("baseline_deserialize_json", |b| {
         b.iter(|| serde_json::from_str::<FlowSpec>(black_box(&json)).expect("parses"))
@@ -56,16 +56,16 @@ fn bench(c: &mut Criterion) {
 
     // The largest flow the validator accepts (`MAX_STEPS`, with `start`).
     // Memory that grows with the square of the steps shows here as time too.
-    let most = coxswain::flow::MAX_STEPS - 1;
+    let most = coxswain_core::flow::MAX_STEPS - 1;
     let large: FlowSpec = serde_yaml::from_str(&flow_yaml(most)).expect("large flow parses");
     assert!(
-        coxswain::flow::validate(&large).is_empty(),
+        coxswain_core::flow::validate(&large).is_empty(),
         "large flow must be valid"
     );
     let mut group = c.benchmark_group("validate_largest_flow");
     group.sample_size(10);
     group.bench_function("validate", |b| {
-        b.iter(|| coxswain::flow::validate(black_box(&large)))
+        b.iter(|| coxswain_core::flow::validate(black_box(&large)))
     });
     group.finish();
 }

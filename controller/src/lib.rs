@@ -5,10 +5,7 @@
 //! policy-controller: `coxswain-core` (the resource types, the languages,
 //! validation and the engine; no I/O, no Kubernetes client, no async
 //! runtime) and `coxswain-steps` (the executors). They are re-exported here
-//! under their module names, so `coxswain::engine` is the core's engine.
+//! under their module names, so `coxswain_core::engine` is the core's engine.
 
 pub mod cli;
 pub mod local;
-
-pub use coxswain_core::{api, crds, engine, expr, flow, portable_yaml, scope, template, text};
-pub use coxswain_steps as steps;

@@ -9,10 +9,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use coxswain::api::{AgentStep, Field, Reply, ReplyFormat, TokenUsage};
-use coxswain::engine::{AgentTask, ChangeRequest, Given, Task, Work, codes};
-use coxswain::steps::Executor;
-use coxswain::steps::agent::{AgentConfig, AgentExecutor, Mode};
+use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat, TokenUsage};
+use coxswain_core::engine::{AgentTask, ChangeRequest, Given, Task, Work, codes};
+use coxswain_steps::Executor;
+use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
 use serde_json::{Value, json};
 
 /// What the stand-in answers and what it was sent.
@@ -149,7 +149,7 @@ fn config(base_url: String, mode: Mode) -> AgentConfig {
 }
 
 fn executor(base_url: String, mode: Mode) -> AgentExecutor {
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     AgentExecutor::new(config(base_url, mode)).expect("executor")
 }
 
@@ -276,7 +276,7 @@ async fn max_tokens_is_sent_only_when_configured() {
         .run(&w)
         .await
         .expect("done");
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let limited = AgentExecutor::new(AgentConfig {
         base_url: url,
         mode: Mode::JsonObject,
@@ -701,7 +701,7 @@ async fn an_endless_answer_is_refused_at_the_cap() {
         }
     });
     let url = format!("http://{addr}/v1");
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let capped = AgentExecutor::new(AgentConfig {
         response_limit: 1 << 20,
         ..config(url, Mode::Tools)
@@ -728,7 +728,7 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
     let url = serve(app).await;
     // Without an API key any origin may be followed, but only where the
     // network policy allows.
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let keyless = AgentExecutor::new(AgentConfig {
         api_key: None,
         ..config(url, Mode::Tools)
@@ -811,5 +811,8 @@ async fn a_reply_longer_than_a_record_keeps_fails_naming_the_cap() {
 #[test]
 fn the_default_answer_cap_is_bounded_by_what_a_record_keeps() {
     let config = AgentConfig::default();
-    assert_eq!(config.response_limit, 4 * coxswain::api::MAX_VALUE_BYTES);
+    assert_eq!(
+        config.response_limit,
+        4 * coxswain_core::api::MAX_VALUE_BYTES
+    );
 }

@@ -364,9 +364,12 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
     // As the controller stores it: a large text moved into ConfigMaps.
     record["steps"]["whisper"]["text"] = serde_json::json!("w".repeat(20_000));
     let name = |sha: &str, i: usize| format!("r-value-{}-{i}", &sha[..16]);
-    let split =
-        coxswain::api::offload::split(record, &coxswain::api::offload::Limits::default(), &name)
-            .expect("split");
+    let split = coxswain_core::api::offload::split(
+        record,
+        &coxswain_core::api::offload::Limits::default(),
+        &name,
+    )
+    .expect("split");
     let moved = split.moved().expect("values");
     assert_eq!(moved.len(), 1, "{moved:?}");
     let as_run = serde_json::json!({

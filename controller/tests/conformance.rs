@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use coxswain::api::RunStatus;
-use coxswain::engine::CompiledFlow;
 use coxswain::local::{CommandLineApprover, Progress, run_flow};
+use coxswain_core::api::RunStatus;
+use coxswain_core::engine::CompiledFlow;
 use serde_json::Value;
 
 #[allow(

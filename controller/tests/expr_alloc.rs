@@ -6,7 +6,7 @@
 use std::alloc::System;
 use std::hint::black_box;
 
-use coxswain::expr::parse;
+use coxswain_core::expr::parse;
 use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 

@@ -1,7 +1,7 @@
 //! Property tests: the parser and evaluator never panic, well-formed
 //! expressions always parse, and evaluation is deterministic.
 
-use coxswain::expr::{Val, parse, parse_value};
+use coxswain_core::expr::{Val, parse, parse_value};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

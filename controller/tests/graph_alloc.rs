@@ -7,8 +7,8 @@
 
 use std::alloc::System;
 
-use coxswain::api::FlowSpec;
-use coxswain::flow::{FlowGraph, Limits, validate_with};
+use coxswain_core::api::FlowSpec;
+use coxswain_core::flow::{FlowGraph, Limits, validate_with};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use coxswain::api::ScriptStep;
+use coxswain_core::api::ScriptStep;
 use coxswain_k8s::jobs::PodTask;
 use coxswain_k8s::jobs::wire::{Decoded, decode_message};
 use rustix::process::{Pid, Signal, kill_process};

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{Answer, StandIn, work};
-use coxswain::api::{HttpBody, HttpHeader, HttpStep, NameValue, SecretKeyRef, ValueFrom};
-use coxswain::engine::{Task, Work, codes};
-use coxswain::steps::Executor;
-use coxswain::steps::http::HttpExecutor;
-use coxswain::steps::net::{self, NetPolicy, parse_block};
-use coxswain::steps::secrets::MapSecrets;
+use coxswain_core::api::{HttpBody, HttpHeader, HttpStep, NameValue, SecretKeyRef, ValueFrom};
+use coxswain_core::engine::{Task, Work, codes};
+use coxswain_steps::Executor;
+use coxswain_steps::http::HttpExecutor;
+use coxswain_steps::net::{self, NetPolicy, parse_block};
+use coxswain_steps::secrets::MapSecrets;
 use serde_json::{Value, json};
 
 const SECRET: &str = "tok-very-secret-42";

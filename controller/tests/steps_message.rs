@@ -5,17 +5,17 @@ mod common;
 use std::sync::Arc;
 
 use common::{Answer, StandIn, work};
-use coxswain::api::{MatrixTarget, MessageStep, SecretKeyRef, SlackTarget, WebhookTarget};
-use coxswain::engine::{Task, Work, codes};
-use coxswain::steps::Executor;
-use coxswain::steps::message::MessageExecutor;
-use coxswain::steps::secrets::MapSecrets;
+use coxswain_core::api::{MatrixTarget, MessageStep, SecretKeyRef, SlackTarget, WebhookTarget};
+use coxswain_core::engine::{Task, Work, codes};
+use coxswain_steps::Executor;
+use coxswain_steps::message::MessageExecutor;
+use coxswain_steps::secrets::MapSecrets;
 use serde_json::json;
 
 const TOKEN: &str = "xoxb-test-token";
 
 fn executor(slack_base: &str) -> MessageExecutor {
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     MessageExecutor::new(Arc::new(MapSecrets::new().with("slack", "bot", TOKEN)))
         .unwrap()
         .with_slack_api(slack_base)
@@ -260,7 +260,7 @@ async fn slack_ok_false_fails_naming_the_error() {
 #[tokio::test]
 async fn a_missing_slack_token_is_a_secret_error() {
     let slack = StandIn::start(Answer::json(200, json!({"ok": true, "ts": "1"}))).await;
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let exec = MessageExecutor::new(Arc::new(MapSecrets::new()))
         .unwrap()
         .with_slack_api(&slack.base);
@@ -599,7 +599,7 @@ mod homeserver {
 use homeserver::Homeserver;
 
 fn matrix_executor() -> MessageExecutor {
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     MessageExecutor::new(Arc::new(MapSecrets::new().with(
         "matrix",
         "token",
@@ -626,7 +626,7 @@ fn matrix_step(homeserver: &str, room: &str) -> MessageStep {
 
 /// `work` with the run's input replaced.
 fn with_input(mut work: Work, input: serde_json::Value) -> Work {
-    work.data = coxswain::engine::DataView { input, ..work.data };
+    work.data = coxswain_core::engine::DataView { input, ..work.data };
     work
 }
 
@@ -769,7 +769,7 @@ async fn matrix_unknown_alias_and_wrong_token_fail_by_name() {
     );
     assert!(err.message.contains("M_NOT_FOUND"), "{}", err.message);
 
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let wrong = MessageExecutor::new(Arc::new(MapSecrets::new().with(
         "matrix",
         "token",
@@ -790,7 +790,7 @@ async fn matrix_unknown_alias_and_wrong_token_fail_by_name() {
 #[tokio::test]
 async fn matrix_without_its_token_is_a_secret_error_and_sends_nothing() {
     let server = Homeserver::start(MATRIX_TOKEN).await;
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let exec = MessageExecutor::new(Arc::new(MapSecrets::new())).unwrap();
     let err = exec
         .run(&message_work(matrix_step(&server.base, "!ops:example.org")))

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::work;
-use coxswain::api::{EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
-use coxswain::engine::{Task, Work, codes};
-use coxswain::steps::Executor;
-use coxswain::steps::script::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, HostEnv, LocalScript};
-use coxswain::steps::secrets::MapSecrets;
+use coxswain_core::api::{EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
+use coxswain_core::engine::{Task, Work, codes};
+use coxswain_steps::Executor;
+use coxswain_steps::script::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, HostEnv, LocalScript};
+use coxswain_steps::secrets::MapSecrets;
 use serde_json::{Value, json};
 
 fn executor() -> LocalScript {
@@ -439,7 +439,7 @@ async fn folders_and_input_files_are_private() {
 async fn ends(
     exec: &LocalScript,
     w: &Work,
-) -> Result<coxswain::engine::WorkResult, tokio::time::error::Elapsed> {
+) -> Result<coxswain_core::engine::WorkResult, tokio::time::error::Elapsed> {
     tokio::time::timeout(Duration::from_secs(60), exec.run(w)).await
 }
 
@@ -537,8 +537,8 @@ async fn twenty_thousand_output_files_give_a_capped_marked_list() {
 
 #[tokio::test]
 async fn cancelling_launched_work_kills_the_process_group() {
-    use coxswain::steps::in_process::InProcess;
-    use coxswain::steps::launch::{Launcher, Observation, WorkId};
+    use coxswain_steps::in_process::InProcess;
+    use coxswain_steps::launch::{Launcher, Observation, WorkId};
 
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");

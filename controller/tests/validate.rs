@@ -1,8 +1,8 @@
 //! Every rule of the validator ("when you save"), one test each, through the
 //! same entry point the webhook and `coxswain lint` use.
 
-use coxswain::api::{FlowSpec, StepProblem};
-use coxswain::flow::validate;
+use coxswain_core::api::{FlowSpec, StepProblem};
+use coxswain_core::flow::validate;
 
 /// Validates a flow spec written as YAML.
 fn check(spec: &str) -> Vec<StepProblem> {
@@ -759,11 +759,11 @@ fn steps_in_a_row(n: usize) -> String {
 fn a_flow_whose_record_could_not_be_stored_is_refused_with_the_limit_and_why() {
     assert_eq!(check(&steps_in_a_row(1_000)), vec![], "1,000 steps fit");
     assert_eq!(
-        check(&steps_in_a_row(coxswain::flow::MAX_STEPS)),
+        check(&steps_in_a_row(coxswain_core::flow::MAX_STEPS)),
         vec![],
         "the largest flow allowed"
     );
-    for n in [coxswain::flow::MAX_STEPS + 1, 5_000, 10_000] {
+    for n in [coxswain_core::flow::MAX_STEPS + 1, 5_000, 10_000] {
         assert_one(
             &check(&steps_in_a_row(n)),
             "",

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use coxswain::api::Run;
+use coxswain_core::api::Run;
 use coxswain_e2e::chat::thread_root;
 use coxswain_e2e::{ControllerProcess, Kubectl, MatrixUser, Synapse, TestNamespace, wait_for};
 use coxswain_k8s::names;

@@ -10,12 +10,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use coxswain::api::{MatrixTarget, MessageStep, SecretKeyRef};
-use coxswain::engine::{DataView, RunInfo, Task, Work};
-use coxswain::steps::Executor;
-use coxswain::steps::message::MessageExecutor;
-use coxswain::steps::secrets::MapSecrets;
+use coxswain_core::api::{MatrixTarget, MessageStep, SecretKeyRef};
+use coxswain_core::engine::{DataView, RunInfo, Task, Work};
 use coxswain_e2e::{Result, Synapse};
+use coxswain_steps::Executor;
+use coxswain_steps::message::MessageExecutor;
+use coxswain_steps::secrets::MapSecrets;
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -116,7 +116,7 @@ async fn an_attempt_sent_twice_posts_once_and_the_next_attempt_posts_again() -> 
     let alias = format!("#{alias_local}:{}", synapse.server_name()?);
     put_alias(&synapse, &alice.token, &alias, &room).await?;
 
-    coxswain::steps::net::install_crypto_provider();
+    coxswain_steps::net::install_crypto_provider();
     let exec = MessageExecutor::new(Arc::new(MapSecrets::new().with(
         "matrix-bot",
         "token",

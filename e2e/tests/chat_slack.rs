@@ -20,7 +20,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use coxswain::api::Run;
+use coxswain_core::api::Run;
 use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
 use coxswain_k8s::names;
 use kube::api::ListParams;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use coxswain::api::{Approval, Flow, Run, RunSpec, RunStatus};
+use coxswain_core::api::{Approval, Flow, Run, RunSpec, RunStatus};
 use coxswain_e2e::{TestNamespace, wait_for};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -168,7 +168,7 @@ async fn every_case_resumes_from_the_status_the_api_server_kept() {
         let run = Run::new(
             &name,
             RunSpec {
-                flow_ref: coxswain::api::FlowRef {
+                flow_ref: coxswain_core::api::FlowRef {
                     name: "case".into(),
                 },
                 ..Default::default()

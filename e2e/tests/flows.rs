@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use coxswain::api::{Flow, Run};
+use coxswain_core::api::{Flow, Run};
 use coxswain_e2e::{TestNamespace, wait_for};
 use coxswain_k8s::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

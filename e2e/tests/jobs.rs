@@ -8,15 +8,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use coxswain::api::{EnvVar, Field, Run, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
-use coxswain::engine::{RunInfo, Task, Work, WorkResult, codes};
-use coxswain::steps::Executor;
-use coxswain::steps::launch::{Launcher, Observation, WorkId};
-use coxswain::steps::script::LocalScript;
-use coxswain::steps::secrets::MapSecrets;
+use coxswain_core::api::{EnvVar, Field, Run, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
+use coxswain_core::engine::{RunInfo, Task, Work, WorkResult, codes};
 use coxswain_e2e::{TestNamespace, wait_for};
 use coxswain_k8s::jobs::{self, JobLauncher, JobSettings};
 use coxswain_k8s::names;
+use coxswain_steps::Executor;
+use coxswain_steps::launch::{Launcher, Observation, WorkId};
+use coxswain_steps::script::LocalScript;
+use coxswain_steps::secrets::MapSecrets;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

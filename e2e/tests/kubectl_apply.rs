@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use coxswain::api::Flow;
+use coxswain_core::api::Flow;
 use coxswain_e2e::{Kubectl, TestNamespace, wait_for, workspace_root};
 use serde_json::Value;
 

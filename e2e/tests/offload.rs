@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use coxswain::api::{Run, RunPhase, RunStatus};
-use coxswain::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Work};
+use coxswain_core::api::{Run, RunPhase, RunStatus};
+use coxswain_core::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Work};
 use coxswain_e2e::{TestNamespace, wait_for};
 use coxswain_k8s::offload::{OffloadSettings, Offloader};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -156,7 +156,7 @@ async fn value_config_maps(ns: &TestNamespace) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn a_mebibyte_and_a_thousand_passes_fit_and_come_back() {
-    let spec: coxswain::api::FlowSpec = serde_yaml::from_str(FLOW).expect("flow YAML");
+    let spec: coxswain_core::api::FlowSpec = serde_yaml::from_str(FLOW).expect("flow YAML");
     let flow = CompiledFlow::new(spec).expect("valid flow");
     let record = drive(&flow);
     let full = serde_json::to_vec(&record).expect("JSON").len();

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use coxswain::expr::{parse, parse_value};
+use coxswain_core::expr::{parse, parse_value};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use coxswain::template::{Place, Segment, Source, parse};
+use coxswain_core::template::{Place, Segment, Source, parse};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
 

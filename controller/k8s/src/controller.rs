@@ -17,7 +17,6 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 
-use crate::api::{Approval, Run};
 use crate::error::Error;
 use crate::guard::Guarded;
 use crate::offload::Offloader;
@@ -25,9 +24,10 @@ use crate::ops::{self, Health, Leadership, Metrics, Readiness};
 use crate::run::in_controller::InController;
 use crate::run::{self, Context};
 use crate::settings::{ERROR_REQUEUE, Settings};
-use crate::steps::in_process::{Finishes, InProcess};
-use crate::steps::local::{AgentFlags, LocalConfig};
-use crate::steps::net::{NetPolicy, parse_block};
+use coxswain_core::api::{Approval, Run};
+use coxswain_steps::in_process::{Finishes, InProcess};
+use coxswain_steps::local::{AgentFlags, LocalConfig};
+use coxswain_steps::net::{NetPolicy, parse_block};
 
 /// Run uid → the Run, for in-controller work that finishes.
 pub type Routes = Arc<Mutex<HashMap<String, ObjectRef<Run>>>>;
@@ -372,7 +372,7 @@ async fn report_unreadable(invalid: &InvalidObject, guard: &Guard) {
     let event = Event {
         type_: EventType::Warning,
         reason: "Unreadable".into(),
-        note: Some(crate::steps::net::preview(
+        note: Some(coxswain_steps::net::preview(
             &format!(
                 "The controller cannot read this Run, so it does not run it: {}. Delete it and start a new one.",
                 invalid.error

@@ -141,7 +141,7 @@ impl<K: Resource + Clone> Resource for Guarded<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Run;
+    use coxswain_core::api::Run;
     use kube::api::ObjectList;
     use kube::core::WatchEvent;
     use serde_json::{Value, json};

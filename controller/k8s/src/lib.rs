@@ -8,11 +8,6 @@
 //! server. This crate sits above `coxswain-core` and `coxswain-steps` and is
 //! the only one that talks to the API server.
 
-// The core's and the executors' modules under short paths.
-#[allow(unused_imports)]
-use coxswain_core::{api, engine, flow};
-use coxswain_steps as steps;
-
 pub mod admission;
 pub mod chat;
 pub mod controller;

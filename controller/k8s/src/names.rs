@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::steps::launch::WorkId;
+use coxswain_steps::launch::WorkId;
 
 /// Longest name of a Job (its pods carry it in a label) or a label value.
 pub const LABEL_MAX: usize = 63;

@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use crate::crds;
+use coxswain_core::crds;
 
 /// Options of `coxswain crd`.
 #[derive(clap::Args, Debug)]

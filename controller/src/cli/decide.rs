@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{ApprovalStep, Step};
-use crate::engine::ApprovalRequest;
-use crate::flow::FlowGraph;
 use crate::local::parse_answer;
+use coxswain_core::api::{ApprovalStep, Step};
+use coxswain_core::engine::ApprovalRequest;
+use coxswain_core::flow::FlowGraph;
 
 use super::CliError;
 

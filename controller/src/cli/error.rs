@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::read::ReadError;
-use crate::flow::FlowError;
+use coxswain_core::flow::FlowError;
 
 /// What is wrong with what the command line gave.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +56,7 @@ pub enum CliError {
         /// The flow's name.
         flow: String,
         /// Each problem, with where it is.
-        problems: Vec<crate::flow::InputProblem>,
+        problems: Vec<coxswain_core::flow::InputProblem>,
     },
     /// A run record (`graph --record`) that is not JSON.
     #[error("record {} is not JSON: {source}", path.display())]

@@ -3,7 +3,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use crate::expr;
+use coxswain_core::expr;
 
 /// Options of `coxswain eval`.
 #[derive(clap::Args, Debug)]

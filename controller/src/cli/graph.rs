@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::CliError;
-use crate::api::{RunPhase, RunStatus, Step};
-use crate::flow::FlowGraph;
-use crate::flow::draw::{Format, draw};
+use coxswain_core::api::{RunPhase, RunStatus, Step};
+use coxswain_core::flow::FlowGraph;
+use coxswain_core::flow::draw::{Format, draw};
 
 /// Arguments of `coxswain graph`.
 #[derive(clap::Args, Debug)]

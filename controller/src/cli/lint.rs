@@ -8,7 +8,7 @@ use std::{
 use serde::Serialize;
 
 use super::CliError;
-use crate::{api::StepProblem, flow};
+use coxswain_core::{api::StepProblem, flow};
 
 /// Options of `coxswain lint`.
 #[derive(clap::Args, Debug)]

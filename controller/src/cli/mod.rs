@@ -71,12 +71,13 @@ pub fn main() -> ExitCode {
 fn load_flow(
     path: &std::path::Path,
     name: Option<&str>,
-) -> Result<(String, crate::api::FlowSpec), CliError> {
+) -> Result<(String, coxswain_core::api::FlowSpec), CliError> {
     let text = read::read_text(path, "flow")?;
-    let documents = crate::flow::flows_in_yaml(&text).map_err(|source| CliError::NotYaml {
-        file: path.to_path_buf(),
-        source: Box::new(source),
-    })?;
+    let documents =
+        coxswain_core::flow::flows_in_yaml(&text).map_err(|source| CliError::NotYaml {
+            file: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
     let document = match name {
         Some(name) => documents.into_iter().find(|d| d.name == name),
         None => documents.into_iter().next(),

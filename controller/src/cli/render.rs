@@ -2,7 +2,7 @@
 
 use std::{io::Write, path::PathBuf, process::ExitCode};
 
-use crate::template::{self, Place};
+use coxswain_core::template::{self, Place};
 
 /// Reads `--where`: the names are [`Place::ALL`]'s, listed in `--help`.
 fn place_parser() -> impl clap::builder::TypedValueParser<Value = Place> {

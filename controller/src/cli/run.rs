@@ -5,12 +5,12 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 use serde_json::Value;
 
 use super::CliError;
-use crate::api::RunPhase;
-use crate::engine::CompiledFlow;
-use crate::flow::check_input;
 use crate::local::{CommandLineApprover, Progress, run_flow};
-use crate::steps::agent::{Mode, Provider};
-use crate::steps::local::{AgentFlags, LocalConfig, LocalExecutors};
+use coxswain_core::api::RunPhase;
+use coxswain_core::engine::CompiledFlow;
+use coxswain_core::flow::check_input;
+use coxswain_steps::agent::{Mode, Provider};
+use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
 
 /// Options of `coxswain run`.
 #[derive(clap::Args, Debug)]
@@ -78,7 +78,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), CliError> {
+fn prepare(args: &Args) -> Result<(coxswain_core::api::FlowSpec, Value), CliError> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let raw = match args.input.strip_prefix('@') {
         Some(path) => super::read::read_text(path.as_ref(), "input")?,
@@ -98,7 +98,7 @@ fn prepare(args: &Args) -> Result<(crate::api::FlowSpec, Value), CliError> {
     Ok((flow, input))
 }
 
-fn execute(args: &Args, spec: &crate::api::FlowSpec, input: Value) -> ExitCode {
+fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> ExitCode {
     let file = args.file.display();
     let flow = match CompiledFlow::new(spec.clone()) {
         Ok(flow) => flow,

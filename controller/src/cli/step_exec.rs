@@ -117,7 +117,7 @@ fn run_step(args: RunArgs) -> ExitCode {
 /// The attempt's result, or `None` when SIGTERM came first: the script's
 /// process group is killed as the attempt is dropped. (As PID 1 of a
 /// container, this process would otherwise ignore SIGTERM until SIGKILL.)
-async fn until_sigterm(paths: &PodPaths) -> Option<crate::engine::WorkResult> {
+async fn until_sigterm(paths: &PodPaths) -> Option<coxswain_core::engine::WorkResult> {
     let mut sigterm =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let stopped = async {

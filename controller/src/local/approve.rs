@@ -6,9 +6,9 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use serde_json::Value;
 
-use crate::api::ApprovalMode;
-use crate::engine::{ApprovalRequest, Decision};
-use crate::flow::{AnswerError, check_decision, check_entry};
+use coxswain_core::api::ApprovalMode;
+use coxswain_core::engine::{ApprovalRequest, Decision};
+use coxswain_core::flow::{AnswerError, check_decision, check_entry};
 
 /// Why no answer could be had from the command line or the terminal. Each
 /// message names the step or the `--decide` value at fault.

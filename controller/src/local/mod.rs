@@ -8,14 +8,14 @@ mod progress;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::api::{RunPhase, RunStatus};
-use crate::engine::{
+use coxswain_core::api::{RunPhase, RunStatus};
+use coxswain_core::engine::{
     Action, ApprovalRequest, CompiledFlow, Decision, Event, Failed, RunInfo, RunMachine, Work,
     codes, step_error,
 };
-use crate::steps::Executor;
-use crate::steps::in_process::InProcess;
-use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
+use coxswain_steps::Executor;
+use coxswain_steps::in_process::InProcess;
+use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -205,8 +205,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::{FlowSpec, StepStatus};
-    use crate::engine::{Done, WorkResult};
+    use coxswain_core::api::{FlowSpec, StepStatus};
+    use coxswain_core::engine::{Done, WorkResult};
 
     /// Every part's first attempt fails, part `slow` only after a while;
     /// later attempts succeed.

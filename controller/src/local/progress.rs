@@ -4,7 +4,7 @@ use std::io::Write;
 
 use jiff::Timestamp;
 
-use crate::api::{RunPhase, RunStatus, StepStatus};
+use coxswain_core::api::{RunPhase, RunStatus, StepStatus};
 
 /// Prints step transitions as they happen; silent when `quiet`.
 #[derive(Debug, Default)]
@@ -182,7 +182,7 @@ fn first_line(s: &str) -> &str {
 
 /// ` (pass 3)`, ` (pass 3, attempt 2)` inside a loop, ` (attempt 2)`
 /// outside one; nothing for a first try.
-fn which_try(record: &crate::api::StepRecord) -> String {
+fn which_try(record: &coxswain_core::api::StepRecord) -> String {
     let in_round = record.attempts.len() as i32 - record.round_start;
     let notes: Vec<String> = match record.iteration {
         Some(pass) if pass > 1 || in_round > 1 => [
@@ -206,7 +206,7 @@ fn which_try(record: &crate::api::StepRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Attempt, StepRecord};
+    use coxswain_core::api::{Attempt, StepRecord};
 
     fn record(attempts: usize, round_start: i32, iteration: Option<i32>) -> StepRecord {
         StepRecord {

@@ -28,10 +28,10 @@ use serde_json::{Map, Value, json};
 
 use super::net::{self, NetError, NetPolicy, ReadError, Redactor, Redirects};
 use super::{Executor, Secrets};
-use crate::api::{HttpStep, StepError};
-use crate::engine::{Done, Task, Work, WorkResult, codes, step_error};
-use crate::flow::parse_duration;
-use crate::template::Place;
+use coxswain_core::api::{HttpStep, StepError};
+use coxswain_core::engine::{Done, Task, Work, WorkResult, codes, step_error};
+use coxswain_core::flow::parse_duration;
+use coxswain_core::template::Place;
 
 /// The name of the header carrying [`Work::idempotency_key`].
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -40,7 +40,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on a response body, which the record keeps (as `text`, and
 /// parsed in the output): the most it keeps of one value. Reading stops
 /// there and the attempt fails.
-pub const DEFAULT_RESPONSE_LIMIT: usize = crate::api::MAX_VALUE_BYTES;
+pub const DEFAULT_RESPONSE_LIMIT: usize = coxswain_core::api::MAX_VALUE_BYTES;
 /// How much of a failing answer's body its error message shows.
 const PREVIEW_CHARS: usize = 300;
 

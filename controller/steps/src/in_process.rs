@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::engine::{Failed, Work, WorkResult, codes, step_error};
+use coxswain_core::engine::{Failed, Work, WorkResult, codes, step_error};
 
 use super::Executor;
 use super::launch::{Launcher, LauncherError, Observation, WorkId};
@@ -224,8 +224,8 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::api::ScriptStep;
-    use crate::engine::{Done, RunInfo, Task};
+    use coxswain_core::api::ScriptStep;
+    use coxswain_core::engine::{Done, RunInfo, Task};
 
     /// Counts its runs; each run waits for a permit, then answers its attempt.
     struct Gated {

@@ -15,7 +15,7 @@ use std::future::Future;
 
 use sha2::{Digest, Sha256};
 
-use crate::engine::{Event, PartRef, Work, WorkResult};
+use coxswain_core::engine::{Event, PartRef, Work, WorkResult};
 
 /// Which attempt of which step (and part, and loop pass) of which run: the
 /// identity of one piece of work, the same after a restart because it is

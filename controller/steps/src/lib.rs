@@ -4,14 +4,10 @@
 pub mod agent;
 pub mod chat;
 
-// The core's modules under their old paths, so `crate::engine::Work` reads
-// as it did when the executors lived in one crate with the core.
-use coxswain_core::{api, engine, expr, flow, template, text};
-
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::engine::{Work, WorkResult};
+use coxswain_core::engine::{Work, WorkResult};
 
 /// Carries out one attempt. Dropping the future cancels the work: a process
 /// is killed, a request abandoned.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::engine::{Task, Work, WorkResult};
+use coxswain_core::engine::{Task, Work, WorkResult};
 
 use super::Executor;
 use super::agent::{AgentConfig, AgentExecutor, ConfigError, Mode, Provider, SetupError};
@@ -146,8 +146,8 @@ mod tests {
     use tracing::{Event, Metadata, Subscriber};
 
     use super::*;
-    use crate::api::ScriptStep;
-    use crate::engine::{DataView, PartRef, RunInfo};
+    use coxswain_core::api::ScriptStep;
+    use coxswain_core::engine::{DataView, PartRef, RunInfo};
 
     /// Spans seen: name and fields, in order of creation.
     type Spans = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;

@@ -58,8 +58,8 @@ use serde_json::{Map, Value};
 use tokio::process::Command;
 
 use super::{Executor, Secrets};
-use crate::api::{Field, ScriptStep};
-use crate::engine::{Done, Failed, Task, Work, WorkResult};
+use coxswain_core::api::{Field, ScriptStep};
+use coxswain_core::engine::{Done, Failed, Task, Work, WorkResult};
 
 pub use env::{Attempt, DEFAULT_PATH, Folders, HostEnv};
 pub use error::ScriptError;
@@ -68,7 +68,7 @@ pub use process::DEFAULT_DRAIN_GRACE;
 
 /// Default cap on captured stdout, the most a record keeps of one value;
 /// a bigger output fails the attempt.
-pub const DEFAULT_STDOUT_LIMIT: usize = crate::api::MAX_VALUE_BYTES;
+pub const DEFAULT_STDOUT_LIMIT: usize = coxswain_core::api::MAX_VALUE_BYTES;
 /// Default size of the stderr tail kept for the error message.
 pub const DEFAULT_STDERR_TAIL: usize = 64 << 10;
 
@@ -208,7 +208,7 @@ impl LocalScript {
 
         let captured = self.execute(command, step, timeout).await?;
         let text = String::from_utf8_lossy(&captured.stdout).into_owned();
-        if let Some(e) = crate::expr::numbers::number_out_of_range(&text) {
+        if let Some(e) = coxswain_core::expr::numbers::number_out_of_range(&text) {
             return Err(e.into());
         }
         let declared = step.output.as_ref().map(|o| o.fields.as_slice());
@@ -306,7 +306,7 @@ impl Executor for LocalScript {
             Task::Script(step) => self.run_script(work, step).await,
             _ => Err(ScriptError::NotAScript),
         };
-        result.map_err(|e| Failed::from(crate::api::StepError::from(e)))
+        result.map_err(|e| Failed::from(coxswain_core::api::StepError::from(e)))
     }
 }
 

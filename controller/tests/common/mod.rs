@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use coxswain::engine::{DataView, RunInfo, Task, Work};
+use coxswain_core::engine::{DataView, RunInfo, Task, Work};
 use serde_json::{Value, json};
 
 /// Work for `task` with the given input and step records.

@@ -8,13 +8,13 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use coxswain::api::{FlowSpec, RunPhase, RunStatus, StepError, TokenUsage};
-use coxswain::engine::{
+use coxswain::local::{Approver, CommandLineApprover};
+use coxswain_core::api::{FlowSpec, RunPhase, RunStatus, StepError, TokenUsage};
+use coxswain_core::engine::{
     Action, ApprovalRequest, CompiledFlow, Done, Event, Failed, RunInfo, RunMachine, Task, Work,
     WorkResult,
 };
-use coxswain::local::{Approver, CommandLineApprover};
-use coxswain::steps::Executor;
+use coxswain_steps::Executor;
 use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
@@ -373,7 +373,7 @@ where
 /// What the driver hands the engine next: an event, or a person's answer.
 enum Next {
     Event(Event),
-    Answer(ApprovalRequest, coxswain::engine::Decision),
+    Answer(ApprovalRequest, coxswain_core::engine::Decision),
 }
 
 /// Takes the ask of the first step by key: a restarted engine lists its

@@ -310,7 +310,7 @@ mod tests {
         // The object the API server is given is the same flow.
         assert_eq!(flow, coxswain_chain_flow_object("chain", 4));
         // And Coxswain itself takes it: a valid flow whose steps chain.
-        let flow: coxswain::api::Flow = serde_yaml::from_str(&yaml).unwrap();
-        coxswain::engine::CompiledFlow::new(flow.spec).expect("a valid flow");
+        let flow: coxswain_core::api::Flow = serde_yaml::from_str(&yaml).unwrap();
+        coxswain_core::engine::CompiledFlow::new(flow.spec).expect("a valid flow");
     }
 }

@@ -17,7 +17,7 @@
 //! - within one round, a parallel step's parts keep their keys and go only
 //!   forwards by the same rules.
 
-use coxswain::api::{Attempt, PartRecord, RunPhase, RunStatus, StepRecord, StepStatus};
+use coxswain_core::api::{Attempt, PartRecord, RunPhase, RunStatus, StepRecord, StepStatus};
 
 /// Every way `after` goes backwards from `before`, in words.
 pub fn check(before: &RunStatus, after: &RunStatus) -> Vec<String> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
-use coxswain::api::{Run, RunPhase, RunStatus, StepStatus};
+use coxswain_core::api::{Run, RunPhase, RunStatus, StepStatus};
 use coxswain_e2e::{Kubectl, TestNamespace, free_finished_pods, wait_for};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;

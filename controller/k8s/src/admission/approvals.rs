@@ -8,8 +8,8 @@ use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::api::{Approval, ApprovalMode, ApprovalSpec, DecidedBy, Run};
-use crate::flow::{Decider, DeciderRule, check_decider, check_decision, check_entry};
+use coxswain_core::api::{Approval, ApprovalMode, ApprovalSpec, DecidedBy, Run};
+use coxswain_core::flow::{Decider, DeciderRule, check_decider, check_decision, check_entry};
 
 use super::review::Verdict;
 use super::runs::CREATED_BY_ANNOTATION;
@@ -275,7 +275,7 @@ mod tests {
         let mut old = Approval::new("r1-review-1", spec(json!({})));
         let new = Approval::new("r1-review-1", spec(json!({"decision": "approve"})));
         assert_eq!(closed(&old, &new), None, "open: answered as usual");
-        old.status = Some(crate::api::ApprovalStatus {
+        old.status = Some(coxswain_core::api::ApprovalStatus {
             closed: Some("run r1 ended Cancelled before an answer was taken in".into()),
             ..Default::default()
         });

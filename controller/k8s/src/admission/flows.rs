@@ -10,8 +10,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::api::{FlowSpec, StepProblem};
-use crate::flow::{BoundSecret, bound_secrets, validate};
+use coxswain_core::api::{FlowSpec, StepProblem};
+use coxswain_core::flow::{BoundSecret, bound_secrets, validate};
 
 use super::review::Verdict;
 

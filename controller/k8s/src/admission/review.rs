@@ -15,9 +15,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::flow::{MAX_JSON_DEPTH, text_depth};
+use coxswain_core::flow::{MAX_JSON_DEPTH, text_depth};
 
-use crate::api::{Approval, Flow, Run};
+use coxswain_core::api::{Approval, Flow, Run};
 
 use super::{approvals, flows, reserved, runs};
 

@@ -6,8 +6,8 @@
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::api::{Flow, Run};
-use crate::flow::{MAX_JSON_DEPTH, check_input, json_depth, validate};
+use coxswain_core::api::{Flow, Run};
+use coxswain_core::flow::{MAX_JSON_DEPTH, check_input, json_depth, validate};
 
 use super::flows::problem_line;
 use super::review::Verdict;

@@ -104,7 +104,7 @@ pub const DEFAULT_CERT_CHECK: Duration = Duration::from_secs(300);
 
 /// Reads `--webhook-cert-check` as flows write durations; at least a second.
 fn parse_check(text: &str) -> Result<Duration, String> {
-    let duration = crate::flow::parse_duration(text).map_err(|e| e.to_string())?;
+    let duration = coxswain_core::flow::parse_duration(text).map_err(|e| e.to_string())?;
     if duration < Duration::from_secs(1) {
         return Err("must be at least 1s".into());
     }

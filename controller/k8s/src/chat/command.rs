@@ -9,8 +9,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::api::{Flow, FlowRef, Run, RunPhase, RunSpec};
 use crate::names;
+use coxswain_core::api::{Flow, FlowRef, Run, RunPhase, RunSpec};
 
 /// One message heard in a room, as any chat service delivers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ impl<'a> Listener<'a> {
 /// also that the command passes its checks (only those start runs).
 pub fn listens_on(flow: &Flow, connection: &str, valid: bool) -> bool {
     flow.spec.command.as_ref().is_some_and(|c| {
-        c.chat == connection && (!valid || crate::flow::check_command(c).is_empty())
+        c.chat == connection && (!valid || coxswain_core::flow::check_command(c).is_empty())
     })
 }
 
@@ -346,7 +346,7 @@ fn cut(text: &str, most: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Command, FlowSpec, RunStatus, StepError};
+    use coxswain_core::api::{Command, FlowSpec, RunStatus, StepError};
 
     fn flow(name: &str, command: &str, rooms: &[&str], users: &[&str]) -> Flow {
         let mut flow = Flow::new(

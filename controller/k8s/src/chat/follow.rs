@@ -21,10 +21,10 @@ use kube::{Api, Client, ResourceExt};
 use super::command::{self, Decision, Heard, Listener};
 use super::connection::{self, Connection};
 use super::position::{self, Position};
-use crate::api::{Flow, Run};
 use crate::error::Error;
-use crate::steps::chat::{Matrix, MatrixError, MatrixEvent};
-use crate::steps::net::{self, NetPolicy};
+use coxswain_core::api::{Flow, Run};
+use coxswain_steps::chat::{Matrix, MatrixError, MatrixEvent};
+use coxswain_steps::net::{self, NetPolicy};
 
 /// How long one sync waits for news.
 const SYNC_WAIT: Duration = Duration::from_secs(25);

@@ -28,8 +28,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 
-use crate::api::Flow;
-use crate::steps::net::NetPolicy;
+use coxswain_core::api::Flow;
+use coxswain_steps::net::NetPolicy;
 
 /// How often the set of connections is looked at again.
 const RESCAN: Duration = Duration::from_secs(2);

@@ -27,12 +27,12 @@ use serde_json::json;
 
 use super::command;
 use super::connection::{self, Connection};
-use crate::api::Run;
 use crate::error::Error;
 use crate::guard::Guarded;
 use crate::names;
-use crate::steps::chat::{Matrix, MatrixError, Post, Slack, SlackError};
-use crate::steps::net::{self, NetPolicy};
+use coxswain_core::api::Run;
+use coxswain_steps::chat::{Matrix, MatrixError, Post, Slack, SlackError};
+use coxswain_steps::net::{self, NetPolicy};
 
 /// What the outcome reconciler needs.
 pub struct Context {
@@ -257,7 +257,7 @@ mod tests {
         let mut run = Run::new("r", Default::default());
         assert_eq!(ended_ago(&run), None);
         let hour_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
-        run.status = Some(crate::api::RunStatus {
+        run.status = Some(coxswain_core::api::RunStatus {
             finished_at: Some(hour_ago.to_string()),
             ..Default::default()
         });

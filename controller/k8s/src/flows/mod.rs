@@ -25,8 +25,8 @@ use kube::{Api, Client, ResourceExt};
 pub use reconcile::Context;
 
 use crate::Error;
-use crate::api::{Flow, Run};
 use crate::guard::Guarded;
+use coxswain_core::api::{Flow, Run};
 
 /// Reconciles of Flows running at once.
 const CONCURRENCY: u16 = 4;

@@ -17,9 +17,9 @@ use super::runs::{self, Survey};
 use super::schedule::{self, History, Skip, Timetable};
 use super::status::{self, Bookkeeping};
 use crate::Error;
-use crate::api::{Flow, FlowStatus, Run, Schedule};
 use crate::guard::Guarded;
 use crate::names;
+use coxswain_core::api::{Flow, FlowStatus, Run, Schedule};
 
 /// What every reconcile of a Flow shares.
 pub struct Context {

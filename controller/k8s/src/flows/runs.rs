@@ -9,8 +9,8 @@ use jiff::Timestamp;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use crate::api::{Flow, FlowRef, Run, RunPhase, RunSpec};
 use crate::names;
+use coxswain_core::api::{Flow, FlowRef, Run, RunPhase, RunSpec};
 
 /// What the Runs of one Flow say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -143,7 +143,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::{FlowSpec, RunStatus, Schedule};
+    use coxswain_core::api::{FlowSpec, RunStatus, Schedule};
 
     fn at(text: &str) -> Timestamp {
         text.parse().expect("a test time")

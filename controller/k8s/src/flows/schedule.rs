@@ -12,7 +12,7 @@ use croner::parser::{CronParser, Seconds, Year};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, Zoned};
 
-use crate::api::{ConcurrencyPolicy, Schedule};
+use coxswain_core::api::{ConcurrencyPolicy, Schedule};
 
 /// A schedule read and ready to answer "which slot is due".
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{FlowSpec, FlowStatus, StepProblem};
-use crate::flow::{FlowGraph, Limits, validate_graph};
+use coxswain_core::api::{FlowSpec, FlowStatus, StepProblem};
+use coxswain_core::flow::{FlowGraph, Limits, validate_graph};
 
 /// The condition saying the flow passed validation.
 pub const VALID: &str = "Valid";

@@ -14,10 +14,10 @@ use super::manifest::{
 };
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
-use crate::api::{Run, StepError};
-use crate::engine::{Failed, Task, Work, WorkResult, codes, step_error};
 use crate::names;
-use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
+use coxswain_core::api::{Run, StepError};
+use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
+use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
 
 /// The label the Job controller puts on its pods (Kubernetes 1.27 and later).
 const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";

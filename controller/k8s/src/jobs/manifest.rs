@@ -14,11 +14,11 @@ use kube::Resource;
 
 use super::JobSettings;
 use super::task::{PodTask, paths};
-use crate::api::{Run, ScriptStep, StepError};
-use crate::engine::{Work, codes, step_error};
 use crate::names;
-use crate::steps::launch::WorkId;
-use crate::steps::script::{InputFile, input_files};
+use coxswain_core::api::{Run, ScriptStep, StepError};
+use coxswain_core::engine::{Work, codes, step_error};
+use coxswain_steps::launch::WorkId;
+use coxswain_steps::script::{InputFile, input_files};
 
 /// The inputs ConfigMap's key holding the [`PodTask`].
 pub const TASK_KEY: &str = "step.json";
@@ -491,8 +491,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::{EnvVar as StepEnv, SecretKeyRef, ValueFrom};
-    use crate::engine::{RunInfo, Task};
+    use coxswain_core::api::{EnvVar as StepEnv, SecretKeyRef, ValueFrom};
+    use coxswain_core::engine::{RunInfo, Task};
 
     fn owner() -> RunOwner {
         RunOwner {

@@ -6,7 +6,7 @@
 //! owned by the Run, labelled with the run's uid, the step and a role):
 //!
 //! - a ConfigMap (role `inputs`): one key `input.FILE` per input file (the
-//!   files [`script::input_files`](crate::steps::script::input_files) gives,
+//!   files [`script::input_files`](coxswain_steps::script::input_files) gives,
 //!   so the names and contents are the local runner's) and the key
 //!   `step.json`, the [`PodTask`]: the step as written, the attempt, the
 //!   timeout and the output cap. Inputs cannot come from a Secret in the flow

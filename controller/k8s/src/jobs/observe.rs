@@ -16,9 +16,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::manifest::{INSTALL_CONTAINER, STEP_CONTAINER, TIMEOUT_ANNOTATION};
 use super::wire::{self, Decoded, LogRef, WireResult};
-use crate::api::StepError;
-use crate::engine::{codes, step_error};
-use crate::steps::script::ScriptError;
+use coxswain_core::api::StepError;
+use coxswain_core::engine::{codes, step_error};
+use coxswain_steps::script::ScriptError;
 
 /// Where a Job stands.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use super::task::{PodTask, paths};
 use super::wire::{self, WireResult};
-use crate::api::StepError;
-use crate::engine::{Failed, WorkResult, codes, step_error};
-use crate::steps::script::{Folders, LocalScript};
-use crate::steps::secrets::MapSecrets;
+use coxswain_core::api::StepError;
+use coxswain_core::engine::{Failed, WorkResult, codes, step_error};
+use coxswain_steps::script::{Folders, LocalScript};
+use coxswain_steps::secrets::MapSecrets;
 
 /// Why `step-exec install` failed.
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +218,7 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{EnvVar, ScriptStep};
+    use coxswain_core::api::{EnvVar, ScriptStep};
     use serde_json::json;
 
     fn pod_dirs(task: &PodTask) -> (tempfile::TempDir, PodPaths) {
@@ -349,7 +349,7 @@ mod tests {
     fn a_big_result_goes_to_stdout_and_the_message_says_so() {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("termination-log");
-        let result: WorkResult = Ok(crate::engine::Done {
+        let result: WorkResult = Ok(coxswain_core::engine::Done {
             output: json!("x".repeat(10_000)),
             text: Some("x".repeat(10_000)),
             usage: None,

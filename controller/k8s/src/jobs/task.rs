@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ScriptStep, StepError};
-use crate::steps::script::Attempt;
+use coxswain_core::api::{ScriptStep, StepError};
+use coxswain_steps::script::Attempt;
 
 /// Where things are in a step's pod. Every folder of the script contract is
 /// a volume of its own, so nothing depends on the image's file system.

@@ -25,9 +25,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::api::StepError;
-use crate::engine::{Done, Failed, WorkResult};
 use crate::names::hex;
+use coxswain_core::api::StepError;
+use coxswain_core::engine::{Done, Failed, WorkResult};
 
 /// The most bytes of a termination message the kubelet keeps.
 pub const TERMINATION_MESSAGE_MAX: usize = 4096;
@@ -249,7 +249,7 @@ pub fn decode_log(log: &str, reference: &LogRef) -> Result<WireResult, LogError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{codes, step_error};
+    use coxswain_core::engine::{codes, step_error};
     use serde_json::json;
 
     fn done(text: &str) -> WireResult {

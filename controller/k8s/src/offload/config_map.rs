@@ -6,9 +6,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use crate::api::Run;
-use crate::api::offload::{MovedValue, OffloadError};
 use crate::{Error, names};
+use coxswain_core::api::Run;
+use coxswain_core::api::offload::{MovedValue, OffloadError};
 
 /// The key under which a ConfigMap holds its piece.
 pub(super) const KEY: &str = "value";

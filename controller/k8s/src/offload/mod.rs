@@ -27,10 +27,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use crate::api::offload::{self, DEFAULT_BUDGET, DEFAULT_THRESHOLD, Limits, MIN_THRESHOLD};
-use crate::api::{Run, RunStatus};
 use crate::{Error, names};
 use cache::Cache;
+use coxswain_core::api::offload::{self, DEFAULT_BUDGET, DEFAULT_THRESHOLD, Limits, MIN_THRESHOLD};
+use coxswain_core::api::{Run, RunStatus};
 
 /// When values leave a Run's status.
 #[derive(clap::Args, Debug, Clone)]

@@ -9,7 +9,7 @@ use prometheus::{
     IntGauge, Opts, Registry, TextEncoder, exponential_buckets,
 };
 
-use crate::api::{RunPhase, StepKind, StepStatus};
+use coxswain_core::api::{RunPhase, StepKind, StepStatus};
 
 /// Every metric of the controller, registered in one [`Registry`].
 pub struct Metrics {
@@ -301,7 +301,7 @@ fn histogram_vec(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Step;
+    use coxswain_core::api::Step;
 
     fn script_step() -> Step {
         serde_json::from_value(serde_json::json!({"key": "build", "script": {"source": "true"}}))

@@ -6,7 +6,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use tracing_subscriber::EnvFilter;
 
-use crate::flow::parse_duration;
+use coxswain_core::flow::parse_duration;
 
 /// Shortest `--lease-duration`: the holder renews a third of the duration
 /// before it ends, and a Lease counts whole seconds.

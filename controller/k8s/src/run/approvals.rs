@@ -15,10 +15,10 @@ use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::api::{Approval, ApprovalSpec, Run};
-use crate::engine::{ApprovalRequest, Decision};
 use crate::error::Error;
 use crate::names;
+use coxswain_core::api::{Approval, ApprovalSpec, Run};
+use coxswain_core::engine::{ApprovalRequest, Decision};
 
 /// A waiting approval and what a person answered, if anything.
 pub struct Asked {
@@ -73,7 +73,7 @@ impl Asked {
     /// Whether the person who answered may decide the step, by the rule the
     /// flow gives (not the one the object says: only admission guards
     /// that), from the identity admission stamped on the answer.
-    pub fn check_decider(&self, run: &Run) -> Result<(), crate::flow::DeciderError> {
+    pub fn check_decider(&self, run: &Run) -> Result<(), coxswain_core::flow::DeciderError> {
         let stamp = self
             .object
             .as_ref()
@@ -83,15 +83,15 @@ impl Asked {
             .get(crate::admission::runs::CREATED_BY_ANNOTATION)
             .map(String::as_str);
         let name = run.name_any();
-        crate::flow::check_decider(
-            crate::flow::DeciderRule {
+        coxswain_core::flow::check_decider(
+            coxswain_core::flow::DeciderRule {
                 step: &self.request.step,
                 run: &name,
                 approvers: self.request.approvers.as_ref(),
                 allow_self_approval: self.request.allow_self_approval,
                 creator,
             },
-            stamp.map(|d| crate::flow::Decider {
+            stamp.map(|d| coxswain_core::flow::Decider {
                 user: &d.username,
                 groups: &d.groups,
             }),
@@ -288,7 +288,7 @@ pub enum Leftover {
 
 /// What `approval`, whose attempt no longer waits, still needs, from the
 /// run's record.
-pub fn leftover(approval: &Approval, record: &crate::api::RunStatus) -> Leftover {
+pub fn leftover(approval: &Approval, record: &coxswain_core::api::RunStatus) -> Leftover {
     let status = approval.status.clone().unwrap_or_default();
     if status.consumed || status.closed.is_some() {
         return Leftover::Settled;
@@ -305,11 +305,11 @@ pub fn leftover(approval: &Approval, record: &crate::api::RunStatus) -> Leftover
 /// Whether the record shows attempt `attempt` of the person step `step`
 /// completed: only an answer completes one (a timeout or a stop fails or
 /// cancels it).
-pub fn taken_in(record: &crate::api::RunStatus, step: &str, attempt: i32) -> bool {
+pub fn taken_in(record: &coxswain_core::api::RunStatus, step: &str, attempt: i32) -> bool {
     record.steps.get(step).is_some_and(|s| {
         s.attempts
             .iter()
-            .any(|a| a.number == attempt && a.status == crate::api::StepStatus::Completed)
+            .any(|a| a.number == attempt && a.status == coxswain_core::api::StepStatus::Completed)
     })
 }
 
@@ -329,7 +329,11 @@ pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), 
 
 /// Why attempt `attempt` of `step` no longer waits, from the record: the
 /// attempt's error (a timeout, say) when it has one.
-pub fn attempt_ended_reason(status: &crate::api::RunStatus, step: &str, attempt: u32) -> String {
+pub fn attempt_ended_reason(
+    status: &coxswain_core::api::RunStatus,
+    step: &str,
+    attempt: u32,
+) -> String {
     let error = status
         .steps
         .get(step)
@@ -355,7 +359,7 @@ pub fn attempt_ended_reason(status: &crate::api::RunStatus, step: &str, attempt:
 pub async fn settle_earlier(
     api: &Api<Approval>,
     run: &Run,
-    record: &crate::api::RunStatus,
+    record: &coxswain_core::api::RunStatus,
     request: &ApprovalRequest,
     read: &[&str],
 ) -> Result<(), Error> {
@@ -414,7 +418,7 @@ pub fn reference(approval: &Approval) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ApprovalStatus, Attempt, RunStatus, StepRecord, StepStatus};
+    use coxswain_core::api::{ApprovalStatus, Attempt, RunStatus, StepRecord, StepStatus};
 
     fn approval(attempt: i32, decision: Option<&str>, status: ApprovalStatus) -> Approval {
         let mut a = Approval::new(

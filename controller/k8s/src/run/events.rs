@@ -18,7 +18,7 @@ use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Api, Resource};
 use tokio::sync::mpsc;
 
-use crate::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
+use coxswain_core::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
 
 /// The warning that the controller found `kind` `name` where an object of
 /// its own belongs and left it alone: `reason` says what is wrong with it.
@@ -342,7 +342,7 @@ fn to_k8s(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Attempt, StepError};
+    use coxswain_core::api::{Attempt, StepError};
 
     fn step(status: StepStatus, attempts: usize) -> StepRecord {
         StepRecord {
@@ -407,8 +407,8 @@ mod tests {
     fn run_named(name: &str) -> Run {
         let mut run = Run::new(
             name,
-            crate::api::RunSpec {
-                flow_ref: crate::api::FlowRef { name: "f".into() },
+            coxswain_core::api::RunSpec {
+                flow_ref: coxswain_core::api::FlowRef { name: "f".into() },
                 input: None,
                 cancel: false,
             },

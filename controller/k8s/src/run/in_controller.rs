@@ -10,13 +10,13 @@ use kube::{Api, Client};
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use crate::engine::{Failed, Task, Work, WorkResult, codes, step_error};
-use crate::steps::agent::{AgentConfig, AgentExecutor};
-use crate::steps::http::HttpExecutor;
-use crate::steps::local::attempt_span;
-use crate::steps::message::MessageExecutor;
-use crate::steps::net::NetPolicy;
-use crate::steps::{Executor, SecretError, SecretFuture, Secrets};
+use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
+use coxswain_steps::agent::{AgentConfig, AgentExecutor};
+use coxswain_steps::http::HttpExecutor;
+use coxswain_steps::local::attempt_span;
+use coxswain_steps::message::MessageExecutor;
+use coxswain_steps::net::NetPolicy;
+use coxswain_steps::{Executor, SecretError, SecretFuture, Secrets};
 
 /// The executors for the steps the controller runs itself, with a limit on
 /// how many attempts run at once.

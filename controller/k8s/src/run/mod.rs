@@ -30,12 +30,12 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus};
-use crate::engine::{self, Event, Failed, RunInfo, RunMachine, Work, codes, step_error};
 use crate::error::Error;
 use crate::settings::Settings;
-use crate::steps::in_process::InProcess;
-use crate::steps::launch::{Launcher, LauncherError, Observation, WorkId};
+use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus};
+use coxswain_core::engine::{self, Event, Failed, RunInfo, RunMachine, Work, codes, step_error};
+use coxswain_steps::in_process::InProcess;
+use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
 
 use crate::jobs::JobLauncher;
 use in_controller::InController;

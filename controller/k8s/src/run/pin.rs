@@ -11,10 +11,10 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use crate::api::{Flow, FlowSpec, Run, StepProblem};
-use crate::engine::CompiledFlow;
 use crate::error::Error;
 use crate::names;
+use coxswain_core::api::{Flow, FlowSpec, Run, StepProblem};
+use coxswain_core::engine::CompiledFlow;
 
 /// The key of the snapshot ConfigMap holding the flow's spec as JSON.
 pub const SNAPSHOT_KEY: &str = "flow.json";
@@ -210,7 +210,7 @@ async fn snapshot_flow(
             .input
             .clone()
             .unwrap_or(Value::Object(Default::default()));
-        let problems = crate::flow::check_input(schema, &input);
+        let problems = coxswain_core::flow::check_input(schema, &input);
         if !problems.is_empty() {
             let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
             return Ok(Err(Pinned::Refused(format!(

@@ -8,8 +8,8 @@ use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::api::{Run, RunPhase, RunStatus};
 use crate::error::Error;
+use coxswain_core::api::{Run, RunPhase, RunStatus};
 
 /// Whether the run has ended.
 pub fn is_over(phase: RunPhase) -> bool {

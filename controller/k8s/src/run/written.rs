@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
 
-use crate::api::Run;
+use coxswain_core::api::Run;
 
 /// Run uid → what was written last for it.
 #[derive(Default)]
@@ -108,7 +108,7 @@ impl Written {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{FlowRef, RunPhase, RunSpec, RunStatus};
+    use coxswain_core::api::{FlowRef, RunPhase, RunSpec, RunStatus};
 
     fn run(version: &str, phase: RunPhase) -> Run {
         let mut run = Run::new(

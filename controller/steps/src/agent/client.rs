@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::contract::{ReplyParts, SUBMIT_TOOL};
 use super::prompt::Message;
-use crate::api::TokenUsage;
 use crate::net::{self, NetError, NetPolicy, ReadError, Redactor, Redirects};
+use coxswain_core::api::TokenUsage;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +175,7 @@ pub fn read_response(body: &[u8]) -> Result<Completion, CallError> {
 /// The first 300 characters of a body, for error messages.
 fn preview(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
-    match crate::text::cut(&text, 300) {
+    match coxswain_core::text::cut(&text, 300) {
         Some(start) => format!("{start}…"),
         None => text.into_owned(),
     }

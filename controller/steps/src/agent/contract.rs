@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{Field, ReplyFormat};
+use coxswain_core::api::{Field, ReplyFormat};
 
 /// The name of the tool the model hands its output in through.
 pub const SUBMIT_TOOL: &str = "submit_output";
@@ -108,7 +108,7 @@ pub struct Contract {
 
 impl Contract {
     /// The contract of an agent step's `reply` (text when absent).
-    pub fn of(reply: Option<&crate::api::Reply>) -> Contract {
+    pub fn of(reply: Option<&coxswain_core::api::Reply>) -> Contract {
         match reply {
             Some(r) => Contract {
                 format: r.format,

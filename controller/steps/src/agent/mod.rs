@@ -21,8 +21,8 @@ use self::contract::{Contract, Verdict};
 use self::prompt::Message;
 use super::Executor;
 use super::net::{self, NetPolicy};
-use crate::api::{StepError, TokenUsage};
-use crate::engine::{AgentTask, Done, Failed, Task, Work, WorkResult, codes, step_error};
+use coxswain_core::api::{StepError, TokenUsage};
+use coxswain_core::engine::{AgentTask, Done, Failed, Task, Work, WorkResult, codes, step_error};
 
 pub use self::contract::{Mode, Provider};
 
@@ -54,9 +54,9 @@ pub struct AgentConfig {
 }
 
 /// Default cap on a model server's whole answer: the reply the record keeps
-/// (at most [`crate::api::MAX_VALUE_BYTES`]) plus room for its JSON
+/// (at most [`coxswain_core::api::MAX_VALUE_BYTES`]) plus room for its JSON
 /// envelope, escaping and tool-call wrapping. Reading stops there.
-pub const ANSWER_LIMIT: usize = 4 * crate::api::MAX_VALUE_BYTES;
+pub const ANSWER_LIMIT: usize = 4 * coxswain_core::api::MAX_VALUE_BYTES;
 
 impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -264,7 +264,7 @@ impl AgentExecutor {
                 .map_err(|e| call_failed(&e))?;
             add_usage(usage, completion.usage.as_ref());
             let text = completion.parts.text();
-            if text.len() > crate::api::MAX_VALUE_BYTES {
+            if text.len() > coxswain_core::api::MAX_VALUE_BYTES {
                 return Err(too_long(text.len()));
             }
             match contract::interpret(&contract, &completion.parts) {
@@ -398,7 +398,7 @@ fn too_long(bytes: usize) -> StepError {
         codes::OUTPUT,
         format!(
             "the model's reply is {bytes} bytes, more than the {} a run keeps of one value; ask for a shorter reply or lower max_tokens",
-            net::size(crate::api::MAX_VALUE_BYTES)
+            net::size(coxswain_core::api::MAX_VALUE_BYTES)
         ),
     )
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::contract::{Contract, Mode, SUBMIT_TOOL};
-use crate::engine::AgentTask;
+use coxswain_core::engine::AgentTask;
 
 /// One Chat Completions message, as sent on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -292,8 +292,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::{AgentStep, Field, Reply, ReplyFormat};
-    use crate::engine::{ChangeRequest, Given};
+    use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat};
+    use coxswain_core::engine::{ChangeRequest, Given};
 
     fn task() -> AgentTask {
         AgentTask {

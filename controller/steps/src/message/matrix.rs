@@ -11,10 +11,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{MessageError, MessageExecutor, net};
-use crate::api::MatrixTarget;
 use crate::chat::{Matrix, MatrixError};
-use crate::engine::{Done, Work};
 use crate::net::Redactor;
+use coxswain_core::api::MatrixTarget;
+use coxswain_core::engine::{Done, Work};
 
 impl MessageExecutor {
     /// Posts `text` to the step's room.
@@ -77,8 +77,8 @@ fn transaction_id(work: &Work) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::MessageStep;
-    use crate::engine::{DataView, RunInfo, Task};
+    use coxswain_core::api::MessageStep;
+    use coxswain_core::engine::{DataView, RunInfo, Task};
 
     fn work(uid: &str, step: &str, attempt: u32) -> Work {
         Work {

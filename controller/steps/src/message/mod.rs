@@ -34,9 +34,9 @@ use serde_json::{Value, json};
 use super::chat::{MatrixError, SlackError};
 use super::net::{self, NetPolicy, PostError, Redactor};
 use super::{Executor, Secrets};
-use crate::api::{MessageStep, SecretKeyRef, StepError, WebhookTarget};
-use crate::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
-use crate::template::Place;
+use coxswain_core::api::{MessageStep, SecretKeyRef, StepError, WebhookTarget};
+use coxswain_core::engine::{Done, Failed, Task, Work, WorkResult, codes, step_error};
+use coxswain_core::template::Place;
 
 /// Why a message could not be posted, or the executor not built. Each kind
 /// has its stable code; messages are written for the flow's author.
@@ -188,7 +188,7 @@ impl MessageExecutor {
         step: &MessageStep,
         redactor: &mut Redactor,
     ) -> Result<Done, MessageError> {
-        if let Some(problem) = crate::flow::target_problem(step) {
+        if let Some(problem) = coxswain_core::flow::target_problem(step) {
             return Err(MessageError::Target(problem));
         }
         let text = net::render(&step.text, Place::Message, &work.data)

@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{MessageError, MessageExecutor};
-use crate::api::SlackTarget;
 use crate::chat::slack::{Post, Slack, SlackError};
-use crate::engine::{Done, Work};
 use crate::net::{self, Redactor};
+use coxswain_core::api::SlackTarget;
+use coxswain_core::engine::{Done, Work};
 
 /// The longest the channel name lookup may take; the message is already
 /// posted, so it is worth little waiting.

@@ -23,9 +23,9 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 pub use self::policy::{NetMode, NetPolicy, Refusal, forms, parse_block};
 pub use self::post::{PostError, exchange};
 pub use self::redact::Redactor;
-use crate::api::StepError;
-use crate::engine::{DataView, codes, step_error};
-use crate::template::{self, Place};
+use coxswain_core::api::StepError;
+use coxswain_core::engine::{DataView, codes, step_error};
+use coxswain_core::template::{self, Place};
 
 /// The most redirects one request follows.
 pub const MAX_REDIRECTS: usize = 5;
@@ -82,7 +82,7 @@ pub enum NetError {
     },
     /// No TLS crypto provider was installed before the client was built.
     #[error(
-        "no TLS crypto provider is installed: call coxswain::steps::net::install_crypto_provider() once at start"
+        "no TLS crypto provider is installed: call coxswain_steps::net::install_crypto_provider() once at start"
     )]
     NoCryptoProvider,
     /// reqwest could not build the client.
@@ -316,7 +316,7 @@ pub fn shortest(a: Duration, b: Option<Duration>) -> Duration {
 
 /// The first `max` characters of a text, saying when it was cut.
 pub fn preview(text: &str, max: usize) -> String {
-    match crate::text::cut(text, max) {
+    match coxswain_core::text::cut(text, max) {
         Some(start) => format!("{start}… (cut)"),
         None => text.to_string(),
     }

@@ -9,8 +9,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::api::StepError;
-use crate::engine::Done;
+use coxswain_core::api::StepError;
+use coxswain_core::engine::Done;
 
 /// The secret values one attempt resolved, each with the label that
 /// replaces it.

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::engine::Work;
+use coxswain_core::engine::Work;
 
 /// Used when the runner itself has no `PATH`.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::api::StepError;
-use crate::engine::{codes, step_error};
+use coxswain_core::api::StepError;
+use coxswain_core::engine::{codes, step_error};
 
 /// Why an attempt of a script failed. The messages are written for the
 /// author of the flow.
@@ -89,7 +89,7 @@ pub enum ScriptError {
     /// stdout is JSON but for a number no float can hold (`1e400`): the
     /// output would otherwise read as "not JSON", silently `null`.
     #[error(transparent)]
-    NumberOutOfRange(#[from] crate::expr::numbers::OutOfRange),
+    NumberOutOfRange(#[from] coxswain_core::expr::numbers::OutOfRange),
     /// The files left in `$OUTPUTS` could not be listed.
     #[error("cannot list $OUTPUTS: {0}")]
     ListOutputs(#[source] io::Error),

@@ -40,10 +40,10 @@ use tokio::sync::watch;
 use self::event::Incoming;
 use super::command::{self, Decision, Heard, Listener};
 use super::connection::{self, Connection};
-use crate::api::{Flow, Run};
 use crate::error::Error;
-use crate::steps::chat::{Post, Slack};
-use crate::steps::net::{self, NetPolicy};
+use coxswain_core::api::{Flow, Run};
+use coxswain_steps::chat::{Post, Slack};
+use coxswain_steps::net::{self, NetPolicy};
 
 /// How long a request may take before Slack is told to try again: under
 /// the 3 seconds after which Slack gives up on it and retries anyway.

@@ -399,11 +399,7 @@ async fn watch_store(store: Store<Guarded<Run>>, metrics: Arc<Metrics>, health: 
         for guarded in store.state() {
             match &guarded.0 {
                 Ok(r) => {
-                    if !r
-                        .status
-                        .as_ref()
-                        .is_some_and(|s| run::status::is_over(s.phase))
-                    {
+                    if !r.status.as_ref().is_some_and(|s| s.phase.is_over()) {
                         active += 1;
                     }
                 }

@@ -8,7 +8,7 @@ mod progress;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use coxswain_core::api::{RunPhase, RunStatus};
+use coxswain_core::api::RunStatus;
 use coxswain_core::engine::{
     Action, ApprovalRequest, CompiledFlow, Decision, Event, Failed, RunInfo, RunMachine, Work,
     codes, step_error,
@@ -92,10 +92,7 @@ where
                 }
             }
         }
-        let ended = !matches!(
-            machine.state().phase,
-            RunPhase::Running | RunPhase::Waiting | RunPhase::Pending
-        );
+        let ended = machine.state().phase.is_over();
         if ended {
             for (_, id) in running.drain() {
                 stop(&launcher, progress, &id).await;

@@ -310,7 +310,7 @@ where
                 .filter_map(|id| rebuilt.iter().find(|w| attempt_of(w) == *id).cloned())
                 .collect();
         }
-        if !matches!(machine.state().phase, RunPhase::Running | RunPhase::Waiting) {
+        if machine.state().phase.is_over() || machine.state().phase == RunPhase::Pending {
             break;
         }
         next = if let Some(work) = in_flight.pop_front() {

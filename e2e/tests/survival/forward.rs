@@ -22,7 +22,7 @@ use coxswain_core::api::{Attempt, PartRecord, RunPhase, RunStatus, StepRecord, S
 /// Every way `after` goes backwards from `before`, in words.
 pub fn check(before: &RunStatus, after: &RunStatus) -> Vec<String> {
     let mut found = Vec::new();
-    if is_terminal(before.phase) && after.phase != before.phase {
+    if before.phase.is_over() && after.phase != before.phase {
         found.push(format!("phase {:?} became {:?}", before.phase, after.phase));
     }
     if before.phase != RunPhase::Pending && after.phase == RunPhase::Pending {
@@ -54,13 +54,6 @@ pub fn check(before: &RunStatus, after: &RunStatus) -> Vec<String> {
 
 fn total(status: &RunStatus) -> i64 {
     status.send_backs.values().map(|c| i64::from(*c)).sum()
-}
-
-fn is_terminal(phase: RunPhase) -> bool {
-    matches!(
-        phase,
-        RunPhase::Succeeded | RunPhase::Failed | RunPhase::Cancelled
-    )
 }
 
 fn is_done(status: StepStatus) -> bool {

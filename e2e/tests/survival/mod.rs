@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
-use coxswain_core::api::{Run, RunPhase, RunStatus, StepStatus};
+use coxswain_core::api::{Run, RunStatus, StepStatus};
 use coxswain_e2e::{Kubectl, TestNamespace, free_finished_pods, wait_for};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -289,7 +289,7 @@ fn recorded(w: &Watched, key: &str) -> bool {
     let Some(status) = w.names.get(*uid).and_then(|n| w.latest.get(n)) else {
         return false;
     };
-    is_over(status.phase)
+    status.phase.is_over()
         || status.steps.get(*step).is_some_and(|s| {
             s.attempts.iter().any(|a| {
                 a.number == attempt
@@ -298,19 +298,12 @@ fn recorded(w: &Watched, key: &str) -> bool {
         })
 }
 
-pub fn is_over(phase: RunPhase) -> bool {
-    matches!(
-        phase,
-        RunPhase::Succeeded | RunPhase::Failed | RunPhase::Cancelled
-    )
-}
-
 /// How many of `names` the watch has not yet seen end.
 pub fn unfinished(watch: &Watch, names: &[String]) -> usize {
     let w = watch.lock().unwrap_or_else(|e| e.into_inner());
     names
         .iter()
-        .filter(|n| !w.latest.get(*n).is_some_and(|s| is_over(s.phase)))
+        .filter(|n| !w.latest.get(*n).is_some_and(|s| s.phase.is_over()))
         .count()
 }
 

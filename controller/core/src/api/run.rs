@@ -74,6 +74,18 @@ pub enum RunPhase {
     Cancelled,
 }
 
+impl RunPhase {
+    /// Whether the run has ended (succeeded, failed or was cancelled):
+    /// nothing of it runs again, and whatever of its work still runs is
+    /// stopped. Every layer asks this one question the same way.
+    pub fn is_over(self) -> bool {
+        matches!(
+            self,
+            RunPhase::Succeeded | RunPhase::Failed | RunPhase::Cancelled
+        )
+    }
+}
+
 /// The record of a run; the same shape `coxswain run --output json` prints.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -138,10 +138,7 @@ async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, OutcomeEr
         tracing::debug!(run = %run.name_any(), "chat: not a command run of this controller; no outcome posted");
         return Ok(Action::await_change());
     }
-    let over = run
-        .status
-        .as_ref()
-        .is_some_and(|s| crate::run::status::is_over(s.phase));
+    let over = run.status.as_ref().is_some_and(|s| s.phase.is_over());
     let annotations = run.annotations();
     let settled = annotations.contains_key(names::CHAT_ANSWERED_ANNOTATION)
         || annotations.contains_key(names::CHAT_UNANSWERED_ANNOTATION);

@@ -64,10 +64,7 @@ pub fn run_start(run: &Run) -> Option<Timestamp> {
 
 /// Whether a Run has finished.
 pub fn finished(run: &Run) -> bool {
-    matches!(
-        run.status.as_ref().map(|s| s.phase),
-        Some(RunPhase::Succeeded | RunPhase::Failed | RunPhase::Cancelled)
-    )
+    run.status.as_ref().is_some_and(|s| s.phase.is_over())
 }
 
 /// Surveys the Runs of the flow `flow` (Runs of other flows are ignored).

@@ -83,11 +83,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         stop_in_controller(&ctx, &run).await;
         return Ok(Action::await_change());
     }
-    if run
-        .status
-        .as_ref()
-        .is_some_and(|s| status::is_over(s.phase))
-    {
+    if run.status.as_ref().is_some_and(|s| s.phase.is_over()) {
         // A controller killed between writing the end of a run and stopping
         // its work finds that work here.
         ctx.written.forget(&run);
@@ -172,14 +168,14 @@ impl Reconcile<'_, '_> {
         if old.phase == RunPhase::Pending && old.steps.is_empty() {
             actions.extend(machine.handle(Event::Start, now));
         }
-        if run.spec.cancel && !status::is_over(machine.state().phase) {
+        if run.spec.cancel && !machine.state().phase.is_over() {
             actions.extend(machine.handle(Event::Cancel, now));
         }
         // What became of that work, while the run goes on.
         let mut known_running = Vec::new();
         let mut finished = Vec::new();
         for work in &before {
-            if status::is_over(machine.state().phase) {
+            if machine.state().phase.is_over() {
                 break;
             }
             let id = WorkId::of(work);
@@ -281,7 +277,7 @@ impl Reconcile<'_, '_> {
                 }
             }
         }
-        let over = status::is_over(new.phase);
+        let over = new.phase.is_over();
         if !over {
             let to_launch: Vec<Work> = machine
                 .running_work()
@@ -454,7 +450,7 @@ fn count(ctx: &Context, machine: &RunMachine<'_>, old: &RunStatus, new: &RunStat
             }
         }
     }
-    if !status::is_over(old.phase) && status::is_over(new.phase) {
+    if !old.phase.is_over() && new.phase.is_over() {
         ctx.metrics.run_finished(new.phase);
     }
 }

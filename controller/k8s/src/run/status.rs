@@ -11,18 +11,10 @@ use serde_json::{Value, json};
 use crate::error::Error;
 use coxswain_core::api::{Run, RunPhase, RunStatus};
 
-/// Whether the run has ended.
-pub fn is_over(phase: RunPhase) -> bool {
-    matches!(
-        phase,
-        RunPhase::Succeeded | RunPhase::Failed | RunPhase::Cancelled
-    )
-}
-
 /// Sets `observedGeneration` and the conditions on `status`, keeping each
 /// condition's transition time unless its status changed.
 pub fn set_conditions(status: &mut RunStatus, generation: Option<i64>, now: Timestamp) {
-    let over = is_over(status.phase);
+    let over = status.phase.is_over();
     let phase = format!("{:?}", status.phase);
     let message = match (&status.error, &status.current_step) {
         (Some(error), _) => error.message.clone(),

@@ -408,7 +408,7 @@ impl<'f> RunMachine<'f> {
 
 impl RunMachine<'_> {
     pub(in crate::engine) fn is_active(&self) -> bool {
-        matches!(self.state.phase, RunPhase::Running | RunPhase::Waiting)
+        !self.state.phase.is_over() && self.state.phase != RunPhase::Pending
     }
 
     pub(in crate::engine) fn start(&mut self) {

@@ -202,7 +202,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use coxswain_core::api::{FlowSpec, StepStatus};
+    use coxswain_core::api::{FlowSpec, RunPhase, StepStatus};
     use coxswain_core::engine::{Done, WorkResult};
 
     /// Every part's first attempt fails, part `slow` only after a while;

@@ -10,6 +10,7 @@ mod arrows;
 mod compiled;
 mod describe;
 mod machine;
+mod plan;
 mod scope;
 mod work;
 
@@ -18,6 +19,7 @@ pub use machine::{
     Action, ApprovalRequest, DecideError, Decision, Event, MAX_PART_KEY_LEN, MAX_SEND_BACKS,
     ResumeError, RunMachine,
 };
+pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
 pub use work::{
     AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,
     WorkResult, codes, step_error,

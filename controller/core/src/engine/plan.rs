@@ -1,0 +1,447 @@
+//! What a driver does after the engine took a step: the one rule that turns
+//! the engine's answer into launches, stops, Approvals asked and closed,
+//! answers settled and a wake-up time.
+//!
+//! Every driver of the engine (the controller, `coxswain run`, the
+//! conformance driver) feeds it events, then builds a [`Plan`] from the
+//! work that ran before the step, the engine after it and what it saw of
+//! the outside world, and carries the plan out. The plan is computed from
+//! the record, not from the [`Action`]s alone, so a driver that restarted
+//! (and never saw the actions that asked for its work) does the same as
+//! one that did: an attempt the record says runs and nobody runs is
+//! launched, an Approval the record waits for and nobody asked is asked.
+//! The actions only order the launches and name what the engine stopped.
+
+use jiff::Timestamp;
+
+use super::machine::{Action, ApprovalRequest, RunMachine};
+use super::work::Work;
+
+/// One Approval: the attempt of a person step it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AskRef {
+    /// The step's key.
+    pub step: String,
+    /// The attempt it answers.
+    pub attempt: u32,
+}
+
+impl From<&ApprovalRequest> for AskRef {
+    fn from(request: &ApprovalRequest) -> Self {
+        AskRef {
+            step: request.step.clone(),
+            attempt: request.attempt,
+        }
+    }
+}
+
+/// A person's answer the driver handed the engine (or held back), and what
+/// the place it came from already says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The Approval it was written on.
+    pub ask: AskRef,
+    /// Why it was not taken (the engine or the decider check refused it);
+    /// `None` when the engine took it.
+    pub refused: Option<String>,
+    /// The refusal already written back on the Approval, if any, so the same
+    /// refusal is not written twice.
+    pub noted: Option<String>,
+}
+
+/// An answer to write back on its Approval: taken in, or refused with why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settle {
+    /// The Approval.
+    pub ask: AskRef,
+    /// Why the answer was refused; `None` when it was taken in.
+    pub refused: Option<String>,
+}
+
+/// What the driver saw around one step of the engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seen<'a> {
+    /// The attempts running before the step, as the record said.
+    pub before: &'a [Work],
+    /// Of those and any launched since, the ones known to be running still
+    /// (launched and not finished). Work the record says runs but that is
+    /// not here is launched (again: launching is idempotent).
+    pub running: &'a [Work],
+    /// The attempts whose result the step took in.
+    pub finished: &'a [Work],
+    /// The Approvals that exist (asked before).
+    pub asked: &'a [AskRef],
+    /// Of those, the ones still open and unanswered.
+    pub open: &'a [AskRef],
+    /// The answers the step handled.
+    pub answers: &'a [Answer],
+}
+
+/// What to do after one step of the engine, in the order a driver does it:
+/// forget, stop, launch, ask, settle, close; then wake up at `wake`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// The run ended with this step (or before it): nothing is launched or
+    /// asked, and whatever of its work did not finish is stopped.
+    pub over: bool,
+    /// Finished attempts whose results were taken in: what was kept to
+    /// read their result can go.
+    pub forget: Vec<Work>,
+    /// Attempts to stop: running before, stopped by the engine (or by the
+    /// run's end) and not finished.
+    pub stop: Vec<Work>,
+    /// Attempts to start: the record says they run and nobody runs them;
+    /// those the engine just asked for first, in its order.
+    pub launch: Vec<Work>,
+    /// Every attempt the record says runs after the step (empty once over).
+    pub running: Vec<Work>,
+    /// Approvals to create: the record waits for them and none was asked.
+    pub ask: Vec<ApprovalRequest>,
+    /// Answers to write back on their Approvals.
+    pub settle: Vec<Settle>,
+    /// Open Approvals nobody waits for any more (their attempt ended
+    /// without an answer): closed, so nobody answers into the void.
+    pub close: Vec<AskRef>,
+    /// When the engine wants a [`Tick`](super::Event::Tick).
+    pub wake: Option<Timestamp>,
+}
+
+impl Plan {
+    /// The plan after the engine, now `machine`, returned `actions` for
+    /// the events the driver fed it, having seen `seen`.
+    pub fn new(actions: &[Action], machine: &RunMachine<'_>, seen: &Seen<'_>) -> Plan {
+        let over = machine.state().phase.is_over();
+        let mut plan = Plan {
+            over,
+            forget: seen.finished.to_vec(),
+            stop: stopped(actions, seen, over),
+            settle: seen.answers.iter().filter_map(settle).collect(),
+            ..Plan::default()
+        };
+        if over {
+            return plan;
+        }
+        plan.running = machine.running_work();
+        plan.launch = to_launch(actions, &plan.running, seen.running);
+        let waiting = machine.pending_approvals();
+        plan.close = seen
+            .open
+            .iter()
+            .filter(|a| !waiting.iter().any(|w| AskRef::from(w) == **a))
+            .cloned()
+            .collect();
+        plan.ask = waiting
+            .into_iter()
+            .filter(|w| !seen.asked.contains(&AskRef::from(w)))
+            .collect();
+        plan.wake = machine.next_wake();
+        plan
+    }
+}
+
+/// Whether `a` and `b` are the same attempt of the same place.
+pub fn same_attempt(a: &Work, b: &Work) -> bool {
+    a.attempt == b.attempt && a.iteration == b.iteration && a.step == b.step && a.part == b.part
+}
+
+fn part_index(work: &Work) -> Option<usize> {
+    work.part.as_ref().map(|p| p.index)
+}
+
+/// The work running before that the engine stopped, and once the run is
+/// over all of it that did not finish; each attempt once.
+fn stopped(actions: &[Action], seen: &Seen<'_>, over: bool) -> Vec<Work> {
+    let finished = |w: &Work| seen.finished.iter().any(|f| same_attempt(f, w));
+    let mut stop: Vec<Work> = Vec::new();
+    let mut add = |w: &Work| {
+        if !finished(w) && !stop.iter().any(|s| same_attempt(s, w)) {
+            stop.push(w.clone());
+        }
+    };
+    for action in actions {
+        if let Action::Stop { step, part } = action {
+            seen.before
+                .iter()
+                .filter(|w| w.step == *step && part_index(w) == *part)
+                .for_each(&mut add);
+        }
+    }
+    if over {
+        seen.before.iter().for_each(&mut add);
+    }
+    stop
+}
+
+/// The attempts of `running` (the record's) not known to run, those the
+/// engine just asked for first in the order it asked.
+fn to_launch(actions: &[Action], running: &[Work], known: &[Work]) -> Vec<Work> {
+    let wanted = |w: &Work| !known.iter().any(|k| same_attempt(k, w));
+    let mut launch: Vec<Work> = Vec::new();
+    for action in actions {
+        if let Action::Run(asked) = action
+            && let Some(work) = running.iter().find(|r| same_attempt(r, asked))
+            && wanted(work)
+            && !launch.iter().any(|l| same_attempt(l, work))
+        {
+            launch.push(work.clone());
+        }
+    }
+    for work in running {
+        if wanted(work) && !launch.iter().any(|l| same_attempt(l, work)) {
+            launch.push(work.clone());
+        }
+    }
+    launch
+}
+
+/// The write-back an answer needs: a taken answer is settled; a refusal
+/// is written unless the Approval already says just that.
+fn settle(answer: &Answer) -> Option<Settle> {
+    match &answer.refused {
+        None => Some(Settle {
+            ask: answer.ask.clone(),
+            refused: None,
+        }),
+        Some(why) if answer.noted.as_deref() != Some(why.as_str()) => Some(Settle {
+            ask: answer.ask.clone(),
+            refused: Some(why.clone()),
+        }),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::{FlowSpec, RunPhase};
+    use crate::engine::{CompiledFlow, Decision, Done, Event, Failed, RunInfo, codes, step_error};
+
+    fn compile(yaml: &str) -> CompiledFlow {
+        let spec: FlowSpec = serde_yaml::from_str(yaml).expect("test flow is well-formed YAML");
+        CompiledFlow::new(spec).expect("valid flow")
+    }
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).expect("time")
+    }
+
+    fn done(work: &Work) -> Event {
+        Event::Finished {
+            step: work.step.clone(),
+            part: part_index(work),
+            attempt: work.attempt,
+            result: Ok(Done::output(json!("ok"))),
+        }
+    }
+
+    fn failed(work: &Work) -> Event {
+        Event::Finished {
+            step: work.step.clone(),
+            part: part_index(work),
+            attempt: work.attempt,
+            result: Err(Failed::from(step_error(codes::SCRIPT, "exit 1"))),
+        }
+    }
+
+    fn places(works: &[Work]) -> Vec<(String, Option<usize>, u32)> {
+        works
+            .iter()
+            .map(|w| (w.step.clone(), part_index(w), w.attempt))
+            .collect()
+    }
+
+    const TWO: &str = "
+steps:
+  - key: a
+    script: {source: x}
+  - key: b
+    script: {source: x}
+";
+
+    #[test]
+    fn the_work_asked_for_is_launched_in_the_engines_order_and_once() {
+        let flow = compile(TWO);
+        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+        let actions = machine.handle(Event::Start, at(0));
+        let plan = Plan::new(&actions, &machine, &Seen::default());
+        assert_eq!(places(&plan.launch), [("a".into(), None, 1)]);
+        assert!(!plan.over && plan.stop.is_empty() && plan.ask.is_empty());
+
+        // Known to run: not launched again, whatever the actions say.
+        let seen = Seen {
+            running: &plan.launch,
+            ..Seen::default()
+        };
+        let again = Plan::new(&actions, &machine, &seen);
+        assert!(again.launch.is_empty(), "{:?}", places(&again.launch));
+        assert_eq!(places(&again.running), [("a".into(), None, 1)]);
+    }
+
+    #[test]
+    fn a_driver_that_saw_no_actions_launches_what_the_record_says_runs() {
+        let flow = compile(TWO);
+        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+        machine.handle(Event::Start, at(0));
+        let record = machine.record().clone();
+        let resumed =
+            RunMachine::resume(&flow, Value::Null, RunInfo::default(), record).expect("resumes");
+        let plan = Plan::new(&[], &resumed, &Seen::default());
+        assert_eq!(places(&plan.launch), [("a".into(), None, 1)]);
+    }
+
+    #[test]
+    fn finished_work_is_forgotten_and_the_next_step_launched() {
+        let flow = compile(TWO);
+        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+        machine.handle(Event::Start, at(0));
+        let before = machine.running_work();
+        let actions = machine.handle(done(&before[0]), at(1));
+        let seen = Seen {
+            before: &before,
+            finished: &before,
+            ..Seen::default()
+        };
+        let plan = Plan::new(&actions, &machine, &seen);
+        assert_eq!(places(&plan.forget), [("a".into(), None, 1)]);
+        assert!(plan.stop.is_empty(), "finished work is not stopped");
+        assert_eq!(places(&plan.launch), [("b".into(), None, 1)]);
+    }
+
+    const PARTS: &str = "
+steps:
+  - key: each
+    parallel:
+      items: $input.xs
+      step: {script: {source: x}}
+";
+
+    #[test]
+    fn a_cancel_stops_what_ran_once_and_not_what_just_finished() {
+        let flow = compile(PARTS);
+        let mut machine = RunMachine::new(&flow, json!({"xs": [1, 2, 3]}), RunInfo::default());
+        machine.handle(Event::Start, at(0));
+        let before = machine.running_work();
+        assert_eq!(before.len(), 3);
+        // One part's result comes in, then the run is cancelled.
+        let mut actions = machine.handle(done(&before[1]), at(1));
+        actions.extend(machine.handle(Event::Cancel, at(1)));
+        assert_eq!(
+            actions
+                .iter()
+                .filter(|a| matches!(a, Action::Stop { .. }))
+                .count(),
+            2,
+            "{actions:?}"
+        );
+        let finished = [before[1].clone()];
+        let seen = Seen {
+            before: &before,
+            running: &before,
+            finished: &finished,
+            ..Seen::default()
+        };
+        let plan = Plan::new(&actions, &machine, &seen);
+        assert!(plan.over);
+        assert_eq!(
+            places(&plan.stop),
+            [("each".into(), Some(0), 1), ("each".into(), Some(2), 1)]
+        );
+        assert_eq!(places(&plan.forget), [("each".into(), Some(1), 1)]);
+        assert!(plan.launch.is_empty() && plan.running.is_empty() && plan.wake.is_none());
+    }
+
+    const REVIEW: &str = "
+steps:
+  - key: review
+    approval: {decisions: [approve]}
+    timeout: 1h
+    attempts: 2
+    backoff: 0s
+  - key: after
+    script: {source: x}
+";
+
+    #[test]
+    fn a_waiting_step_is_asked_once_and_closed_when_it_stops_waiting() {
+        let flow = compile(REVIEW);
+        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+        let actions = machine.handle(Event::Start, at(0));
+        let plan = Plan::new(&actions, &machine, &Seen::default());
+        assert_eq!(plan.ask.len(), 1);
+        let asked = [AskRef::from(&plan.ask[0])];
+        assert!(plan.wake.is_some(), "the timeout wakes the engine");
+
+        let seen = Seen {
+            asked: &asked,
+            open: &asked,
+            ..Seen::default()
+        };
+        let again = Plan::new(&[], &machine, &seen);
+        assert!(again.ask.is_empty() && again.close.is_empty());
+
+        let timeout = again.wake.expect("a wake-up");
+        let actions = machine.handle(Event::Tick, timeout);
+        let plan = Plan::new(&actions, &machine, &seen);
+        assert!(!plan.over, "the second attempt is to come");
+        assert_eq!(plan.close, asked, "the timed-out Approval is closed");
+    }
+
+    #[test]
+    fn an_answer_is_settled_once_and_a_refusal_only_when_it_changed() {
+        let flow = compile(REVIEW);
+        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+        machine.handle(Event::Start, at(0));
+        let ask = AskRef::from(&machine.pending_approvals()[0]);
+        let decision = Decision {
+            decision: Some("approve".into()),
+            ..Decision::default()
+        };
+        let actions = machine
+            .decide(&ask.step, ask.attempt, decision, at(1))
+            .expect("taken");
+        let answers = [
+            Answer {
+                ask: ask.clone(),
+                refused: None,
+                noted: None,
+            },
+            Answer {
+                ask: AskRef {
+                    step: "review".into(),
+                    attempt: 9,
+                },
+                refused: Some("no".into()),
+                noted: Some("no".into()),
+            },
+            Answer {
+                ask: AskRef {
+                    step: "review".into(),
+                    attempt: 8,
+                },
+                refused: Some("not you".into()),
+                noted: Some("no".into()),
+            },
+        ];
+        let seen = Seen {
+            answers: &answers,
+            ..Seen::default()
+        };
+        let plan = Plan::new(&actions, &machine, &seen);
+        assert_eq!(
+            plan.settle,
+            [
+                Settle { ask, refused: None },
+                Settle {
+                    ask: AskRef {
+                        step: "review".into(),
+                        attempt: 8
+                    },
+                    refused: Some("not you".into())
+                },
+            ]
+        );
+        assert_eq!(places(&plan.launch), [("after".into(), None, 1)]);
+    }
+}

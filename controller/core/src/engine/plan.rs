@@ -215,8 +215,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::api::{FlowSpec, RunPhase};
-    use crate::engine::{CompiledFlow, Decision, Done, Event, Failed, RunInfo, codes, step_error};
+    use crate::api::FlowSpec;
+    use crate::engine::{CompiledFlow, Decision, Done, Event, RunInfo};
 
     fn compile(yaml: &str) -> CompiledFlow {
         let spec: FlowSpec = serde_yaml::from_str(yaml).expect("test flow is well-formed YAML");
@@ -233,15 +233,6 @@ mod tests {
             part: part_index(work),
             attempt: work.attempt,
             result: Ok(Done::output(json!("ok"))),
-        }
-    }
-
-    fn failed(work: &Work) -> Event {
-        Event::Finished {
-            step: work.step.clone(),
-            part: part_index(work),
-            attempt: work.attempt,
-            result: Err(Failed::from(step_error(codes::SCRIPT, "exit 1"))),
         }
     }
 

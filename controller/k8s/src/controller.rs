@@ -22,15 +22,13 @@ use crate::guard::Guarded;
 use crate::offload::Offloader;
 use crate::ops::{self, Health, Leadership, Metrics, Readiness};
 use crate::run::in_controller::InController;
+use crate::run::launchers::Routes;
 use crate::run::{self, Context};
 use crate::settings::{ERROR_REQUEUE, Settings};
 use coxswain_core::api::{Approval, Run};
 use coxswain_steps::in_process::{Finishes, InProcess};
 use coxswain_steps::local::{AgentFlags, LocalConfig};
 use coxswain_steps::net::{NetPolicy, parse_block};
-
-/// Run uid → the Run, for in-controller work that finishes.
-pub type Routes = Arc<Mutex<HashMap<String, ObjectRef<Run>>>>;
 
 /// Runs the controller until SIGTERM or SIGINT (`Ok`), or until this replica
 /// loses its Lease (`Err`: the process exits non-zero and is restarted as a

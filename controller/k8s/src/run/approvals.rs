@@ -388,10 +388,11 @@ pub async fn settle_earlier(
     Ok(())
 }
 
-/// The Approvals read this reconcile whose attempt stopped waiting without
-/// an answer (a timeout ended it, a send-back or a failure elsewhere
-/// stopped it): nobody should be left answering them.
-pub fn replaced<'a>(asked: &'a [Asked], waiting_now: &[ApprovalRequest]) -> Vec<&'a Asked> {
+/// The Approvals read this reconcile that are open and unanswered and that
+/// Coxswain made: those whose attempt stops waiting (a timeout ended it, a
+/// send-back or a failure elsewhere stopped it) are closed, so nobody is
+/// left answering them.
+pub fn open(asked: &[Asked]) -> impl Iterator<Item = &Asked> {
     asked
         .iter()
         .filter(|a| a.foreign.is_none() && a.answer().is_none())
@@ -402,12 +403,6 @@ pub fn replaced<'a>(asked: &'a [Asked], waiting_now: &[ApprovalRequest]) -> Vec<
                     .is_none_or(|s| !s.consumed && s.closed.is_none())
             })
         })
-        .filter(|a| {
-            !waiting_now
-                .iter()
-                .any(|w| w.step == a.request.step && w.attempt == a.request.attempt)
-        })
-        .collect()
 }
 
 /// A reference to an Approval, for events about it.

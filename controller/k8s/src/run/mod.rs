@@ -17,11 +17,11 @@
 pub mod approvals;
 pub mod events;
 pub mod in_controller;
+pub mod launchers;
 pub mod pin;
 pub mod status;
 pub mod written;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,12 +33,15 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::settings::Settings;
 use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus};
-use coxswain_core::engine::{self, Event, Failed, RunInfo, RunMachine, Work, codes, step_error};
+use coxswain_core::engine::{
+    self, Answer, AskRef, CompiledFlow, Event, Plan, RunInfo, RunMachine, Seen, Work, codes,
+    step_error,
+};
 use coxswain_steps::in_process::InProcess;
-use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
+use coxswain_steps::launch::{Observation, WorkId};
 
-use crate::jobs::JobLauncher;
 use in_controller::InController;
+use launchers::Launchers;
 use pin::{FlowCache, Pinned};
 
 /// What every reconcile shares. Nothing here is the truth about a run: the
@@ -58,7 +61,7 @@ pub struct Context {
     /// Which Run each in-controller attempt belongs to, so its end queues
     /// that Run (a routing table, not a record: lost on restart, when the
     /// work is launched again anyway).
-    pub routes: crate::controller::Routes,
+    pub routes: launchers::Routes,
     /// Moves large values between the status and ConfigMaps.
     pub offloader: crate::offload::Offloader,
     /// The controller's metrics.
@@ -72,301 +75,386 @@ pub struct Context {
 /// How long a Run whose Flow does not exist yet waits before looking again.
 const FLOW_MISSING_REQUEUE: Duration = Duration::from_secs(10);
 
-/// Reconciles one Run.
+/// Reconciles one Run: gather → feed → write → act.
 pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_timer();
     let run = ctx.written.newest(run);
+    let (old, flow) = match read_run(&ctx, &run).await? {
+        Read::Ready { old, flow } => (old, flow),
+        Read::Done(action) => return Ok(action),
+    };
+    let input = run
+        .spec
+        .input
+        .clone()
+        .unwrap_or(Value::Object(Default::default()));
+    let mut machine = match RunMachine::resume(&flow, input, run_info(&run), old.clone()) {
+        Ok(machine) => machine,
+        Err(e) => {
+            return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, e.to_string())).await;
+        }
+    };
+    let launchers = Launchers::new(
+        ctx.client.clone(),
+        ctx.jobs.clone(),
+        &ctx.in_controller,
+        &ctx.routes,
+        &run,
+    );
+    let seen = gather(&ctx, &run, &machine, &launchers).await?;
+    let now = Timestamp::now();
+    let fed = feed(&run, &mut machine, &seen, now);
+    let plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
+    let wrote = match write(&ctx, &run, &mut machine, &old, now).await {
+        Ok(wrote) => wrote,
+        Err(Error::Tampered { object, reason }) => {
+            tracing::warn!(run = %run.name_any(), %object, "{reason}");
+            ctx.events
+                .publish(&run, vec![events::tampered("ConfigMap", &object, &reason)]);
+            return refuse(&ctx, &run, &old, step_error(codes::TAMPERED, reason)).await;
+        }
+        Err(e) => return Err(e),
+    };
+    act(&ctx, &run, machine.state(), &plan, &seen, &launchers, wrote).await
+}
+
+/// What [`read_run`] found: a run to step, or the reconcile's end.
+enum Read {
+    /// The record with its moved-out values put back, and the pinned flow.
+    Ready {
+        old: RunStatus,
+        flow: Arc<CompiledFlow>,
+    },
+    /// Nothing to step (deleted, over, not startable yet, or ended here).
+    Done(Action),
+}
+
+/// The first part of gathering: the Run's own record and its pinned flow,
+/// verified. A Run being deleted, already over, whose record or flow was
+/// tampered with, or whose Flow is not there yet, ends the reconcile here.
+async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     if run.metadata.deletion_timestamp.is_some() {
-        ctx.written.forget(&run);
+        ctx.written.forget(run);
         // Jobs, ConfigMaps and Approvals go with the Run (owner references);
         // work running here is stopped.
-        stop_in_controller(&ctx, &run).await;
-        return Ok(Action::await_change());
+        stop_in_controller(ctx, run).await;
+        return Ok(Read::Done(Action::await_change()));
     }
     if run.status.as_ref().is_some_and(|s| s.phase.is_over()) {
         // A controller killed between writing the end of a run and stopping
         // its work finds that work here.
-        ctx.written.forget(&run);
-        stop_leftovers(&ctx, &run).await?;
-        return Ok(Action::await_change());
+        ctx.written.forget(run);
+        stop_leftovers(ctx, run).await?;
+        return Ok(Read::Done(Action::await_change()));
     }
     // The record with the values that were moved out of the status put back.
-    let old = match ctx.offloader.load(&run).await {
+    let old = match ctx.offloader.load(run).await {
         Ok(old) => old,
         Err(Error::Tampered { object, reason }) => {
-            return end_tampered_record(&ctx, &run, &object, reason).await;
+            return end_tampered_record(ctx, run, &object, reason)
+                .await
+                .map(Read::Done);
         }
         Err(e) => return Err(e),
     };
-    let flow = match pin::pinned_flow(&ctx.client, &ctx.flows, &run, old.flow_digest.as_deref())
-        .await?
-    {
+    let pinned = pin::pinned_flow(&ctx.client, &ctx.flows, run, old.flow_digest.as_deref()).await?;
+    let flow = match pinned {
         Pinned::Flow(flow) => flow,
         Pinned::Refused(reason) => {
-            return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, reason)).await;
+            let error = step_error(codes::INTERNAL, reason);
+            return refuse(ctx, run, &old, error).await.map(Read::Done);
         }
         Pinned::Tampered { object, reason } => {
             tracing::warn!(run = %run.name_any(), configmap = %object, "{reason}");
             ctx.events
-                .publish(&run, vec![events::tampered("ConfigMap", &object, &reason)]);
-            return refuse(&ctx, &run, &old, step_error(codes::TAMPERED, reason)).await;
+                .publish(run, vec![events::tampered("ConfigMap", &object, &reason)]);
+            let error = step_error(codes::TAMPERED, reason);
+            return refuse(ctx, run, &old, error).await.map(Read::Done);
         }
         Pinned::NotYet(reason) => {
             tracing::info!(run = %run.name_any(), "{reason}; looking again soon");
             let mut new = old.clone();
             status::set_flow_missing(&mut new, run.metadata.generation, Timestamp::now(), &reason);
             if new != old {
-                write_record(&ctx, &run, &new).await?;
+                write_record(ctx, run, &new).await?;
             }
-            return Ok(Action::requeue(FLOW_MISSING_REQUEUE));
+            return Ok(Read::Done(Action::requeue(FLOW_MISSING_REQUEUE)));
         }
     };
-    let info = run_info(&run);
-    let input = run
-        .spec
-        .input
-        .clone()
-        .unwrap_or(Value::Object(Default::default()));
-    let mut machine = match RunMachine::resume(&flow, input, info, old.clone()) {
-        Ok(machine) => machine,
-        Err(e) => {
-            return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, e.to_string())).await;
+    Ok(Read::Ready { old, flow })
+}
+
+/// What the reconcile saw of the Run's children before stepping the engine.
+struct Gathered {
+    /// The attempts the record says run.
+    before: Vec<Work>,
+    /// Of those, what their launcher says (not looked at for a cancelled run).
+    observed: Vec<(Work, Observation)>,
+    /// Of those, the ones known to run still (or that could not be looked at).
+    running: Vec<Work>,
+    /// The Approvals of the attempts the record waits on.
+    asked: Vec<approvals::Asked>,
+    /// Of those, the ones that exist.
+    existing: Vec<AskRef>,
+    /// Of those, the ones open and unanswered, that nobody else made.
+    open: Vec<AskRef>,
+}
+
+impl Gathered {
+    /// The plan's view of what was seen, with what feeding took in.
+    fn as_seen<'a>(&'a self, fed: &'a Fed) -> Seen<'a> {
+        Seen {
+            before: &self.before,
+            running: &self.running,
+            finished: &fed.finished,
+            asked: &self.existing,
+            open: &self.open,
+            answers: &fed.answers,
         }
-    };
-    Reconcile {
-        ctx: &ctx,
-        run: &run,
-        machine: &mut machine,
-        now: Timestamp::now(),
     }
-    .go(old)
-    .await
 }
 
-/// One pass over a run whose engine is rebuilt.
-struct Reconcile<'a, 'f> {
-    ctx: &'a Context,
-    run: &'a Run,
-    machine: &'a mut RunMachine<'f>,
-    now: Timestamp,
-}
-
-impl Reconcile<'_, '_> {
-    async fn go(self, old: RunStatus) -> Result<Action, Error> {
-        let Reconcile {
-            ctx,
-            run,
-            machine,
-            now,
-        } = self;
-        let approvals: Api<Approval> =
-            Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
-        // Work the record says runs, before anything happens to the run
-        // (a cancel ends it; its work must still be stopped).
-        let before: Vec<Work> = machine.running_work();
-        let mut actions = Vec::new();
-        if old.phase == RunPhase::Pending && old.steps.is_empty() {
-            actions.extend(machine.handle(Event::Start, now));
-        }
-        if run.spec.cancel && !machine.state().phase.is_over() {
-            actions.extend(machine.handle(Event::Cancel, now));
-        }
-        // What became of that work, while the run goes on.
-        let mut known_running = Vec::new();
-        let mut finished = Vec::new();
+/// The rest of gathering: each attempt the record says runs, looked at
+/// where it runs, and the Approvals of the attempts it waits on, each
+/// checked to be the one Coxswain made (a foreign one is named in an Event).
+async fn gather(
+    ctx: &Context,
+    run: &Run,
+    machine: &RunMachine<'_>,
+    launchers: &Launchers<'_>,
+) -> Result<Gathered, Error> {
+    let before = machine.running_work();
+    let mut observed = Vec::with_capacity(before.len());
+    let mut running = Vec::new();
+    // A cancel ends the run before any result could be taken in.
+    if !run.spec.cancel {
         for work in &before {
-            if machine.state().phase.is_over() {
-                break;
-            }
-            let id = WorkId::of(work);
-            match observe(ctx, run, work, &id).await {
-                Ok(Observation::Running) => known_running.push(id),
-                Ok(Observation::Finished(result)) => {
-                    actions.extend(machine.handle(id.finished(result), now));
-                    finished.push((work.clone(), id));
-                }
-                Ok(Observation::Unknown) => {}
+            match launchers.observe(work).await {
+                Ok(Observation::Running) => running.push(work.clone()),
+                Ok(seen) => observed.push((work.clone(), seen)),
                 Err(e) => {
                     tracing::warn!(run = %run.name_any(), error = %e, "could not observe work");
-                    known_running.push(id);
+                    running.push(work.clone());
                 }
             }
         }
-        // A person's answers.
-        let asked = approvals::read(&approvals, run, machine.pending_approvals()).await?;
-        let mut settled = Vec::new();
-        for a in &asked {
-            if let Some(reason) = &a.foreign {
+    }
+    let api = approvals_api(ctx, run);
+    let asked = approvals::read(&api, run, machine.pending_approvals()).await?;
+    for a in &asked {
+        if let Some(reason) = &a.foreign {
+            tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
+            ctx.events
+                .publish(run, vec![events::tampered("Approval", &a.name, reason)]);
+        }
+    }
+    let existing = asked
+        .iter()
+        .filter(|a| a.object.is_some())
+        .map(|a| AskRef::from(&a.request))
+        .collect();
+    let open = approvals::open(&asked)
+        .map(|a| AskRef::from(&a.request))
+        .collect();
+    Ok(Gathered {
+        before,
+        observed,
+        running,
+        asked,
+        existing,
+        open,
+    })
+}
+
+/// What feeding the engine took in.
+struct Fed {
+    /// What the engine asked for.
+    actions: Vec<engine::Action>,
+    /// The attempts whose results it took.
+    finished: Vec<Work>,
+    /// The answers it took or refused.
+    answers: Vec<Answer>,
+}
+
+/// Feeds the engine what was gathered, in a fixed order: the start, a
+/// cancel, finished work, people's answers, then time. Pure: no I/O.
+fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp) -> Fed {
+    let mut fed = Fed {
+        actions: Vec::new(),
+        finished: Vec::new(),
+        answers: Vec::new(),
+    };
+    let fresh = machine.state().phase == RunPhase::Pending && machine.state().steps.is_empty();
+    if fresh {
+        fed.actions.extend(machine.handle(Event::Start, now));
+    }
+    if run.spec.cancel && !machine.state().phase.is_over() {
+        fed.actions.extend(machine.handle(Event::Cancel, now));
+    }
+    for (work, observation) in &seen.observed {
+        if machine.state().phase.is_over() {
+            break;
+        }
+        if let Observation::Finished(result) = observation {
+            let id = WorkId::of(work);
+            fed.actions
+                .extend(machine.handle(id.finished(result.clone()), now));
+            fed.finished.push(work.clone());
+        }
+    }
+    let waiting: Vec<AskRef> = machine
+        .pending_approvals()
+        .iter()
+        .map(AskRef::from)
+        .collect();
+    for a in &seen.asked {
+        let ask = AskRef::from(&a.request);
+        // An attempt that stopped waiting meanwhile takes no answer; its
+        // Approval is closed by the plan.
+        if !waiting.contains(&ask) {
+            continue;
+        }
+        if let Some(reason) = &a.foreign {
+            let error = step_error(codes::TAMPERED, reason.clone());
+            fed.actions
+                .extend(machine.fail_waiting(&ask.step, ask.attempt, error, now));
+            continue;
+        }
+        let Some(answer) = a.answer() else { continue };
+        // Admission checked who answered; the answer is not taken on its
+        // word (it may be missing, or gone around).
+        let taken = match a.check_decider(run) {
+            Err(refused) => Err(refused.to_string()),
+            Ok(()) => machine
+                .decide(&ask.step, ask.attempt, answer, now)
+                .map_err(|refused| refused.to_string()),
+        };
+        let refused = match taken {
+            Ok(more) => {
+                fed.actions.extend(more);
+                None
+            }
+            Err(reason) => Some(reason),
+        };
+        fed.answers.push(Answer {
+            ask,
+            refused,
+            noted: a.refused().map(str::to_string),
+        });
+    }
+    if machine.next_wake().is_some_and(|at| at <= now) {
+        fed.actions.extend(machine.handle(Event::Tick, now));
+    }
+    fed
+}
+
+/// Writes the record once, when it changed; says whether it did.
+async fn write(
+    ctx: &Context,
+    run: &Run,
+    machine: &mut RunMachine<'_>,
+    old: &RunStatus,
+    now: Timestamp,
+) -> Result<bool, Error> {
+    let mut new = machine.record().clone();
+    status::set_conditions(&mut new, run.metadata.generation, now);
+    if new == *old {
+        return Ok(false);
+    }
+    write_record(ctx, run, &new).await?;
+    count(ctx, machine, old, &new);
+    ctx.events.publish(run, story(ctx, old, &new));
+    Ok(true)
+}
+
+/// Carries out the plan, once the record that asks for it is written:
+/// forget, stop, launch, ask, settle, close; then says when to look again.
+async fn act(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    plan: &Plan,
+    seen: &Gathered,
+    launchers: &Launchers<'_>,
+    wrote: bool,
+) -> Result<Action, Error> {
+    let api = approvals_api(ctx, run);
+    for work in &plan.forget {
+        if let Err(e) = launchers.forget(work).await {
+            tracing::debug!(error = %e, "could not forget finished work");
+        }
+    }
+    for work in &plan.stop {
+        if let Err(e) = launchers.cancel(work).await {
+            tracing::warn!(run = %run.name_any(), error = %e, "could not stop work");
+        }
+    }
+    if plan.over {
+        launchers::forget_run(&ctx.routes, &run.uid().unwrap_or_default());
+    } else {
+        // Work is launched only from a record known to be current: the
+        // write just made proves it; without one, the Run read may be
+        // older than a record that already saw this work finish (and
+        // forgot it), and launching it again would run it twice.
+        if !wrote && !plan.launch.is_empty() && !is_current(ctx, run).await? {
+            return Ok(Action::requeue(STALE_REQUEUE));
+        }
+        for work in &plan.launch {
+            if let Err(e) = launchers.launch(work).await {
+                // Launching is retried by the next reconcile; the record
+                // already says the attempt runs.
+                tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
+                return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));
+            }
+        }
+        let read: Vec<&str> = seen.asked.iter().map(|a| a.name.as_str()).collect();
+        for request in &plan.ask {
+            let a = approvals::Asked::new(run, request.clone());
+            // Earlier attempts first: once this one exists, this is not
+            // done again.
+            approvals::settle_earlier(&api, run, record, &a.request, &read).await?;
+            let show = ctx.offloader.store_shown(run, &a.request.show).await?;
+            if let Some(reason) = approvals::create(&api, run, &a, show).await? {
+                // Taken up by the next reconcile's read, which fails the
+                // attempt.
                 tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
-                ctx.events
-                    .publish(run, vec![events::tampered("Approval", &a.name, reason)]);
-                let error = step_error(codes::TAMPERED, reason.clone());
-                actions.extend(machine.fail_waiting(
-                    &a.request.step,
-                    a.request.attempt,
-                    error,
-                    now,
-                ));
-                continue;
-            }
-            let Some(answer) = a.answer() else { continue };
-            // Admission checked who answered; the answer is not taken on
-            // its word (it may be missing, or gone around).
-            if let Err(refused) = a.check_decider(run) {
-                let reason = refused.to_string();
-                if a.refused() != Some(reason.as_str()) {
-                    settled.push((a.name.clone(), Some(reason)));
-                }
-                continue;
-            }
-            match machine.decide(&a.request.step, a.request.attempt, answer, now) {
-                Ok(more) => {
-                    actions.extend(more);
-                    settled.push((a.name.clone(), None));
-                }
-                Err(refused) => {
-                    let reason = refused.to_string();
-                    if a.refused() != Some(reason.as_str()) {
-                        settled.push((a.name.clone(), Some(reason)));
-                    }
-                }
-            }
-        }
-        // Time.
-        if machine.next_wake().is_some_and(|at| at <= now) {
-            actions.extend(machine.handle(Event::Tick, now));
-        }
-
-        // The record, written once.
-        let mut new = machine.record().clone();
-        status::set_conditions(&mut new, run.metadata.generation, now);
-        let wrote = new != old;
-        if wrote {
-            if let Err(e) = write_record(ctx, run, &new).await {
-                return match e {
-                    Error::Tampered { object, reason } => {
-                        tracing::warn!(run = %run.name_any(), %object, "{reason}");
-                        ctx.events
-                            .publish(run, vec![events::tampered("ConfigMap", &object, &reason)]);
-                        refuse(ctx, run, &old, step_error(codes::TAMPERED, reason)).await
-                    }
-                    e => Err(e),
-                };
-            }
-            count(ctx, machine, &old, &new);
-            ctx.events.publish(run, story(ctx, &old, &new));
-        }
-
-        // Acting on it.
-        for (work, id) in &finished {
-            if let Err(e) = forget(ctx, run, work, id).await {
-                tracing::debug!(error = %e, "could not forget finished work");
-            }
-        }
-        let by_place: HashMap<(String, Option<usize>), &Work> = before
-            .iter()
-            .map(|w| ((w.step.clone(), w.part.as_ref().map(|p| p.index)), w))
-            .collect();
-        for action in &actions {
-            if let engine::Action::Stop { step, part } = action
-                && let Some(work) = by_place.get(&(step.clone(), *part))
-            {
-                let id = WorkId::of(work);
-                if let Err(e) = cancel(ctx, run, work, &id).await {
-                    tracing::warn!(error = %e, "could not stop work");
-                }
-            }
-        }
-        let over = new.phase.is_over();
-        if !over {
-            let to_launch: Vec<Work> = machine
-                .running_work()
-                .into_iter()
-                .filter(|w| !known_running.contains(&WorkId::of(w)))
-                .collect();
-            // Work is launched only from a record known to be current: the
-            // write just made proves it; without one, the Run read may be
-            // older than a record that already saw this work finish (and
-            // forgot it), and launching it again would run it twice.
-            if !wrote && !to_launch.is_empty() && !is_current(ctx, run).await? {
                 return Ok(Action::requeue(STALE_REQUEUE));
             }
-            for work in to_launch {
-                if let Err(e) = launch(ctx, run, &work).await {
-                    // Launching is retried by the next reconcile; the record
-                    // already says the attempt runs.
-                    tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
-                    return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));
-                }
-            }
-            // Approvals for the attempts waiting now; those read above exist.
-            let existing: Vec<&str> = asked
-                .iter()
-                .filter(|a| a.object.is_some())
-                .map(|a| a.name.as_str())
-                .collect();
-            let read: Vec<&str> = asked.iter().map(|a| a.name.as_str()).collect();
-            for request in machine.pending_approvals() {
-                let a = approvals::Asked::new(run, request);
-                if !existing.contains(&a.name.as_str()) {
-                    // Earlier attempts first: once this one exists, this
-                    // is not done again.
-                    approvals::settle_earlier(&approvals, run, &new, &a.request, &read).await?;
-                    let show = ctx.offloader.store_shown(run, &a.request.show).await?;
-                    if let Some(reason) = approvals::create(&approvals, run, &a, show).await? {
-                        // Taken up by the next reconcile's read, which
-                        // fails the attempt.
-                        tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
-                        return Ok(Action::requeue(STALE_REQUEUE));
-                    }
-                }
-            }
-        } else {
-            // The run is over: whatever of its work did not finish stops.
-            for work in &before {
-                let id = WorkId::of(work);
-                if !finished.iter().any(|(_, done)| *done == id)
-                    && let Err(e) = cancel(ctx, run, work, &id).await
-                {
-                    tracing::warn!(run = %run.name_any(), error = %e, "could not stop work");
-                }
-            }
-            let uid = run.uid().unwrap_or_default();
-            ctx.routes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&uid);
         }
-        for (name, refused) in settled {
-            approvals::settle(&approvals, &name, refused.as_deref()).await?;
-        }
-        // Attempts that stopped waiting unanswered (a timeout): their
-        // Approvals are closed so nobody answers into the void. An ended
-        // run's are closed by `stop_leftovers`.
-        if !over {
-            let waiting = machine.pending_approvals();
-            for a in approvals::replaced(&asked, &waiting) {
-                let reason =
-                    approvals::attempt_ended_reason(&new, &a.request.step, a.request.attempt);
-                approvals::close(&approvals, &a.name, &reason).await?;
-            }
-        }
-        // A pod stuck before it starts (an image that cannot be pulled, a
-        // missing Secret) does not change its Job: look again now and then
-        // while scripts run.
-        let scripts_run = !over && machine.running_work().iter().any(is_script);
-        let wake = machine.next_wake().filter(|_| !over).map(|at| {
-            Duration::try_from(at.duration_since(Timestamp::now()))
-                .unwrap_or_default()
-                .max(Duration::from_millis(10))
-        });
-        Ok(match (wake, scripts_run) {
-            (Some(wait), true) => Action::requeue(wait.min(SCRIPT_RECHECK)),
-            (Some(wait), false) => Action::requeue(wait),
-            (None, true) => Action::requeue(SCRIPT_RECHECK),
-            (None, false) => Action::await_change(),
-        })
     }
+    for settle in &plan.settle {
+        let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
+        approvals::settle(&api, &name, settle.refused.as_deref()).await?;
+    }
+    // An ended run's are closed by `stop_leftovers`.
+    for ask in &plan.close {
+        let name = approvals::approval_name(run, &ask.step, ask.attempt);
+        let reason = approvals::attempt_ended_reason(record, &ask.step, ask.attempt);
+        approvals::close(&api, &name, &reason).await?;
+    }
+    Ok(look_again(plan))
+}
+
+/// When to reconcile again: at the engine's wake-up, and now and then
+/// while Jobs run (a pod stuck before it starts, on an image that cannot be
+/// pulled or a missing Secret, does not change its Job).
+fn look_again(plan: &Plan) -> Action {
+    let jobs_run = plan.running.iter().any(Launchers::runs_as_job);
+    let wake = plan.wake.map(|at| {
+        Duration::try_from(at.duration_since(Timestamp::now()))
+            .unwrap_or_default()
+            .max(Duration::from_millis(10))
+    });
+    match (wake, jobs_run) {
+        (Some(wait), true) => Action::requeue(wait.min(SCRIPT_RECHECK)),
+        (Some(wait), false) => Action::requeue(wait),
+        (None, true) => Action::requeue(SCRIPT_RECHECK),
+        (None, false) => Action::await_change(),
+    }
+}
+
+fn approvals_api(ctx: &Context, run: &Run) -> Api<Approval> {
+    Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default())
 }
 
 /// How often a Run with scripts running is looked at even when nothing
@@ -580,64 +668,5 @@ async fn stop_in_controller(ctx: &Context, run: &Run) {
     if stopped > 0 {
         tracing::info!(run = %run.name_any(), stopped, "stopped the work of a deleted run");
     }
-    ctx.routes
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&uid);
-}
-
-fn is_script(work: &Work) -> bool {
-    matches!(work.task, engine::Task::Script(_))
-}
-
-/// Where a piece of work runs: script steps as Jobs of the Run, the rest
-/// as tasks in this process.
-fn jobs(ctx: &Context, run: &Run) -> JobLauncher {
-    JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run)
-}
-
-async fn observe(
-    ctx: &Context,
-    run: &Run,
-    work: &Work,
-    id: &WorkId,
-) -> Result<Observation, LauncherError> {
-    if is_script(work) {
-        jobs(ctx, run).observe(id).await
-    } else {
-        ctx.in_controller.observe(id).await
-    }
-}
-
-async fn launch(ctx: &Context, run: &Run, work: &Work) -> Result<(), LauncherError> {
-    if is_script(work) {
-        return jobs(ctx, run).launch(work).await;
-    }
-    ctx.routes.lock().unwrap_or_else(|e| e.into_inner()).insert(
-        work.run.uid.clone(),
-        kube::runtime::reflector::ObjectRef::from(run),
-    );
-    ctx.in_controller.launch(work).await
-}
-
-async fn cancel(ctx: &Context, run: &Run, work: &Work, id: &WorkId) -> Result<(), LauncherError> {
-    if is_script(work) {
-        jobs(ctx, run).cancel(id).await
-    } else {
-        ctx.in_controller.cancel(id).await
-    }
-}
-
-async fn forget(ctx: &Context, run: &Run, work: &Work, id: &WorkId) -> Result<(), LauncherError> {
-    if is_script(work) {
-        jobs(ctx, run).forget(id).await
-    } else {
-        ctx.in_controller.forget(id).await
-    }
-}
-
-/// The failure recorded when work could not be launched at all.
-#[allow(dead_code)]
-fn launch_failed(error: LauncherError) -> Failed {
-    Failed::from(step_error(codes::INTERNAL, error.to_string()))
+    launchers::forget_run(&ctx.routes, &uid);
 }

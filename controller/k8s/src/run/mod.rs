@@ -80,7 +80,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let _timer = ctx.metrics.reconcile_timer();
     let run = ctx.written.newest(run);
     let (old, flow) = match read_run(&ctx, &run).await? {
-        Read::Ready { old, flow } => (old, flow),
+        Read::Ready { old, flow } => (*old, flow),
         Read::Done(action) => return Ok(action),
     };
     let input = run
@@ -122,7 +122,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
 enum Read {
     /// The record with its moved-out values put back, and the pinned flow.
     Ready {
-        old: RunStatus,
+        old: Box<RunStatus>,
         flow: Arc<CompiledFlow>,
     },
     /// Nothing to step (deleted, over, not startable yet, or ended here).
@@ -181,7 +181,10 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
             return Ok(Read::Done(Action::requeue(FLOW_MISSING_REQUEUE)));
         }
     };
-    Ok(Read::Ready { old, flow })
+    Ok(Read::Ready {
+        old: Box::new(old),
+        flow,
+    })
 }
 
 /// What the reconcile saw of the Run's children before stepping the engine.

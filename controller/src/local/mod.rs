@@ -5,13 +5,12 @@
 mod approve;
 mod progress;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use coxswain_core::api::RunStatus;
 use coxswain_core::engine::{
-    Action, ApprovalRequest, CompiledFlow, Decision, Event, Failed, RunInfo, RunMachine, Work,
-    codes, step_error,
+    ApprovalRequest, AskRef, CompiledFlow, Decision, Event, Failed, Plan, RunInfo, RunMachine,
+    Seen, Work, codes, same_attempt, step_error,
 };
 use coxswain_steps::Executor;
 use coxswain_steps::in_process::InProcess;
@@ -45,20 +44,27 @@ where
     };
     let mut machine = RunMachine::new(flow, input, run);
     let (launcher, mut finishes) = InProcess::new(executor);
-    // The work running for each step and part, for `Action::Stop`.
-    let mut running: HashMap<(String, Option<usize>), WorkId> = HashMap::new();
+    let mut driver = Driver::default();
     let mut events = vec![Input::Event(Event::Start)];
     tokio::pin!(cancel);
     let mut cancelled = false;
 
     loop {
         while let Some(input) = events.pop() {
+            let mut finished = Vec::new();
             let actions = match input {
                 Input::Event(event) => machine.handle(event, Timestamp::now()),
+                Input::Finished(work, event) => {
+                    finished.push(*work);
+                    machine.handle(event, Timestamp::now())
+                }
                 Input::Answer(request, decision) => {
                     let (step, attempt) = (&request.step, request.attempt);
                     match machine.decide(step, attempt, decision, Timestamp::now()) {
-                        Ok(actions) => actions,
+                        Ok(actions) => {
+                            driver.asked.retain(|a| *a != AskRef::from(&request));
+                            actions
+                        }
                         Err(refused) => {
                             // Say why, and ask again (or give up if no one can answer).
                             progress.note(&refused.to_string());
@@ -70,51 +76,52 @@ where
             };
             let touched = machine.take_touched();
             progress.changed(machine.state(), &touched);
-            for action in actions {
-                match action {
-                    Action::Run(work) => {
-                        let id = WorkId::of(&work);
-                        match launcher.launch(&work).await {
-                            Ok(()) => {
-                                running.insert((id.step.clone(), id.part_index()), id);
-                            }
-                            Err(e) => events.push(launch_failed(&work, e)),
-                        }
-                    }
-                    Action::Ask(request) => events.push(ask(approver, progress, request)),
-                    // Asked of the machine below, after every batch of events.
-                    Action::WakeAt(_) => {}
-                    Action::Stop { step, part } => {
-                        if let Some(id) = running.remove(&(step, part)) {
-                            stop(&launcher, progress, &id).await;
-                        }
-                    }
+            let plan = Plan::new(&actions, &machine, &driver.seen(&finished));
+            driver.wake = plan.wake;
+            for work in &plan.forget {
+                if let Err(e) = launcher.forget(&WorkId::of(work)).await {
+                    progress.note(&e.to_string());
                 }
+                driver.gone(work);
+            }
+            for work in &plan.stop {
+                stop(&launcher, progress, &WorkId::of(work)).await;
+                driver.gone(work);
+            }
+            for work in plan.launch {
+                if let Err(e) = launcher.launch(&work).await {
+                    events.push(launch_failed(&work, e));
+                }
+                // In flight until its result (or its failure to start)
+                // is taken in.
+                driver.running.push(work);
+            }
+            for request in plan.ask {
+                driver.asked.push(AskRef::from(&request));
+                events.push(ask(approver, progress, request));
+            }
+            for closed in &plan.close {
+                driver.asked.retain(|a| a != closed);
             }
         }
-        let ended = machine.state().phase.is_over();
-        if ended {
-            for (_, id) in running.drain() {
-                stop(&launcher, progress, &id).await;
-            }
+        if machine.state().phase.is_over() {
             break;
         }
-        let wake = machine.next_wake();
-        if running.is_empty() && wake.is_none() {
+        if driver.running.is_empty() && driver.wake.is_none() {
             // Nothing runs and nothing will wake the engine: it is stuck,
             // which it must never be. Say so instead of hanging.
             progress.note("the run has nothing left to do but did not finish");
             events.push(Input::Event(Event::Cancel));
             continue;
         }
-        let sleep = wake.map(|at| {
+        let sleep = driver.wake.map(|at| {
             let wait = at.duration_since(Timestamp::now());
             std::time::Duration::try_from(wait).unwrap_or_default()
         });
         tokio::select! {
             Some(id) = finishes.next() => {
-                if let Some(event) = take_result(&launcher, progress, &mut running, id).await {
-                    events.push(Input::Event(event));
+                if let Some(input) = take_result(&launcher, &driver, id).await {
+                    events.push(input);
                 }
             }
             _ = tokio::time::sleep(sleep.unwrap_or(std::time::Duration::from_secs(3600))), if sleep.is_some() => {
@@ -131,27 +138,50 @@ where
     machine.into_state()
 }
 
-/// The engine's event for work that finished, and the launcher forgets it.
-/// `None` for work no longer wanted (stopped after it finished).
+/// What the local driver knows of the world outside the engine.
+#[derive(Default)]
+struct Driver {
+    /// Work launched whose result was not taken in yet.
+    running: Vec<Work>,
+    /// Approvals asked and not answered.
+    asked: Vec<AskRef>,
+    /// When the engine wants a tick, as the last plan said.
+    wake: Option<Timestamp>,
+}
+
+impl Driver {
+    /// What the plan sees: the work in flight, the questions asked.
+    fn seen<'a>(&'a self, finished: &'a [Work]) -> Seen<'a> {
+        Seen {
+            before: &self.running,
+            running: &self.running,
+            finished,
+            asked: &self.asked,
+            open: &self.asked,
+            answers: &[],
+        }
+    }
+
+    /// `work` no longer runs.
+    fn gone(&mut self, work: &Work) {
+        self.running.retain(|w| !same_attempt(w, work));
+    }
+}
+
+/// The engine's event for work that finished, with the work. `None` for
+/// work no longer wanted (stopped after it finished).
 async fn take_result<E: Executor + 'static>(
     launcher: &InProcess<E>,
-    progress: &mut Progress,
-    running: &mut HashMap<(String, Option<usize>), WorkId>,
+    driver: &Driver,
     id: WorkId,
-) -> Option<Event> {
+) -> Option<Input> {
+    let work = driver.running.iter().find(|w| WorkId::of(w) == id)?;
     let result = match launcher.observe(&id).await {
         Ok(Observation::Finished(result)) => result,
         Ok(Observation::Running | Observation::Unknown) => return None,
         Err(e) => Err(Failed::from(step_error(codes::INTERNAL, e.to_string()))),
     };
-    if let Err(e) = launcher.forget(&id).await {
-        progress.note(&e.to_string());
-    }
-    let key = (id.step.clone(), id.part_index());
-    if running.get(&key) == Some(&id) {
-        running.remove(&key);
-    }
-    Some(id.finished(result))
+    Some(Input::Finished(Box::new(work.clone()), id.finished(result)))
 }
 
 /// Cancels work; a launcher that cannot is named, and the run goes on ending.
@@ -168,13 +198,18 @@ async fn stop<E: Executor + 'static>(
 /// The attempt fails when its work could not be launched.
 fn launch_failed(work: &Work, error: LauncherError) -> Input {
     let failed = Failed::from(step_error(codes::INTERNAL, error.to_string()));
-    Input::Event(WorkId::of(work).finished(Err(failed)))
+    Input::Finished(
+        Box::new(work.clone()),
+        WorkId::of(work).finished(Err(failed)),
+    )
 }
 
-/// What the loop hands the machine next: an event, or a person's answer
-/// (which the machine may refuse).
+/// What the loop hands the machine next: an event, finished work, or a
+/// person's answer (which the machine may refuse).
 enum Input {
     Event(Event),
+    /// Work finished (or could not start), and its result.
+    Finished(Box<Work>, Event),
     Answer(ApprovalRequest, Decision),
 }
 

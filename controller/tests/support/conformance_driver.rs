@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use coxswain::local::{Approver, CommandLineApprover};
 use coxswain_core::api::{FlowSpec, RunPhase, RunStatus, StepError, TokenUsage};
 use coxswain_core::engine::{
-    Action, ApprovalRequest, CompiledFlow, Done, Event, Failed, RunInfo, RunMachine, Task, Work,
-    WorkResult,
+    ApprovalRequest, AskRef, CompiledFlow, Done, Event, Failed, Plan, RunInfo, RunMachine, Seen,
+    Task, Work, WorkResult, same_attempt,
 };
 use coxswain_steps::Executor;
 use jiff::Timestamp;
@@ -240,6 +240,7 @@ pub fn attempt_of(w: &Work) -> (String, Option<usize>, u32) {
 /// the work finished from then on is the work it rebuilt), and
 /// the approvals it waits for and the time it wants to wake at are taken
 /// from it alone (nothing the engine said before the restart is kept).
+/// Either way what runs next comes from the [`Plan`] every driver uses.
 pub async fn drive<S, F>(
     case: &Case,
     flow: &CompiledFlow,
@@ -255,7 +256,7 @@ where
     let mut machine = RunMachine::new(flow, case.input.clone(), RunInfo::default());
     let mut in_flight: VecDeque<Work> = VecDeque::new();
     let mut asks: VecDeque<ApprovalRequest> = VecDeque::new();
-    let mut wakes: Vec<Timestamp> = Vec::new();
+    let mut wake: Option<Timestamp>;
     let mut next = Some(Next::Event(Event::Start));
     let mut handled = 0;
     while let Some(input) = next.take() {
@@ -263,8 +264,13 @@ where
         if handled > 10_000 {
             return Err("the run did not end after 10,000 events".into());
         }
+        let mut finished = Vec::new();
         let actions = match input {
             Next::Event(event) => machine.handle(event, now),
+            Next::Finished(work, event) => {
+                finished.push(*work);
+                machine.handle(event, now)
+            }
             Next::Answer(request, decision) => {
                 match machine.decide(&request.step, request.attempt, decision, now) {
                     Ok(actions) => actions,
@@ -276,22 +282,34 @@ where
                 }
             }
         };
-        for action in actions {
-            match action {
-                Action::Run(work) => in_flight.push_back(*work),
-                Action::Ask(request) => asks.push_back(request),
-                Action::WakeAt(at) => wakes.push(at),
-                Action::Stop { step, part } => in_flight
-                    .retain(|w| (&w.step, w.part.as_ref().map(|p| p.index)) != (&step, part)),
-            }
-        }
+        // What the engine asks for, through the plan every driver uses.
+        let running: Vec<Work> = in_flight.iter().cloned().collect();
+        let before: Vec<Work> = running.iter().chain(&finished).cloned().collect();
+        let asked: Vec<AskRef> = asks.iter().map(AskRef::from).collect();
+        let seen = Seen {
+            before: &before,
+            running: &running,
+            finished: &finished,
+            asked: &asked,
+            open: &asked,
+            answers: &[],
+        };
+        let plan = Plan::new(&actions, &machine, &seen);
+        in_flight.retain(|w| !plan.stop.iter().any(|s| same_attempt(s, w)));
+        in_flight.extend(plan.launch);
+        asks.retain(|a| !plan.close.contains(&AskRef::from(a)));
+        asks.extend(plan.ask);
+        wake = plan.wake;
         if let Some(store) = store.as_mut() {
             let state = store(machine.record().clone()).await?;
             machine = RunMachine::resume(flow, case.input.clone(), RunInfo::default(), state)
                 .map_err(|e| e.to_string())?;
-            asks = machine.pending_approvals().into();
-            wakes = machine.next_wake().into_iter().collect();
-            let mut rebuilt = machine.running_work();
+            // A restarted driver knows nothing: the plan from the record
+            // alone says what runs, who is asked and when to wake.
+            let resumed = Plan::new(&[], &machine, &Seen::default());
+            asks = resumed.ask.into();
+            wake = resumed.wake;
+            let mut rebuilt = resumed.launch;
             rebuilt.sort_by_key(attempt_of);
             let mut expected: Vec<Work> = in_flight.iter().cloned().collect();
             expected.sort_by_key(attempt_of);
@@ -314,19 +332,19 @@ where
             break;
         }
         next = if let Some(work) = in_flight.pop_front() {
-            Some(Next::Event(Event::Finished {
+            let event = Event::Finished {
                 step: work.step.clone(),
                 part: work.part.as_ref().map(|p| p.index),
                 attempt: work.attempt,
                 result: scripted.answer(&work),
-            }))
+            };
+            Some(Next::Finished(Box::new(work), event))
         } else if let Some(request) = first_ask(&mut asks) {
             Some(match approver.decide(&request) {
                 Ok(decision) => Next::Answer(request, decision),
                 Err(_) => Next::Event(Event::Cancel),
             })
-        } else if let Some(at) = wakes.iter().min().copied() {
-            wakes.retain(|w| *w != at);
+        } else if let Some(at) = wake.take() {
             now = now.max(at);
             Some(Next::Event(Event::Tick))
         } else {
@@ -373,6 +391,8 @@ where
 /// What the driver hands the engine next: an event, or a person's answer.
 enum Next {
     Event(Event),
+    /// Work finished, and its result.
+    Finished(Box<Work>, Event),
     Answer(ApprovalRequest, coxswain_core::engine::Decision),
 }
 

@@ -72,6 +72,28 @@ pub const CHAT_ANSWERED_ANNOTATION: &str = "coxswain.dev/chat-answered";
 /// day after the run ended: why, so nobody wonders and nothing retries.
 pub const CHAT_UNANSWERED_ANNOTATION: &str = "coxswain.dev/chat-unanswered";
 
+/// Annotation on a Job naming its work (`WorkId`'s exact form).
+pub const WORK_ANNOTATION: &str = "coxswain.dev/work";
+
+/// Annotation on a Job giving the digest of its inputs ConfigMap (the one
+/// its pod checks before it runs anything).
+pub const INPUTS_DIGEST_ANNOTATION: &str = "coxswain.dev/inputs-sha256";
+
+/// Annotation on a Job giving its timeout in milliseconds, for the message
+/// of a deadline the Job ran into.
+pub const TIMEOUT_ANNOTATION: &str = "coxswain.dev/timeout-ms";
+
+/// Annotation on a value ConfigMap: the digest of the whole value a piece
+/// belongs to.
+pub const VALUE_SHA_ANNOTATION: &str = "coxswain.dev/sha256";
+
+/// Annotation on a value ConfigMap: where the value was in the status (the
+/// first place, when the same value was in several).
+pub const VALUE_PATH_ANNOTATION: &str = "coxswain.dev/path";
+
+/// Annotation on a flow snapshot naming the Flow generation it copied.
+pub const GENERATION_ANNOTATION: &str = "coxswain.dev/flow-generation";
+
 /// The prefix of every label and annotation Coxswain writes on Runs and
 /// Approvals. The controller acts on them (a chat label makes the bot post
 /// a Run's outcome, `run-uid` ties an Approval to its run, `scheduled-at`

@@ -9,9 +9,7 @@ use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, Preconditi
 use kube::{Client, Resource, ResourceExt};
 
 use super::JobSettings;
-use super::manifest::{
-    INPUTS_DIGEST_ANNOTATION, Manifests, RunOwner, STEP_CONTAINER, config_map_digest, manifests,
-};
+use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, config_map_digest, manifests};
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
 use crate::names;
@@ -125,7 +123,10 @@ impl JobLauncher {
         job: &Job,
         act: &'static str,
     ) -> Result<(), LauncherError> {
-        let Some(expected) = job.annotations().get(INPUTS_DIGEST_ANNOTATION) else {
+        let Some(expected) = job
+            .annotations()
+            .get(crate::names::INPUTS_DIGEST_ANNOTATION)
+        else {
             return Ok(());
         };
         let name = self.job_name(id);

@@ -27,17 +27,6 @@ pub const TASK_KEY: &str = "step.json";
 /// file's name), so no input can take the [`TASK_KEY`].
 pub const INPUT_KEY_PREFIX: &str = "input.";
 
-/// Annotation on a Job naming its work ([`WorkId`]'s exact form).
-pub const WORK_ANNOTATION: &str = "coxswain.dev/work";
-
-/// Annotation on a Job giving the digest of its inputs ConfigMap
-/// ([`inputs_digest`](super::task::inputs_digest)), the one its pod checks.
-pub const INPUTS_DIGEST_ANNOTATION: &str = "coxswain.dev/inputs-sha256";
-
-/// Annotation on a Job giving its timeout in milliseconds, for the message
-/// of a deadline the Job ran into.
-pub const TIMEOUT_ANNOTATION: &str = "coxswain.dev/timeout-ms";
-
 /// The step's container (the init container is [`INSTALL_CONTAINER`]).
 pub const STEP_CONTAINER: &str = "step";
 
@@ -241,12 +230,15 @@ fn job(
     let id = WorkId::of(work);
     let mut metadata = meta(owner, name, &work.step, "step");
     let mut annotations = BTreeMap::from([
-        (WORK_ANNOTATION.to_string(), id.to_string()),
-        (INPUTS_DIGEST_ANNOTATION.to_string(), digest.to_string()),
+        (names::WORK_ANNOTATION.to_string(), id.to_string()),
+        (
+            names::INPUTS_DIGEST_ANNOTATION.to_string(),
+            digest.to_string(),
+        ),
     ]);
     if let Some(timeout) = work.timeout {
         annotations.insert(
-            TIMEOUT_ANNOTATION.to_string(),
+            names::TIMEOUT_ANNOTATION.to_string(),
             timeout.as_millis().to_string(),
         );
     }

@@ -59,8 +59,8 @@ pub mod wire;
 
 pub use launcher::JobLauncher;
 pub use manifest::{
-    INPUT_KEY_PREFIX, INPUTS_DIGEST_ANNOTATION, INSTALL_CONTAINER, Manifests, RunOwner,
-    STEP_CONTAINER, TASK_KEY, TIMEOUT_ANNOTATION, WORK_ANNOTATION, config_map_digest, manifests,
+    INPUT_KEY_PREFIX, INSTALL_CONTAINER, Manifests, RunOwner, STEP_CONTAINER, TASK_KEY,
+    config_map_digest, manifests,
 };
 pub use settings::{DEFAULT_MAX_OUTPUT, DEFAULT_RUN_AS_USER, IN_IMAGE_EXECUTABLE, JobSettings};
 pub use task::{PodTask, inputs_digest, paths};

@@ -14,8 +14,9 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
-use super::manifest::{INSTALL_CONTAINER, STEP_CONTAINER, TIMEOUT_ANNOTATION};
+use super::manifest::{INSTALL_CONTAINER, STEP_CONTAINER};
 use super::wire::{self, Decoded, LogRef, WireResult};
+use crate::names::TIMEOUT_ANNOTATION;
 use coxswain_core::api::StepError;
 use coxswain_core::engine::{codes, step_error};
 use coxswain_steps::script::ScriptError;

@@ -13,13 +13,6 @@ use coxswain_core::api::offload::{MovedValue, OffloadError};
 /// The key under which a ConfigMap holds its piece.
 pub(super) const KEY: &str = "value";
 
-/// Annotation: the digest of the whole value a piece belongs to.
-const SHA_ANNOTATION: &str = "coxswain.dev/sha256";
-
-/// Annotation: where the value was in the status (the first place, when
-/// the same value was in several).
-const PATH_ANNOTATION: &str = "coxswain.dev/path";
-
 /// The Run that owns the value ConfigMaps, as they need it.
 pub(super) struct Owner {
     pub(super) name: String,
@@ -73,8 +66,11 @@ impl Owner {
             labels.insert(names::RUN_NAME_LABEL.to_string(), self.name.clone());
         }
         let annotations = BTreeMap::from([
-            (SHA_ANNOTATION.to_string(), entry.sha256.clone()),
-            (PATH_ANNOTATION.to_string(), entry.path.clone()),
+            (
+                names::VALUE_SHA_ANNOTATION.to_string(),
+                entry.sha256.clone(),
+            ),
+            (names::VALUE_PATH_ANNOTATION.to_string(), entry.path.clone()),
         ]);
         ConfigMap {
             metadata: ObjectMeta {

@@ -19,9 +19,6 @@ use coxswain_core::engine::CompiledFlow;
 /// The key of the snapshot ConfigMap holding the flow's spec as JSON.
 pub const SNAPSHOT_KEY: &str = "flow.json";
 
-/// The annotation on the snapshot naming the Flow generation it copied.
-pub const GENERATION_ANNOTATION: &str = "coxswain.dev/flow-generation";
-
 /// What pinning found.
 pub enum Pinned {
     /// The flow the run goes on with.
@@ -165,7 +162,7 @@ fn from_snapshot(snapshot: &ConfigMap) -> Result<CompiledFlow, String> {
         serde_json::from_str(text).map_err(|e| format!("does not hold a flow: {e}"))?;
     let generation = snapshot
         .annotations()
-        .get(GENERATION_ANNOTATION)
+        .get(names::GENERATION_ANNOTATION)
         .and_then(|g| g.parse().ok());
     let flow = CompiledFlow::new(spec)
         .map_err(|problems| format!("holds an invalid flow: {}", problems_text(&problems)))?;
@@ -233,7 +230,7 @@ async fn snapshot_flow(
             owner_references: run.controller_owner_ref(&()).map(|o| vec![o]),
             labels: Some(names::child_labels(run, "flow")),
             annotations: Some(BTreeMap::from([(
-                GENERATION_ANNOTATION.to_string(),
+                names::GENERATION_ANNOTATION.to_string(),
                 generation.to_string(),
             )])),
             ..Default::default()

@@ -8,6 +8,7 @@
 // kube's `printcolumn(...)` attributes repeat keys by design.
 #[allow(clippy::duplicated_attributes)]
 mod approval;
+pub mod conditions;
 #[allow(clippy::duplicated_attributes)]
 mod flow;
 pub mod offload;

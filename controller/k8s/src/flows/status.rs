@@ -6,14 +6,11 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use coxswain_core::api::conditions::{
+    self, READY, REASON_INVALID, REASON_READY, REASON_SCHEDULE_UNUSABLE, REASON_VALID, VALID,
+};
 use coxswain_core::api::{FlowSpec, FlowStatus, StepProblem};
 use coxswain_core::flow::{FlowGraph, Limits, validate_graph};
-
-/// The condition saying the flow passed validation.
-pub const VALID: &str = "Valid";
-
-/// The condition saying Runs of the flow can start.
-pub const READY: &str = "Ready";
 
 /// The longest condition message the API server accepts (the `Condition`
 /// schema's `maxLength`).
@@ -111,20 +108,20 @@ pub fn compose(
     };
     let valid = verdict.problems.is_empty();
     let (reason, message) = if valid {
-        ("Valid", "The flow passed validation.".to_string())
+        (REASON_VALID, "The flow passed validation.".to_string())
     } else {
-        ("Invalid", problems_message(&verdict.problems))
+        (REASON_INVALID, problems_message(&verdict.problems))
     };
     let stamp = Stamp { generation, now };
     set_condition(&mut status.conditions, VALID, valid, reason, message, stamp);
     let (ready, reason, message) = match (&book.schedule_problem, valid) {
         (_, false) => (
             false,
-            "Invalid",
+            REASON_INVALID,
             "Runs of this flow cannot start until its problems are fixed (see the Valid condition).",
         ),
-        (Some(problem), true) => (false, "ScheduleUnusable", problem.as_str()),
-        (None, true) => (true, "Ready", "Runs of this flow can start."),
+        (Some(problem), true) => (false, REASON_SCHEDULE_UNUSABLE, problem.as_str()),
+        (None, true) => (true, REASON_READY, "Runs of this flow can start."),
     };
     set_condition(
         &mut status.conditions,
@@ -153,7 +150,11 @@ fn set_condition(
     message: String,
     stamp: Stamp,
 ) {
-    let status = if ok { "True" } else { "False" };
+    let status = if ok {
+        conditions::TRUE
+    } else {
+        conditions::FALSE
+    };
     let existing = conditions.iter().position(|c| c.type_ == kind);
     let since = existing
         .map(|i| &conditions[i])

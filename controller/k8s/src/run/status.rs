@@ -9,6 +9,9 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use coxswain_core::api::conditions::{
+    FALSE, REASON_FLOW_NOT_FOUND, RUNNING, SUCCEEDED, TRUE, UNKNOWN,
+};
 use coxswain_core::api::{Run, RunPhase, RunStatus};
 
 /// Sets `observedGeneration` and the conditions on `status`, keeping each
@@ -21,14 +24,14 @@ pub fn set_conditions(status: &mut RunStatus, generation: Option<i64>, now: Time
         (None, Some(step)) if !over => format!("at step {step}"),
         _ => String::new(),
     };
-    let running = (if over { "False" } else { "True" }).to_string();
+    let running = (if over { FALSE } else { TRUE }).to_string();
     let succeeded = match status.phase {
-        RunPhase::Succeeded => "True",
-        RunPhase::Failed | RunPhase::Cancelled => "False",
-        _ => "Unknown",
+        RunPhase::Succeeded => TRUE,
+        RunPhase::Failed | RunPhase::Cancelled => FALSE,
+        _ => UNKNOWN,
     }
     .to_string();
-    let wanted = [("Running", running), ("Succeeded", succeeded)];
+    let wanted = [(RUNNING, running), (SUCCEEDED, succeeded)];
     let mut conditions = Vec::with_capacity(wanted.len());
     for (kind, value) in wanted {
         let old = status.conditions.iter().find(|c| c.type_ == kind);
@@ -60,13 +63,13 @@ pub fn set_flow_missing(
     let since = status
         .conditions
         .iter()
-        .find(|c| c.type_ == "Running" && c.status == "False" && c.reason == "FlowNotFound")
+        .find(|c| c.type_ == RUNNING && c.status == FALSE && c.reason == REASON_FLOW_NOT_FOUND)
         .map(|c| c.last_transition_time.clone())
         .unwrap_or(Time(now));
     status.conditions = vec![Condition {
-        type_: "Running".into(),
-        status: "False".into(),
-        reason: "FlowNotFound".into(),
+        type_: RUNNING.into(),
+        status: FALSE.into(),
+        reason: REASON_FLOW_NOT_FOUND.into(),
         message: why.to_string(),
         observed_generation: generation,
         last_transition_time: since,

@@ -6,6 +6,7 @@
 
 mod approval;
 mod attempts;
+mod build_work;
 mod composites;
 #[cfg(test)]
 mod depth_tests;

@@ -1,0 +1,258 @@
+//! Building the [`Work`] of an attempt from the run's record: the task with
+//! its text resolved where it can be, the input, and the data placeholders
+//! may read. Kept with the machine, which owns the record it reads; the
+//! work types themselves stay plain data in `engine/work.rs`.
+
+use serde_json::{Value, json};
+
+use super::RunMachine;
+use crate::api::{StepKind, StepStatus};
+use crate::engine::compiled::CompiledStep;
+use crate::engine::scope::{EvalScope, StepViews};
+use crate::engine::work::{AgentTask, ChangeRequest, DataView, Given, PartRef, Task, Work};
+
+impl RunMachine<'_> {
+    // ---- work -----------------------------------------------------------------
+
+    pub(in crate::engine) fn step_work(&self, node: usize, attempt: u32) -> Option<Work> {
+        let compiled = &self.flow.steps[node];
+        let task = self.task(node, compiled)?;
+        let data = if task.has_placeholders() {
+            self.data_view(node, None, &compiled.placeholder_keys)
+        } else {
+            DataView::default()
+        };
+        let scope = self.scope(node, None);
+        let input = match &compiled.input {
+            Some(t) => t.resolve(&scope),
+            None => self.default_input(node),
+        };
+        Some(Work {
+            step: self.flow.key(node).to_string(),
+            part: None,
+            attempt,
+            iteration: self.iteration_of(node).map(|i| i as u32),
+            task,
+            input,
+            timeout: compiled.timeout,
+            data,
+            run: self.run.clone(),
+        })
+    }
+
+    pub(in crate::engine) fn part_work(&self, node: usize, part: usize) -> Option<Work> {
+        let inner = self.flow.steps[node].part.as_deref()?;
+        let record = self.state.steps.get(self.flow.key(node))?;
+        let p = record.parts.get(part)?;
+        let task = self.task(node, inner)?;
+        let data = if task.has_placeholders() {
+            self.data_view(node, Some(part), &inner.placeholder_keys)
+        } else {
+            DataView::default()
+        };
+        let scope = self.scope(node, Some(part));
+        let input = match &inner.input {
+            Some(t) => t.resolve(&scope),
+            None => p.item.clone().unwrap_or(Value::Null),
+        };
+        Some(Work {
+            step: self.flow.key(node).to_string(),
+            part: Some(PartRef {
+                index: part,
+                key: p.key.clone(),
+                round: u32::try_from(record.rounds.max(1)).unwrap_or(1),
+            }),
+            attempt: p.attempts.len() as u32,
+            iteration: self.iteration_of(node).map(|i| i as u32),
+            task,
+            input,
+            timeout: inner.timeout,
+            data,
+            run: self.run.clone(),
+        })
+    }
+
+    pub(in crate::engine) fn task(&self, node: usize, compiled: &CompiledStep<'_>) -> Option<Task> {
+        Some(match compiled.step.kind()? {
+            StepKind::Script(s) => Task::Script(s.clone()),
+            StepKind::Http(h) => Task::Http(h.clone()),
+            StepKind::Message(m) => Task::Message(m.clone()),
+            StepKind::Agent(a) => {
+                let given = a
+                    .give
+                    .iter()
+                    .map(|key| {
+                        let record = self.state.steps.get(key);
+                        let ran = record.is_some_and(|r| r.status == StepStatus::Completed);
+                        Given {
+                            name: key.clone(),
+                            state: record
+                                .map_or("pending".into(), |r| r.status.as_str().to_string()),
+                            role: "instrument",
+                            value: if ran {
+                                record.and_then(|r| r.output.clone())
+                            } else {
+                                None
+                            },
+                        }
+                    })
+                    .collect();
+                let change_request = self
+                    .state
+                    .steps
+                    .get(self.flow.key(node))
+                    .and_then(|r| r.review.as_ref())
+                    .map(|note| ChangeRequest {
+                        reviewer: note.reviewer.clone(),
+                        decision: note.decision.clone(),
+                        reviewed: match &note.reviewed {
+                            Some(Value::Object(m)) => {
+                                m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+                            }
+                            _ => Vec::new(),
+                        },
+                        instructions: note.instructions.clone().unwrap_or_default(),
+                    });
+                let flow_description = a
+                    .tell_flow
+                    .then(|| crate::engine::describe::describe(self.flow, node));
+                Task::Agent(AgentTask {
+                    spec: a.clone(),
+                    given,
+                    change_request,
+                    flow_description,
+                })
+            }
+            _ => return None,
+        })
+    }
+
+    /// With no `input`, the first step gets the run input; a later one the
+    /// run input and the previous step's output, merged when both are objects.
+    pub(in crate::engine) fn default_input(&self, node: usize) -> Value {
+        let Some(previous) = self.previous_node(node) else {
+            return self.input.clone();
+        };
+        match (&self.input, self.output_of(self.flow.key(previous))) {
+            (Value::Object(input), Value::Object(out)) => {
+                let mut merged = input.clone();
+                merged.extend(out);
+                Value::Object(merged)
+            }
+            (Value::Null, out) => out,
+            (input, out) => json!({"input": input, "previous": out}),
+        }
+    }
+
+    pub(in crate::engine) fn data_view(
+        &self,
+        node: usize,
+        part: Option<usize>,
+        keys: &[String],
+    ) -> DataView {
+        let mut view = DataView {
+            input: self.input.clone(),
+            ..Default::default()
+        };
+        for key in keys {
+            if let Some(v) = self.flow.node(key).and_then(|n| self.views.get(n)) {
+                view.steps.insert(key.clone(), v.clone());
+            }
+        }
+        let scope = self.scope(node, part);
+        for root in ["previous", "loop", "item", "index", "run"] {
+            if let Some(v) = crate::scope::Scope::root(&scope, root) {
+                view.roots.insert(root.to_string(), v.clone());
+            }
+        }
+        view
+    }
+
+    // ---- scopes -----------------------------------------------------------------
+
+    /// What a step (or one part of it) sees: `$previous`, the enclosing
+    /// loop's pass, the part's `$item` and `$index`.
+    pub(in crate::engine) fn scope(&self, node: usize, part: Option<usize>) -> EvalScope<'_> {
+        let loop_iteration = self
+            .flow
+            .graph
+            .enclosing_loops(node)
+            .next()
+            .and_then(|l| self.state.steps.get(self.flow.key(l)))
+            .and_then(|r| r.iteration);
+        let item = part.and_then(|i| {
+            let record = self.state.steps.get(self.flow.key(node))?;
+            record.parts.get(i)?.item.as_ref()
+        });
+        self.scope_from(self.previous_node(node), loop_iteration, item, part)
+    }
+
+    /// What a loop's `until` sees after pass `iteration`: `$previous` is the
+    /// last step of its body.
+    pub(in crate::engine) fn scope_inside_loop(
+        &self,
+        node: usize,
+        iteration: i32,
+    ) -> EvalScope<'_> {
+        let last = self.flow.body(node).last().copied();
+        self.scope_from(last, Some(iteration), None, None)
+    }
+
+    /// What the flow's `output` sees: `$previous` is its last step.
+    pub(in crate::engine) fn scope_at_end(&self) -> EvalScope<'_> {
+        let last = self.flow.graph.lists[0].last().copied();
+        self.scope_from(last, None, None, None)
+    }
+
+    /// The one place a scope is put together from the run's data.
+    fn scope_from<'s>(
+        &'s self,
+        previous: Option<usize>,
+        loop_iteration: Option<i32>,
+        item: Option<&'s Value>,
+        index: Option<usize>,
+    ) -> EvalScope<'s> {
+        EvalScope::new(
+            &self.input,
+            StepViews {
+                graph: &self.flow.graph,
+                values: &self.views,
+            },
+            previous.and_then(|p| self.views.get(p)),
+            loop_iteration,
+            item,
+            index,
+            &self.run_value,
+        )
+    }
+
+    /// The step listed just before; for the first step of a later loop pass,
+    /// the last step of the pass before.
+    pub(in crate::engine) fn previous_node(&self, node: usize) -> Option<usize> {
+        let list = self.flow.list_of(node);
+        let position = self.flow.graph.nodes[node].position;
+        if position > 0 {
+            return list.get(position - 1).copied();
+        }
+        let parent = self.flow.graph.nodes[node].parent?;
+        let iteration = self
+            .state
+            .steps
+            .get(self.flow.key(parent))
+            .and_then(|r| r.iteration)
+            .unwrap_or(1);
+        if iteration > 1 {
+            list.last().copied()
+        } else {
+            self.previous_node(parent)
+        }
+    }
+
+    pub(in crate::engine) fn iteration_of(&self, node: usize) -> Option<i32> {
+        let l = self.flow.graph.enclosing_loops(node).next()?;
+        self.state
+            .steps
+            .get(self.flow.key(l))
+            .and_then(|r| r.iteration)
+    }
+}

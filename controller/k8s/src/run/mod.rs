@@ -1,18 +1,23 @@
 //! The Run reconciler: read the Run, rebuild the engine from its status, feed
-//! it what happened, write the record back in one write, then act.
+//! it what happened, write the record back in one write, then act. Each
+//! phase is a function of its own:
 //!
-//! The order makes a crash at any moment harmless:
-//! 1. What happened is gathered: the run just started, `spec.cancel`, work
-//!    that finished (read from the Jobs, or from the in-controller tasks), a
-//!    person's answer on an Approval, a retry that is due.
-//! 2. The engine turns it into a new record, written with the resource
-//!    version that was read; a stale read fails the write and changes nothing.
-//! 3. Only then is anything started, stopped or created: every attempt the
-//!    record says is running and that is not known to run is launched (under
-//!    a name built from the work, so launching twice starts it once),
-//!    stopped work is cancelled, Approvals are created for waiting steps.
-//!    A controller killed before this step does it after its restart, from
-//!    the record alone.
+//! 1. `read_run` and `gather`: the Run, its record (moved-out values
+//!    put back and checked), its pinned flow (checked against its digest),
+//!    what became of the attempts the record says run, and the Approvals of
+//!    the attempts it waits on (checked to be the ones Coxswain made).
+//! 2. `feed`: the engine takes it in, in a fixed order (start, cancel,
+//!    finished work, answers, time). Pure; from the work before, the engine
+//!    after and what was seen, the core's [`Plan`] says what to do: the same
+//!    plan `coxswain run` and the conformance driver follow.
+//! 3. `write`: the new record, written once with the resource version
+//!    that was read; a stale read fails the write and changes nothing.
+//! 4. `act`: only then is anything started, stopped or created. Every
+//!    attempt the record says runs and that is not known to run is
+//!    launched (under a name built from the work, so launching twice
+//!    starts it once), stopped work is cancelled, Approvals are created for
+//!    waiting steps. A controller killed before this phase does it after
+//!    its restart, from the record alone.
 
 pub mod approvals;
 pub mod events;
@@ -305,12 +310,28 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp
             fed.finished.push(work.clone());
         }
     }
+    take_answers(run, machine, &seen.asked, now, &mut fed);
+    if machine.next_wake().is_some_and(|at| at <= now) {
+        fed.actions.extend(machine.handle(Event::Tick, now));
+    }
+    fed
+}
+
+/// Hands the engine the answers written on the Approvals of the attempts
+/// still waiting; an Approval Coxswain did not make fails its attempt.
+fn take_answers(
+    run: &Run,
+    machine: &mut RunMachine<'_>,
+    asked: &[approvals::Asked],
+    now: Timestamp,
+    fed: &mut Fed,
+) {
     let waiting: Vec<AskRef> = machine
         .pending_approvals()
         .iter()
         .map(AskRef::from)
         .collect();
-    for a in &seen.asked {
+    for a in asked {
         let ask = AskRef::from(&a.request);
         // An attempt that stopped waiting meanwhile takes no answer; its
         // Approval is closed by the plan.
@@ -345,10 +366,6 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp
             noted: a.refused().map(str::to_string),
         });
     }
-    if machine.next_wake().is_some_and(|at| at <= now) {
-        fed.actions.extend(machine.handle(Event::Tick, now));
-    }
-    fed
 }
 
 /// Writes the record once, when it changed; says whether it did.
@@ -410,19 +427,8 @@ async fn act(
                 return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));
             }
         }
-        let read: Vec<&str> = seen.asked.iter().map(|a| a.name.as_str()).collect();
-        for request in &plan.ask {
-            let a = approvals::Asked::new(run, request.clone());
-            // Earlier attempts first: once this one exists, this is not
-            // done again.
-            approvals::settle_earlier(&api, run, record, &a.request, &read).await?;
-            let show = ctx.offloader.store_shown(run, &a.request.show).await?;
-            if let Some(reason) = approvals::create(&api, run, &a, show).await? {
-                // Taken up by the next reconcile's read, which fails the
-                // attempt.
-                tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
-                return Ok(Action::requeue(STALE_REQUEUE));
-            }
+        if let Some(later) = ask(ctx, run, record, plan, seen).await? {
+            return Ok(later);
         }
     }
     for settle in &plan.settle {
@@ -436,6 +442,34 @@ async fn act(
         approvals::close(&api, &name, &reason).await?;
     }
     Ok(look_again(plan))
+}
+
+/// Creates the Approvals the plan asks for, each after settling those of
+/// its step's earlier attempts; `Some` when one under its name is not this
+/// run's (the next reconcile reads it and fails the attempt).
+async fn ask(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    plan: &Plan,
+    seen: &Gathered,
+) -> Result<Option<Action>, Error> {
+    let api = approvals_api(ctx, run);
+    let read: Vec<&str> = seen.asked.iter().map(|a| a.name.as_str()).collect();
+    for request in &plan.ask {
+        let a = approvals::Asked::new(run, request.clone());
+        // Earlier attempts first: once this one exists, this is not
+        // done again.
+        approvals::settle_earlier(&api, run, record, &a.request, &read).await?;
+        let show = ctx.offloader.store_shown(run, &a.request.show).await?;
+        if let Some(reason) = approvals::create(&api, run, &a, show).await? {
+            // Taken up by the next reconcile's read, which fails the
+            // attempt.
+            tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
+            return Ok(Some(Action::requeue(STALE_REQUEUE)));
+        }
+    }
+    Ok(None)
 }
 
 /// When to reconcile again: at the engine's wake-up, and now and then

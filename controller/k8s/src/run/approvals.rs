@@ -350,7 +350,7 @@ pub fn attempt_ended_reason(
 }
 
 /// Settles the Approvals of the attempts of `request`'s step before it,
-/// other than those read this reconcile (`read`, which [`replaced`]
+/// other than those read this reconcile (`read`, which [`open`] and the plan
 /// handles): called before `request`'s Approval is created, so once per
 /// attempt. The write that ended the earlier attempt and asked this one
 /// may have been applied with its answer lost, and then the reconcile that

@@ -10,27 +10,10 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Api;
 use kube::api::PostParams;
 
-use coxswain_core::api::{FlowSpec, StepProblem};
-use coxswain_core::flow::{BoundSecret, bound_secrets, validate};
+use coxswain_core::api::FlowSpec;
+use coxswain_core::flow::{BoundSecret, bound_secrets, one_line, validate};
 
 use super::review::Verdict;
-
-/// One line for a problem: `step KEY: FIELD: MESSAGE (character N)`, as
-/// `coxswain lint` prints it after the file and flow.
-pub fn problem_line(problem: &StepProblem) -> String {
-    let mut line = String::new();
-    if !problem.step.is_empty() {
-        line.push_str(&format!("step {}: ", problem.step));
-    }
-    if !problem.field.is_empty() {
-        line.push_str(&format!("{}: ", problem.field));
-    }
-    line.push_str(&problem.message);
-    if let Some(c) = problem.character {
-        line.push_str(&format!(" (character {c})"));
-    }
-    line
-}
 
 /// Every problem of a flow, on one line (kubectl prints one line).
 pub fn refusal(name: &str, problems: &[String]) -> String {
@@ -38,10 +21,7 @@ pub fn refusal(name: &str, problems: &[String]) -> String {
         1 => "1 problem".to_string(),
         n => format!("{n} problems"),
     };
-    format!(
-        "flow {name} is not valid ({count}): {}",
-        problems.join("; ")
-    )
+    format!("flow {name} is not valid ({count}): {}", one_line(problems))
 }
 
 /// The line for a Secret the applier may not read.
@@ -70,7 +50,7 @@ pub async fn review(
         // Only metadata changed (labels, finalizers): nothing to check.
         return Verdict::Allow;
     }
-    let mut problems: Vec<String> = validate(spec).iter().map(problem_line).collect();
+    let mut problems: Vec<String> = validate(spec).iter().map(ToString::to_string).collect();
     let username = user.username.as_deref().unwrap_or("");
     let mut asked: Vec<(String, bool)> = Vec::new();
     for secret in bound_secrets(spec) {
@@ -142,7 +122,7 @@ mod tests {
             {"key": "c", "agent": {"prompt": "z"}},
         ]}))
         .expect("flow");
-        let lines: Vec<String> = validate(&spec).iter().map(problem_line).collect();
+        let lines: Vec<String> = validate(&spec).iter().map(ToString::to_string).collect();
         let message = refusal("bad", &lines);
         assert!(!message.contains('\n'), "{message}");
         assert!(

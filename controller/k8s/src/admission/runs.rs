@@ -7,9 +7,8 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use coxswain_core::api::{Flow, Run};
-use coxswain_core::flow::{MAX_JSON_DEPTH, check_input, json_depth, validate};
+use coxswain_core::flow::{MAX_JSON_DEPTH, StartProblem, check_start, json_depth};
 
-use super::flows::problem_line;
 use super::review::Verdict;
 
 /// The annotation naming the user who created the Run, written by the
@@ -63,26 +62,18 @@ pub fn check_created(run: &Run, flow: Option<&Flow>, user: &str) -> Result<(), S
             run.namespace().unwrap_or_default()
         ));
     };
-    let problems = validate(&flow.spec);
-    if !problems.is_empty() {
-        let lines: Vec<String> = problems.iter().map(problem_line).collect();
-        return Err(format!(
-            "the Flow `{flow_name}` is not valid, so it cannot run: {}",
-            lines.join("; ")
-        ));
-    }
-    if let Some(schema) = &flow.spec.input {
-        let input = run
-            .spec
-            .input
-            .clone()
-            .unwrap_or(Value::Object(Default::default()));
-        let problems = check_input(schema, &input);
-        if !problems.is_empty() {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    match check_start(&flow.spec, run.spec.input.as_ref()) {
+        Ok(()) => {}
+        Err(problem @ StartProblem::Invalid(_)) => {
+            return Err(format!(
+                "the Flow `{flow_name}` is not valid, so it cannot run: {}",
+                problem.list()
+            ));
+        }
+        Err(problem @ StartProblem::Input(_)) => {
             return Err(format!(
                 "the input does not fit the Flow `{flow_name}`: {}",
-                lines.join("; ")
+                problem.list()
             ));
         }
     }

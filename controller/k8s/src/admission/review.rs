@@ -267,6 +267,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::admit::typed;
+    use crate::admission::runs;
 
     /// An AdmissionReview as the API server sends it, creating Run `r1` as
     /// `user` with `input`.
@@ -334,19 +336,14 @@ mod tests {
             let Read::Request(request) = read(body.as_bytes()) else {
                 panic!("{levels} levels read whole");
             };
-            let run: Run = super::super::admit::typed(request.object.as_ref())
+            let run: Run = typed(request.object.as_ref())
                 .expect("typed")
                 .expect("a run");
-            let error = super::super::runs::check_created(
+            let error = runs::check_created(
                 &{
                     let mut run = run;
-                    run.metadata.annotations = Some(
-                        [(
-                            super::super::runs::CREATED_BY_ANNOTATION.to_string(),
-                            "eve".to_string(),
-                        )]
-                        .into(),
-                    );
+                    run.metadata.annotations =
+                        Some([(runs::CREATED_BY_ANNOTATION.to_string(), "eve".to_string())].into());
                     run
                 },
                 None,

@@ -227,11 +227,11 @@ async fn judge(
     if request.sub_resource.as_deref() == Some("status") {
         return status_verdict(request, &reviewer.controller_user);
     }
-    let request_ = Request::new(request);
+    let asked = Request::new(request);
     match request.kind.kind.as_str() {
-        "Flow" => Flow::review(reviewer, &request_).await,
-        "Run" => Run::review(reviewer, &request_).await,
-        "Approval" => Approval::review(reviewer, &request_).await,
+        "Flow" => Flow::review(reviewer, &asked).await,
+        "Run" => Run::review(reviewer, &asked).await,
+        "Approval" => Approval::review(reviewer, &asked).await,
         _ => Ok(()),
     }
 }
@@ -253,11 +253,11 @@ pub fn status_verdict(
 /// The mutating stamps, by the rules of the object's kind: a Run's
 /// creator, an Approval's decider.
 fn stamps(request: &AdmissionRequest<DynamicObject>) -> Result<Vec<Value>, Refusal> {
-    let request_ = Request::new(request);
+    let asked = Request::new(request);
     match request.kind.kind.as_str() {
-        "Flow" => Flow::stamp(&request_),
-        "Run" => Run::stamp(&request_),
-        "Approval" => Approval::stamp(&request_),
+        "Flow" => Flow::stamp(&asked),
+        "Run" => Run::stamp(&asked),
+        "Approval" => Approval::stamp(&asked),
         _ => Ok(Vec::new()),
     }
 }

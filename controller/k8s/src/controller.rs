@@ -39,9 +39,7 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
     ops::init_tracing(&settings.ops)?;
     let stop = ops::shutdown_signal()?;
     tokio::pin!(stop);
-    let client = Client::try_default()
-        .await
-        .map_err(|e| StartError::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
+    let client = Client::try_default().await.map_err(StartError::Connect)?;
     let settings = Arc::new(settings);
     let me = Me::new(client.clone(), &settings);
     let (metrics, health) = (Metrics::new(), Health::new());

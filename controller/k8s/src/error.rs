@@ -74,15 +74,10 @@ impl Error {
 /// reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The cluster could not be reached at start.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was being done, such as `connecting to the cluster`.
-        action: String,
-        /// The client's error.
-        #[source]
-        source: kube::Error,
-    },
+    /// The cluster could not be reached at start (no kubeconfig, no
+    /// in-cluster service account).
+    #[error("connecting to the cluster (KUBECONFIG or in-cluster): {0}")]
+    Connect(#[source] kube::Error),
     /// A setting (flag or environment variable) is wrong, or an address it
     /// names cannot be listened on.
     #[error("{0}")]
@@ -95,14 +90,4 @@ pub enum StartError {
     /// listening address (see [`crate::admission`]).
     #[error(transparent)]
     Admission(#[from] crate::admission::AdmissionError),
-}
-
-impl StartError {
-    /// Wraps a client error with what was being done.
-    pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
-        StartError::Kube {
-            action: action.into(),
-            source,
-        }
-    }
 }

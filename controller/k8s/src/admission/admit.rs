@@ -73,6 +73,15 @@ impl<'a> Request<'a> {
     pub fn old_object<K: DeserializeOwned>(&self) -> Result<Option<K>, Refusal> {
         typed(self.0.old_object.as_ref())
     }
+
+    /// The object and the old one (on update) as `K`, the old one read
+    /// only when there is an object; `None` when there is none.
+    pub fn objects<K: DeserializeOwned>(&self) -> Result<Option<(K, Option<K>)>, Refusal> {
+        let Some(new) = self.object::<K>()? else {
+            return Ok(None);
+        };
+        Ok(Some((new, self.old_object::<K>()?)))
+    }
 }
 
 /// `object` as `K`.

@@ -112,10 +112,9 @@ pub enum ApprovalRefusal {
 
 impl Admit for Approval {
     async fn review(reviewer: &Reviewer, request: &Request<'_>) -> Result<(), Refusal> {
-        let Some(new) = request.object::<Approval>()? else {
+        let Some((new, old)) = request.objects::<Approval>()? else {
             return Ok(());
         };
-        let old = request.old_object::<Approval>()?;
         let user = request.user();
         if let (Operation::Update, Some(old)) = (request.operation(), &old)
             && user != reviewer.controller_user

@@ -101,10 +101,9 @@ pub enum RunRefusal {
 
 impl Admit for Run {
     async fn review(reviewer: &Reviewer, request: &Request<'_>) -> Result<(), Refusal> {
-        let Some(new) = request.object::<Run>()? else {
+        let Some((new, old)) = request.objects::<Run>()? else {
             return Ok(());
         };
-        let old = request.old_object::<Run>()?;
         let user = request.user();
         if user != reviewer.controller_user {
             reserved::check_metadata(

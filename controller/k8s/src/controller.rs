@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 
-use crate::error::Error;
+use crate::error::{Error, StartError};
 use crate::guard::Guarded;
 use crate::offload::Offloader;
 use crate::ops::{self, Health, Leadership, Metrics, Readiness};
@@ -33,13 +33,11 @@ use coxswain_steps::net::{NetPolicy, parse_block};
 /// Runs the controller until SIGTERM or SIGINT (`Ok`), or until this replica
 /// loses its Lease (`Err`: the process exits non-zero and is restarted as a
 /// standby).
-pub async fn run(settings: Settings) -> Result<(), Error> {
+pub async fn run(settings: Settings) -> Result<(), StartError> {
     ops::init_tracing(&settings.ops)?;
     let stop = ops::shutdown_signal()?;
     tokio::pin!(stop);
-    let client = Client::try_default()
-        .await
-        .map_err(|e| Error::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e))?;
+    let client = Client::try_default().await.map_err(StartError::Connect)?;
     let settings = Arc::new(settings);
     let me = Me::new(client.clone(), &settings);
     let (metrics, health) = (Metrics::new(), Health::new());
@@ -199,7 +197,7 @@ fn chat(
     settings: Arc<Settings>,
     me: Me,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> Result<impl Future<Output = ()>, Error> {
+) -> Result<impl Future<Output = ()>, StartError> {
     let policy = net_policy(&settings)?;
     Ok(async move {
         if settings.chat.chat_commands {
@@ -232,7 +230,7 @@ async fn slack_events(
     client: Client,
     settings: &Settings,
     me: Me,
-) -> Result<Option<crate::chat::slack::SlackEvents>, Error> {
+) -> Result<Option<crate::chat::slack::SlackEvents>, StartError> {
     let Some(addr) = settings.chat.slack_events_listen else {
         return Ok(None);
     };
@@ -249,11 +247,12 @@ async fn slack_events(
 
 /// The network policy of everything the controller reaches for a flow:
 /// the cluster's defaults, with `--allow-net`'s ranges let through.
-fn net_policy(settings: &Settings) -> Result<NetPolicy, Error> {
+fn net_policy(settings: &Settings) -> Result<NetPolicy, StartError> {
     let mut allowed = Vec::new();
     for block in &settings.allow_net {
         allowed.push(
-            parse_block(block).map_err(|e| Error::Setting(format!("--allow-net {block}: {e}")))?,
+            parse_block(block)
+                .map_err(|e| StartError::Setting(format!("--allow-net {block}: {e}")))?,
         );
     }
     Ok(NetPolicy::cluster().allowing(allowed))
@@ -266,7 +265,7 @@ async fn reconcile_runs(
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> Result<(), Error> {
+) -> Result<(), StartError> {
     let (ctx, finishes) = context(client.clone(), settings.clone(), metrics.clone())?;
     let (finished_tx, finished_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(route_finishes(finishes, ctx.routes.clone(), finished_tx));
@@ -414,7 +413,7 @@ fn context(
     client: Client,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
-) -> Result<(Arc<Context>, Finishes), Error> {
+) -> Result<(Arc<Context>, Finishes), StartError> {
     let policy = net_policy(&settings)?;
     let agent = LocalConfig::from_env(AgentFlags {
         url: settings.agent.agent_url.clone(),

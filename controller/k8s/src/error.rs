@@ -1,6 +1,7 @@
-//! What can go wrong in a reconcile. None of these is a step's failure (those
-//! go into the Run's record): they say the API server could not be read or
-//! written, and the reconcile is tried again.
+//! What can go wrong, in two kinds kept apart: [`StartError`] stops the
+//! process (it could not start, or must stop: the process exits non-zero
+//! and is restarted), [`Error`] fails one reconcile, which is tried again.
+//! Neither is a step's failure (those go into the Run's record).
 
 /// A reconcile that could not finish; it is retried.
 #[derive(Debug, thiserror::Error)]
@@ -14,23 +15,13 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// A setting (flag or environment variable) is wrong.
-    #[error("{0}")]
-    Setting(String),
     /// A child object's content could not be read back.
     #[error("{0}")]
     Corrupt(String),
-    /// The controller cannot run as a service: metrics address, logging,
-    /// signals or the Lease (see [`crate::ops`]).
-    #[error(transparent)]
-    Ops(#[from] crate::ops::OpsError),
     /// The controller's cache of a kind has not been listed yet (its CRD
     /// may be missing); deciding on an empty cache could start work twice.
     #[error("the controller's cache of {0} is not filled yet; is its CRD installed?")]
     CacheNotReady(&'static str),
-    /// The admission webhook could not start (see [`crate::admission`]).
-    #[error(transparent)]
-    Admission(#[from] crate::admission::AdmissionError),
     /// An object under the name of one the controller makes for a Run (a
     /// value moved out of its status) is not the one it made: the run
     /// fails as tampered with, and the object is left alone.
@@ -70,12 +61,33 @@ impl Error {
                 _ => "client",
             },
             Error::Corrupt(_) => "corrupt",
-            Error::Setting(_) => "setting",
-            Error::Ops(_) => "ops",
             Error::CacheNotReady(_) => "cache",
             Error::Offload { .. } => "offload",
             Error::Tampered { .. } => "tampered",
-            Error::Admission(_) => "admission",
         }
     }
+}
+
+/// Why `coxswain controller` could not start, or had to stop: the process
+/// exits non-zero. Kept apart from [`Error`] so that a reconcile cannot
+/// return one by mistake, and a start-up failure is never retried as a
+/// reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The cluster could not be reached at start (no kubeconfig, no
+    /// in-cluster service account).
+    #[error("connecting to the cluster (KUBECONFIG or in-cluster): {0}")]
+    Connect(#[source] kube::Error),
+    /// A setting (flag or environment variable) is wrong, or an address it
+    /// names cannot be listened on.
+    #[error("{0}")]
+    Setting(String),
+    /// The controller cannot run as a service: metrics address, logging,
+    /// signals or the Lease (see [`crate::ops`]).
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
+    /// The admission webhook could not start: its settings, TLS material or
+    /// listening address (see [`crate::admission`]).
+    #[error(transparent)]
+    Admission(#[from] crate::admission::AdmissionError),
 }

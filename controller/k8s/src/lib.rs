@@ -21,5 +21,5 @@ pub mod ops;
 pub mod run;
 pub mod settings;
 
-pub use error::Error;
+pub use error::{Error, StartError};
 pub use settings::Settings;

@@ -12,7 +12,9 @@ use self_cell::self_cell;
 
 use crate::api::{FlowSpec, OnFailure, Step, StepKind, StepProblem};
 use crate::expr::{self, Expr, Reference, Root, ValueTemplate};
-use crate::flow::{FlowGraph, Limits, exits, parse_duration, validate_graph};
+use crate::flow::{
+    FlowGraph, Limits, StartProblem, exits, input_fits, parse_duration, validate_graph,
+};
 use crate::template::{self, Place};
 
 /// The default wait before a second attempt; it doubles for each later one.
@@ -37,6 +39,19 @@ impl CompiledFlow {
     /// Validates and compiles a flow; the problems are those `coxswain lint` prints.
     pub fn new(spec: impl Into<Arc<FlowSpec>>) -> Result<Self, Vec<StepProblem>> {
         Cell::try_new(spec.into(), |spec| Compiled::new(spec)).map(CompiledFlow)
+    }
+
+    /// The start check ([`crate::flow::check_start`]) for a run that goes
+    /// on with the compiled flow: compiles it (which validates it first) and
+    /// checks that `input` fits, so the controller's pin refuses what
+    /// admission refuses, for the same reasons, without validating twice.
+    pub fn start(
+        spec: impl Into<Arc<FlowSpec>>,
+        input: Option<&serde_json::Value>,
+    ) -> Result<Self, StartProblem> {
+        let flow = CompiledFlow::new(spec).map_err(StartProblem::Invalid)?;
+        input_fits(flow.spec(), input)?;
+        Ok(flow)
     }
 
     /// Notes the Flow generation the spec came from, for runs to record.

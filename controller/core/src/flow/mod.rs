@@ -19,6 +19,7 @@ mod nesting;
 mod record_size;
 mod schedule;
 mod secrets;
+mod start;
 mod validate;
 mod yaml_1_1;
 
@@ -37,5 +38,6 @@ pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
+pub use start::{StartProblem, check_start, input_fits, one_line};
 pub use validate::{Limits, validate, validate_graph, validate_with};
 pub use yaml_1_1::{ReadsDifferently, reads_differently};

@@ -5,14 +5,149 @@
 //! decided and when are stamped from the request, whatever the client sent.
 
 use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use coxswain_core::api::{Approval, ApprovalMode, ApprovalSpec, DecidedBy, Run};
-use coxswain_core::flow::{Decider, DeciderRule, check_decider, check_decision, check_entry};
+use coxswain_core::flow::{
+    AnswerError, Decider, DeciderError, DeciderRule, check_decider, check_decision, check_entry,
+};
 
-use super::review::Verdict;
+use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
+use super::reserved;
 use super::runs::CREATED_BY_ANNOTATION;
+
+/// Why a write to an Approval is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalRefusal {
+    /// Someone other than the controller creates one.
+    #[error(
+        "Approvals are created by the Coxswain controller when a run reaches a person step; `{user}` may answer one, not create it"
+    )]
+    NotTheController {
+        /// Who creates it.
+        user: String,
+    },
+    /// An update changes what the controller wrote.
+    #[error(
+        "only decision, feedback and response of an Approval are written by people; the rest of approval {name} is the controller's"
+    )]
+    ControllersPart {
+        /// The Approval's name.
+        name: String,
+    },
+    /// An update that answers nothing moves the stamps.
+    #[error(
+        "decidedBy and decidedAt are stamped by Coxswain when the answer is written; leave them out"
+    )]
+    StampsMoved,
+    /// The Approval was answered before.
+    #[error(
+        "approval {name} was already {}{}; an answer never changes",
+        .decision.as_deref().map_or("answered".to_string(), |d| format!("decided `{d}`")),
+        .decided_by.as_deref().map_or(String::new(), |d| format!(" by `{d}`"))
+    )]
+    AlreadyAnswered {
+        /// The Approval's name.
+        name: String,
+        /// The decision taken, when it was one (not an entry).
+        decision: Option<String>,
+        /// Who decided, as stamped.
+        decided_by: Option<String>,
+    },
+    /// Feedback without the decision or the response.
+    #[error(
+        "approval {name} needs {} written together with the feedback",
+        match .mode {
+            ApprovalMode::Review => "a decision",
+            ApprovalMode::Entry => "the response",
+        }
+    )]
+    NoAnswer {
+        /// The Approval's name.
+        name: String,
+        /// What it asks for.
+        mode: ApprovalMode,
+    },
+    /// The answer does not fit the step (a decision it does not offer, an
+    /// entry without its fields).
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+    /// Who answers may not decide the step.
+    #[error(transparent)]
+    Decider(#[from] DeciderError),
+    /// The mutating webhook did not stamp who answered and when.
+    #[error(
+        "decidedBy and decidedAt are stamped by Coxswain's mutating webhook, which did not run; is its MutatingWebhookConfiguration installed?"
+    )]
+    NotStamped,
+    /// The controller closed the Approval (its run ended first).
+    #[error("approval {name} is closed ({reason}); an answer would never be read")]
+    Closed {
+        /// The Approval's name.
+        name: String,
+        /// Why it was closed, as the controller wrote it.
+        reason: String,
+    },
+    /// The Run under the Approval's `spec.run` is another one than its owner.
+    #[error(
+        "approval {approval} belongs to a run {run} that is gone (the Run of that name now is another one); there is nothing to decide"
+    )]
+    RunReplaced {
+        /// The Approval's name.
+        approval: String,
+        /// The run's name.
+        run: String,
+    },
+    /// The Approval's run is gone.
+    #[error("the run {run} of approval {approval} is gone; there is nothing to decide")]
+    RunGone {
+        /// The Approval's name.
+        approval: String,
+        /// The run's name.
+        run: String,
+    },
+}
+
+impl Admit for Approval {
+    async fn review(reviewer: &Reviewer, request: &Request<'_>) -> Result<(), Refusal> {
+        let Some((new, old)) = request.objects::<Approval>()? else {
+            return Ok(());
+        };
+        let user = request.user();
+        if let (Operation::Update, Some(old)) = (request.operation(), &old)
+            && user != reviewer.controller_user
+        {
+            reserved::check_metadata("Approval", Some(&old.metadata), &new.metadata, user)?;
+        }
+        match (request.operation(), old) {
+            (Operation::Create, _) => Ok(check_create(user, &reviewer.controller_user)?),
+            (Operation::Update, Some(old)) => {
+                review_update(&reviewer.client, &old, &new, request.user_info()).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Who answered and when, on update.
+    fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal> {
+        if !matches!(request.operation(), Operation::Update) {
+            return Ok(Vec::new());
+        }
+        let new = request.object::<Approval>()?;
+        let old = request.old_object::<Approval>()?;
+        Ok(match (old, new) {
+            (Some(old), Some(new)) => {
+                let now = jiff::Timestamp::now()
+                    .round(jiff::Unit::Second)
+                    .unwrap_or_else(|_| jiff::Timestamp::now());
+                stamp(&old.spec, &new.spec, request.user_info(), &now.to_string())
+            }
+            _ => Vec::new(),
+        })
+    }
+}
 
 /// The fields a person writes; the rest of the spec is the controller's.
 const ANSWER: [&str; 3] = ["decision", "feedback", "response"];
@@ -31,13 +166,13 @@ pub fn answering(old: &ApprovalSpec, new: &ApprovalSpec) -> bool {
 }
 
 /// Only the controller creates Approvals.
-pub fn check_create(user: &str, controller: &str) -> Result<(), String> {
+pub fn check_create(user: &str, controller: &str) -> Result<(), ApprovalRefusal> {
     if user == controller {
         Ok(())
     } else {
-        Err(format!(
-            "Approvals are created by the Coxswain controller when a run reaches a person step; `{user}` may answer one, not create it"
-        ))
+        Err(ApprovalRefusal::NotTheController {
+            user: user.to_string(),
+        })
     }
 }
 
@@ -60,41 +195,32 @@ pub fn check_update(
     new: &ApprovalSpec,
     who: &UserInfo,
     creator: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), ApprovalRefusal> {
     let user = who.username.as_deref().unwrap_or("");
     let skip: Vec<&str> = ANSWER.iter().chain(STAMPS.iter()).copied().collect();
     if without(old, &skip) != without(new, &skip) {
-        return Err(format!(
-            "only decision, feedback and response of an Approval are written by people; the rest of approval {name} is the controller's"
-        ));
+        return Err(ApprovalRefusal::ControllersPart {
+            name: name.to_string(),
+        });
     }
     if !answering(old, new) {
         if (&old.decided_by, &old.decided_at) != (&new.decided_by, &new.decided_at) {
-            return Err("decidedBy and decidedAt are stamped by Coxswain when the answer is written; leave them out".into());
+            return Err(ApprovalRefusal::StampsMoved);
         }
         return Ok(());
     }
     if answered(old) {
-        let by = old
-            .decided_by
-            .as_ref()
-            .map_or(String::new(), |d| format!(" by `{}`", d.username));
-        let what = old
-            .decision
-            .as_deref()
-            .map_or("answered".to_string(), |d| format!("decided `{d}`"));
-        return Err(format!(
-            "approval {name} was already {what}{by}; an answer never changes"
-        ));
+        return Err(ApprovalRefusal::AlreadyAnswered {
+            name: name.to_string(),
+            decision: old.decision.clone(),
+            decided_by: old.decided_by.as_ref().map(|d| d.username.clone()),
+        });
     }
     if !answered(new) {
-        return Err(format!(
-            "approval {name} needs {} written together with the feedback",
-            match new.mode {
-                ApprovalMode::Review => "a decision",
-                ApprovalMode::Entry => "the response",
-            }
-        ));
+        return Err(ApprovalRefusal::NoAnswer {
+            name: name.to_string(),
+            mode: new.mode,
+        });
     }
     match new.mode {
         ApprovalMode::Review => check_decision(&new.step, &new.decisions, new.decision.as_deref()),
@@ -103,8 +229,7 @@ pub fn check_update(
             &new.fields,
             new.response.as_ref().unwrap_or(&Value::Null),
         ),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     // The same rule the controller applies again before taking the answer in.
     let groups = who.groups.as_deref().unwrap_or(&[]);
     check_decider(
@@ -116,11 +241,10 @@ pub fn check_update(
             creator,
         },
         Some(Decider { user, groups }),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let stamped = new.decided_by.as_ref().map(|d| d.username.as_str());
     if stamped != Some(user) || new.decided_at.is_none() {
-        return Err("decidedBy and decidedAt are stamped by Coxswain's mutating webhook, which did not run; is its MutatingWebhookConfiguration installed?".into());
+        return Err(ApprovalRefusal::NotStamped);
     }
     Ok(())
 }
@@ -157,13 +281,11 @@ pub fn stamp(old: &ApprovalSpec, new: &ApprovalSpec, who: &UserInfo, now: &str) 
 
 /// The refusal of an answer written to an Approval the controller closed
 /// (its run ended first): nothing would ever read it.
-pub fn closed(old: &Approval, new: &Approval) -> Option<String> {
+pub fn closed(old: &Approval, new: &Approval) -> Option<ApprovalRefusal> {
     let reason = old.status.as_ref()?.closed.as_deref()?;
-    answering(&old.spec, &new.spec).then(|| {
-        format!(
-            "approval {} is closed ({reason}); an answer would never be read",
-            new.name_any()
-        )
+    answering(&old.spec, &new.spec).then(|| ApprovalRefusal::Closed {
+        name: new.name_any(),
+        reason: reason.to_string(),
     })
 }
 
@@ -173,48 +295,50 @@ pub async fn review_update(
     old: &Approval,
     new: &Approval,
     who: &UserInfo,
-) -> Verdict {
+) -> Result<(), Refusal> {
     let creator = if answering(&old.spec, &new.spec) {
         let runs: Api<Run> = Api::namespaced(client.clone(), &new.namespace().unwrap_or_default());
-        match runs.get_opt(&new.spec.run).await {
-            Ok(run) => match creator_of_run(new, run.as_ref()) {
-                Ok(creator) => creator,
-                Err(refusal) => return Verdict::Deny(refusal),
-            },
-            Err(e) => return Verdict::Deny(format!("cannot read run {}: {e}", new.spec.run)),
-        }
+        let run = runs
+            .get_opt(&new.spec.run)
+            .await
+            .map_err(|source| CannotAsk::Run {
+                run: new.spec.run.clone(),
+                source,
+            })?;
+        creator_of_run(new, run.as_ref())?
     } else {
         None
     };
     if let Some(refusal) = closed(old, new) {
-        return Verdict::Deny(refusal);
+        return Err(refusal.into());
     }
-    Verdict::from(check_update(
+    Ok(check_update(
         &new.name_any(),
         &old.spec,
         &new.spec,
         who,
         creator.as_deref(),
-    ))
+    )?)
 }
 
 /// Who created the run an answer to `approval` is for, from `run`, the Run
 /// under its `spec.run` now; refused when there is none, or when it is
 /// another Run than the one that owns the Approval (the owner was deleted
 /// without its Approvals and a new Run took its name).
-fn creator_of_run(approval: &Approval, run: Option<&Run>) -> Result<Option<String>, String> {
+fn creator_of_run(
+    approval: &Approval,
+    run: Option<&Run>,
+) -> Result<Option<String>, ApprovalRefusal> {
     match run {
-        Some(run) if !owned_by(approval, run) => Err(format!(
-            "approval {} belongs to a run {} that is gone (the Run of that name now is another one); there is nothing to decide",
-            approval.name_any(),
-            approval.spec.run
-        )),
+        Some(run) if !owned_by(approval, run) => Err(ApprovalRefusal::RunReplaced {
+            approval: approval.name_any(),
+            run: approval.spec.run.clone(),
+        }),
         Some(run) => Ok(run.annotations().get(CREATED_BY_ANNOTATION).cloned()),
-        None => Err(format!(
-            "the run {} of approval {} is gone; there is nothing to decide",
-            approval.spec.run,
-            approval.name_any()
-        )),
+        None => Err(ApprovalRefusal::RunGone {
+            approval: approval.name_any(),
+            run: approval.spec.run.clone(),
+        }),
     }
 }
 
@@ -256,7 +380,9 @@ mod tests {
             Ok(Some("ana".to_string()))
         );
         // Deleted without its Approvals, and a new Run took the name.
-        let replaced = creator_of_run(&approval, Some(&run("uid-new"))).unwrap_err();
+        let replaced = creator_of_run(&approval, Some(&run("uid-new")))
+            .unwrap_err()
+            .to_string();
         assert!(
             replaced.contains(
                 "belongs to a run r1 that is gone (the Run of that name now is another one)"
@@ -266,6 +392,7 @@ mod tests {
         assert!(
             creator_of_run(&approval, None)
                 .unwrap_err()
+                .to_string()
                 .contains("is gone")
         );
     }
@@ -279,7 +406,7 @@ mod tests {
             closed: Some("run r1 ended Cancelled before an answer was taken in".into()),
             ..Default::default()
         });
-        let refusal = closed(&old, &new).expect("refused");
+        let refusal = closed(&old, &new).expect("refused").to_string();
         assert!(
             refusal.contains("r1-review-1 is closed (run r1 ended Cancelled"),
             "{refusal}"
@@ -320,7 +447,7 @@ mod tests {
             n.extend(a);
         }
         let new = stamped(old, serde_json::from_value(new).expect("spec"), who);
-        check_update("r1-review-1", old, &new, who, creator)
+        check_update("r1-review-1", old, &new, who, creator).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -344,7 +471,9 @@ mod tests {
         let mut again = new.clone();
         again.decision = Some("changes".into());
         let again = stamped(&new, again, &ana);
-        let error = check_update("a", &new, &again, &ana, Some("carl")).expect_err("second");
+        let error = check_update("a", &new, &again, &ana, Some("carl"))
+            .expect_err("second")
+            .to_string();
         assert!(
             error.contains("was already decided `approve` by `ana`; an answer never changes"),
             "{error}"
@@ -448,8 +577,9 @@ mod tests {
         let old = spec(json!({"approvers": {"users": ["ana"]}}));
         let mut widened = old.clone();
         widened.approvers = None;
-        let error =
-            check_update("a", &old, &widened, &user("eve", &[]), None).expect_err("widened");
+        let error = check_update("a", &old, &widened, &user("eve", &[]), None)
+            .expect_err("widened")
+            .to_string();
         assert!(
             error.contains("the rest of approval a is the controller's"),
             "{error}"

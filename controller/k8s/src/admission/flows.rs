@@ -9,52 +9,80 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::Api;
 use kube::api::PostParams;
+use serde_json::Value;
 
-use coxswain_core::api::{FlowSpec, StepProblem};
-use coxswain_core::flow::{BoundSecret, bound_secrets, validate};
+use coxswain_core::api::{Flow, FlowSpec, StepProblem};
+use coxswain_core::flow::{BoundSecret, bound_secrets, one_line, validate};
 
-use super::review::Verdict;
+use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 
-/// One line for a problem: `step KEY: FIELD: MESSAGE (character N)`, as
-/// `coxswain lint` prints it after the file and flow.
-pub fn problem_line(problem: &StepProblem) -> String {
-    let mut line = String::new();
-    if !problem.step.is_empty() {
-        line.push_str(&format!("step {}: ", problem.step));
-    }
-    if !problem.field.is_empty() {
-        line.push_str(&format!("{}: ", problem.field));
-    }
-    line.push_str(&problem.message);
-    if let Some(c) = problem.character {
-        line.push_str(&format!(" (character {c})"));
-    }
-    line
+/// Why a Flow is refused: every problem it has, on one line (kubectl
+/// prints one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("flow {name} is not valid ({}): {}", count(.problems), one_line(.problems))]
+pub struct FlowRefusal {
+    /// The Flow's name.
+    pub name: String,
+    /// Every problem, validation's first, in document order.
+    pub problems: Vec<FlowProblem>,
 }
 
-/// Every problem of a flow, on one line (kubectl prints one line).
-pub fn refusal(name: &str, problems: &[String]) -> String {
-    let count = match problems.len() {
+/// `1 problem`, `2 problems`.
+fn count(problems: &[FlowProblem]) -> String {
+    match problems.len() {
         1 => "1 problem".to_string(),
         n => format!("{n} problems"),
-    };
-    format!(
-        "flow {name} is not valid ({count}): {}",
-        problems.join("; ")
-    )
+    }
 }
 
-/// The line for a Secret the applier may not read.
-pub fn unreadable_secret(user: &str, secret: &BoundSecret) -> String {
-    let step = if secret.step.is_empty() {
+/// One problem of a Flow being applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlowProblem {
+    /// What the validator found, as `coxswain lint` prints it.
+    #[error("{0}")]
+    Invalid(StepProblem),
+    /// A Secret the flow binds that the applier may not read.
+    #[error(
+        "{}{}: `{user}` may not read the Secret `{}`, so may not bind it in a flow (nobody gains a Secret through Coxswain)",
+        step_prefix(&.secret.step), .secret.field, .secret.name
+    )]
+    UnreadableSecret {
+        /// Who applies the flow.
+        user: String,
+        /// The Secret and where the flow binds it.
+        secret: BoundSecret,
+    },
+}
+
+/// `step KEY: `, or nothing for a flow-level field.
+fn step_prefix(step: &str) -> String {
+    if step.is_empty() {
         String::new()
     } else {
-        format!("step {}: ", secret.step)
-    };
-    format!(
-        "{step}{}: `{user}` may not read the Secret `{}`, so may not bind it in a flow (nobody gains a Secret through Coxswain)",
-        secret.field, secret.name
-    )
+        format!("step {step}: ")
+    }
+}
+
+impl Admit for Flow {
+    async fn review(reviewer: &Reviewer, request: &Request<'_>) -> Result<(), Refusal> {
+        let (Some(new), old) = (request.object::<Flow>()?, request.old_object::<Flow>()?) else {
+            return Ok(());
+        };
+        review(
+            &reviewer.client,
+            &request.namespace(),
+            request.name(),
+            &new.spec,
+            old.as_ref().map(|o| &o.spec),
+            request.user_info(),
+        )
+        .await
+    }
+
+    /// Nothing is stamped on a Flow.
+    fn stamp(_: &Request<'_>) -> Result<Vec<Value>, Refusal> {
+        Ok(Vec::new())
+    }
 }
 
 /// Checks a Flow being created or updated by `user`.
@@ -65,34 +93,42 @@ pub async fn review(
     spec: &FlowSpec,
     old: Option<&FlowSpec>,
     user: &UserInfo,
-) -> Verdict {
+) -> Result<(), Refusal> {
     if old == Some(spec) {
         // Only metadata changed (labels, finalizers): nothing to check.
-        return Verdict::Allow;
+        return Ok(());
     }
-    let mut problems: Vec<String> = validate(spec).iter().map(problem_line).collect();
+    let mut problems: Vec<FlowProblem> = validate(spec)
+        .into_iter()
+        .map(FlowProblem::Invalid)
+        .collect();
     let username = user.username.as_deref().unwrap_or("");
     let mut asked: Vec<(String, bool)> = Vec::new();
     for secret in bound_secrets(spec) {
         let known = asked.iter().find(|(n, _)| *n == secret.name).map(|a| a.1);
         let readable = match known {
             Some(readable) => readable,
-            None => match may_read_secret(client, namespace, &secret.name, user).await {
-                Ok(readable) => {
-                    asked.push((secret.name.clone(), readable));
-                    readable
-                }
-                Err(e) => return Verdict::Deny(e),
-            },
+            None => {
+                let readable = may_read_secret(client, namespace, &secret.name, user).await?;
+                asked.push((secret.name.clone(), readable));
+                readable
+            }
         };
         if !readable {
-            problems.push(unreadable_secret(username, &secret));
+            problems.push(FlowProblem::UnreadableSecret {
+                user: username.to_string(),
+                secret,
+            });
         }
     }
     if problems.is_empty() {
-        Verdict::Allow
+        Ok(())
     } else {
-        Verdict::Deny(refusal(name, &problems))
+        Err(FlowRefusal {
+            name: name.to_string(),
+            problems,
+        }
+        .into())
     }
 }
 
@@ -102,7 +138,7 @@ async fn may_read_secret(
     namespace: &str,
     name: &str,
     user: &UserInfo,
-) -> Result<bool, String> {
+) -> Result<bool, CannotAsk> {
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: user.username.clone(),
@@ -124,8 +160,9 @@ async fn may_read_secret(
     let answer = api
         .create(&PostParams::default(), &review)
         .await
-        .map_err(|e| {
-            format!("cannot ask the API server whether the Secret `{name}` may be read: {e}")
+        .map_err(|source| CannotAsk::Secret {
+            secret: name.to_string(),
+            source,
         })?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
@@ -142,8 +179,14 @@ mod tests {
             {"key": "c", "agent": {"prompt": "z"}},
         ]}))
         .expect("flow");
-        let lines: Vec<String> = validate(&spec).iter().map(problem_line).collect();
-        let message = refusal("bad", &lines);
+        let message = FlowRefusal {
+            name: "bad".into(),
+            problems: validate(&spec)
+                .into_iter()
+                .map(FlowProblem::Invalid)
+                .collect(),
+        }
+        .to_string();
         assert!(!message.contains('\n'), "{message}");
         assert!(
             message.starts_with("flow bad is not valid (2 problems): step a: when: "),

@@ -10,6 +10,12 @@
 //!   approver who did not create the run, with an answer that fits; who and
 //!   when stamped from the request — [`approvals`].
 //!
+//! Each kind implements one trait, [`Admit`] ([`admit`]): `review` (the
+//! validating check) and `stamp` (the mutating stamps), refusing with a
+//! typed [`Refusal`] whose text is what the user reads. Admission judges
+//! requests and never reconciles: it uses nothing of the reconcilers
+//! (`run`, `jobs`, `offload`), only `names` and `ops`.
+//!
 //! TLS is self-managed by default ([`tls`]): a CA and a certificate kept in
 //! a Secret shared by the replicas, renewed before they end, the caBundle
 //! written into our webhook configurations ([`register`]). With
@@ -23,6 +29,7 @@
 //! refused from anyone else ([`reserved`]), and so is a Run whose input
 //! nests deeper than the controller can keep reading.
 
+pub mod admit;
 mod alone;
 pub mod approvals;
 mod error;
@@ -46,6 +53,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+pub use admit::{Admit, Refusal};
 pub use alone::{WebhookSettings, run_alone};
 pub use error::AdmissionError;
 pub use register::Endpoint;
@@ -250,7 +258,7 @@ pub async fn start(
     let server = axum_server::from_tcp_rustls(listener, config.clone())
         .map_err(|source| AdmissionError::Listen { addr, source })?
         .handle(handle.clone());
-    let app = review::router(Arc::new(review::Reviewer {
+    let app = review::router(Arc::new(admit::Reviewer {
         client: client.clone(),
         controller_user: controller_user.clone(),
     }));

@@ -15,6 +15,39 @@ use crate::names::is_reserved;
 
 use super::runs::CREATED_BY_ANNOTATION;
 
+/// Why a write only the controller makes is refused from someone else.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReservedRefusal {
+    /// A `coxswain.dev/` label or annotation set, changed or removed.
+    #[error(
+        "the {sort} `{key}` is written by the Coxswain controller, which acts on it; `{user}` may not {verb} on {what} (labels and annotations starting with `coxswain.dev/` are the controller's)"
+    )]
+    Key {
+        /// `label` or `annotation`.
+        sort: &'static str,
+        /// The key.
+        key: String,
+        /// Who writes.
+        user: String,
+        /// `set it`, `change it`, `remove it`.
+        verb: &'static str,
+        /// The object, such as `Run r1` or `a Run`.
+        what: String,
+    },
+    /// A write to a status.
+    #[error(
+        "the status of {kind} {name} is written by the Coxswain controller only; `{user}` may not write it (the controller acts on what the status records)"
+    )]
+    Status {
+        /// The object's kind.
+        kind: String,
+        /// The object's name.
+        name: String,
+        /// Who writes.
+        user: String,
+    },
+}
+
 /// Refuses a change to a reserved label or annotation by `user`, who is not
 /// the controller: setting one on create (`old` is `None`), or setting,
 /// changing or removing one on update. `coxswain.dev/created-by` has its
@@ -24,7 +57,7 @@ pub fn check_metadata(
     old: Option<&ObjectMeta>,
     new: &ObjectMeta,
     user: &str,
-) -> Result<(), String> {
+) -> Result<(), ReservedRefusal> {
     let name = new.name.as_deref().unwrap_or_default();
     let what = if name.is_empty() {
         format!("a {kind}")
@@ -54,9 +87,13 @@ pub fn check_metadata(
                 (true, Change::Changed) => "change it",
                 (true, Change::Removed) => "remove it",
             };
-            return Err(format!(
-                "the {sort} `{key}` is written by the Coxswain controller, which acts on it; `{user}` may not {verb} on {what} (labels and annotations starting with `coxswain.dev/` are the controller's)"
-            ));
+            return Err(ReservedRefusal::Key {
+                sort,
+                key: key.to_string(),
+                user: user.to_string(),
+                verb,
+                what: what.clone(),
+            });
         }
     }
     Ok(())
@@ -94,10 +131,12 @@ fn changed<'a>(
 
 /// Refuses a write to the status of `kind` `name` by `user`, who is not the
 /// controller.
-pub fn status_refusal(kind: &str, name: &str, user: &str) -> String {
-    format!(
-        "the status of {kind} {name} is written by the Coxswain controller only; `{user}` may not write it (the controller acts on what the status records)"
-    )
+pub fn status_refusal(kind: &str, name: &str, user: &str) -> ReservedRefusal {
+    ReservedRefusal::Status {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        user: user.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -124,13 +163,17 @@ mod tests {
     #[test]
     fn a_person_sets_no_reserved_key_on_create() {
         let chat = meta(&[("coxswain.dev/chat", "slack")], &[]);
-        let error = check_metadata("Run", None, &chat, "eve").expect_err("chat label");
+        let error = check_metadata("Run", None, &chat, "eve")
+            .expect_err("chat label")
+            .to_string();
         assert_eq!(
             error,
             "the label `coxswain.dev/chat` is written by the Coxswain controller, which acts on it; `eve` may not set it on Run r1 (labels and annotations starting with `coxswain.dev/` are the controller's)"
         );
         let room = meta(&[], &[("coxswain.dev/chat-room", "!room:example")]);
-        let error = check_metadata("Run", None, &room, "eve").expect_err("chat room");
+        let error = check_metadata("Run", None, &room, "eve")
+            .expect_err("chat room")
+            .to_string();
         assert!(
             error.starts_with("the annotation `coxswain.dev/chat-room` is written by"),
             "{error}"
@@ -152,15 +195,18 @@ mod tests {
             &[("coxswain.dev/run-uid", "uid-b"), ("team", "a")],
             &[("coxswain.dev/since", "100")],
         );
-        let error =
-            check_metadata("Approval", Some(&old), &relabelled, "eve").expect_err("relabelled");
+        let error = check_metadata("Approval", Some(&old), &relabelled, "eve")
+            .expect_err("relabelled")
+            .to_string();
         assert!(
             error.contains("`coxswain.dev/run-uid`")
                 && error.contains("may not change it on Approval r1"),
             "{error}"
         );
         let removed = meta(&[("team", "a")], &[("coxswain.dev/since", "100")]);
-        let error = check_metadata("Approval", Some(&old), &removed, "eve").expect_err("removed");
+        let error = check_metadata("Approval", Some(&old), &removed, "eve")
+            .expect_err("removed")
+            .to_string();
         assert!(error.contains("may not remove it"), "{error}");
         let added = meta(
             &[("coxswain.dev/run-uid", "uid-a"), ("team", "a")],
@@ -169,7 +215,9 @@ mod tests {
                 ("coxswain.dev/scheduled-at", "x"),
             ],
         );
-        let error = check_metadata("Run", Some(&old), &added, "eve").expect_err("added");
+        let error = check_metadata("Run", Some(&old), &added, "eve")
+            .expect_err("added")
+            .to_string();
         assert!(
             error.contains("annotation `coxswain.dev/scheduled-at`")
                 && error.contains("may not set it"),

@@ -1,5 +1,5 @@
 //! The HTTP side of admission: `POST /validate` and `POST /mutate` take an
-//! AdmissionReview, hand its object to the rules of its kind and answer
+//! AdmissionReview, hand it to the rules of its kind ([`Admit`]) and answer
 //! with the verdict (and, for `/mutate`, the stamps as a JSON patch).
 
 use std::sync::Arc;
@@ -9,43 +9,17 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use k8s_openapi::api::authentication::v1::UserInfo;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::{DynamicObject, Status};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use coxswain_core::flow::{MAX_JSON_DEPTH, text_depth};
 
 use coxswain_core::api::{Approval, Flow, Run};
 
-use super::{approvals, flows, reserved, runs};
-
-/// What the rules say about one request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Let it through.
-    Allow,
-    /// Refuse it, saying why.
-    Deny(String),
-}
-
-impl From<Result<(), String>> for Verdict {
-    fn from(result: Result<(), String>) -> Self {
-        match result {
-            Ok(()) => Verdict::Allow,
-            Err(message) => Verdict::Deny(message),
-        }
-    }
-}
-
-/// What every request is judged with.
-pub struct Reviewer {
-    /// A client with the controller's identity (Flows, Runs, access reviews).
-    pub client: kube::Client,
-    /// The user whose writes are the controller's (it creates Approvals).
-    pub controller_user: String,
-}
+use super::admit::{Admit, Refusal, Request, Reviewer};
+use super::reserved;
 
 /// The most a review may weigh. The API server takes objects of up to
 /// 3 MiB and an update's review carries the object twice (new and old);
@@ -68,17 +42,15 @@ async fn validate(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Review 
     let controller = reviewer.controller_user.clone();
     answer(&body, &controller, |request| async move {
         let verdict = judge(&reviewer, &request).await;
-        respond(&request, verdict, Vec::new())
+        respond(&request, verdict.map(|()| Vec::new()))
     })
     .await
 }
 
 async fn mutate(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Review {
     answer(&body, &reviewer.controller_user, |request| async move {
-        match stamps(&request) {
-            Ok(patch) => respond(&request, Verdict::Allow, patch),
-            Err(message) => respond(&request, Verdict::Deny(message), Vec::new()),
-        }
+        let stamps = stamps(&request);
+        respond(&request, stamps)
     })
     .await
 }
@@ -209,22 +181,24 @@ where
     Json(response.into_review())
 }
 
+/// The answer: allowed with the stamps (`Ok`, a JSON patch, empty when
+/// nothing is stamped) or refused saying why.
 fn respond(
     request: &AdmissionRequest<DynamicObject>,
-    verdict: Verdict,
-    patch: Vec<Value>,
+    verdict: Result<Vec<Value>, Refusal>,
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     match verdict {
-        Verdict::Allow if patch.is_empty() => response,
-        Verdict::Allow => {
+        Ok(patch) if patch.is_empty() => response,
+        Ok(patch) => {
             let parsed: Result<json_patch::Patch, _> = serde_json::from_value(Value::Array(patch));
             match parsed.map(|p| response.clone().with_patch(p)) {
                 Ok(Ok(patched)) => patched,
                 _ => deny(response, "the webhook could not write its stamps".into()),
             }
         }
-        Verdict::Deny(message) => {
+        Err(refusal) => {
+            let message = refusal.to_string();
             tracing::info!(
                 kind = %request.kind.kind,
                 name = %request.name,
@@ -244,141 +218,46 @@ fn deny(response: AdmissionResponse, message: String) -> AdmissionResponse {
     response
 }
 
-/// The request's object (or old object) as `K`.
-fn typed<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<Option<K>, String> {
-    object
-        .map(|o| {
-            serde_json::to_value(o)
-                .and_then(serde_json::from_value)
-                .map_err(|e| format!("the object cannot be read: {e}"))
-        })
-        .transpose()
-}
-
-fn user(request: &AdmissionRequest<DynamicObject>) -> &str {
-    request.user_info.username.as_deref().unwrap_or("")
-}
-
-/// The validating verdict.
-async fn judge(reviewer: &Reviewer, request: &AdmissionRequest<DynamicObject>) -> Verdict {
+/// The validating verdict: a status write by the kind-blind rule, the
+/// rest by the rules of its kind.
+async fn judge(
+    reviewer: &Reviewer,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<(), Refusal> {
     if request.sub_resource.as_deref() == Some("status") {
         return status_verdict(request, &reviewer.controller_user);
     }
-    let outcome = match request.kind.kind.as_str() {
-        "Flow" => judge_flow(reviewer, request).await,
-        "Run" => judge_run(reviewer, request).await,
-        "Approval" => judge_approval(reviewer, request).await,
-        _ => Ok(Verdict::Allow),
-    };
-    outcome.unwrap_or_else(Verdict::Deny)
+    let asked = Request::new(request);
+    match request.kind.kind.as_str() {
+        "Flow" => Flow::review(reviewer, &asked).await,
+        "Run" => Run::review(reviewer, &asked).await,
+        "Approval" => Approval::review(reviewer, &asked).await,
+        _ => Ok(()),
+    }
 }
 
 /// A write to a status: the controller's alone. Decided before the object
 /// is read, so the controller's writes pass whatever its record holds.
-pub fn status_verdict(request: &AdmissionRequest<DynamicObject>, controller_user: &str) -> Verdict {
-    let user = user(request);
+pub fn status_verdict(
+    request: &AdmissionRequest<DynamicObject>,
+    controller_user: &str,
+) -> Result<(), Refusal> {
+    let user = request.user_info.username.as_deref().unwrap_or("");
     if user == controller_user {
-        Verdict::Allow
+        Ok(())
     } else {
-        Verdict::Deny(reserved::status_refusal(
-            &request.kind.kind,
-            &request.name,
-            user,
-        ))
+        Err(reserved::status_refusal(&request.kind.kind, &request.name, user).into())
     }
 }
 
-async fn judge_flow(
-    reviewer: &Reviewer,
-    request: &AdmissionRequest<DynamicObject>,
-) -> Result<Verdict, String> {
-    let (Some(new), old) = (
-        typed::<Flow>(request.object.as_ref())?,
-        typed::<Flow>(request.old_object.as_ref())?,
-    ) else {
-        return Ok(Verdict::Allow);
-    };
-    let namespace = request.namespace.clone().unwrap_or_default();
-    Ok(flows::review(
-        &reviewer.client,
-        &namespace,
-        &request.name,
-        &new.spec,
-        old.as_ref().map(|o| &o.spec),
-        &request.user_info,
-    )
-    .await)
-}
-
-async fn judge_run(
-    reviewer: &Reviewer,
-    request: &AdmissionRequest<DynamicObject>,
-) -> Result<Verdict, String> {
-    let Some(new) = typed::<Run>(request.object.as_ref())? else {
-        return Ok(Verdict::Allow);
-    };
-    let old = typed::<Run>(request.old_object.as_ref())?;
-    let user = user(request);
-    if user != reviewer.controller_user {
-        reserved::check_metadata(
-            "Run",
-            old.as_ref().map(|o| &o.metadata),
-            &new.metadata,
-            user,
-        )?;
-    }
-    Ok(match (&request.operation, old) {
-        (Operation::Create, _) => runs::review_create(&reviewer.client, &new, user).await,
-        (Operation::Update, Some(old)) => Verdict::from(runs::check_update(&old, &new)),
-        _ => Verdict::Allow,
-    })
-}
-
-async fn judge_approval(
-    reviewer: &Reviewer,
-    request: &AdmissionRequest<DynamicObject>,
-) -> Result<Verdict, String> {
-    let Some(new) = typed::<Approval>(request.object.as_ref())? else {
-        return Ok(Verdict::Allow);
-    };
-    let old = typed::<Approval>(request.old_object.as_ref())?;
-    let user = user(request);
-    if let (Operation::Update, Some(old)) = (&request.operation, &old)
-        && user != reviewer.controller_user
-    {
-        reserved::check_metadata("Approval", Some(&old.metadata), &new.metadata, user)?;
-    }
-    Ok(match (&request.operation, old) {
-        (Operation::Create, _) => {
-            Verdict::from(approvals::check_create(user, &reviewer.controller_user))
-        }
-        (Operation::Update, Some(old)) => {
-            approvals::review_update(&reviewer.client, &old, &new, &request.user_info).await
-        }
-        _ => Verdict::Allow,
-    })
-}
-
-/// The mutating stamps: a Run's creator, an Approval's decider.
-fn stamps(request: &AdmissionRequest<DynamicObject>) -> Result<Vec<Value>, String> {
-    match (request.kind.kind.as_str(), &request.operation) {
-        ("Run", Operation::Create) => match typed::<Run>(request.object.as_ref())? {
-            Some(run) => runs::stamp_creator(&run, user(request)),
-            None => Ok(Vec::new()),
-        },
-        ("Approval", Operation::Update) => {
-            let new = typed::<Approval>(request.object.as_ref())?;
-            let old = typed::<Approval>(request.old_object.as_ref())?;
-            Ok(match (old, new) {
-                (Some(old), Some(new)) => {
-                    let now = jiff::Timestamp::now()
-                        .round(jiff::Unit::Second)
-                        .unwrap_or_else(|_| jiff::Timestamp::now());
-                    approvals::stamp(&old.spec, &new.spec, &request.user_info, &now.to_string())
-                }
-                _ => Vec::new(),
-            })
-        }
+/// The mutating stamps, by the rules of the object's kind: a Run's
+/// creator, an Approval's decider.
+fn stamps(request: &AdmissionRequest<DynamicObject>) -> Result<Vec<Value>, Refusal> {
+    let asked = Request::new(request);
+    match request.kind.kind.as_str() {
+        "Flow" => Flow::stamp(&asked),
+        "Run" => Run::stamp(&asked),
+        "Approval" => Approval::stamp(&asked),
         _ => Ok(Vec::new()),
     }
 }
@@ -388,6 +267,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::admit::typed;
+    use crate::admission::runs;
 
     /// An AdmissionReview as the API server sends it, creating Run `r1` as
     /// `user` with `input`.
@@ -470,7 +351,7 @@ mod tests {
             )
             .expect_err("too deep");
             assert_eq!(
-                error,
+                error.to_string(),
                 format!(
                     "the input nests arrays and objects {levels} levels deep; a Run's input may be nested at most 64 levels deep, so that its record, which wraps what steps make of the input a few levels deeper, stays readable"
                 )
@@ -486,8 +367,8 @@ mod tests {
             panic!("read");
         };
         assert_eq!(
-            status_verdict(&request, "ctl"),
-            Verdict::Deny(
+            status_verdict(&request, "ctl").map_err(|e| e.to_string()),
+            Err(
                 "the status of Run r1 is written by the Coxswain controller only; `eve` may not write it (the controller acts on what the status records)".into()
             )
         );
@@ -495,6 +376,6 @@ mod tests {
         let Read::Request(request) = read(body.as_bytes()) else {
             panic!("read");
         };
-        assert_eq!(status_verdict(&request, "ctl"), Verdict::Allow);
+        assert!(status_verdict(&request, "ctl").is_ok());
     }
 }

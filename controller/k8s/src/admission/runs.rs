@@ -3,26 +3,143 @@
 //! recorded by the webhook (the `coxswain.dev/created-by` annotation) from
 //! the request, so no client can forge it or change it later.
 
+use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use coxswain_core::api::{Flow, Run};
-use coxswain_core::flow::{MAX_JSON_DEPTH, check_input, json_depth, validate};
+use coxswain_core::api::{Flow, Run, StepProblem};
+use coxswain_core::flow::{
+    InputProblem, MAX_JSON_DEPTH, StartProblem, check_start, json_depth, one_line,
+};
 
-use super::flows::problem_line;
-use super::review::Verdict;
+use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
+use super::reserved;
 
 /// The annotation naming the user who created the Run, written by the
 /// mutating webhook; approvals read it to refuse self-approval.
 pub const CREATED_BY_ANNOTATION: &str = "coxswain.dev/created-by";
 
+/// Why a Run is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunRefusal {
+    /// The client wrote another creator than who creates the Run.
+    #[error(
+        "the annotation {CREATED_BY_ANNOTATION} is written by Coxswain from who creates the Run; `{given}` is not you (`{user}`): leave it out"
+    )]
+    ForgedCreator {
+        /// The name the client wrote.
+        given: String,
+        /// Who creates the Run.
+        user: String,
+    },
+    /// The creator is not stamped as the user creating the Run (the
+    /// mutating webhook did not run).
+    #[error(
+        "the annotation {CREATED_BY_ANNOTATION} must name the user creating the Run (`{user}`); Coxswain's mutating webhook writes it"
+    )]
+    CreatorNotStamped {
+        /// Who creates the Run.
+        user: String,
+    },
+    /// The input nests deeper than the controller keeps reading.
+    #[error(
+        "the input nests arrays and objects {depth} levels deep; a Run's input may be nested at most {MAX_JSON_DEPTH} levels deep, so that its record, which wraps what steps make of the input a few levels deeper, stays readable"
+    )]
+    TooDeep {
+        /// How deep it nests.
+        depth: usize,
+    },
+    /// The Flow the Run names does not exist.
+    #[error("there is no Flow `{flow}` in namespace `{namespace}`; apply the Flow before its Runs")]
+    NoFlow {
+        /// The Flow's name.
+        flow: String,
+        /// The Run's namespace.
+        namespace: String,
+    },
+    /// The Flow the Run names is not valid.
+    #[error("the Flow `{flow}` is not valid, so it cannot run: {}", one_line(.problems))]
+    FlowNotValid {
+        /// The Flow's name.
+        flow: String,
+        /// Every problem of the flow.
+        problems: Vec<StepProblem>,
+    },
+    /// The input does not fit the Flow's schema.
+    #[error("the input does not fit the Flow `{flow}`: {}", one_line(.problems))]
+    InputDoesNotFit {
+        /// The Flow's name.
+        flow: String,
+        /// Every way it does not fit.
+        problems: Vec<InputProblem>,
+    },
+    /// An update changes who created the Run.
+    #[error(
+        "the annotation {CREATED_BY_ANNOTATION} records who created the Run and never changes (it was {}, the update makes it {})",
+        shown(.before.as_ref()),
+        shown(.after.as_ref())
+    )]
+    CreatorChanged {
+        /// The creator recorded.
+        before: Option<String>,
+        /// The creator the update writes.
+        after: Option<String>,
+    },
+    /// An update changes the spec other than `cancel`.
+    #[error(
+        "a Run's spec does not change after it is created, except `cancel`; this update changes {} (create a new Run instead)",
+        .changed.join(" and ")
+    )]
+    SpecChanged {
+        /// The fields changed: `flowRef`, `input`.
+        changed: Vec<&'static str>,
+    },
+    /// An update takes `cancel` back.
+    #[error("a cancelled Run stays cancelled; create a new Run instead")]
+    Uncancelled,
+}
+
+impl Admit for Run {
+    async fn review(reviewer: &Reviewer, request: &Request<'_>) -> Result<(), Refusal> {
+        let Some((new, old)) = request.objects::<Run>()? else {
+            return Ok(());
+        };
+        let user = request.user();
+        if user != reviewer.controller_user {
+            reserved::check_metadata(
+                "Run",
+                old.as_ref().map(|o| &o.metadata),
+                &new.metadata,
+                user,
+            )?;
+        }
+        match (request.operation(), old) {
+            (Operation::Create, _) => review_create(&reviewer.client, &new, user).await,
+            (Operation::Update, Some(old)) => Ok(check_update(&old, &new)?),
+            _ => Ok(()),
+        }
+    }
+
+    /// The creator, on create.
+    fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal> {
+        if !matches!(request.operation(), Operation::Create) {
+            return Ok(Vec::new());
+        }
+        match request.object::<Run>()? {
+            Some(run) => Ok(stamp_creator(&run, request.user())?),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
 /// The creator stamp for a Run being created by `user`: a JSON patch adding
 /// the annotation, or a refusal when the client wrote another name.
-pub fn stamp_creator(run: &Run, user: &str) -> Result<Vec<Value>, String> {
+pub fn stamp_creator(run: &Run, user: &str) -> Result<Vec<Value>, RunRefusal> {
     match run.annotations().get(CREATED_BY_ANNOTATION) {
-        Some(given) if given != user => Err(format!(
-            "the annotation {CREATED_BY_ANNOTATION} is written by Coxswain from who creates the Run; `{given}` is not you (`{user}`): leave it out"
-        )),
+        Some(given) if given != user => Err(RunRefusal::ForgedCreator {
+            given: given.clone(),
+            user: user.to_string(),
+        }),
         Some(_) => Ok(Vec::new()),
         None if run.metadata.annotations.is_none() => Ok(vec![json!({
             "op": "add", "path": "/metadata/annotations",
@@ -37,69 +154,53 @@ pub fn stamp_creator(run: &Run, user: &str) -> Result<Vec<Value>, String> {
 }
 
 /// Checks a Run being created: who created it is recorded truthfully, its
-/// input nests no deeper than [`MAX_JSON_DEPTH`], its Flow exists and is
-/// valid, and its input fits the Flow's schema.
-pub fn check_created(run: &Run, flow: Option<&Flow>, user: &str) -> Result<(), String> {
+/// input nests no deeper than [`MAX_JSON_DEPTH`], and the start check
+/// passes: its Flow exists and is valid, and its input fits the Flow's
+/// schema ([`check_start`], which the controller's pin asks again).
+pub fn check_created(run: &Run, flow: Option<&Flow>, user: &str) -> Result<(), RunRefusal> {
     match run.annotations().get(CREATED_BY_ANNOTATION) {
         Some(by) if by == user => {}
         _ => {
-            return Err(format!(
-                "the annotation {CREATED_BY_ANNOTATION} must name the user creating the Run (`{user}`); Coxswain's mutating webhook writes it"
-            ));
+            return Err(RunRefusal::CreatorNotStamped {
+                user: user.to_string(),
+            });
         }
     }
     if let Some(input) = &run.spec.input {
         let depth = json_depth(input);
         if depth > MAX_JSON_DEPTH {
-            return Err(format!(
-                "the input nests arrays and objects {depth} levels deep; a Run's input may be nested at most {MAX_JSON_DEPTH} levels deep, so that its record, which wraps what steps make of the input a few levels deeper, stays readable"
-            ));
+            return Err(RunRefusal::TooDeep { depth });
         }
     }
     let flow_name = &run.spec.flow_ref.name;
     let Some(flow) = flow else {
-        return Err(format!(
-            "there is no Flow `{flow_name}` in namespace `{}`; apply the Flow before its Runs",
-            run.namespace().unwrap_or_default()
-        ));
+        return Err(RunRefusal::NoFlow {
+            flow: flow_name.clone(),
+            namespace: run.namespace().unwrap_or_default(),
+        });
     };
-    let problems = validate(&flow.spec);
-    if !problems.is_empty() {
-        let lines: Vec<String> = problems.iter().map(problem_line).collect();
-        return Err(format!(
-            "the Flow `{flow_name}` is not valid, so it cannot run: {}",
-            lines.join("; ")
-        ));
-    }
-    if let Some(schema) = &flow.spec.input {
-        let input = run
-            .spec
-            .input
-            .clone()
-            .unwrap_or(Value::Object(Default::default()));
-        let problems = check_input(schema, &input);
-        if !problems.is_empty() {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            return Err(format!(
-                "the input does not fit the Flow `{flow_name}`: {}",
-                lines.join("; ")
-            ));
-        }
-    }
-    Ok(())
+    check_start(&flow.spec, run.spec.input.as_ref()).map_err(|problem| match problem {
+        StartProblem::Invalid(problems) => RunRefusal::FlowNotValid {
+            flow: flow_name.clone(),
+            problems,
+        },
+        StartProblem::Input(problems) => RunRefusal::InputDoesNotFit {
+            flow: flow_name.clone(),
+            problems,
+        },
+    })
 }
 
 /// Checks a Run being updated: only `cancel` may change in its spec (and
 /// only to true), and its creator stays as recorded.
-pub fn check_update(old: &Run, new: &Run) -> Result<(), String> {
+pub fn check_update(old: &Run, new: &Run) -> Result<(), RunRefusal> {
     let before = old.annotations().get(CREATED_BY_ANNOTATION);
     let after = new.annotations().get(CREATED_BY_ANNOTATION);
     if before != after {
-        return Err(format!(
-            "the annotation {CREATED_BY_ANNOTATION} records who created the Run and never changes (it was {}, the update makes it {})",
-            shown(before),
-            shown(after)
-        ));
+        return Err(RunRefusal::CreatorChanged {
+            before: before.cloned(),
+            after: after.cloned(),
+        });
     }
     let mut changed = Vec::new();
     if old.spec.flow_ref != new.spec.flow_ref {
@@ -109,13 +210,10 @@ pub fn check_update(old: &Run, new: &Run) -> Result<(), String> {
         changed.push("input");
     }
     if !changed.is_empty() {
-        return Err(format!(
-            "a Run's spec does not change after it is created, except `cancel`; this update changes {} (create a new Run instead)",
-            changed.join(" and ")
-        ));
+        return Err(RunRefusal::SpecChanged { changed });
     }
     if old.spec.cancel && !new.spec.cancel {
-        return Err("a cancelled Run stays cancelled; create a new Run instead".into());
+        return Err(RunRefusal::Uncancelled);
     }
     Ok(())
 }
@@ -125,19 +223,17 @@ fn shown(value: Option<&String>) -> String {
 }
 
 /// Checks a Run being created, reading its Flow.
-pub async fn review_create(client: &kube::Client, run: &Run, user: &str) -> Verdict {
+pub async fn review_create(client: &kube::Client, run: &Run, user: &str) -> Result<(), Refusal> {
     let namespace = run.namespace().unwrap_or_default();
     let flows: Api<Flow> = Api::namespaced(client.clone(), &namespace);
-    let flow = match flows.get_opt(&run.spec.flow_ref.name).await {
-        Ok(flow) => flow,
-        Err(e) => {
-            return Verdict::Deny(format!(
-                "cannot read the Flow `{}`: {e}",
-                run.spec.flow_ref.name
-            ));
-        }
-    };
-    Verdict::from(check_created(run, flow.as_ref(), user))
+    let flow = flows
+        .get_opt(&run.spec.flow_ref.name)
+        .await
+        .map_err(|source| CannotAsk::Flow {
+            flow: run.spec.flow_ref.name.clone(),
+            source,
+        })?;
+    Ok(check_created(run, flow.as_ref(), user)?)
 }
 
 #[cfg(test)]
@@ -172,13 +268,17 @@ mod tests {
     fn a_run_needs_its_flow_and_input_that_fits() {
         let ok = created_by("ana", json!({"brief": "hi"}));
         assert_eq!(check_created(&ok, Some(&flow()), "ana"), Ok(()));
-        let missing = check_created(&ok, None, "ana").expect_err("no flow");
+        let missing = check_created(&ok, None, "ana")
+            .expect_err("no flow")
+            .to_string();
         assert!(
             missing.contains("no Flow `f` in namespace `ns`"),
             "{missing}"
         );
         let bad = created_by("ana", json!({"brief": 3}));
-        let error = check_created(&bad, Some(&flow()), "ana").expect_err("bad input");
+        let error = check_created(&bad, Some(&flow()), "ana")
+            .expect_err("bad input")
+            .to_string();
         assert!(
             error
                 .contains("the input does not fit the Flow `f`: input.brief: expected string, got"),
@@ -195,9 +295,13 @@ mod tests {
         let patch = stamp_creator(&bare, "ana").expect("stamped");
         assert_eq!(patch[0]["value"][CREATED_BY_ANNOTATION], "ana");
         let forged = created_by("boss", json!({}));
-        let error = stamp_creator(&forged, "ana").expect_err("forged");
+        let error = stamp_creator(&forged, "ana")
+            .expect_err("forged")
+            .to_string();
         assert!(error.contains("`boss` is not you (`ana`)"), "{error}");
-        let error = check_created(&forged, Some(&flow()), "ana").expect_err("forged");
+        let error = check_created(&forged, Some(&flow()), "ana")
+            .expect_err("forged")
+            .to_string();
         assert!(
             error.contains("must name the user creating the Run"),
             "{error}"
@@ -220,17 +324,19 @@ mod tests {
         let mut cancelled = old.clone();
         cancelled.spec.cancel = true;
         assert_eq!(check_update(&old, &cancelled), Ok(()));
-        let error = check_update(&cancelled, &old).expect_err("uncancel");
+        let error = check_update(&cancelled, &old)
+            .expect_err("uncancel")
+            .to_string();
         assert!(error.contains("stays cancelled"), "{error}");
         let mut edited = old.clone();
         edited.spec.input = Some(json!({"brief": "b"}));
-        let error = check_update(&old, &edited).expect_err("edited");
+        let error = check_update(&old, &edited).expect_err("edited").to_string();
         assert!(error.contains("changes input"), "{error}");
         let mut moved = old.clone();
         moved
             .annotations_mut()
             .insert(CREATED_BY_ANNOTATION.into(), "boss".into());
-        let error = check_update(&old, &moved).expect_err("moved");
+        let error = check_update(&old, &moved).expect_err("moved").to_string();
         assert!(error.contains("never changes (it was `ana`"), "{error}");
     }
 }

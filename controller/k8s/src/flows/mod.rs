@@ -24,8 +24,8 @@ use kube::{Api, Client, ResourceExt};
 
 pub use reconcile::Context;
 
-use crate::Error;
 use crate::guard::Guarded;
+use crate::{Error, StartError};
 use coxswain_core::api::{Flow, Run};
 
 /// Reconciles of Flows running at once.
@@ -50,7 +50,7 @@ pub async fn run(
     namespace: Option<String>,
     me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> Result<(), Error> {
+) -> Result<(), StartError> {
     let flows: Api<DeserializeGuard<Flow>> = scoped(&client, namespace.as_deref());
     // Runs are read one by one (see `guard`): one too deep for serde_json
     // does not fail the list, so every schedule goes on.

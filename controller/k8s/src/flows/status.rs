@@ -47,12 +47,6 @@ pub fn unreadable(reason: &str) -> Verdict {
     }
 }
 
-/// One problem as `coxswain lint` prints it (without file and flow):
-/// `step KEY: FIELD: MESSAGE (character N)`.
-pub fn problem_line(problem: &StepProblem) -> String {
-    problem.to_string()
-}
-
 /// The `Valid` condition's message: every problem on a line of its own,
 /// cut (saying so) where the API server's limit would refuse it; the
 /// status's `problems` keeps them all.
@@ -63,7 +57,8 @@ pub fn problems_message(problems: &[StepProblem]) -> String {
         n => format!("{n} problems:"),
     };
     for (shown, problem) in problems.iter().enumerate() {
-        let line = format!("\n{}", problem_line(problem));
+        // As `coxswain lint` prints it (without file and flow).
+        let line = format!("\n{problem}");
         let rest = count - shown;
         let note = format!("\n… and {rest} more (see status.problems)");
         if message.len() + line.len() + note.len() > MESSAGE_MAX {

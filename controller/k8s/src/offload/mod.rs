@@ -27,7 +27,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use crate::{Error, names};
+use crate::{Error, StartError, names};
 use cache::Cache;
 use coxswain_core::api::offload::{self, DEFAULT_BUDGET, DEFAULT_THRESHOLD, Limits, MIN_THRESHOLD};
 use coxswain_core::api::{Run, RunStatus};
@@ -111,10 +111,10 @@ pub struct Offloader {
 
 impl Offloader {
     /// An offloader with `settings`; refuses a threshold below the minimum.
-    pub fn new(client: Client, settings: &OffloadSettings) -> Result<Self, Error> {
+    pub fn new(client: Client, settings: &OffloadSettings) -> Result<Self, StartError> {
         let limits = settings
             .limits()
-            .map_err(|e| Error::Corrupt(format!("the controller's settings: {e}")))?;
+            .map_err(|e| StartError::Setting(format!("the controller's settings: {e}")))?;
         Ok(Offloader {
             client,
             limits,

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Resource, ResourceExt};
-use serde_json::Value;
 
 use crate::error::Error;
 use crate::names;
-use coxswain_core::api::{Flow, FlowSpec, Run, StepProblem};
+use coxswain_core::api::{Flow, FlowSpec, Run};
 use coxswain_core::engine::CompiledFlow;
+use coxswain_core::flow::{StartProblem, one_line};
 
 /// The key of the snapshot ConfigMap holding the flow's spec as JSON.
 pub const SNAPSHOT_KEY: &str = "flow.json";
@@ -165,7 +165,7 @@ fn from_snapshot(snapshot: &ConfigMap) -> Result<CompiledFlow, String> {
         .get(names::GENERATION_ANNOTATION)
         .and_then(|g| g.parse().ok());
     let flow = CompiledFlow::new(spec)
-        .map_err(|problems| format!("holds an invalid flow: {}", problems_text(&problems)))?;
+        .map_err(|problems| format!("holds an invalid flow: {}", one_line(&problems)))?;
     Ok(match generation {
         Some(generation) => flow.with_generation(generation),
         None => flow,
@@ -192,30 +192,21 @@ async fn snapshot_flow(
         ))));
     };
     let generation = flow.metadata.generation.unwrap_or_default();
-    let compiled = match CompiledFlow::new(flow.spec.clone()) {
+    let compiled = match CompiledFlow::start(flow.spec.clone(), run.spec.input.as_ref()) {
         Ok(compiled) => compiled.with_generation(generation),
-        Err(problems) => {
+        Err(problem @ StartProblem::Invalid(_)) => {
             return Ok(Err(Pinned::Refused(format!(
                 "the flow `{flow_name}` is not valid: {}",
-                problems_text(&problems)
+                problem.list()
+            ))));
+        }
+        Err(problem @ StartProblem::Input(_)) => {
+            return Ok(Err(Pinned::Refused(format!(
+                "the run's input does not fit the flow `{flow_name}`: {}",
+                problem.list()
             ))));
         }
     };
-    if let Some(schema) = &flow.spec.input {
-        let input = run
-            .spec
-            .input
-            .clone()
-            .unwrap_or(Value::Object(Default::default()));
-        let problems = coxswain_core::flow::check_input(schema, &input);
-        if !problems.is_empty() {
-            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            return Ok(Err(Pinned::Refused(format!(
-                "the run's input does not fit the flow `{flow_name}`: {}",
-                list.join("; ")
-            ))));
-        }
-    }
     let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
     // Made already (by a reconcile whose record write was lost, or by
     // someone else): read before writing, since a create whose answer is
@@ -284,10 +275,4 @@ fn adopt(
         )),
         Err(why) => Err(tampered(name, why)),
     }
-}
-
-/// Validation problems on one line, each with its step, field and character.
-pub fn problems_text(problems: &[StepProblem]) -> String {
-    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
-    list.join("; ")
 }

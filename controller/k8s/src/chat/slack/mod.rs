@@ -40,7 +40,7 @@ use tokio::sync::watch;
 use self::event::Incoming;
 use super::command::{self, Decision, Heard, Listener};
 use super::connection::{self, Connection};
-use crate::error::Error;
+use crate::error::{Error, StartError};
 use coxswain_core::api::{Flow, Run};
 use coxswain_steps::chat::{Post, Slack};
 use coxswain_steps::net::{self, NetPolicy};
@@ -84,9 +84,9 @@ pub async fn start(
     namespace: Option<String>,
     policy: Arc<NetPolicy>,
     me: String,
-) -> Result<SlackEvents, Error> {
+) -> Result<SlackEvents, StartError> {
     let listen_error =
-        |e: std::io::Error| Error::Setting(format!("--slack-events-listen {addr}: {e}"));
+        |e: std::io::Error| StartError::Setting(format!("--slack-events-listen {addr}: {e}"));
     let listener = TcpListener::bind(addr).await.map_err(listen_error)?;
     let addr = listener.local_addr().map_err(listen_error)?;
     let shared = Arc::new(Shared {

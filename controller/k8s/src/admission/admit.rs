@@ -1,0 +1,169 @@
+//! The one shape of admission's rules: each kind (Flow, Run, Approval)
+//! implements [`Admit`] with the same two entries — [`Admit::review`], the
+//! validating check, and [`Admit::stamp`], the mutating stamps — so the
+//! HTTP side ([`super::review`]) hands every request to its kind the same
+//! way, and a rule refuses with a typed [`Refusal`] whose text is the
+//! message the user reads.
+
+use std::future::Future;
+
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, Operation};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::approvals::ApprovalRefusal;
+use super::flows::FlowRefusal;
+use super::reserved::ReservedRefusal;
+use super::runs::RunRefusal;
+
+/// What every request is judged with.
+pub struct Reviewer {
+    /// A client with the controller's identity (Flows, Runs, access reviews).
+    pub client: kube::Client,
+    /// The user whose writes are the controller's (it creates Approvals).
+    pub controller_user: String,
+}
+
+/// One request as a kind's rules read it: who asks, what for, and the
+/// object (and the old one, on update), read as the kind's type when the
+/// rule asks for it — a rule that needs no object never fails on one that
+/// does not read.
+pub struct Request<'a>(&'a AdmissionRequest<DynamicObject>);
+
+impl<'a> Request<'a> {
+    /// The request the API server sent.
+    pub fn new(request: &'a AdmissionRequest<DynamicObject>) -> Self {
+        Request(request)
+    }
+
+    /// Create or update (the only operations the webhooks are registered
+    /// for).
+    pub fn operation(&self) -> &Operation {
+        &self.0.operation
+    }
+
+    /// The object's name (empty for `generateName`).
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The object's namespace.
+    pub fn namespace(&self) -> String {
+        self.0.namespace.clone().unwrap_or_default()
+    }
+
+    /// Who asks.
+    pub fn user_info(&self) -> &UserInfo {
+        &self.0.user_info
+    }
+
+    /// Who asks, by user name (empty when the API server gave none).
+    pub fn user(&self) -> &str {
+        self.0.user_info.username.as_deref().unwrap_or("")
+    }
+
+    /// The object being written, as `K`.
+    pub fn object<K: DeserializeOwned>(&self) -> Result<Option<K>, Refusal> {
+        typed(self.0.object.as_ref())
+    }
+
+    /// The object as stored before this update, as `K`.
+    pub fn old_object<K: DeserializeOwned>(&self) -> Result<Option<K>, Refusal> {
+        typed(self.0.old_object.as_ref())
+    }
+
+    /// The object and the old one (on update) as `K`, the old one read
+    /// only when there is an object; `None` when there is none.
+    pub fn objects<K: DeserializeOwned>(&self) -> Result<Option<(K, Option<K>)>, Refusal> {
+        let Some(new) = self.object::<K>()? else {
+            return Ok(None);
+        };
+        Ok(Some((new, self.old_object::<K>()?)))
+    }
+}
+
+/// `object` as `K`.
+pub fn typed<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<Option<K>, Refusal> {
+    object
+        .map(|o| {
+            serde_json::to_value(o)
+                .and_then(serde_json::from_value)
+                .map_err(Refusal::Unreadable)
+        })
+        .transpose()
+}
+
+/// The admission rules of one kind. Implemented by [`coxswain_core::api::Flow`],
+/// [`coxswain_core::api::Run`] and [`coxswain_core::api::Approval`], each in
+/// the module of its kind.
+pub trait Admit {
+    /// The validating check of a create or update (a status write is
+    /// judged before, by the kind-blind rule of [`super::reserved`]).
+    fn review(
+        reviewer: &Reviewer,
+        request: &Request<'_>,
+    ) -> impl Future<Output = Result<(), Refusal>> + Send;
+
+    /// The mutating stamps, as a JSON patch (empty: nothing to stamp).
+    fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal>;
+}
+
+/// Why admission refuses a request. Its text is the whole message the
+/// user reads (kubectl prints it on one line).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The object does not read as the kind's type.
+    #[error("the object cannot be read: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    /// The API server could not answer a question the rule asks it.
+    #[error(transparent)]
+    CannotAsk(#[from] CannotAsk),
+    /// A write only the controller makes.
+    #[error(transparent)]
+    Reserved(#[from] ReservedRefusal),
+    /// A Flow's rules.
+    #[error(transparent)]
+    Flow(#[from] FlowRefusal),
+    /// A Run's rules.
+    #[error(transparent)]
+    Run(#[from] RunRefusal),
+    /// An Approval's rules.
+    #[error(transparent)]
+    Approval(#[from] ApprovalRefusal),
+}
+
+/// A question to the API server that a rule needs answered, unanswered:
+/// the request is refused rather than let through unchecked.
+#[derive(Debug, thiserror::Error)]
+pub enum CannotAsk {
+    /// The Flow a Run names could not be read.
+    #[error("cannot read the Flow `{flow}`: {source}")]
+    Flow {
+        /// The Flow's name.
+        flow: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The run an Approval belongs to could not be read.
+    #[error("cannot read run {run}: {source}")]
+    Run {
+        /// The Run's name.
+        run: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Whether the applier of a Flow may read a Secret it binds could not
+    /// be asked.
+    #[error("cannot ask the API server whether the Secret `{secret}` may be read: {source}")]
+    Secret {
+        /// The Secret's name.
+        secret: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+}

@@ -42,7 +42,16 @@ pub const SINCE_ANNOTATION: &str = "coxswain.dev/since";
 /// Who created a Run, stamped by admission from the request's user; the
 /// one mark on a Run nobody else can forge while admission runs, so the
 /// schedule and the chat poster tell their own Runs by it.
-pub use crate::admission::runs::CREATED_BY_ANNOTATION;
+pub const CREATED_BY_ANNOTATION: &str = "coxswain.dev/created-by";
+
+/// Annotations on the webhook's TLS Secret: when its CA and its serving
+/// certificate expire, and the names the certificate holds, so a renewal
+/// is decided without parsing the certificates.
+pub const CA_NOT_AFTER_ANNOTATION: &str = "coxswain.dev/ca-not-after";
+/// See [`CA_NOT_AFTER_ANNOTATION`].
+pub const CERT_NOT_AFTER_ANNOTATION: &str = "coxswain.dev/cert-not-after";
+/// See [`CA_NOT_AFTER_ANNOTATION`].
+pub const CERT_NAMES_ANNOTATION: &str = "coxswain.dev/cert-names";
 
 /// Label on Runs a conversation command started: the chat connection
 /// (Secret) it came through. The outcome poster watches these Runs.
@@ -284,7 +293,7 @@ mod tests {
             CHAT_SENDER_ANNOTATION,
             CHAT_ANSWERED_ANNOTATION,
             CHAT_UNANSWERED_ANNOTATION,
-            crate::admission::runs::CREATED_BY_ANNOTATION,
+            CREATED_BY_ANNOTATION,
         ] {
             assert!(is_reserved(key), "{key}");
         }

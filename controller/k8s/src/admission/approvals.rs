@@ -16,7 +16,7 @@ use coxswain_core::flow::{
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 use super::reserved;
-use super::runs::CREATED_BY_ANNOTATION;
+use crate::names::CREATED_BY_ANNOTATION;
 
 /// Why a write to an Approval is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

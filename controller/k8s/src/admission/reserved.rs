@@ -13,7 +13,7 @@ use kube::api::ObjectMeta;
 
 use crate::names::is_reserved;
 
-use super::runs::CREATED_BY_ANNOTATION;
+use crate::names::CREATED_BY_ANNOTATION;
 
 /// Why a write only the controller makes is refused from someone else.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -342,8 +342,13 @@ mod tests {
             let error = runs::check_created(
                 &{
                     let mut run = run;
-                    run.metadata.annotations =
-                        Some([(runs::CREATED_BY_ANNOTATION.to_string(), "eve".to_string())].into());
+                    run.metadata.annotations = Some(
+                        [(
+                            crate::names::CREATED_BY_ANNOTATION.to_string(),
+                            "eve".to_string(),
+                        )]
+                        .into(),
+                    );
                     run
                 },
                 None,

@@ -14,10 +14,7 @@ use coxswain_core::flow::{
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 use super::reserved;
-
-/// The annotation naming the user who created the Run, written by the
-/// mutating webhook; approvals read it to refuse self-approval.
-pub const CREATED_BY_ANNOTATION: &str = "coxswain.dev/created-by";
+use crate::names::CREATED_BY_ANNOTATION;
 
 /// Why a Run is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,6 +19,10 @@ use rcgen::{
 };
 
 use super::AdmissionError;
+use crate::names::{
+    CA_NOT_AFTER_ANNOTATION as CA_NOT_AFTER, CERT_NAMES_ANNOTATION as NAMES,
+    CERT_NOT_AFTER_ANNOTATION as CERT_NOT_AFTER,
+};
 
 /// How long a serving certificate lasts.
 pub const LEAF_VALIDITY: SignedDuration = SignedDuration::from_hours(90 * 24);
@@ -34,9 +38,6 @@ const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
 const CERT: &str = "tls.crt";
 const KEY: &str = "tls.key";
-const CA_NOT_AFTER: &str = "coxswain.dev/ca-not-after";
-const CERT_NOT_AFTER: &str = "coxswain.dev/cert-not-after";
-const NAMES: &str = "coxswain.dev/cert-names";
 
 /// What the Secret holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

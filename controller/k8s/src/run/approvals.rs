@@ -80,7 +80,7 @@ impl Asked {
             .and_then(|a| a.spec.decided_by.as_ref());
         let creator = run
             .annotations()
-            .get(crate::admission::runs::CREATED_BY_ANNOTATION)
+            .get(crate::names::CREATED_BY_ANNOTATION)
             .map(String::as_str);
         let name = run.name_any();
         coxswain_core::flow::check_decider(

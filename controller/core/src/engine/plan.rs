@@ -12,9 +12,11 @@
 //! launched, an Approval the record waits for and nobody asked is asked.
 //! The actions only order the launches and name what the engine stopped.
 
+use std::collections::HashSet;
+
 use jiff::Timestamp;
 
-use super::machine::{Action, ApprovalRequest, RunMachine};
+use super::machine::{Action, ApprovalRequest, RunMachine, WorkKey, WorkRef};
 use super::work::Work;
 
 /// One Approval: the attempt of a person step it answers.
@@ -93,8 +95,9 @@ pub struct Plan {
     /// Attempts to start: the record says they run and nobody runs them;
     /// those the engine just asked for first, in its order.
     pub launch: Vec<Work>,
-    /// Every attempt the record says runs after the step (empty once over).
-    pub running: Vec<Work>,
+    /// Of the attempts known to run ([`Seen::running`]), by position, those
+    /// the record still says run (none once over); see [`Plan::running`].
+    pub kept: Vec<usize>,
     /// Approvals to create: the record waits for them and none was asked.
     pub ask: Vec<ApprovalRequest>,
     /// Answers to write back on their Approvals.
@@ -121,8 +124,13 @@ impl Plan {
         if over {
             return plan;
         }
-        plan.running = machine.running_work();
-        plan.launch = to_launch(actions, &plan.running, seen.running);
+        let refs = machine.running_refs();
+        let wanted: HashSet<WorkKey<'_>> = refs.iter().map(|r| r.key).collect();
+        let known: HashSet<WorkKey<'_>> = seen.running.iter().map(WorkKey::of).collect();
+        plan.launch = to_launch(actions, machine, &refs, &wanted, &known);
+        plan.kept = (0..seen.running.len())
+            .filter(|&i| wanted.contains(&WorkKey::of(&seen.running[i])))
+            .collect();
         let waiting = machine.pending_approvals();
         plan.close = seen
             .open
@@ -136,6 +144,18 @@ impl Plan {
             .collect();
         plan.wake = machine.next_wake();
         plan
+    }
+}
+
+impl Plan {
+    /// Every attempt the record says runs after the step: those of
+    /// `running` (the [`Seen::running`] the plan was made with) it keeps,
+    /// and those to launch. Nothing once the run is over.
+    pub fn running<'a>(&'a self, running: &'a [Work]) -> impl Iterator<Item = &'a Work> + 'a {
+        self.kept
+            .iter()
+            .filter_map(move |&i| running.get(i))
+            .chain(&self.launch)
     }
 }
 
@@ -172,23 +192,32 @@ fn stopped(actions: &[Action], seen: &Seen<'_>, over: bool) -> Vec<Work> {
     stop
 }
 
-/// The attempts of `running` (the record's) not known to run, those the
-/// engine just asked for first in the order it asked.
-fn to_launch(actions: &[Action], running: &[Work], known: &[Work]) -> Vec<Work> {
-    let wanted = |w: &Work| !known.iter().any(|k| same_attempt(k, w));
+/// The attempts of `refs` (the record's, `wanted` by key) not `known` to
+/// run, those the engine just asked for first in the order it asked; only
+/// the work of attempts it did not hand over is built again.
+fn to_launch(
+    actions: &[Action],
+    machine: &RunMachine<'_>,
+    refs: &[WorkRef<'_>],
+    wanted: &HashSet<WorkKey<'_>>,
+    known: &HashSet<WorkKey<'_>>,
+) -> Vec<Work> {
     let mut launch: Vec<Work> = Vec::new();
+    let mut taken: HashSet<WorkKey<'_>> = HashSet::new();
     for action in actions {
-        if let Action::Run(asked) = action
-            && let Some(work) = running.iter().find(|r| same_attempt(r, asked))
-            && wanted(work)
-            && !launch.iter().any(|l| same_attempt(l, work))
-        {
-            launch.push(work.clone());
+        if let Action::Run(asked) = action {
+            let key = WorkKey::of(asked);
+            if wanted.contains(&key) && !known.contains(&key) && taken.insert(key) {
+                launch.push((**asked).clone());
+            }
         }
     }
-    for work in running {
-        if wanted(work) && !launch.iter().any(|l| same_attempt(l, work)) {
-            launch.push(work.clone());
+    for r in refs {
+        if !known.contains(&r.key)
+            && !taken.contains(&r.key)
+            && let Some(work) = machine.work_of(r)
+        {
+            launch.push(work);
         }
     }
     launch
@@ -267,7 +296,8 @@ steps:
         };
         let again = Plan::new(&actions, &machine, &seen);
         assert!(again.launch.is_empty(), "{:?}", places(&again.launch));
-        assert_eq!(places(&again.running), [("a".into(), None, 1)]);
+        let running: Vec<Work> = again.running(&plan.launch).cloned().collect();
+        assert_eq!(places(&running), [("a".into(), None, 1)]);
     }
 
     #[test]
@@ -340,7 +370,7 @@ steps:
             [("each".into(), Some(0), 1), ("each".into(), Some(2), 1)]
         );
         assert_eq!(places(&plan.forget), [("each".into(), Some(1), 1)]);
-        assert!(plan.launch.is_empty() && plan.running.is_empty() && plan.wake.is_none());
+        assert!(plan.launch.is_empty() && plan.kept.is_empty() && plan.wake.is_none());
     }
 
     const REVIEW: &str = "

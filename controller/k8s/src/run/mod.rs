@@ -441,7 +441,7 @@ async fn act(
         let reason = approvals::attempt_ended_reason(record, &ask.step, ask.attempt);
         approvals::close(&api, &name, &reason).await?;
     }
-    Ok(look_again(plan))
+    Ok(look_again(plan, &seen.running))
 }
 
 /// Creates the Approvals the plan asks for, each after settling those of
@@ -475,8 +475,8 @@ async fn ask(
 /// When to reconcile again: at the engine's wake-up, and now and then
 /// while Jobs run (a pod stuck before it starts, on an image that cannot be
 /// pulled or a missing Secret, does not change its Job).
-fn look_again(plan: &Plan) -> Action {
-    let jobs_run = plan.running.iter().any(Launchers::runs_as_job);
+fn look_again(plan: &Plan, running: &[Work]) -> Action {
+    let jobs_run = plan.running(running).any(Launchers::runs_as_job);
     let wake = plan.wake.map(|at| {
         Duration::try_from(at.duration_since(Timestamp::now()))
             .unwrap_or_default()

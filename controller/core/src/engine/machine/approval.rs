@@ -11,7 +11,8 @@ impl RunMachine<'_> {
     /// restarted controller (re)creates its Approval objects from these, as
     /// it finds its Jobs from [`RunMachine::running_work`].
     pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
-        (0..self.flow.graph.nodes.len())
+        self.live_nodes()
+            .into_iter()
             .filter(|&node| self.status(node) == StepStatus::Waiting)
             .filter_map(|node| {
                 let attempts = self.state.steps.get(self.flow.key(node))?.attempts.len();

@@ -32,7 +32,7 @@ use crate::api::{
 };
 use crate::expr::EvalError;
 
-use super::compiled::{Compiled, CompiledFlow};
+use super::compiled::{Compiled, CompiledFlow, CompiledStep};
 use super::work::{Failed, RunInfo, Work, WorkResult, codes, step_error};
 
 /// Most times one send-back arrow may be taken in a run.
@@ -167,6 +167,14 @@ pub struct RunMachine<'f> {
     /// Which nodes have a record in `state.steps` (records are never
     /// removed), so finding one for writing is a single lookup.
     pub(in crate::engine) recorded: Vec<bool>,
+    /// The nodes whose record may say Running or Waiting: every node
+    /// written since the last event settled, and those found so on resume;
+    /// pruned after each event. [`RunMachine::running_work`] and
+    /// [`RunMachine::pending_approvals`] look at these alone, so a driver
+    /// asking after every event pays for what runs, not for the whole flow.
+    pub(in crate::engine) live: Vec<usize>,
+    /// Whether a node is in `live`, by index.
+    pub(in crate::engine) is_live: Vec<bool>,
     /// Steps with a retry (of the step or of a part) waiting for its time.
     pub(in crate::engine) retrying: std::collections::BTreeSet<usize>,
     /// The approval steps with a `timeout`, found once: the only ones whose
@@ -239,6 +247,8 @@ impl<'f> RunMachine<'f> {
             now_text: Timestamp::UNIX_EPOCH.to_string(),
             touched: Default::default(),
             recorded,
+            live: Vec::new(),
+            is_live: vec![false; flow.graph.nodes.len()],
             retrying: Default::default(),
             timed_approvals: (0..flow.graph.nodes.len())
                 .filter(|&node| {
@@ -249,6 +259,12 @@ impl<'f> RunMachine<'f> {
         };
         for node in 0..flow.graph.nodes.len() {
             machine.refresh_view(node);
+            if matches!(
+                machine.status(node),
+                StepStatus::Running | StepStatus::Waiting
+            ) {
+                machine.mark_live(node);
+            }
             let waiting = machine.state.steps.get(flow.key(node)).is_some_and(|r| {
                 r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some())
             });
@@ -340,7 +356,29 @@ impl<'f> RunMachine<'f> {
             self.expire_approvals();
             self.pump();
         }
+        self.prune_live();
         std::mem::take(&mut self.actions)
+    }
+
+    /// Notes that `node`'s record may say Running or Waiting.
+    pub(in crate::engine) fn mark_live(&mut self, node: usize) {
+        if !self.is_live[node] {
+            self.is_live[node] = true;
+            self.live.push(node);
+        }
+    }
+
+    /// Keeps in `live` only the nodes whose record says Running or Waiting,
+    /// in the order of the flow.
+    fn prune_live(&mut self) {
+        let mut live = std::mem::take(&mut self.live);
+        live.retain(|&node| {
+            let keep = matches!(self.status(node), StepStatus::Running | StepStatus::Waiting);
+            self.is_live[node] = keep;
+            keep
+        });
+        live.sort_unstable();
+        self.live = live;
     }
 
     /// The record with its summary (progress, current step) and arrows brought
@@ -373,8 +411,18 @@ impl<'f> RunMachine<'f> {
     /// Every attempt that should be running now, rebuilt from the record — a
     /// restarted controller uses it to find (or recreate) its Jobs and calls.
     pub fn running_work(&self) -> Vec<Work> {
-        let mut work = Vec::new();
-        for node in 0..self.flow.graph.nodes.len() {
+        self.running_refs()
+            .iter()
+            .filter_map(|r| self.work_of(r))
+            .collect()
+    }
+
+    /// The attempts [`RunMachine::running_work`] gives, named without
+    /// building their work: a driver that runs most of them already builds
+    /// only the others' ([`RunMachine::work_of`]).
+    pub fn running_refs(&self) -> Vec<WorkRef<'_>> {
+        let mut refs = Vec::new();
+        for node in self.live_nodes() {
             let key = self.flow.key(node);
             let Some(record) = self.state.steps.get(key) else {
                 continue;
@@ -383,22 +431,46 @@ impl<'f> RunMachine<'f> {
                 continue;
             }
             let compiled = &self.flow.steps[node];
-            if compiled.part.is_some() {
-                for (i, part) in record.parts.iter().enumerate() {
+            let iteration = self.iteration_of(node).map(|i| i as u32);
+            if let Some(inner) = compiled.part.as_deref() {
+                if !runs_work(inner) {
+                    continue;
+                }
+                let round = u32::try_from(record.rounds.max(1)).unwrap_or(1);
+                for (index, part) in record.parts.iter().enumerate() {
                     if part.status == StepStatus::Running && part.retry_at.is_none() {
-                        work.extend(self.part_work(node, i));
+                        refs.push(WorkRef {
+                            key: WorkKey {
+                                step: key,
+                                part: Some((index, round)),
+                                iteration,
+                                attempt: part.attempts.len() as u32,
+                            },
+                            node,
+                        });
                     }
                 }
-            } else if let Some(w) = self.step_work(node, record.attempts.len() as u32) {
-                work.push(w);
+            } else if runs_work(compiled) {
+                refs.push(WorkRef {
+                    key: WorkKey {
+                        step: key,
+                        part: None,
+                        iteration,
+                        attempt: record.attempts.len() as u32,
+                    },
+                    node,
+                });
             }
         }
-        work
+        refs
     }
 
-    /// The run's input.
-    pub fn input(&self) -> &Value {
-        &self.input
+    /// The work of one attempt [`RunMachine::running_refs`] named.
+    pub fn work_of(&self, attempt: &WorkRef<'_>) -> Option<Work> {
+        match attempt.key.part {
+            Some((index, _)) => self.part_work(attempt.node, index),
+            None => self.step_work(attempt.node, attempt.key.attempt),
+        }
     }
 
     /// The compiled flow the run follows (its steps' kinds, for metrics).
@@ -455,6 +527,7 @@ impl RunMachine<'_> {
         if self.touched.last() != Some(&node) {
             self.touched.push(node);
         }
+        self.mark_live(node);
         // `entry` would allocate the key on every call; insert only once.
         if !self.recorded[node] {
             self.recorded[node] = true;
@@ -551,5 +624,61 @@ pub(super) fn compact(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// Whether a step of this kind is work a driver runs (the kinds a
+/// [`Task`] is made of); the others the engine settles itself.
+fn runs_work(step: &CompiledStep<'_>) -> bool {
+    matches!(
+        step.step.kind(),
+        Some(StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) | StepKind::Agent(_))
+    )
+}
+
+/// What tells one attempt from every other of a run: its step, its part
+/// (position and round), its loop pass and its number. Borrowed, so a
+/// driver can compare what runs with what the record says without building
+/// anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WorkKey<'a> {
+    /// The step's key (for a parallel part, the parallel step's key).
+    pub step: &'a str,
+    /// The part's position and round, for a part of a parallel step.
+    pub part: Option<(usize, u32)>,
+    /// The loop pass, inside a loop.
+    pub iteration: Option<u32>,
+    /// The attempt number.
+    pub attempt: u32,
+}
+
+impl<'a> WorkKey<'a> {
+    /// The key of `work`.
+    pub fn of(work: &'a Work) -> Self {
+        WorkKey {
+            step: &work.step,
+            part: work.part.as_ref().map(|p| (p.index, p.round)),
+            iteration: work.iteration,
+            attempt: work.attempt,
+        }
+    }
+}
+
+/// One attempt that should be running, named without building its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkRef<'a> {
+    /// Which attempt.
+    pub key: WorkKey<'a>,
+    /// Where the step is in the flow.
+    node: usize,
+}
+
+impl RunMachine<'_> {
+    /// The nodes that may be Running or Waiting, in the order of the flow
+    /// (those written during the current event too, before it settles).
+    pub(in crate::engine) fn live_nodes(&self) -> Vec<usize> {
+        let mut nodes = self.live.clone();
+        nodes.sort_unstable();
+        nodes
     }
 }

@@ -1,0 +1,6 @@
+//! Test helpers shared by more than one test target of the workspace, in a
+//! crate of their own (dev-only, never published) so each target depends on
+//! them by name instead of including their files by path.
+
+pub mod recording_proxy;
+pub mod when_gone;

@@ -1,6 +1,6 @@
 //! A namespace member tries to steer the controller through objects it
-//! finds by name (issue: "nothing a namespace member writes can steer the
-//! controller"). `mallory` has the Role a team member gets — Flows, Runs,
+//! finds by name: nothing a namespace member writes may steer it, since a
+//! member's rights are not the controller's. `mallory` has the Role a team member gets — Flows, Runs,
 //! Approvals and ConfigMaps; reading pods, Jobs and logs; no Secrets, no
 //! pods or Jobs — and writes with the real kubectl (`--as mallory`). Each
 //! attack must fail with the run's record saying why, the object she made

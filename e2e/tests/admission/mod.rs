@@ -1,7 +1,7 @@
 //! What the admission tests (`admission_*.rs`, one file per kind) share.
 //! They run against the real API server, with the real kubectl: the
-//! controller started as a Deployment starts it (`coxswain controller
-//! --webhook-url https://127.0.0.1:PORT` with only KUBECONFIG) registers its
+//! controller, started with only KUBECONFIG (`coxswain controller
+//! --webhook-url https://127.0.0.1:PORT`), registers its own
 //! webhooks, and every refusal they check is kubectl's own output. People
 //! are impersonated (`--as`, `--as-group`) and get their rights from Roles
 //! in the test's namespace ([`RBAC`]).

@@ -36,14 +36,7 @@ steps:
     input: {text: $input.text}
 "#;
 
-#[path = "../tests/support/recording_proxy.rs"]
-#[allow(
-    dead_code,
-    reason = "shared with another target; each reads its own fields"
-)]
-mod recording_proxy;
-
-use recording_proxy::Exchanges;
+use coxswain_test_support::recording_proxy::{self, Exchanges};
 
 /// The server's URL: `COXSWAIN_MODEL_URL`, or what `e2e/model/up` prints.
 fn model_url() -> Result<String, String> {

@@ -10,14 +10,9 @@ use coxswain_core::api::RunStatus;
 use coxswain_core::engine::CompiledFlow;
 use serde_json::Value;
 
-#[allow(
-    dead_code,
-    reason = "shared with the e2e crate; each uses its own parts"
-)]
-#[path = "support/conformance_driver.rs"]
-mod driver;
-
-use driver::{Scripted, case_files, check_restarts, fragment_matches, read_case, report};
+use coxswain_test_support::conformance_driver::{
+    Scripted, case_files, check_restarts, fragment_matches, read_case, report,
+};
 
 async fn run_case(path: &Path) -> Result<(), String> {
     let case = read_case(path)?;

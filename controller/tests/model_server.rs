@@ -15,6 +15,8 @@
 use std::io::Write;
 use std::sync::OnceLock;
 
+use coxswain_test_support::recording_proxy::{self, Exchange};
+use coxswain_test_support::when_gone;
 use serde_json::{Value, json};
 
 /// The real server's base URL, or why there is none. A server this test
@@ -80,18 +82,6 @@ fn stop_server_when_done() {
             .ok()
     });
 }
-
-#[path = "support/when_gone.rs"]
-mod when_gone;
-
-#[path = "support/recording_proxy.rs"]
-#[allow(
-    dead_code,
-    reason = "shared with another target; each reads its own fields"
-)]
-mod recording_proxy;
-
-use recording_proxy::Exchange;
 
 /// A recording proxy in front of the real server.
 async fn proxy(upstream: String) -> (String, recording_proxy::Exchanges) {

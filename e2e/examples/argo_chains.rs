@@ -1,4 +1,5 @@
-//! Argo Workflows' side of the #12 comparison, runnable alone:
+//! Argo Workflows' side of the benchmark's comparison (`BENCHMARKS.md`),
+//! runnable alone:
 //! N pod-less workflows of M `suspend: {duration: "0"}` steps in sequence on
 //! the e2e cluster, with the API writes they cost.
 //!

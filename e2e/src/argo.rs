@@ -1,5 +1,6 @@
 //! Argo Workflows' workflow-controller (v4.0.5) on the e2e cluster, as the
-//! peer Coxswain's benchmark compares with on the same API server (issue #12).
+//! peer Coxswain's benchmark compares with on the same API server
+//! (`BENCHMARKS.md`).
 //!
 //! The controller is built from Go modules by `e2e/argo/build` (not by CI:
 //! ~18 minutes cold) and runs out of cluster, namespaced, as its docs allow:

@@ -147,7 +147,8 @@ fn start() -> Result<PathBuf> {
 }
 
 /// Installs ring as rustls' process-wide provider, since kube (ring) and the
-/// webhook server's rustls would otherwise clash (see notes/kube-rs.md).
+/// webhook server's rustls would otherwise clash over which provider the
+/// process uses.
 pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -1,5 +1,6 @@
-//! `coxswain controller` started as a process, as the acceptance checks
-//! start it: from the checkout, with only `KUBECONFIG` set.
+//! `coxswain controller` started as a process, as a person starts it from a
+//! checkout: with only `KUBECONFIG` set, so a test passes only if nothing
+//! else of the developer's environment is needed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -21,6 +21,7 @@ mod kubectl;
 mod namespace;
 mod pods;
 pub mod rbac;
+mod setup;
 pub mod tls;
 mod wait;
 
@@ -33,6 +34,7 @@ pub use faults::{FaultPlan, FaultProxy};
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use pods::free_finished_pods;
+pub use setup::{NOT_A_FLOW, Setup};
 pub use wait::{wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary

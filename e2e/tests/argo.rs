@@ -1,5 +1,5 @@
 //! Argo Workflows v4.0.5 runs on the e2e cluster beside Coxswain, so the
-//! benchmark can compare the two on one API server (issue #12). The Argo
+//! benchmark can compare the two on one API server (`BENCHMARKS.md`). The Argo
 //! tests are ignored: the controller takes ~18 minutes to build
 //! (`e2e/argo/build`), so CI does not run them; run them with
 //! `cargo test -p coxswain-e2e --test argo -- --ignored`. Coxswain's side of

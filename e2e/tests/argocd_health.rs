@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for, workspace_root};
+use coxswain_e2e::{Kubectl, Setup, wait_for, workspace_root};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -136,28 +137,23 @@ async fn serve() -> (SocketAddr, watch::Sender<bool>) {
     (addr, release)
 }
 
-/// A namespace with the CRDs, kubectl and a controller for it.
-struct Setup {
-    ns: TestNamespace,
-    kubectl: Kubectl,
-    controller: ControllerProcess,
-}
+/// A [`Setup`] whose kubectl answers in JSON: the objects as the API
+/// server returns them, which is what Argo CD's scripts are given.
+struct Cluster(Setup);
 
-async fn setup() -> Setup {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
-    let controller = ControllerProcess::for_namespace(ns.name(), &[])
-        .await
-        .expect("controller");
-    Setup {
-        ns,
-        kubectl,
-        controller,
+impl Deref for Cluster {
+    type Target = Setup;
+
+    fn deref(&self) -> &Setup {
+        &self.0
     }
 }
 
-impl Setup {
+async fn setup() -> Cluster {
+    Cluster(Setup::new(&[]).await)
+}
+
+impl Cluster {
     /// kubectl's stdout as JSON (`-o json` is the caller's); panics with
     /// kubectl's message and the controller's log otherwise.
     fn json(&self, args: &[&str], stdin: Option<&str>) -> Value {
@@ -166,7 +162,7 @@ impl Setup {
         let out = self
             .kubectl
             .run_with_stdin(&all, stdin)
-            .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()));
+            .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.logs()));
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: not JSON: {e}"))
     }
 
@@ -224,7 +220,7 @@ impl Setup {
             panic!(
                 "{e}\n{kind} {name}: {:#}\ncontroller log:\n{}",
                 self.get(kind, name),
-                self.controller.log_text()
+                self.logs()
             )
         })
     }
@@ -239,7 +235,7 @@ impl Setup {
             Err(e) => panic!(
                 "{e}\nrun: {:#}\ncontroller log:\n{}",
                 self.get("run", run),
-                self.controller.log_text()
+                self.logs()
             ),
         }
     }
@@ -523,7 +519,7 @@ spec:
         Ok(said.then_some(run))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.controller.log_text()));
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     assert_eq!(pending["status"]["phase"], "Pending", "{pending}");
     assert_health("Run", &pending, "Progressing", &[&missing]);
 

@@ -833,8 +833,9 @@ fn the_default_install_is_two_hardened_replicas_with_probes_and_services() {
 }
 
 /// The rendered chart means the same to kubectl (YAML 1.1) as to a YAML 1.2
-/// reader (DESIGN 7, "YAML rule"): kubectl's client-side dry run prints the
-/// objects as it read them, before any server default.
+/// reader, as everything Coxswain ships must (a bare `on` or `no` would be a
+/// boolean to one and text to the other): kubectl's client-side dry run
+/// prints the objects as it read them, before any server default.
 #[tokio::test]
 async fn kubectl_reads_the_rendered_chart_as_yaml_1_2_does() {
     let kubectl = Kubectl::new().await.expect("kubectl");

@@ -21,7 +21,7 @@ const BOUND: Duration = Duration::from_secs(120);
 
 /// A room with alice and bob in it and the bot invited, a namespace with
 /// the connection Secret and a `review` flow that alice may start.
-struct Setup {
+struct Room {
     synapse: Synapse,
     alice: MatrixUser,
     bob: MatrixUser,
@@ -30,7 +30,7 @@ struct Setup {
     kubectl: Kubectl,
 }
 
-async fn setup(allowed: &str) -> Setup {
+async fn setup(allowed: &str) -> Room {
     let synapse = Synapse::start().await.expect("synapse");
     let (alice, bob, bot) = (
         synapse.user("alice").expect("alice"),
@@ -59,7 +59,7 @@ async fn setup(allowed: &str) -> Setup {
     };
     let flow = coxswain_e2e::chat::review_flow("team-chat", &room, &allowed);
     kubectl.apply(ns.name(), &flow).expect("the flow");
-    Setup {
+    Room {
         synapse,
         alice,
         bob,
@@ -69,7 +69,7 @@ async fn setup(allowed: &str) -> Setup {
     }
 }
 
-impl Setup {
+impl Room {
     /// A controller for the test's namespace, once it follows the room.
     async fn start_following(&self) -> ControllerProcess {
         let controller = ControllerProcess::for_namespace(self.ns.name(), &[])
@@ -147,7 +147,7 @@ impl Setup {
     }
 }
 
-fn futures_transcript(setup: &Setup) -> String {
+fn futures_transcript(setup: &Room) -> String {
     let handle = tokio::runtime::Handle::current();
     tokio::task::block_in_place(|| {
         handle.block_on(setup.synapse.transcript(&setup.alice, &setup.room))

@@ -26,11 +26,7 @@ use axum::routing::post;
 use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, workspace_root};
 use serde_json::{Value, json};
 
-#[allow(dead_code)]
-#[path = "../../controller/tests/support/conformance_driver.rs"]
-mod driver;
-
-use driver::{Case, Reply};
+use coxswain_test_support::conformance_driver::{self as driver, Case, Reply};
 
 const BOUND: Duration = Duration::from_secs(240);
 

@@ -3,13 +3,14 @@
 //! created, Approvals patched, runs cancelled, flows edited mid-run.
 
 use std::net::SocketAddr;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::get;
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use coxswain_e2e::{ControllerProcess, Setup, wait_for};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
@@ -69,52 +70,33 @@ async fn serve_counter() -> (SocketAddr, Counter) {
     (addr, counter)
 }
 
-/// A namespace with the CRDs installed, kubectl, and a controller for it.
-struct Setup {
-    ns: TestNamespace,
-    kubectl: Kubectl,
-    controllers: Vec<ControllerProcess>,
-}
+/// A [`Setup`] (one controller, or more replicas) with what these tests
+/// do through it.
+struct Cluster(Setup);
 
-async fn setup() -> Setup {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
-    let controller = ControllerProcess::for_namespace(ns.name(), &[])
-        .await
-        .expect("controller");
-    Setup {
-        ns,
-        kubectl,
-        controllers: vec![controller],
+impl Deref for Cluster {
+    type Target = Setup;
+
+    fn deref(&self) -> &Setup {
+        &self.0
     }
 }
 
-impl Setup {
-    /// Every controller's log, for failure messages.
-    fn logs(&self) -> String {
-        self.controllers
-            .iter()
-            .map(|c| c.log_text())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut Setup {
+        &mut self.0
     }
+}
 
-    fn apply(&self, yaml: &str) {
-        self.kubectl
-            .apply(self.ns.name(), yaml)
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+async fn setup() -> Cluster {
+    Cluster(Setup::new(&[]).await)
+}
 
+impl Cluster {
     fn create_run(&self, flow: &str, input: Value) -> String {
         self.kubectl
             .create_run(self.ns.name(), flow, &input)
             .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn get(&self, kind: &str, name: &str) -> Value {
-        self.kubectl
-            .json(&["get", kind, name, "-n", self.ns.name(), "-o", "json"])
     }
 
     async fn wait_phase(&self, run: &str, phases: &[&str]) -> Value {
@@ -419,21 +401,12 @@ spec:
 
 #[tokio::test]
 async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
     let lease = ["--lease-duration", "4s"];
-    let first = ControllerProcess::for_namespace(ns.name(), &lease)
-        .await
-        .expect("first replica");
-    let second = ControllerProcess::for_namespace(ns.name(), &lease)
+    let mut s = Cluster(Setup::new(&lease).await);
+    let second = ControllerProcess::for_namespace(s.ns(), &lease)
         .await
         .expect("second replica");
-    let mut s = Setup {
-        ns,
-        kubectl,
-        controllers: vec![first, second],
-    };
+    s.controllers.push(second);
     s.apply(approval_flow());
     let run = s.create_run("asked", json!({}));
     s.wait_phase(&run, &["Waiting"]).await;

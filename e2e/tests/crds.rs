@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use coxswain_core::api::{Approval, Flow, Run, RunSpec, RunStatus};
 use coxswain_e2e::{TestNamespace, wait_for};
+use coxswain_test_support::conformance_driver as driver;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -143,13 +144,6 @@ async fn flows_runs_and_approvals_round_trip() {
         other => panic!("a string for `attempts` must be refused, got {other:?}"),
     }
 }
-
-#[allow(
-    dead_code,
-    reason = "shared with the controller's tests; each uses its own parts"
-)]
-#[path = "../../controller/tests/support/conformance_driver.rs"]
-mod driver;
 
 /// Every conformance case, with its record written to a real Run's status
 /// after every event and the engine restarted from what the API server gives

@@ -26,13 +26,13 @@ use serde_json::{Value, json};
 const BOUND: Duration = Duration::from_secs(120);
 
 /// A restricted namespace, a Run in it, and a launcher for that Run.
-struct Setup {
+struct Restricted {
     ns: TestNamespace,
     run: Run,
     launcher: JobLauncher,
 }
 
-async fn setup() -> Setup {
+async fn setup() -> Restricted {
     let ns = TestNamespace::new().await.expect("namespace");
     restrict(&ns).await;
     install_run_crd(ns.client()).await;
@@ -58,7 +58,7 @@ async fn setup() -> Setup {
         ..JobSettings::default()
     };
     let launcher = JobLauncher::for_run(ns.client(), Arc::new(settings), &run);
-    Setup { ns, run, launcher }
+    Restricted { ns, run, launcher }
 }
 
 /// Makes the namespace enforce the "restricted" Pod Security Standard.
@@ -152,7 +152,7 @@ fn error_of(result: &WorkResult) -> (&str, &str) {
 
 #[tokio::test]
 async fn the_namespace_refuses_pods_that_are_not_hardened() {
-    let Setup { ns, .. } = setup().await;
+    let Restricted { ns, .. } = setup().await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}
@@ -173,7 +173,7 @@ async fn the_namespace_refuses_pods_that_are_not_hardened() {
 
 #[tokio::test]
 async fn output_text_and_inputs_come_back_as_the_local_executor_gives_them() {
-    let Setup {
+    let Restricted {
         ns: _ns,
         run,
         launcher,
@@ -205,7 +205,7 @@ printf '{"brief":%s,"count":%s,"inputs":"%s","step":"%s","attempt":%s,"run":"%s"
 
 #[tokio::test]
 async fn inputs_are_read_only_files_in_contract_form() {
-    let Setup {
+    let Restricted {
         ns: _ns,
         run,
         launcher,
@@ -228,7 +228,7 @@ if touch "$INPUTS/new" 2>/dev/null; then echo writable; else echo read-only; fi"
 
 #[tokio::test]
 async fn a_300_kib_output_comes_back_through_the_log() {
-    let Setup { ns, run, launcher } = setup().await;
+    let Restricted { ns, run, launcher } = setup().await;
     let step = script(r#"printf '{"data":"'; head -c 307200 /dev/zero | tr '\0' a; printf '"}'"#);
     let work = work(&run, "big", step, Value::Null);
     let done = through_job(&launcher, &work).await.expect("done");
@@ -260,7 +260,7 @@ async fn a_300_kib_output_comes_back_through_the_log() {
 
 #[tokio::test]
 async fn declared_fields_are_enforced_as_locally() {
-    let Setup {
+    let Restricted {
         ns: _ns,
         run,
         launcher,
@@ -290,7 +290,7 @@ async fn declared_fields_are_enforced_as_locally() {
 
 #[tokio::test]
 async fn a_failing_script_gives_script_failed_with_its_stderr() {
-    let Setup {
+    let Restricted {
         ns: _ns,
         run,
         launcher,
@@ -307,7 +307,7 @@ async fn a_failing_script_gives_script_failed_with_its_stderr() {
 
 #[tokio::test]
 async fn a_timeout_gives_workflow_timeout() {
-    let Setup {
+    let Restricted {
         ns: _ns,
         run,
         launcher,
@@ -326,7 +326,7 @@ async fn a_timeout_gives_workflow_timeout() {
 
 #[tokio::test]
 async fn launching_twice_makes_one_job() {
-    let Setup { ns, run, launcher } = setup().await;
+    let Restricted { ns, run, launcher } = setup().await;
     let work = work(&run, "once", script("echo 1"), Value::Null);
     let (a, b) = tokio::join!(launcher.launch(&work), launcher.launch(&work));
     a.expect("first launch");
@@ -345,7 +345,7 @@ async fn launching_twice_makes_one_job() {
 
 #[tokio::test]
 async fn a_secret_env_var_reaches_the_script_and_stays_out_of_the_job() {
-    let Setup { ns, run, launcher } = setup().await;
+    let Restricted { ns, run, launcher } = setup().await;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "api"},
         "stringData": {"token": "s3cret-$(not-expanded)"}
@@ -396,7 +396,7 @@ async fn a_secret_env_var_reaches_the_script_and_stays_out_of_the_job() {
 
 #[tokio::test]
 async fn a_missing_secret_fails_the_attempt_with_a_secret_error() {
-    let Setup {
+    let Restricted {
         ns: _ns,
         run,
         launcher,
@@ -428,7 +428,7 @@ async fn a_missing_secret_fails_the_attempt_with_a_secret_error() {
 
 #[tokio::test]
 async fn cancel_removes_the_job_its_pods_and_its_inputs() {
-    let Setup { ns, run, launcher } = setup().await;
+    let Restricted { ns, run, launcher } = setup().await;
     let work = work(&run, "long", script("sleep 300"), json!({"a": 1}));
     launcher.launch(&work).await.expect("launched");
     let name = names::job("nightly", &WorkId::of(&work));
@@ -481,7 +481,7 @@ async fn cancel_removes_the_job_its_pods_and_its_inputs() {
 
 #[tokio::test]
 async fn forget_deletes_the_inputs_and_keeps_the_finished_job() {
-    let Setup { ns, run, launcher } = setup().await;
+    let Restricted { ns, run, launcher } = setup().await;
     let work = work(&run, "kept", script("echo 2"), json!({"a": 1}));
     let result = through_job(&launcher, &work).await;
     let id = WorkId::of(&work);

@@ -1,58 +1,43 @@
 //! A namespace member tries to steer the controller through objects it
-//! finds by name (issue: "nothing a namespace member writes can steer the
-//! controller"). `mallory` has the Role a team member gets — Flows, Runs,
+//! finds by name: nothing a namespace member writes may steer it, since a
+//! member's rights are not the controller's. `mallory` has the Role a team member gets — Flows, Runs,
 //! Approvals and ConfigMaps; reading pods, Jobs and logs; no Secrets, no
 //! pods or Jobs — and writes with the real kubectl (`--as mallory`). Each
 //! attack must fail with the run's record saying why, the object she made
 //! left alone, and an honest run beside it must still succeed.
 
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::routing::get;
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use coxswain_e2e::{Setup, wait_for};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
 
 const AS_MALLORY: [&str; 2] = ["--as", "mallory"];
 
-/// A namespace with the member's Role, kubectl and a controller.
-struct Setup {
-    ns: TestNamespace,
-    kubectl: Kubectl,
-    controller: ControllerProcess,
+/// A [`Setup`] with the member's Role, and what these tests do through it.
+struct Tamper(Setup);
+
+impl Deref for Tamper {
+    type Target = Setup;
+
+    fn deref(&self) -> &Setup {
+        &self.0
+    }
 }
 
-async fn setup() -> Setup {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
-    let controller = ControllerProcess::for_namespace(ns.name(), &[])
-        .await
-        .expect("controller");
-    let s = Setup {
-        ns,
-        kubectl,
-        controller,
-    };
+async fn setup() -> Tamper {
+    let s = Tamper(Setup::new(&[]).await);
     s.apply(&coxswain_e2e::rbac::member_role(&["mallory"]));
     s
 }
 
-impl Setup {
-    fn ns(&self) -> &str {
-        self.ns.name()
-    }
-
-    fn apply(&self, yaml: &str) {
-        self.kubectl
-            .apply(self.ns(), yaml)
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-
+impl Tamper {
     /// `kubectl create -f -` of `object` as mallory; her refusal, if any.
     fn create_as_mallory(&self, object: &Value) -> Result<String, String> {
         let mut args = vec!["create", "-n", self.ns(), "-f", "-"];
@@ -77,16 +62,11 @@ impl Setup {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    fn get(&self, kind: &str, name: &str) -> Value {
-        self.kubectl
-            .json(&["get", kind, name, "-n", self.ns(), "-o", "json"])
-    }
-
     async fn wait(&self, run: &str, phases: &[&str]) -> Value {
         self.kubectl
             .wait_run(self.ns(), run, phases, BOUND)
             .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", self.controller.log_text()))
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()))
     }
 
     fn patch(

@@ -8,10 +8,11 @@
 //! network could, to show that `--webhook-client-ca` answers only a caller
 //! with a client certificate from that CA.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use coxswain_e2e::{ControllerProcess, Kubectl, Setup, TestNamespace, wait_for};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
@@ -42,77 +43,24 @@ spec:
         approvers: {users: [bob]}
 "#;
 
-/// A namespace with the member's Role and a controller serving admission.
-struct Setup {
-    ns: TestNamespace,
-    kubectl: Kubectl,
-    controller: ControllerProcess,
-}
+/// A [`Setup`] serving admission, with the member's Role (mallory's and
+/// bob's), and what these tests do through it.
+struct Member(Setup);
 
-impl Drop for Setup {
-    /// The webhook configurations select only this namespace; they go with it.
-    fn drop(&mut self) {
-        let name = format!("coxswain-{}", self.ns.name());
-        for kind in [
-            "validatingwebhookconfiguration",
-            "mutatingwebhookconfiguration",
-        ] {
-            let _ = self
-                .kubectl
-                .run(&["delete", kind, &name, "--ignore-not-found"]);
-        }
+impl Deref for Member {
+    type Target = Setup;
+
+    fn deref(&self) -> &Setup {
+        &self.0
     }
 }
 
-async fn setup() -> Setup {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
-    kubectl
-        .apply(
-            ns.name(),
-            &coxswain_e2e::rbac::member_role(&["mallory", "bob"]),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let url = format!(
-        "https://127.0.0.1:{}",
-        coxswain_e2e::free_port().expect("a free port")
-    );
-    let controller = ControllerProcess::for_namespace(ns.name(), &["--webhook-url", &url])
-        .await
-        .expect("controller");
-    let s = Setup {
-        ns,
-        kubectl,
-        controller,
-    };
-    let probe = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: probe}\nspec:\n  steps:\n    - {key: a, condition: {when: \"$input.x == True\"}}\n";
-    let refused = wait_for("the webhook to refuse a bad flow", BOUND, || async {
-        Ok(s.kubectl
-            .apply(s.ns.name(), probe)
-            .err()
-            .filter(|e| e.contains("admission webhook")))
-    })
-    .await;
-    if let Err(e) = refused {
-        panic!("{e}\ncontroller log:\n{}", s.controller.log_text());
-    }
-    s
+async fn setup() -> Member {
+    let rbac = coxswain_e2e::rbac::member_role(&["mallory", "bob"]);
+    Member(Setup::serving_admission(&rbac, false, &[]).await)
 }
 
-impl Setup {
-    fn kubectl_as(
-        &self,
-        user: &[&str],
-        args: &[&str],
-        stdin: Option<&str>,
-    ) -> Result<String, String> {
-        let mut all: Vec<&str> = user.to_vec();
-        all.extend_from_slice(&["-n", self.ns.name()]);
-        all.extend_from_slice(args);
-        self.kubectl.run_with_stdin(&all, stdin)
-    }
-
+impl Member {
     /// `kubectl create` of `object` as `user`; returns its name.
     fn create_as(&self, user: &[&str], object: &Value) -> Result<String, String> {
         self.kubectl_as(
@@ -145,11 +93,6 @@ impl Setup {
         )
     }
 
-    fn get(&self, kind: &str, name: &str) -> Value {
-        self.kubectl
-            .json(&["get", kind, name, "-n", self.ns.name(), "-o", "json"])
-    }
-
     /// A merge patch of `kind/name` (its `/status` with `status`) as `user`.
     fn patch_as(
         &self,
@@ -176,7 +119,7 @@ impl Setup {
                 BOUND,
             )
             .await
-            .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()))
+            .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.logs()))
     }
 
     /// The name of the Approval the controller made for `run`.
@@ -200,7 +143,7 @@ impl Setup {
                 .filter(|n| !n.is_empty()))
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()))
+        .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.logs()))
     }
 }
 

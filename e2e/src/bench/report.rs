@@ -1,5 +1,5 @@
 //! The benchmark's figures and the Markdown table they print as, with the
-//! targets of issue #12 beside them.
+//! target each is held to beside it.
 
 use std::fmt::Write;
 

@@ -19,8 +19,6 @@
 //! whose `output` (for `json…`) or `text` (for `text`) is absent or `null`, a
 //! run with no input, or a path that leads nowhere. It always fails the step.
 
-#![warn(missing_docs)]
-
 mod encode;
 mod error;
 mod json;

@@ -1,7 +1,8 @@
 //! A proxy on 127.0.0.1 in front of a real Chat Completions server that
 //! keeps every exchange: what was sent, what came back, and how long the
-//! server took. Shared by `tests/model_server.rs` (what did the model
-//! receive?) and `benches/agent_overhead.rs` (how much of a call is ours?).
+//! server took. Shared by the controller's `tests/model_server.rs` (what did
+//! the model receive?) and `benches/agent_overhead.rs` (how much of a call is
+//! ours?).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@ use std::path::Path;
 
 #[test]
 fn crds_directory_matches_the_api_types() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crds");
     let files = coxswain_core::crds::render_all().expect("CRDs serialize");
     assert_eq!(files.len(), 3);
     for (name, generated) in files {

@@ -1,0 +1,222 @@
+//! Where the tests that act as a person (through kubectl) start: the CRDs
+//! installed, a namespace of the test's own, kubectl, and what serves that
+//! namespace. One type, so every such test file starts the same way and
+//! a change to how a controller is started is made once.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+
+/// How long [`Setup::serving_admission`] waits for the API server to call
+/// the webhook.
+const REGISTERED: Duration = Duration::from_secs(90);
+
+/// A flow admission refuses (`True` is not a boolean of the expression
+/// language): its refusal shows the webhook is registered and called.
+pub const NOT_A_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: probe}
+spec:
+  steps:
+    - {key: a, agent: {prompt: x}, when: "$input.x == True"}
+"#;
+
+/// A namespace with the CRDs installed, kubectl, and the controllers
+/// watching it. Dropping it deletes the namespace (and, when it served
+/// admission, the webhook configurations that select only this namespace).
+pub struct Setup {
+    /// The test's own namespace.
+    pub ns: TestNamespace,
+    /// kubectl as the cluster's admin (`--as` impersonates people).
+    pub kubectl: Kubectl,
+    /// The controllers for `ns`: one, unless a test starts more (replicas)
+    /// or `coxswain webhook` serves admission alone (none).
+    pub controllers: Vec<ControllerProcess>,
+    /// `coxswain webhook`, when it serves admission instead of a controller.
+    webhook: Option<WebhookProcess>,
+    /// Whether webhook configurations were registered for `ns`.
+    admission: bool,
+}
+
+impl Setup {
+    /// The CRDs, a namespace and one controller for it, started with
+    /// `flags` after [`ControllerProcess::for_namespace`]'s own.
+    pub async fn new(flags: &[&str]) -> Setup {
+        let (ns, kubectl) = namespace().await;
+        let controller = ControllerProcess::for_namespace(ns.name(), flags)
+            .await
+            .expect("controller");
+        Setup {
+            ns,
+            kubectl,
+            controllers: vec![controller],
+            webhook: None,
+            admission: false,
+        }
+    }
+
+    /// The CRDs, a namespace with `rbac` applied (the test's people and
+    /// their Roles), and admission served on a free loopback port: by a
+    /// controller started with `--webhook-url` and `flags`, or with `alone`
+    /// by `coxswain webhook`, which reconciles nothing. Returns once the
+    /// API server calls the webhook (a flow that is not valid is refused).
+    pub async fn serving_admission(rbac: &str, alone: bool, flags: &[&str]) -> Setup {
+        let (ns, kubectl) = namespace().await;
+        kubectl
+            .apply(ns.name(), rbac)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "https://127.0.0.1:{}",
+            crate::free_port().expect("a free port")
+        );
+        let mut s = Setup {
+            ns,
+            kubectl,
+            controllers: Vec::new(),
+            webhook: None,
+            admission: true,
+        };
+        if alone {
+            s.webhook = Some(WebhookProcess::start(s.ns.name(), &url).await);
+        } else {
+            let mut args = vec!["--webhook-url", url.as_str()];
+            args.extend_from_slice(flags);
+            s.controllers.push(
+                ControllerProcess::for_namespace(s.ns.name(), &args)
+                    .await
+                    .expect("controller"),
+            );
+        }
+        // The API server calls the webhook once it has been registered.
+        let refused = wait_for("the webhook to refuse a bad flow", REGISTERED, || async {
+            Ok(s.kubectl
+                .apply(s.ns.name(), NOT_A_FLOW)
+                .err()
+                .filter(|e| e.contains("admission webhook")))
+        })
+        .await;
+        if let Err(e) = refused {
+            panic!("{e}\ncontroller log:\n{}", s.logs());
+        }
+        s
+    }
+
+    /// The namespace's name.
+    pub fn ns(&self) -> &str {
+        self.ns.name()
+    }
+
+    /// Every log of what serves the namespace, for failure messages.
+    pub fn logs(&self) -> String {
+        let webhook = self.webhook.as_ref().map(WebhookProcess::log_text);
+        self.controllers
+            .iter()
+            .map(ControllerProcess::log_text)
+            .chain(webhook)
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    }
+
+    /// `kubectl apply` of `yaml` in the namespace; panics with kubectl's
+    /// message if it is refused.
+    pub fn apply(&self, yaml: &str) {
+        self.kubectl
+            .apply(self.ns(), yaml)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// `kind/name` in the namespace as `kubectl get -o json` prints it.
+    pub fn get(&self, kind: &str, name: &str) -> Value {
+        self.kubectl
+            .json(&["get", kind, name, "-n", self.ns(), "-o", "json"])
+    }
+
+    /// kubectl in the namespace as `user` (`["--as", "alice"]`, groups
+    /// too), with `stdin`; its stdout, or its error output.
+    pub fn kubectl_as(
+        &self,
+        user: &[&str],
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<String, String> {
+        let mut all: Vec<&str> = user.to_vec();
+        all.extend_from_slice(&["-n", self.ns()]);
+        all.extend_from_slice(args);
+        self.kubectl.run_with_stdin(&all, stdin)
+    }
+}
+
+impl Drop for Setup {
+    /// The webhook configurations only select this namespace; remove them
+    /// with it.
+    fn drop(&mut self) {
+        if !self.admission {
+            return;
+        }
+        let name = format!("coxswain-{}", self.ns.name());
+        for kind in [
+            "validatingwebhookconfiguration",
+            "mutatingwebhookconfiguration",
+        ] {
+            let _ = self
+                .kubectl
+                .run(&["delete", kind, &name, "--ignore-not-found"]);
+        }
+    }
+}
+
+/// The CRDs installed and a fresh namespace.
+async fn namespace() -> (TestNamespace, Kubectl) {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    (ns, kubectl)
+}
+
+/// `coxswain webhook` as a process, with only KUBECONFIG set; killed when dropped.
+struct WebhookProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl WebhookProcess {
+    async fn start(namespace: &str, url: &str) -> WebhookProcess {
+        let kubeconfig = tokio::task::spawn_blocking(crate::kubeconfig)
+            .await
+            .expect("join")
+            .expect("kubeconfig");
+        let log = crate::workspace_root().join(format!(
+            "target/e2e/controllers/webhook-{}-{namespace}.log",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(log.parent().expect("dir")).expect("log dir");
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(crate::coxswain_bin().expect("built"))
+            .args(["webhook", "--namespace", namespace, "--webhook-url", url])
+            .env_clear()
+            .env("KUBECONFIG", kubeconfig)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start coxswain webhook");
+        WebhookProcess { child, log }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for WebhookProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,126 @@
+//! Admission of Flows against the real API server, with the real kubectl:
+//! a flow that is not valid is refused naming the step and the character,
+//! and nobody reaches a Secret through a flow. People are impersonated
+//! (`--as`) and get their rights from Roles in the test's namespace.
+
+mod admission;
+
+use admission::{ALICE, EVE, assert_refused, flow, setup};
+
+#[tokio::test]
+async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
+    let s = setup().await;
+    let malformed = flow(
+        "malformed",
+        "    - {key: draft, agent: {prompt: x}, when: \"$input.x == 'open\"}\n",
+    );
+    assert_refused(
+        s.apply_as(&ALICE, &malformed),
+        "flows.coxswain.dev",
+        &[
+            "flow malformed is not valid (1 problem): step draft: when: ",
+            "(character ",
+        ],
+    );
+    let capitalised = flow(
+        "capitalised",
+        "    - {key: draft, agent: {prompt: x}, when: \"$input.ready == True\"}\n",
+    );
+    assert_refused(
+        s.apply_as(&ALICE, &capitalised),
+        "flows.coxswain.dev",
+        &["step draft: when: ", "`true`", "(character 17)"],
+    );
+    let later = flow(
+        "later",
+        "    - {key: draft, agent: {prompt: x}, input: {notes: $steps.review.output.notes}}\n    - {key: review, agent: {prompt: Review it.}}\n",
+    );
+    assert_refused(
+        s.apply_as(&ALICE, &later),
+        "flows.coxswain.dev",
+        &["step draft: input.notes: ", "`review`", "(character "],
+    );
+    // Every problem of a flow in one refusal.
+    let two = flow(
+        "two",
+        "    - {key: a, agent: {prompt: x}, when: \"$input.x == True\"}\n    - {key: b, agent: {prompt: Review it.}, after: [c]}\n    - {key: c, agent: {prompt: z}}\n",
+    );
+    assert_refused(
+        s.apply_as(&ALICE, &two),
+        "flows.coxswain.dev",
+        &["(2 problems): step a: when: ", "; step b: after[0]: "],
+    );
+    for name in ["malformed", "capitalised", "later", "two"] {
+        assert!(
+            s.kubectl_as(&[], &["get", "flow", name], None).is_err(),
+            "{name} was stored"
+        );
+    }
+    // A valid flow is accepted, created and then updated.
+    let good = flow(
+        "good",
+        "    - {key: draft, agent: {prompt: x}, when: \"$input.ready == true\"}\n",
+    );
+    s.apply_as(&ALICE, &good).unwrap_or_else(|e| panic!("{e}"));
+    let edited = good.replace("prompt: x", "prompt: Write more.");
+    s.apply_as(&ALICE, &edited)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // An update that breaks it is refused; the stored flow stays as it was.
+    let broken = good.replace("== true", "== True");
+    assert_refused(
+        s.apply_as(&ALICE, &broken),
+        "flows.coxswain.dev",
+        &["step draft: when: "],
+    );
+    assert_eq!(
+        s.get("flow", "good")["spec"]["steps"][0]["agent"]["prompt"],
+        "Write more."
+    );
+}
+
+#[tokio::test]
+async fn nobody_gains_a_secret_through_a_flow() {
+    let s = setup().await;
+    let binds = |url: &str| {
+        format!(
+            r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: publish}}
+spec:
+  steps:
+    - key: publish
+      http:
+        method: POST
+        url: "{url}"
+        headers: [{{name: Authorization, valueFrom: {{secretKeyRef: {{name: cms, key: token}}}}}}]
+"#
+        )
+    };
+    let fixed = binds("https://cms.example.com/api/posts/{{input.json.id}}");
+    assert_refused(
+        s.apply_as(&EVE, &fixed),
+        "flows.coxswain.dev",
+        &["step publish: http.headers[0].valueFrom: `eve` may not read the Secret `cms`"],
+    );
+    s.apply_as(&ALICE, &fixed).unwrap_or_else(|e| panic!("{e}"));
+    // Not even someone who may read it lets run input choose the host.
+    let chosen = binds("https://{{input.json.host}}/api/posts");
+    assert_refused(
+        s.apply_as(&ALICE, &chosen.replace("publish}", "exfiltrate}")),
+        "flows.coxswain.dev",
+        &[
+            "step publish: http.url: this step sends the Secret `cms` in a header",
+            "(character 9)",
+        ],
+    );
+    assert_refused(
+        s.kubectl_as(
+            &[],
+            &["apply", "-f", "-"],
+            Some(&chosen.replace("publish}", "exfiltrate}")),
+        ),
+        "flows.coxswain.dev",
+        &["choose where the secret goes"],
+    );
+}

@@ -68,6 +68,29 @@ pub fn main() -> ExitCode {
 
 /// The flow named `name` in a YAML file (the first one when no name is
 /// given), with its name; or what is wrong, naming the file.
+/// Runs a long-lived server (`coxswain controller`, `coxswain webhook`) on
+/// its own runtime until it returns: exit 0 when it stopped on a signal, 1
+/// (with the reason on stderr) when it could not start or had to stop.
+fn serve<E: std::fmt::Display>(
+    what: &str,
+    server: impl std::future::Future<Output = Result<(), E>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(server) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("coxswain {what}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn load_flow(
     path: &std::path::Path,
     name: Option<&str>,

@@ -13,18 +13,5 @@ pub struct Args {
 
 /// Runs until SIGTERM or SIGINT; exit 1 when admission could not start.
 pub fn run(args: Args) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(coxswain_k8s::admission::run_alone(args.settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("coxswain webhook: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::serve("webhook", coxswain_k8s::admission::run_alone(args.settings))
 }

@@ -685,3 +685,95 @@ spec:
             .is_some_and(|t| t.starts_with("[moved out of the status"))
     );
 }
+
+/// The `error.code` of `run` once it failed.
+async fn failed_code(s: &Cluster, run: &str) -> Value {
+    let done = s
+        .wait_phase(run, &["Failed", "Succeeded", "Cancelled"])
+        .await;
+    assert_eq!(done["status"]["phase"], "Failed", "{}", done["status"]);
+    done["status"]["error"].clone()
+}
+
+#[tokio::test]
+async fn without_admission_a_bad_input_or_flow_fails_with_its_own_code_and_a_missing_flow_is_told()
+{
+    // The controller alone: nothing refuses these at `kubectl create`.
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: typed}
+spec:
+  input:
+    type: object
+    required: [count]
+    properties: {count: {type: integer}}
+  steps:
+    - key: check
+      condition: {when: "$input.count > 1"}
+---
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: broken}
+spec:
+  steps:
+    - key: check
+      condition: {when: "$steps.nowhere.output > 1"}
+"#,
+    );
+    let bad_input = s.create_run("typed", json!({"count": "two"}));
+    let error = failed_code(&s, &bad_input).await;
+    assert_eq!(error["code"], "workflow.input_invalid", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not fit the flow `typed`")),
+        "{error}"
+    );
+    let bad_flow = s.create_run("broken", json!({}));
+    let error = failed_code(&s, &bad_flow).await;
+    assert_eq!(error["code"], "workflow.flow_invalid", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`nowhere`")),
+        "{error}"
+    );
+
+    // A Run of a Flow not synced yet waits, says why, and tells it once in
+    // an Event kubectl shows.
+    let waiting = s.create_run("later", json!({}));
+    let ns = s.ns.name().to_string();
+    let events = wait_for("a FlowNotFound Event", BOUND, || async {
+        let events = s.kubectl.json(&[
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "--field-selector",
+            &format!("involvedObject.name={waiting},reason=FlowNotFound"),
+            "-o",
+            "json",
+        ]);
+        let items = events["items"].as_array().cloned().unwrap_or_default();
+        Ok((!items.is_empty()).then_some(items))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    assert_eq!(events.len(), 1, "told once: {events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    assert!(
+        events[0]["note"]
+            .as_str()
+            .or(events[0]["message"].as_str())
+            .is_some_and(|m| m.contains("`later` does not exist")),
+        "{}",
+        events[0]
+    );
+    let run = s.get("run", &waiting);
+    assert_eq!(run["status"]["phase"], "Pending", "{}", run["status"]);
+    let running = &run["status"]["conditions"][0];
+    assert_eq!(running["reason"], "FlowNotFound", "{running}");
+}

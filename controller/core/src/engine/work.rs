@@ -223,6 +223,12 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "workflow.loop_limit";
     /// The run was cancelled.
     pub const CANCELLED: &str = "workflow.cancelled";
+    /// The run's input does not fit the flow's `input` schema (found when
+    /// the run starts, where no admission webhook refused it).
+    pub const INPUT: &str = "workflow.input_invalid";
+    /// The flow a run starts from has problems (found when the run starts,
+    /// where no admission webhook refused the Flow).
+    pub const FLOW_INVALID: &str = "workflow.flow_invalid";
     /// Coxswain itself could not run or follow the work (an executor broke,
     /// or the place work runs could not be reached).
     pub const INTERNAL: &str = "workflow.internal_error";

@@ -36,6 +36,18 @@ pub fn tampered(kind: &str, name: &str, reason: &str) -> Event {
     }
 }
 
+/// The warning that a run waits for its Flow, which does not exist (yet:
+/// Argo CD may sync it after the Run).
+pub fn flow_missing(reason: &str) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: "FlowNotFound".into(),
+        note: Some(cut(format!("{reason}; the run starts once it exists"))),
+        action: "PinFlow".into(),
+        secondary: None,
+    }
+}
+
 /// The events that tell how `old` became `new`.
 pub fn transitions(old: &RunStatus, new: &RunStatus) -> Vec<Event> {
     let mut events = Vec::new();

@@ -165,8 +165,8 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     let pinned = pin::pinned_flow(&ctx.client, &ctx.flows, run, old.flow_digest.as_deref()).await?;
     let flow = match pinned {
         Pinned::Flow(flow) => flow,
-        Pinned::Refused(reason) => {
-            let error = step_error(codes::INTERNAL, reason);
+        Pinned::Refused(code, reason) => {
+            let error = step_error(code, reason);
             return refuse(ctx, run, &old, error).await.map(Read::Done);
         }
         Pinned::Tampered { object, reason } => {
@@ -182,6 +182,8 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
             status::set_flow_missing(&mut new, run.metadata.generation, Timestamp::now(), &reason);
             if new != old {
                 write_record(ctx, run, &new).await?;
+                // Once, as the run starts waiting for its Flow.
+                ctx.events.publish(run, vec![events::flow_missing(&reason)]);
             }
             return Ok(Read::Done(Action::requeue(FLOW_MISSING_REQUEUE)));
         }

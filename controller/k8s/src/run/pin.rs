@@ -13,7 +13,7 @@ use kube::{Api, Resource, ResourceExt};
 use crate::error::Error;
 use crate::names;
 use coxswain_core::api::{Flow, FlowSpec, Run};
-use coxswain_core::engine::CompiledFlow;
+use coxswain_core::engine::{CompiledFlow, codes};
 use coxswain_core::flow::{StartProblem, one_line};
 
 /// The key of the snapshot ConfigMap holding the flow's spec as JSON.
@@ -23,8 +23,9 @@ pub const SNAPSHOT_KEY: &str = "flow.json";
 pub enum Pinned {
     /// The flow the run goes on with.
     Flow(Arc<CompiledFlow>),
-    /// The run cannot start: the reason, for its record.
-    Refused(String),
+    /// The run cannot start or go on: the error code and the reason, for
+    /// its record.
+    Refused(&'static str, String),
     /// A ConfigMap under the snapshot's name is not the snapshot the
     /// controller made or would make: nothing runs from it, it is left
     /// alone, and the run fails as tampered with.
@@ -127,11 +128,14 @@ async fn recorded_snapshot(
             Err(why) => Err(tampered(name, why)),
         });
     }
-    Ok(Err(Pinned::Refused(format!(
-        "the run's flow snapshot (ConfigMap {}) is gone, so the run cannot go on \
+    Ok(Err(Pinned::Refused(
+        codes::INTERNAL,
+        format!(
+            "the run's flow snapshot (ConfigMap {}) is gone, so the run cannot go on \
          with the flow it started with",
-        names[0]
-    ))))
+            names[0]
+        ),
+    )))
 }
 
 fn tampered(name: &str, why: String) -> Pinned {
@@ -195,16 +199,19 @@ async fn snapshot_flow(
     let compiled = match CompiledFlow::start(flow.spec.clone(), run.spec.input.as_ref()) {
         Ok(compiled) => compiled.with_generation(generation),
         Err(problem @ StartProblem::Invalid(_)) => {
-            return Ok(Err(Pinned::Refused(format!(
-                "the flow `{flow_name}` is not valid: {}",
-                problem.list()
-            ))));
+            return Ok(Err(Pinned::Refused(
+                codes::FLOW_INVALID,
+                format!("the flow `{flow_name}` is not valid: {}", problem.list()),
+            )));
         }
         Err(problem @ StartProblem::Input(_)) => {
-            return Ok(Err(Pinned::Refused(format!(
-                "the run's input does not fit the flow `{flow_name}`: {}",
-                problem.list()
-            ))));
+            return Ok(Err(Pinned::Refused(
+                codes::INPUT,
+                format!(
+                    "the run's input does not fit the flow `{flow_name}`: {}",
+                    problem.list()
+                ),
+            )));
         }
     };
     let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);

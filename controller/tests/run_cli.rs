@@ -240,10 +240,20 @@ fn decisions_come_from_the_command_line_in_order() {
     assert_eq!(r["steps"]["draft"]["output"]["attempt"], 2);
     assert_eq!(r["steps"]["draft"]["attempts"][1]["feedback"], "again");
     assert_eq!(r["steps"]["review"]["output"]["decision"], "approve");
-    // Without a decision and without a terminal, the run stops instead of hanging.
+    // Without a decision and without a terminal, the run stops instead of
+    // hanging, and fails saying what it needs (nobody cancelled it).
     let o = coxswain(&["run", &file, "--quiet", "--output", "json"]);
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(record(&o)["phase"], "Cancelled");
+    let r = record(&o);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(r["error"]["code"], "workflow.no_answer", "{}", r["error"]);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("pass --decide review=")),
+        "{}",
+        r["error"]
+    );
 }
 
 #[test]

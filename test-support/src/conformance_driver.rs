@@ -12,7 +12,7 @@ use coxswain::local::{Approver, CommandLineApprover};
 use coxswain_core::api::{FlowSpec, RunPhase, RunStatus, StepError, TokenUsage};
 use coxswain_core::engine::{
     ApprovalRequest, AskRef, CompiledFlow, Done, Event, Failed, Plan, RunInfo, RunMachine, Seen,
-    Task, Work, WorkResult, same_attempt,
+    Task, Work, WorkResult, codes, same_attempt, step_error,
 };
 use coxswain_steps::Executor;
 use jiff::Timestamp;
@@ -342,7 +342,7 @@ where
         } else if let Some(request) = first_ask(&mut asks) {
             Some(match approver.decide(&request) {
                 Ok(decision) => Next::Answer(request, decision),
-                Err(_) => Next::Event(Event::Cancel),
+                Err(e) => Next::Event(Event::GiveUp(step_error(codes::NO_ANSWER, e.to_string()))),
             })
         } else if let Some(at) = wake.take() {
             now = now.max(at);

@@ -110,8 +110,12 @@ where
         if driver.running.is_empty() && driver.wake.is_none() {
             // Nothing runs and nothing will wake the engine: it is stuck,
             // which it must never be. Say so instead of hanging.
-            progress.note("the run has nothing left to do but did not finish");
-            events.push(Input::Event(Event::Cancel));
+            let stuck = "the run has nothing left to do but did not finish";
+            progress.note(stuck);
+            events.push(Input::Event(Event::GiveUp(step_error(
+                codes::INTERNAL,
+                stuck,
+            ))));
             continue;
         }
         let sleep = driver.wake.map(|at| {
@@ -213,14 +217,17 @@ enum Input {
     Answer(ApprovalRequest, Decision),
 }
 
-/// Asks the approver; with no answer to be had, the run is cancelled.
+/// Asks the approver; with no answer to be had, the run fails saying why.
 fn ask(approver: &mut dyn Approver, progress: &mut Progress, request: ApprovalRequest) -> Input {
     progress.suspend();
     match approver.decide(&request) {
         Ok(decision) => Input::Answer(request, decision),
         Err(error) => {
-            progress.note(&error.to_string());
-            Input::Event(Event::Cancel)
+            // Nobody here can answer: the run fails saying so (nobody
+            // cancelled it).
+            let message = error.to_string();
+            progress.note(&message);
+            Input::Event(Event::GiveUp(step_error(codes::NO_ANSWER, message)))
         }
     }
 }

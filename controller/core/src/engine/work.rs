@@ -223,6 +223,9 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "workflow.loop_limit";
     /// The run was cancelled.
     pub const CANCELLED: &str = "workflow.cancelled";
+    /// A person step needs an answer no one can give here (`coxswain run`
+    /// with no terminal and no `--decide` for it).
+    pub const NO_ANSWER: &str = "workflow.no_answer";
     /// The run's input does not fit the flow's `input` schema (found when
     /// the run starts, where no admission webhook refused it).
     pub const INPUT: &str = "workflow.input_invalid";

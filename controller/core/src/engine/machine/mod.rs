@@ -61,8 +61,12 @@ pub enum Event {
     },
     /// Time passed (a retry may be due).
     Tick,
-    /// Stop the run.
+    /// Stop the run (someone asked to).
     Cancel,
+    /// The driver cannot go on (no one can answer a person step, or the
+    /// engine has nothing left to do but did not finish): the run fails with
+    /// this error, and whatever runs is stopped.
+    GiveUp(StepError),
 }
 
 /// A person's answer.
@@ -292,6 +296,7 @@ impl<'f> RunMachine<'f> {
                 RunPhase::Cancelled,
                 step_error(codes::CANCELLED, "the run was cancelled"),
             ),
+            Event::GiveUp(error) => self.stop(RunPhase::Failed, error),
         }
         self.settle_event()
     }

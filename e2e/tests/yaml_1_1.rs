@@ -122,3 +122,23 @@ async fn a_bare_true_where_text_is_expected_is_refused_by_the_api_server_and_nam
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lint(&file), (0, vec![]));
 }
+
+/// What lint leaves alone because kubectl reads it as serde_yaml does:
+/// go-yaml has no base 60 (`1:30` stays text), and `0o755`, `0x1f` and `~`
+/// mean the same number or null in both versions.
+#[tokio::test]
+async fn what_kubectl_reads_alike_is_left_alone_by_lint() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("flow.yaml");
+    let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: alike}\nspec:\n  steps:\n    - key: a\n      agent: {prompt: x}\n      input: {at: 1:30, long: 190:20:30, mode: 0o755, hex: 0x1f, none: ~, t: true}\n";
+    std::fs::write(&file, flow).expect("write the flow");
+    let by_coxswain: Value = serde_yaml::from_str(flow).expect("YAML 1.2");
+    assert_eq!(
+        by_coxswain["spec"]["steps"][0]["input"],
+        json!({"at": "1:30", "long": "190:20:30", "mode": 493, "hex": 31, "none": null, "t": true})
+    );
+    assert_eq!(kubectl_reads(&kubectl, &file), by_coxswain);
+    assert_eq!(lint(&file), (0, vec![]));
+}

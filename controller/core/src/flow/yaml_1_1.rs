@@ -106,13 +106,39 @@ fn flow_schema() -> Value {
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
-/// The schema of the value under `key` in a mapping with `schema`.
-fn property<'s>(schema: Option<&'s Value>, key: &str) -> Option<&'s Value> {
-    let schema = schema?;
-    if let Some(field) = schema.get("properties").and_then(|p| p.get(key)) {
-        return Some(field);
+/// The schemas the scan walks: a Flow's, and a step's for the steps nested
+/// in a loop (`steps`) or a parallel step (`step`), which the CRD leaves
+/// free (a schema cannot refer to itself) but the controller reads as steps.
+struct Schemas {
+    flow: Value,
+    step: Value,
+    steps: Value,
+}
+
+impl Schemas {
+    fn new() -> Self {
+        let flow = flow_schema();
+        let step = flow["properties"]["spec"]["properties"]["steps"]["items"].clone();
+        let steps = serde_json::json!({ "type": "array", "items": step.clone() });
+        Schemas { flow, step, steps }
     }
-    schema.get("additionalProperties").filter(|a| a.is_object())
+
+    /// The schema of the value under `key` in a mapping with `schema`.
+    fn property<'s>(&'s self, schema: Option<&'s Value>, key: &str) -> Option<&'s Value> {
+        let schema = schema?;
+        if let Some(field) = schema.get("properties").and_then(|p| p.get(key)) {
+            let nested = |s: &Value| {
+                s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+                    && s.get("properties").is_none()
+            };
+            return Some(match key {
+                "step" if nested(field) => &self.step,
+                "steps" if field.get("items").is_some_and(nested) => &self.steps,
+                _ => field,
+            });
+        }
+        schema.get("additionalProperties").filter(|a| a.is_object())
+    }
 }
 
 /// Whether the schema says the value is a string and nothing else.
@@ -126,7 +152,7 @@ fn wants_string(schema: Option<&Value>) -> bool {
 /// yields what was found before the error (serde_yaml reports the error
 /// itself).
 pub fn reads_differently(text: &str) -> Vec<ReadsDifferently> {
-    let root = flow_schema();
+    let schemas = Schemas::new();
     let mut found = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut document = 0usize;
@@ -142,8 +168,8 @@ pub fn reads_differently(text: &str) -> Vec<ReadsDifferently> {
                 stack.clear();
             }
             Event::MappingStart(..) => {
-                let schema = match take_slot(&mut stack) {
-                    Slot::Root => Some(&root),
+                let schema = match take_slot(&mut stack, &schemas) {
+                    Slot::Root => Some(&schemas.flow),
                     Slot::Value { schema, .. } => schema,
                     Slot::Key => None,
                 };
@@ -154,7 +180,7 @@ pub fn reads_differently(text: &str) -> Vec<ReadsDifferently> {
                 });
             }
             Event::SequenceStart(..) => {
-                let items = match take_slot(&mut stack) {
+                let items = match take_slot(&mut stack, &schemas) {
                     Slot::Value { schema, .. } => schema.and_then(|s| s.get("items")),
                     Slot::Root | Slot::Key => None,
                 };
@@ -164,10 +190,10 @@ pub fn reads_differently(text: &str) -> Vec<ReadsDifferently> {
                 stack.pop();
             }
             Event::Alias(_) => {
-                take_slot(&mut stack);
+                take_slot(&mut stack, &schemas);
             }
             Event::Scalar(value, style, _, tag) => {
-                let slot = take_slot(&mut stack);
+                let slot = take_slot(&mut stack, &schemas);
                 let key = matches!(slot, Slot::Key);
                 if key && let Some(Frame::Map { key: last, .. }) = stack.last_mut() {
                     *last = Some(value.to_string());
@@ -216,7 +242,7 @@ enum Slot<'s> {
 }
 
 /// Uses the slot the next node fills and says which it is.
-fn take_slot<'s>(stack: &mut [Frame<'s>]) -> Slot<'s> {
+fn take_slot<'s>(stack: &mut [Frame<'s>], schemas: &'s Schemas) -> Slot<'s> {
     match stack.last_mut() {
         None => Slot::Root,
         Some(Frame::Map {
@@ -230,7 +256,7 @@ fn take_slot<'s>(stack: &mut [Frame<'s>]) -> Slot<'s> {
                 Slot::Key
             } else {
                 Slot::Value {
-                    schema: key.as_deref().and_then(|k| property(*schema, k)),
+                    schema: key.as_deref().and_then(|k| schemas.property(*schema, k)),
                     field: key.clone(),
                 }
             }
@@ -543,6 +569,36 @@ spec:
                 "spec.output: the key \"true\" is what kubectl makes of a bare y, yes or on (YAML 1.1 reads it as a boolean); if you meant the word, quote it in the YAML, as in \"yes\":",
                 "spec.steps[0].input.deep[0]: the key \"true\" is what kubectl makes of a bare y, yes or on (YAML 1.1 reads it as a boolean); if you meant the word, quote it in the YAML, as in \"yes\":",
                 "spec.steps[0].input: the key \"false\" is what kubectl makes of a bare n, no or off (YAML 1.1 reads it as a boolean); if you meant the word, quote it in the YAML, as in \"no\":",
+            ]
+        );
+    }
+
+    /// Steps nested in a loop or a parallel step are free JSON to the API
+    /// server, but the controller reads them as steps: a bare `when: true`
+    /// there is found too, and their `input` stays free.
+    #[test]
+    fn steps_nested_in_a_loop_or_a_parallel_step_are_checked_as_steps() {
+        let text = "\
+spec:
+  steps:
+    - key: l
+      loop:
+        until: $pass > 2
+        steps:
+          - {key: i, when: true, input: {t: true}}
+    - key: p
+      parallel:
+        parts: [{name: a}]
+        step: {description: 7, script: {source: x}}
+";
+        assert_eq!(
+            refused(text)
+                .into_iter()
+                .map(|(l, c, _, f)| (l, c, f))
+                .collect::<Vec<_>>(),
+            [
+                (7, 28, Some("when".into())),
+                (11, 29, Some("description".into()))
             ]
         );
     }

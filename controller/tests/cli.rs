@@ -269,6 +269,76 @@ fn lint_prints_one_line_per_problem_and_exits_1() {
     assert_eq!(o.status.code(), Some(1));
 }
 
+/// A flow full of YAML 1.1 traps: every scalar kubectl and Argo CD read
+/// otherwise, or refuse, is named with its line, column and the quoted fix.
+const TRAPS: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: traps}
+spec:
+  description: Every bare word kubectl reads otherwise
+  steps:
+    - key: ask
+      when: True
+      script:
+        source: echo "$LOUD"
+        env:
+          - {name: LOUD, value: on}
+          - {name: QUIET, value: false}
+      input: {n: 1, Yes: 2, OFF: 3, mode: 0755, budget: 1_000, plain: 10, t: true}
+    - key: check
+      condition: {when: true}
+    - key: done
+      after: [check.true]
+      description: 2024
+      script: {command: [echo, y], args: [NO]}
+"#;
+
+#[test]
+fn lint_names_every_yaml_1_1_trap_with_its_place_and_fix() {
+    let flow = temp_file("traps.yaml", TRAPS);
+    let file = flow.to_str().unwrap();
+    let o = coxswain(&["lint", file]);
+    assert_eq!(o.status.code(), Some(1));
+    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    let traps = [
+        "line 8, column 13: the value `True` is the boolean true to kubectl and Argo CD, and the API server refuses it: `when` takes text (an expression); quote it: \"true\"",
+        "line 12, column 33: the value `on` is text here, but kubectl and Argo CD (YAML 1.1) read it as true; quote it: \"on\"",
+        "line 13, column 34: the value `false` is the boolean false to kubectl and Argo CD, and the API server refuses it: `value` takes text; quote it: \"false\"",
+        "line 14, column 15: the key `n` is text here, but kubectl and Argo CD (YAML 1.1) read it as false; quote it: \"n\"",
+        "line 14, column 21: the key `Yes` is text here, but kubectl and Argo CD (YAML 1.1) read it as true; quote it: \"Yes\"",
+        "line 14, column 29: the key `OFF` is text here, but kubectl and Argo CD (YAML 1.1) read it as false; quote it: \"OFF\"",
+        "line 14, column 43: the value `0755` is text here, but kubectl and Argo CD (YAML 1.1) read it as the octal number 493; quote it: \"0755\"",
+        "line 14, column 57: the value `1_000` is text here, but kubectl and Argo CD (YAML 1.1) read it as the number 1000; quote it: \"1_000\"",
+        "line 16, column 25: the value `true` is the boolean true to kubectl and Argo CD, and the API server refuses it: `when` takes text (an expression); quote it: \"true\"",
+        "line 19, column 20: the value `2024` is the number 2024 to kubectl and Argo CD, and the API server refuses it: `description` takes text; quote it: \"2024\"",
+        "line 20, column 32: the value `y` is text here, but kubectl and Argo CD (YAML 1.1) read it as true; quote it: \"y\"",
+        "line 20, column 43: the value `NO` is text here, but kubectl and Argo CD (YAML 1.1) read it as false; quote it: \"NO\"",
+    ];
+    let mut expected = vec![format!(
+        "{file}: flow traps: step ask: when: write `true` in lowercase and quoted (`\"true\"`), not `True`: in YAML a bare true is a boolean, and kubectl refuses it where an expression (text) is expected (character 1)"
+    )];
+    expected.extend(traps.iter().map(|t| format!("{file}: flow traps: {t}")));
+    assert_eq!(lines, expected);
+    assert_eq!(stderr(&o), "checked 1 flow in 1 file: 13 problems\n");
+
+    // Quoted as lint says, the file has nothing left to report.
+    let mended = TRAPS
+        .replace("when: True", "when: \"true\"")
+        .replace("value: on", "value: \"on\"")
+        .replace("value: false", "value: \"false\"")
+        .replace(
+            "{n: 1, Yes: 2, OFF: 3, mode: 0755, budget: 1_000,",
+            "{\"n\": 1, \"Yes\": 2, \"OFF\": 3, mode: \"0755\", budget: \"1_000\",",
+        )
+        .replace("{when: true}", "{when: \"true\"}")
+        .replace("description: 2024", "description: \"2024\"")
+        .replace("[echo, y], args: [NO]", "[echo, \"y\"], args: [\"NO\"]");
+    let flow = temp_file("mended.yaml", &mended);
+    let o = coxswain(&["lint", flow.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o), "");
+}
+
 #[test]
 fn lint_reports_yaml_that_does_not_fit_the_schema() {
     let flow = temp_file(

@@ -136,6 +136,35 @@ fn failure_handling_example_retries_and_continues() {
     );
 }
 
+/// A flow kubectl would read otherwise (a bare `n` key, `when: true`) is
+/// not run: it is refused with lint's messages, before anything runs.
+#[test]
+fn a_flow_kubectl_reads_differently_is_refused_with_lints_messages() {
+    let flow = flow_file(
+        "traps.yaml",
+        "    - key: a\n      when: true\n      script: {source: touch ran}\n      input: {n: 1}\n",
+    );
+    let o = coxswain(&["run", &flow, "--input", "{}"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{}: flow t: kubectl and Argo CD would read this flow differently, so it is not run; quote as said (`coxswain lint` says the same):\n  \
+             line 7, column 13: the value `true` is the boolean true to kubectl and Argo CD, and the API server refuses it: `when` takes text (an expression); quote it: \"true\"\n  \
+             line 9, column 15: the key `n` is text here, but kubectl and Argo CD (YAML 1.1) read it as false; quote it: \"n\"\n",
+            &*flow
+        )
+    );
+    assert!(o.stdout.is_empty());
+    let lint = coxswain(&["lint", &flow]);
+    let lint = String::from_utf8_lossy(&lint.stdout);
+    assert!(
+        lint.contains("line 7, column 13: the value `true`"),
+        "{lint}"
+    );
+    assert!(lint.contains("line 9, column 15: the key `n`"), "{lint}");
+}
+
 #[test]
 fn input_that_does_not_fit_exits_2_before_anything_runs() {
     let o = coxswain(&["run", &example("hello.yaml"), "--input", r#"{"loud": 1}"#]);

@@ -7,6 +7,34 @@ mod admission;
 
 use admission::{ALICE, EVE, assert_refused, flow, setup};
 
+/// A bare `n` key reaches the API server as `"false"`: the Flow is admitted
+/// (the key may be meant) with a warning kubectl prints; quoted, none.
+#[tokio::test]
+async fn a_key_kubectl_read_as_a_boolean_is_admitted_with_a_warning() {
+    let s = setup().await;
+    let strict = ["--as", "alice", "--warnings-as-errors"];
+    let keys = flow(
+        "keys",
+        "    - {key: a, agent: {prompt: x}, input: {n: 1, ok: 2}}\n",
+    );
+    let warned = s.apply_as(&strict, &keys).expect_err("a warning");
+    assert!(
+        warned.contains("Warning: spec.steps[0].input: the key \"false\" is what kubectl makes of a bare n, no or off (YAML 1.1 reads it as a boolean); if you meant the word, quote it in the YAML, as in \"no\":"),
+        "{warned}"
+    );
+    assert_eq!(
+        s.get("flow", "keys")["spec"]["steps"][0]["input"],
+        serde_json::json!({"false": 1, "ok": 2})
+    );
+    let quoted = keys.replace("{n: 1", "{\"n\": 1");
+    s.apply_as(&strict, &quoted)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        s.get("flow", "keys")["spec"]["steps"][0]["input"],
+        serde_json::json!({"n": 1, "ok": 2})
+    );
+}
+
 #[tokio::test]
 async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
     let s = setup().await;

@@ -78,3 +78,67 @@ async fn lint_names_what_kubectl_reads_differently_and_quoting_mends_it() {
     assert_eq!(kubectl_reads(&kubectl, &file), by_coxswain);
     assert_eq!(lint(&file), (0, vec![]));
 }
+
+/// Where the schema wants text, a bare `true` or `2024` reads alike in both
+/// versions but as a boolean and a number: serde_yaml hands Coxswain the
+/// text, kubectl sends the value and the API server refuses the flow. Lint
+/// names both; quoted as it says, the API server takes the flow.
+#[tokio::test]
+async fn a_bare_true_where_text_is_expected_is_refused_by_the_api_server_and_named_by_lint() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("flow.yaml");
+    let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: bare-true}\nspec:\n  description: 2024\n  steps:\n    - key: a\n      when: true\n      agent: {prompt: x}\n";
+    std::fs::write(&file, flow).expect("write the flow");
+    let path = file.to_str().expect("a UTF-8 path");
+
+    let by_kubectl = kubectl_reads(&kubectl, &file);
+    assert_eq!(by_kubectl["spec"]["description"], json!(2024));
+    assert_eq!(by_kubectl["spec"]["steps"][0]["when"], json!(true));
+    let by_coxswain: Value = serde_yaml::from_str(flow).expect("YAML 1.2");
+    assert_eq!(by_coxswain["spec"]["steps"][0]["when"], json!(true));
+    let refused = kubectl
+        .run(&["create", "--dry-run=server", "-f", path])
+        .expect_err("the API server refuses a boolean for text");
+    assert!(
+        refused.contains("spec.steps[0].when") && refused.contains("must be of type string"),
+        "{refused}"
+    );
+    assert!(refused.contains("spec.description"), "{refused}");
+
+    let (code, lines) = lint(&file);
+    assert_eq!(code, 1, "{lines:?}");
+    let named: Vec<&str> = lines.iter().filter_map(|l| l.split('`').nth(1)).collect();
+    assert_eq!(named, ["2024", "true"], "{lines:#?}");
+    assert!(lines[1].ends_with("quote it: \"true\""), "{lines:#?}");
+
+    let mended = flow
+        .replace("description: 2024", "description: \"2024\"")
+        .replace("when: true", "when: \"true\"");
+    std::fs::write(&file, &mended).expect("write the mended flow");
+    kubectl
+        .run(&["create", "--dry-run=server", "-f", path])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lint(&file), (0, vec![]));
+}
+
+/// What lint leaves alone because kubectl reads it as serde_yaml does:
+/// go-yaml has no base 60 (`1:30` stays text), and `0o755`, `0x1f` and `~`
+/// mean the same number or null in both versions.
+#[tokio::test]
+async fn what_kubectl_reads_alike_is_left_alone_by_lint() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("flow.yaml");
+    let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: alike}\nspec:\n  steps:\n    - key: a\n      agent: {prompt: x}\n      input: {at: 1:30, long: 190:20:30, mode: 0o755, hex: 0x1f, none: ~, t: true}\n";
+    std::fs::write(&file, flow).expect("write the flow");
+    let by_coxswain: Value = serde_yaml::from_str(flow).expect("YAML 1.2");
+    assert_eq!(
+        by_coxswain["spec"]["steps"][0]["input"],
+        json!({"at": "1:30", "long": "190:20:30", "mode": 493, "hex": 31, "none": null, "t": true})
+    );
+    assert_eq!(kubectl_reads(&kubectl, &file), by_coxswain);
+    assert_eq!(lint(&file), (0, vec![]));
+}

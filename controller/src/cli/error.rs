@@ -39,6 +39,18 @@ pub enum CliError {
         /// Where and why it does not fit.
         source: Box<FlowError>,
     },
+    /// A flow with scalars kubectl and Argo CD (YAML 1.1) read otherwise
+    /// than serde_yaml does, or refuse: run as written, the same file would
+    /// mean one thing here and another on a cluster.
+    #[error("{}: flow {name}: kubectl and Argo CD would read this flow differently, so it is not run; quote as said (`coxswain lint` says the same):\n{}", file.display(), found.iter().map(|f| format!("  {f}")).collect::<Vec<_>>().join("\n"))]
+    ReadsDifferently {
+        /// The flow file.
+        file: PathBuf,
+        /// The Flow's name.
+        name: String,
+        /// lint's message for each scalar, with its line and column.
+        found: Vec<String>,
+    },
     /// A JSON context file for `eval` or `render` that is not JSON.
     #[error("context {} is not JSON: {source}", path.display())]
     ContextNotJson {

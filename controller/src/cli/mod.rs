@@ -109,6 +109,20 @@ fn load_flow(
         file: path.to_path_buf(),
         name: name.map(String::from),
     })?;
+    // kubectl (YAML 1.1) would read these scalars otherwise, or refuse
+    // them: refused here with lint's messages, so the file means one thing.
+    let found: Vec<String> = coxswain_core::flow::reads_differently(&text)
+        .iter()
+        .filter(|r| r.document == document.document)
+        .map(ToString::to_string)
+        .collect();
+    if !found.is_empty() {
+        return Err(CliError::ReadsDifferently {
+            file: path.to_path_buf(),
+            name: document.name,
+            found,
+        });
+    }
     let flow = document.flow.map_err(|source| CliError::BadFlow {
         file: path.to_path_buf(),
         name: document.name.clone(),

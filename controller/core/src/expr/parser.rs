@@ -88,7 +88,16 @@ impl<'a> Parser<'a> {
             ),
             Tok::Ident(w) => {
                 let lower = w.to_ascii_lowercase();
-                if KEYWORDS.contains(&lower.as_str()) && lower != *w {
+                if (lower == "true" || lower == "false") && self.src.trim() == *w {
+                    // The whole expression: lowercase alone would leave a
+                    // bare `when: true`, a boolean kubectl refuses for text.
+                    SyntaxError::new(
+                        pos,
+                        format!(
+                            "write `{lower}` in lowercase and quoted (`\"{lower}\"`), not `{w}`: in YAML a bare {lower} is a boolean, and kubectl refuses it where an expression (text) is expected"
+                        ),
+                    )
+                } else if KEYWORDS.contains(&lower.as_str()) && lower != *w {
                     SyntaxError::new(pos, format!("write `{lower}` in lowercase, not `{w}`"))
                 } else if KEYWORDS.contains(w) {
                     SyntaxError::new(pos, format!("unexpected `{w}`; expected {expected}"))

@@ -133,6 +133,18 @@ fn capitalised_literals_are_refused_with_a_hint() {
     assert_eq!(e.position, 19);
 }
 
+/// `when: True` alone: lowercase is not enough, since a bare `when: true`
+/// is a boolean kubectl refuses for the expression's text.
+#[test]
+fn a_capitalised_boolean_alone_is_told_to_be_quoted_too() {
+    let e = syntax(" True ");
+    assert_eq!(
+        e.message,
+        "write `true` in lowercase and quoted (`\"true\"`), not `True`: in YAML a bare true is a boolean, and kubectl refuses it where an expression (text) is expected"
+    );
+    assert!(!syntax("$input.x == True").message.contains("quoted"));
+}
+
 #[test]
 fn capitalised_operators_are_refused_with_a_hint() {
     let e = syntax("$input.a == 1 AND $input.b == 2");

@@ -40,4 +40,4 @@ pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
 pub use start::{StartProblem, check_start, input_fits, one_line};
 pub use validate::{Limits, validate, validate_graph, validate_with};
-pub use yaml_1_1::{ReadsDifferently, reads_differently};
+pub use yaml_1_1::{ReadsDifferently, boolean_looking_keys, reads_differently};

@@ -108,6 +108,13 @@ pub trait Admit {
 
     /// The mutating stamps, as a JSON patch (empty: nothing to stamp).
     fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal>;
+
+    /// Warnings on an admitted write, which kubectl prints as `Warning:`:
+    /// what is allowed but most likely not what the user typed. None by
+    /// default.
+    fn warnings(_request: &Request<'_>) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Why admission refuses a request. Its text is the whole message the

@@ -12,7 +12,7 @@ use kube::api::PostParams;
 use serde_json::Value;
 
 use coxswain_core::api::{Flow, FlowSpec, StepProblem};
-use coxswain_core::flow::{BoundSecret, bound_secrets, one_line, validate};
+use coxswain_core::flow::{BoundSecret, boolean_looking_keys, bound_secrets, one_line, validate};
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 
@@ -82,6 +82,16 @@ impl Admit for Flow {
     /// Nothing is stamped on a Flow.
     fn stamp(_: &Request<'_>) -> Result<Vec<Value>, Refusal> {
         Ok(Vec::new())
+    }
+
+    /// Keys `"true"`/`"false"` in the flow's free JSON: most likely a bare
+    /// `n`, `yes` or `on` that kubectl or Argo CD (YAML 1.1) turned into a
+    /// boolean before the API server saw it.
+    fn warnings(request: &Request<'_>) -> Vec<String> {
+        match request.object::<Flow>() {
+            Ok(Some(flow)) => boolean_looking_keys(&flow.spec),
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -42,7 +42,12 @@ async fn validate(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Review 
     let controller = reviewer.controller_user.clone();
     answer(&body, &controller, |request| async move {
         let verdict = judge(&reviewer, &request).await;
-        respond(&request, verdict.map(|()| Vec::new()))
+        let mut response = respond(&request, verdict.map(|()| Vec::new()));
+        let warnings = warnings(&request);
+        if response.allowed && !warnings.is_empty() {
+            response.warnings = Some(warnings);
+        }
+        response
     })
     .await
 }
@@ -236,6 +241,21 @@ async fn judge(
     }
 }
 
+/// The warnings of the rules of the object's kind on a create or update
+/// (none on a status write, which only the controller makes).
+fn warnings(request: &AdmissionRequest<DynamicObject>) -> Vec<String> {
+    if request.sub_resource.is_some() {
+        return Vec::new();
+    }
+    let asked = Request::new(request);
+    match request.kind.kind.as_str() {
+        "Flow" => Flow::warnings(&asked),
+        "Run" => Run::warnings(&asked),
+        "Approval" => Approval::warnings(&asked),
+        _ => Vec::new(),
+    }
+}
+
 /// A write to a status: the controller's alone. Decided before the object
 /// is read, so the controller's writes pass whatever its record holds.
 pub fn status_verdict(
@@ -382,5 +402,42 @@ mod tests {
             panic!("read");
         };
         assert!(status_verdict(&request, "ctl").is_ok());
+    }
+
+    /// A Flow whose input has the key `"false"` (a bare `n` read by
+    /// kubectl) is warned about; a Run, or a status write, is not.
+    #[test]
+    fn a_flow_with_a_boolean_looking_key_is_warned_about() {
+        let flow = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "4264aaf7-0000-4000-8000-000000000002",
+                "kind": {"group": "coxswain.dev", "version": "v1alpha1", "kind": "Flow"},
+                "resource": {"group": "coxswain.dev", "version": "v1alpha1", "resource": "flows"},
+                "name": "f", "namespace": "ns", "operation": "CREATE",
+                "userInfo": {"username": "ann"},
+                "object": {
+                    "apiVersion": "coxswain.dev/v1alpha1", "kind": "Flow",
+                    "metadata": {"name": "f", "namespace": "ns"},
+                    "spec": {"steps": [{"key": "a", "join": {}, "input": {"false": 1, "ok": 2}}]}
+                },
+                "oldObject": null, "dryRun": false
+            }
+        })
+        .to_string();
+        let Read::Request(request) = read(flow.as_bytes()) else {
+            panic!("read");
+        };
+        assert_eq!(
+            warnings(&request),
+            [
+                "spec.steps[0].input: the key \"false\" is what kubectl makes of a bare n, no or off (YAML 1.1 reads it as a boolean); if you meant the word, quote it in the YAML, as in \"no\":"
+            ]
+        );
+        let run = review_text("eve", r#"{"false": 1}"#, None);
+        let Read::Request(request) = read(run.as_bytes()) else {
+            panic!("read");
+        };
+        assert!(warnings(&request).is_empty());
     }
 }

@@ -159,9 +159,10 @@ impl Plan {
     }
 }
 
-/// Whether `a` and `b` are the same attempt of the same place.
+/// Whether `a` and `b` are the same attempt of the same place: their
+/// [`WorkKey`]s, the one definition of what tells attempts apart.
 pub fn same_attempt(a: &Work, b: &Work) -> bool {
-    a.attempt == b.attempt && a.iteration == b.iteration && a.step == b.step && a.part == b.part
+    WorkKey::of(a) == WorkKey::of(b)
 }
 
 fn part_index(work: &Work) -> Option<usize> {

@@ -382,7 +382,11 @@ pub struct Attempt {
     /// Tokens an agent used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
-    /// Its output, text and feedback were dropped to keep the Run small:
+    /// The last lines a script wrote to stderr (for one stopped by a
+    /// cancel, of its container's whole log), whether it succeeded or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<crate::api::LogTail>,
+    /// Its output, text, feedback and log were dropped to keep the Run small:
     /// only the latest attempts of a step keep theirs (a long loop would
     /// otherwise outgrow what etcd stores). Status, times, error and usage stay.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

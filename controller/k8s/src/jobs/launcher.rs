@@ -17,6 +17,9 @@ use coxswain_core::api::{Run, StepError};
 use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
 use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
 
+/// How many of a log's last lines are read to find a result frame.
+const FRAME_TAIL_LINES: i64 = 4;
+
 /// The label the Job controller puts on its pods (Kubernetes 1.27 and later).
 const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 
@@ -241,8 +244,11 @@ impl JobLauncher {
         reference: &LogRef,
     ) -> Result<WorkResult, LauncherError> {
         let name = pod.metadata.name.clone().unwrap_or_default();
+        // The frame is the log's last two lines (a header and the body);
+        // a few more tolerate a runtime's line after it.
         let params = LogParams {
             container: Some(STEP_CONTAINER.to_string()),
+            tail_lines: Some(FRAME_TAIL_LINES),
             ..LogParams::default()
         };
         let log = match self.pods.logs(&name, &params).await {

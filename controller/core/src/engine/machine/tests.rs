@@ -377,6 +377,7 @@ fn printed(step: &str, part: Option<usize>, text: String) -> Event {
             output: Value::String(text.clone()),
             text: Some(text),
             usage: None,
+            log: None,
         }),
     }
 }

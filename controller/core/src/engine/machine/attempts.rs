@@ -272,6 +272,33 @@ pub(super) fn trim_old_attempts(attempts: &mut [Attempt]) {
     }
 }
 
+/// Puts the log read from `work` as it was stopped on its attempt in
+/// `record`, when that attempt is there, has ended and has no log yet;
+/// `true` when the record changed. (A stopped attempt is closed in the
+/// record before its work is stopped, so its log comes after.)
+pub fn keep_stopped_log(record: &mut RunStatus, work: &Work, log: crate::api::LogTail) -> bool {
+    let Some(step) = record.steps.get_mut(&work.step) else {
+        return false;
+    };
+    let attempts = match &work.part {
+        Some(part) => match step.parts.get_mut(part.index) {
+            Some(p) => &mut p.attempts,
+            None => return false,
+        },
+        None => &mut step.attempts,
+    };
+    let position = (work.attempt as usize).checked_sub(1);
+    let Some(attempt) = position.and_then(|i| attempts.get_mut(i)) else {
+        return false;
+    };
+    let same_pass = attempt.iteration.map(|i| i as u32) == work.iteration;
+    if !same_pass || attempt.status == StepStatus::Running || attempt.log.is_some() {
+        return false;
+    }
+    attempt.log = Some(log);
+    true
+}
+
 /// Puts a script's log on the latest attempt while it still runs (the
 /// attempt is closed right after, by whatever its result decides).
 fn keep_log(attempts: &mut [Attempt], log: Option<crate::api::LogTail>) {

@@ -477,3 +477,47 @@ fn a_script_sees_none_of_the_runners_keys() {
         );
     }
 }
+
+#[test]
+fn a_scripts_stderr_lines_show_under_its_step_and_stay_in_its_record() {
+    let flow = flow_file(
+        "lines.yaml",
+        r#"    - key: build
+      script:
+        source: |
+          echo 'resolving' >&2
+          printf 'no line break' >&2
+          echo '{"ok": true}'
+"#,
+    );
+    let out = coxswain(&["run", &flow]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let progress = String::from_utf8_lossy(&out.stderr);
+    let shown: Vec<&str> = progress
+        .lines()
+        .filter(|l| l.starts_with("    build │ "))
+        .collect();
+    assert_eq!(
+        shown,
+        ["    build │ resolving", "    build │ no line break"],
+        "{progress}"
+    );
+    let started = progress.find("▶ build started").expect("started line");
+    let completed = progress.find("✓ build completed").expect("completed line");
+    let first = progress.find("build │ resolving").expect("the line");
+    assert!(started < first && first < completed, "{progress}");
+
+    let hidden = coxswain(&["run", "--no-script-logs", "--output", "json", &flow]);
+    assert_eq!(hidden.status.code(), Some(0), "{hidden:?}");
+    assert!(
+        !String::from_utf8_lossy(&hidden.stderr).contains("│"),
+        "{}",
+        String::from_utf8_lossy(&hidden.stderr)
+    );
+    let record = record(&hidden);
+    assert_eq!(
+        record["steps"]["build"]["attempts"][0]["log"],
+        json!({"text": "resolving\nno line break"}),
+        "hidden from the screen, kept in the record"
+    );
+}

@@ -179,9 +179,9 @@ impl<W: Write> Write for Capped<W> {
         self.ended_line = buf[..take].ends_with(b"\n");
         if self.left == 0 {
             let newline = if self.ended_line { "" } else { "\n" };
-            write!(
+            writeln!(
                 self.out,
-                "{newline}[coxswain: the rest of stdout is left out of this log; the step's output holds all of it]\n"
+                "{newline}[coxswain: the rest of stdout is left out of this log; the step's output holds all of it]"
             )?;
         }
         Ok(buf.len())

@@ -544,3 +544,91 @@ fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
     machine.fail_waiting("review", 2, tampered(), retry);
     assert_eq!(machine.record().phase, RunPhase::Failed);
 }
+
+fn log(text: &str) -> crate::api::LogTail {
+    crate::api::LogTail {
+        text: text.into(),
+        cut: false,
+    }
+}
+
+#[test]
+fn each_attempt_keeps_its_scripts_log_until_it_is_trimmed() {
+    let flow = CompiledFlow::new(spec(
+        "
+steps:
+  - key: build
+    script: {source: x}
+    attempts: 7
+    backoff: 1s
+",
+    ))
+    .unwrap();
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    for attempt in 1..=6 {
+        let failed = Failed {
+            log: Some(log(&format!("try {attempt} broke\n"))),
+            ..Failed::from(step_error(codes::SCRIPT, "exit 1"))
+        };
+        let event = Event::Finished {
+            step: "build".into(),
+            part: None,
+            attempt,
+            result: Err(failed),
+        };
+        machine.handle(event, at(i64::from(attempt) * 1000));
+        machine.handle(Event::Tick, at(i64::from(attempt) * 1000 + 500));
+    }
+    let done = Done {
+        log: Some(log("built\n")),
+        ..Done::output(json!({"ok": true}))
+    };
+    let event = Event::Finished {
+        step: "build".into(),
+        part: None,
+        attempt: 7,
+        result: Ok(done),
+    };
+    machine.handle(event, at(10_000));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    let attempts = &record.steps["build"].attempts;
+    assert_eq!(attempts.len(), 7);
+    assert_eq!(attempts[6].log, Some(log("built\n")), "a success keeps it");
+    assert_eq!(attempts[5].log, Some(log("try 6 broke\n")), "a failure too");
+    // Only the latest attempts keep what they printed.
+    assert!(attempts[1].trimmed && attempts[1].log.is_none());
+    assert!(!attempts[2].trimmed && attempts[2].log.is_some());
+}
+
+#[test]
+fn a_stopped_attempts_log_is_kept_once_its_attempt_has_ended() {
+    let flow = CompiledFlow::new(spec("steps: [{key: nap, script: {source: sleep 600}}]")).unwrap();
+    let mut machine = fresh(&flow, json!({}));
+    let started = machine.handle(Event::Start, at(0));
+    let work = started
+        .into_iter()
+        .find_map(|a| match a {
+            Action::Run(work) => Some(*work),
+            _ => None,
+        })
+        .expect("the step is launched");
+    let mut record = machine.record().clone();
+    assert!(
+        !crate::engine::keep_stopped_log(&mut record, &work, log("early\n")),
+        "not while it still runs"
+    );
+    machine.handle(Event::Cancel, at(1));
+    let mut record = machine.record().clone();
+    assert!(crate::engine::keep_stopped_log(
+        &mut record,
+        &work,
+        log("napping\n")
+    ));
+    assert_eq!(record.steps["nap"].attempts[0].log, Some(log("napping\n")));
+    assert!(
+        !crate::engine::keep_stopped_log(&mut record, &work, log("again\n")),
+        "kept once"
+    );
+}

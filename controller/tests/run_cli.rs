@@ -125,9 +125,11 @@ fn failure_handling_example_retries_and_continues() {
         Some(2)
     );
     assert_eq!(r["steps"]["lookup"]["status"], "failed");
-    // Without an `output:`, the run's result is its last step's, named not copied.
+    // Without an `output:`, the run's result is its last step's: shown as
+    // the run's `output`, with the step named.
     let last = r["outputFrom"].as_str().expect("outputFrom");
-    let result = &r["steps"][last]["output"];
+    let result = &r["output"];
+    assert_eq!(result, &r["steps"][last]["output"]);
     assert_eq!(result["used_fallback"], true);
     assert!(
         result["because"]["data"]

@@ -718,6 +718,26 @@ spec:
     let after = s.get("run", &run);
     assert_eq!(after["status"]["phase"], "Succeeded");
     assert_eq!(after["status"]["steps"]["one"]["output"], json!({"n": 1}));
+    // A flow without `output:` shows its last step's output as the run's,
+    // where kubectl reads it, as `coxswain run --output json` does.
+    let shown = s
+        .kubectl
+        .run(&[
+            "get",
+            "run",
+            &run,
+            "-n",
+            s.ns.name(),
+            "-o",
+            "jsonpath={.status.output}",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&shown).ok(),
+        Some(json!({"n": 1})),
+        "{shown}"
+    );
+    assert_eq!(after["status"]["outputFrom"], "one");
 }
 
 #[tokio::test]

@@ -129,8 +129,9 @@ pub struct RunStatus {
     /// Every arrow, with what moved along it or why nothing did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrows: Vec<Arrow>,
-    /// The run's output, computed by the flow's `output:`. Without one,
-    /// `outputFrom` names the step whose output is the run's.
+    /// The run's output: what the flow's `output:` computes, or without
+    /// one the output of the last step that completed (named in
+    /// `outputFrom`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -139,7 +140,7 @@ pub struct RunStatus {
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
     /// The step whose output is the run's output, when the flow has no
-    /// `output:` of its own: the value stays on that step, stored once.
+    /// `output:` of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_from: Option<String>,
     /// The reason a run failed, when it did.

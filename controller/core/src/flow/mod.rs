@@ -39,5 +39,7 @@ pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
 pub use start::{StartProblem, check_start, input_fits, one_line};
-pub use validate::{Limits, validate, validate_graph, validate_with};
+pub use validate::{
+    Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,
+};
 pub use yaml_1_1::{ReadsDifferently, boolean_looking_keys, reads_differently};

@@ -22,6 +22,7 @@ mod secrets;
 mod start;
 mod validate;
 mod yaml_1_1;
+mod yaml_tree;
 
 pub use answers::{AnswerError, check_answer, check_decision, check_entry};
 pub use command::check_command;

@@ -1128,18 +1128,24 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
 
     /// ` (did you mean `draft`?)` when a key is close to an existing one.
     fn suggest(&self, wrong: &str) -> String {
-        let close_enough = if wrong.chars().count() <= 4 { 1 } else { 2 };
-        self.graph
-            .nodes
-            .iter()
-            .map(|n| n.key)
-            .filter(|k| !k.is_empty())
-            .map(|k| (edit_distance(wrong, k), k))
-            .filter(|(d, _)| *d <= close_enough)
-            .min()
-            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        let keys = self.graph.nodes.iter().map(|n| n.key);
+        closest(wrong, keys)
+            .map(|k| format!(" (did you mean `{k}`?)"))
             .unwrap_or_default()
     }
+}
+
+/// The name among `names` closest to `wrong`, if it is close enough to be
+/// a slip of the keyboard: one edit for names of four characters or fewer,
+/// two for longer ones.
+pub(crate) fn closest<'n>(wrong: &str, names: impl Iterator<Item = &'n str>) -> Option<&'n str> {
+    let close_enough = if wrong.chars().count() <= 4 { 1 } else { 2 };
+    names
+        .filter(|k| !k.is_empty())
+        .map(|k| (edit_distance(wrong, k), k))
+        .filter(|(d, _)| *d <= close_enough)
+        .min()
+        .map(|(_, k)| k)
 }
 
 /// What is wrong with a step key, with the 1-based character where it goes wrong.
@@ -1269,7 +1275,7 @@ fn is_header_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn quote_list(names: &[String]) -> String {
+pub(crate) fn quote_list(names: &[String]) -> String {
     names
         .iter()
         .map(|n| format!("`{n}`"))
@@ -1277,18 +1283,41 @@ fn quote_list(names: &[String]) -> String {
         .join(", ")
 }
 
-/// Levenshtein distance, for "did you mean" hints on short keys.
+/// Edit distance for "did you mean" hints: insertions, deletions,
+/// substitutions and swaps of two neighbouring characters (`exti` is one
+/// swap from `exit`) each count one.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
+    // Three rows: the one before the previous, for swaps.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (prev[j - 1] + cost).min(row[j - 1] + 1).min(prev[j] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
         }
+        before = std::mem::replace(&mut prev, row);
     }
-    row[b.len()]
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn a_swap_of_neighbours_is_one_edit() {
+        assert_eq!(edit_distance("exti", "exit"), 1);
+        assert_eq!(edit_distance("drat", "draft"), 1);
+        assert_eq!(edit_distance("atempts", "attempts"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        assert_eq!(edit_distance("abc", "ca"), 3);
+    }
 }

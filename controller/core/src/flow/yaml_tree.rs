@@ -244,6 +244,19 @@ impl Source {
         }
     }
 
+    /// Where the key at the end of `path` is written (an unknown key), or
+    /// the deepest node the path reaches.
+    pub fn place_key(&self, root: &YamlNode, path: &[Seg]) -> Place {
+        match root.follow(path) {
+            (_, Some(key), true) => Place {
+                line: key.start.line,
+                column: key.start.column,
+                exact: true,
+            },
+            _ => self.place(root, path, None),
+        }
+    }
+
     /// The place of the 1-based `character` of a scalar's value, when it
     /// can be found for sure: in a one-line plain or quoted scalar with no
     /// escape before it, or in a literal block (`|`). `None` otherwise.
@@ -395,9 +408,18 @@ spec:
             (p.line, p.column, p.exact)
         };
         let with = |more: &[Seg]| [step.as_slice(), more].concat();
-        assert_eq!(at(&with(&[key("after"), Seg::Index(0)]), Some(1)), (6, 15, true));
-        assert_eq!(at(&with(&[key("after"), Seg::Index(1)]), Some(2)), (6, 22, true));
-        assert_eq!(at(&with(&[key("after"), Seg::Index(2)]), None), (6, 27, true));
+        assert_eq!(
+            at(&with(&[key("after"), Seg::Index(0)]), Some(1)),
+            (6, 15, true)
+        );
+        assert_eq!(
+            at(&with(&[key("after"), Seg::Index(1)]), Some(2)),
+            (6, 22, true)
+        );
+        assert_eq!(
+            at(&with(&[key("after"), Seg::Index(2)]), None),
+            (6, 27, true)
+        );
         assert_eq!(at(&with(&[key("when")]), Some(7)), (7, 19, true));
         // Past an escape the column is not sure: the scalar's start, inexact.
         assert_eq!(at(&with(&[key("q")]), Some(12)), (8, 10, false));
@@ -409,7 +431,10 @@ spec:
         // the deepest node it reaches.
         assert_eq!(at(&with(&[key("script")]), None), (9, 7, true));
         assert_eq!(at(&with(&[key("kind")]), None), (5, 7, true));
-        assert_eq!(at(&with(&[key("after"), Seg::Index(9)]), Some(1)), (6, 7, false));
+        assert_eq!(
+            at(&with(&[key("after"), Seg::Index(9)]), Some(1)),
+            (6, 7, false)
+        );
     }
 
     #[test]

@@ -12,7 +12,6 @@
 
 use serde::Serialize;
 use serde_json::Value as Json;
-use serde_yaml::Value as Yaml;
 
 use super::documents::yaml_documents;
 use super::validate::{Limits, closest, quote_list, validate_placed};
@@ -86,16 +85,19 @@ pub fn lint_yaml(text: &str) -> Result<Vec<LintedFlow>, FlowError> {
     let schemas = Schemas::new();
     let surprises = reads_differently(text);
     let mut flows = Vec::new();
-    for (index, (value, name)) in documents.into_iter().enumerate() {
+    for (index, (_, name)) in documents.into_iter().enumerate() {
         let Some(name) = name else { continue };
         let mut linter = Linter {
             tree: trees.get(index).and_then(Option::as_ref),
             source: &source,
+            text: text.chars().collect(),
+            document: index,
             problems: Vec::new(),
             quiet: Vec::new(),
             meant: Vec::new(),
+            taken: Vec::new(),
         };
-        linter.lint(value, &schemas);
+        linter.lint(&schemas);
         let mut problems = linter.problems;
         problems.extend(
             surprises
@@ -126,13 +128,20 @@ struct Linter<'t> {
     /// The document with its places, when it could be read so.
     tree: Option<&'t YamlNode>,
     source: &'t Source,
+    /// The whole text, with what has been left out blanked: spaces in
+    /// place of every character but line breaks, so every place stays.
+    text: Vec<char>,
+    /// Which document of the text is the Flow.
+    document: usize,
     problems: Vec<LintProblem>,
     /// Paths (from the document's root) whose validator problems would
     /// repeat one already reported, and whether everything under them too.
     quiet: Vec<(Vec<Seg>, bool)>,
-    /// The mapping and field an unknown key was most likely meant to be,
-    /// where the mapping lacks that field.
+    /// A mapping and a field it lacks because a key was misspelt or left
+    /// out, so "missing field" would repeat what was said.
     meant: Vec<(Vec<Seg>, String)>,
+    /// What has been left out, so nothing is left out twice.
+    taken: Vec<Vec<Seg>>,
 }
 
 /// An unknown key found in the document.
@@ -145,7 +154,7 @@ struct Unknown {
 }
 
 impl Linter<'_> {
-    fn lint(&mut self, mut value: Yaml, schemas: &Schemas) {
+    fn lint(&mut self, schemas: &Schemas) {
         if let Some(tree) = self.tree {
             let mut found = Vec::new();
             unknown_keys(
@@ -160,10 +169,10 @@ impl Linter<'_> {
                     message: unknown.message,
                     ..Default::default()
                 };
-                (problem.step, problem.field) = attribute(&value, &unknown.path);
-                let place = self.tree.map(|t| self.source.place_key(t, &unknown.path));
-                self.push(problem, place);
-                remove(&mut value, &unknown.path);
+                (problem.step, problem.field) = attribute(tree, &unknown.path);
+                let place = self.source.place_key(tree, &unknown.path);
+                self.push(problem, Some(place));
+                self.leave_out(tree, &unknown.path);
                 let parent = &unknown.path[..unknown.path.len() - 1];
                 if let Some(meant) = unknown.meant {
                     self.quiet_around(parent);
@@ -172,7 +181,7 @@ impl Linter<'_> {
                 }
             }
         }
-        let Some(flow) = self.read(value) else {
+        let Some(flow) = self.read() else {
             return;
         };
         for placed in validate_placed(&flow.spec, &Limits::default()) {
@@ -187,14 +196,17 @@ impl Linter<'_> {
         }
     }
 
-    /// The Flow in `value`, reading each value that does not fit its field
-    /// as absent (and saying so), or `None` when what is left still cannot
-    /// be a Flow.
-    fn read(&mut self, mut value: Yaml) -> Option<Flow> {
-        // Each round takes a node out of the document, so it ends; the bound
-        // only keeps a pathological file from taking long.
+    /// The Flow in the text, reading each value that does not fit its
+    /// field as absent (and saying so), or `None` when what is left still
+    /// cannot be a Flow. It is read from the text as `coxswain run` and
+    /// admission read it, so a bare `True` is the same text to both.
+    fn read(&mut self) -> Option<Flow> {
+        // Each round leaves a field out, and none twice, so it ends; the
+        // bound only keeps a pathological file from taking long.
         for _ in 0..1_000 {
-            let error = match serde_path_to_error::deserialize::<_, Flow>(value.clone()) {
+            let text: String = self.text.iter().collect();
+            let document = serde_yaml::Deserializer::from_str(&text).nth(self.document)?;
+            let error = match serde_path_to_error::deserialize::<_, Flow>(document) {
                 Ok(flow) => return Some(flow),
                 Err(error) => error,
             };
@@ -207,20 +219,29 @@ impl Linter<'_> {
                     _ => None,
                 })
                 .collect();
-            let message = error.inner().to_string();
-            let mut problem = StepProblem {
-                message: message.clone(),
-                ..Default::default()
+            let Some(tree) = self.tree else {
+                // No places: say it as serde_yaml does, with its line.
+                let problem = StepProblem {
+                    message: FlowError::from(error.into_inner()).to_string(),
+                    ..Default::default()
+                };
+                self.push(problem, None);
+                return None;
             };
-            (problem.step, problem.field) = attribute(&value, &path);
-            // A field missing because it was misspelt or taken out is said.
+            let message = bare_message(error.inner(), &path);
+            // A field missing because it was misspelt or left out is said.
             let said = self.meant.iter().any(|(object, field)| {
                 *object == path && message.starts_with(&format!("missing field `{field}`"))
             });
             if !said {
+                let mut problem = StepProblem {
+                    message,
+                    ..Default::default()
+                };
+                (problem.step, problem.field) = attribute(tree, &path);
                 self.report(problem, &path);
             }
-            let removed = take_out(&mut value, &path)?;
+            let removed = self.take_out(tree, &path)?;
             let (last, parent) = removed.split_last()?;
             if let Seg::Key(field) = last {
                 self.meant.push((parent.to_vec(), field.clone()));
@@ -231,11 +252,74 @@ impl Linter<'_> {
         None
     }
 
+    /// Leaves out the field holding what failed at `path`: the last key on
+    /// the path, so no later item of a list moves (the validator's positions
+    /// stay those of the file). A step that is not a mapping becomes an
+    /// empty one rather than taking the whole list of steps with it.
+    /// Returns the path of what was left out, or `None` when nothing could be.
+    fn take_out(&mut self, tree: &YamlNode, path: &[Seg]) -> Option<Vec<Seg>> {
+        let last_key = path.iter().rposition(|s| matches!(s, Seg::Key(_)))?;
+        let what = match (&path[last_key], path.get(last_key + 1)) {
+            (Seg::Key(k), Some(Seg::Index(_))) if k == "steps" => &path[..last_key + 2],
+            _ => &path[..=last_key],
+        };
+        if self.taken.iter().any(|t| t == what) {
+            return None;
+        }
+        let (node, _, whole) = tree.follow(what);
+        if !whole {
+            return None;
+        }
+        if let Some(Seg::Index(_)) = what.last() {
+            self.blank(node.start.index, node.end.index);
+            let at = node.start.index;
+            if at + 1 >= self.text.len() || self.text[at + 1] == '\n' {
+                return None;
+            }
+            self.text[at] = '{';
+            self.text[at + 1] = '}';
+        } else if !self.leave_out(tree, what) {
+            return None;
+        }
+        self.taken.push(what.to_vec());
+        Some(what.to_vec())
+    }
+
+    /// Blanks the entry at `path` (the key last) out of the text, with the
+    /// comma after it in a flow mapping; whether it was there.
+    fn leave_out(&mut self, tree: &YamlNode, path: &[Seg]) -> bool {
+        let (value, Some(key), true) = tree.follow(path) else {
+            return false;
+        };
+        self.blank(key.start.index, value.end.index.max(key.end.index));
+        let mut next = value.end.index.max(key.end.index);
+        while self.text.get(next).is_some_and(|c| *c == ' ' || *c == '\t') {
+            next += 1;
+        }
+        if self.text.get(next) == Some(&',') {
+            self.text[next] = ' ';
+        }
+        true
+    }
+
+    fn blank(&mut self, from: usize, to: usize) {
+        let to = to.min(self.text.len());
+        for c in self.text.get_mut(from..to).into_iter().flatten() {
+            if *c != '\n' && *c != '\r' {
+                *c = ' ';
+            }
+        }
+    }
+
     /// Keeps quiet the validator's problems with the mapping at `object`
-    /// itself and with its kind (a step whose kind field was taken out).
+    /// itself, with its kind, and with the kind of the step it is in (a
+    /// step whose kind field was left out, or emptied).
     fn quiet_around(&mut self, object: &[Seg]) {
         self.quiet.push((object.to_vec(), false));
         self.quiet.push((extend(object, "kind"), false));
+        if let Some((_, parent)) = object.split_last() {
+            self.quiet.push((extend(parent, "kind"), false));
+        }
     }
 
     /// Reports `problem` where the node at `path` stands.
@@ -250,10 +334,27 @@ impl Linter<'_> {
     fn push(&mut self, problem: StepProblem, place: Option<Place>) {
         self.problems.push(LintProblem {
             problem,
-            line: place.map(|p: Place| p.line),
+            line: place.map(|p| p.line),
             column: place.map(|p| p.column),
             exact: place.is_some_and(|p| p.exact),
         });
+    }
+}
+
+/// serde_yaml's message without what lint says itself: the path it puts
+/// first and the line and column it puts last.
+fn bare_message(error: &serde_yaml::Error, path: &[Seg]) -> String {
+    let mut message = error.to_string();
+    if let Some(at) = error.location() {
+        let suffix = format!(" at line {} column {}", at.line(), at.column());
+        if let Some(bare) = message.strip_suffix(&suffix) {
+            message = bare.to_string();
+        }
+    }
+    let prefix = format!("{}: ", write_path(path));
+    match message.strip_prefix(&prefix) {
+        Some(bare) => bare.to_string(),
+        None => message,
     }
 }
 
@@ -352,113 +453,41 @@ fn owner(path: &[Seg]) -> String {
 /// as the validator names them: `spec.steps[1].loop.steps[0].after[2]` is
 /// the nested step's `after[2]`; a path outside any step has no step, and
 /// its field is counted from `spec` (or the root, outside `spec`).
-fn attribute(value: &Yaml, path: &[Seg]) -> (String, String) {
+fn attribute(tree: &YamlNode, path: &[Seg]) -> (String, String) {
     let Some((Seg::Key(first), mut rest)) = path.split_first() else {
         return (String::new(), write_path(path));
     };
     if first != "spec" || rest.is_empty() {
         return (String::new(), write_path(path));
     }
-    let mut node = value.get("spec");
+    let mut at: Vec<Seg> = vec![Seg::Key("spec".into())];
     let mut key: Option<String> = None;
     loop {
-        let (list_path, after): (&[&str], usize) = match rest {
-            [Seg::Key(s), Seg::Index(_), ..] if s == "steps" && key.is_none() => (&["steps"], 1),
-            [Seg::Key(l), Seg::Key(s), Seg::Index(_), ..]
-                if key.is_some() && l == "loop" && s == "steps" =>
-            {
-                (&["loop", "steps"], 2)
-            }
-            [
-                Seg::Key(p),
-                Seg::Key(st),
-                Seg::Key(l),
-                Seg::Key(s),
-                Seg::Index(_),
-                ..,
-            ] if key.is_some()
-                && p == "parallel"
-                && st == "step"
-                && l == "loop"
-                && s == "steps" =>
-            {
-                (&["parallel", "step", "loop", "steps"], 4)
-            }
-            _ => break,
+        let keys: &[&str] = match key {
+            None => &["steps"],
+            Some(_) if rest.first() == Some(&Seg::Key("loop".into())) => &["loop", "steps"],
+            Some(_) => &["parallel", "step", "loop", "steps"],
         };
-        let Seg::Index(i) = rest[after] else { break };
-        node = list_path
-            .iter()
-            .try_fold(node, |n, k| Some(n?.get(*k)))
-            .flatten()
-            .and_then(|list| list.get(i));
+        let leads = rest.len() > keys.len()
+            && keys
+                .iter()
+                .zip(rest)
+                .all(|(k, seg)| *seg == Seg::Key((*k).to_string()))
+            && matches!(rest[keys.len()], Seg::Index(_));
+        if !leads {
+            break;
+        }
+        at.extend_from_slice(&rest[..=keys.len()]);
+        rest = &rest[keys.len() + 1..];
+        let (step, _, _) = tree.follow(&at);
         key = Some(
-            node.and_then(|step| step.get("key"))
-                .and_then(Yaml::as_str)
+            step.entry("key")
+                .and_then(|(_, k)| k.text())
                 .unwrap_or_default()
                 .to_string(),
         );
-        rest = &rest[after + 1..];
     }
     (key.unwrap_or_default(), write_path(rest))
-}
-
-/// Whether a mapping's key is `name` (keys are compared as written: `1`
-/// and `true` as the text they were).
-fn key_is(key: &Yaml, name: &str) -> bool {
-    match key {
-        Yaml::String(s) => s == name,
-        Yaml::Number(n) => n.to_string() == name,
-        Yaml::Bool(b) => b.to_string() == name,
-        _ => false,
-    }
-}
-
-/// The value at `path`, if the document has it.
-fn at_mut<'v>(value: &'v mut Yaml, path: &[Seg]) -> Option<&'v mut Yaml> {
-    path.iter().try_fold(value, |node, seg| match seg {
-        Seg::Key(k) => node
-            .as_mapping_mut()?
-            .iter_mut()
-            .find(|(key, _)| key_is(key, k))
-            .map(|(_, v)| v),
-        Seg::Index(i) => node.as_sequence_mut()?.get_mut(*i),
-    })
-}
-
-/// Takes the key at the end of `path` out of its mapping; whether it was there.
-fn remove(value: &mut Yaml, path: &[Seg]) -> bool {
-    let Some((Seg::Key(last), parent)) = path.split_last() else {
-        return false;
-    };
-    let Some(map) = at_mut(value, parent).and_then(Yaml::as_mapping_mut) else {
-        return false;
-    };
-    let before = map.len();
-    map.retain(|key, _| !key_is(key, last));
-    map.len() < before
-}
-
-/// Takes out the field holding what failed at `path`: the last key on the
-/// path, so no later item of a list moves (the validator's positions stay
-/// those of the file). A step that is no mapping at all becomes an empty
-/// one rather than taking the whole list of steps with it. Returns the
-/// path of what was taken out, or `None` when nothing could be.
-fn take_out(value: &mut Yaml, path: &[Seg]) -> Option<Vec<Seg>> {
-    let last_key = path.iter().rposition(|s| matches!(s, Seg::Key(_)))?;
-    if let (Seg::Key(k), Some(Seg::Index(_))) = (&path[last_key], path.get(last_key + 1))
-        && k == "steps"
-    {
-        let step = &path[..last_key + 2];
-        let node = at_mut(value, step)?;
-        if node.as_mapping().is_some_and(|m| m.is_empty()) {
-            return None;
-        }
-        *node = Yaml::Mapping(Default::default());
-        return Some(step.to_vec());
-    }
-    let field = &path[..=last_key];
-    remove(value, field).then(|| field.to_vec())
 }
 
 #[cfg(test)]

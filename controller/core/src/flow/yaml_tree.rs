@@ -26,6 +26,14 @@ impl Pos {
             index: span.start.index(),
         }
     }
+
+    fn end_of(span: &Span) -> Pos {
+        Pos {
+            line: span.end.line(),
+            column: span.end.col() + 1,
+            index: span.end.index(),
+        }
+    }
 }
 
 /// One node of a YAML document and where it starts: a scalar at its first
@@ -35,6 +43,9 @@ impl Pos {
 pub(crate) struct YamlNode {
     /// Where the node starts.
     pub start: Pos,
+    /// Just after its last character (a flow collection's closing bracket
+    /// included); a block collection ends where the next node starts.
+    pub end: Pos,
     /// What it holds.
     pub kind: NodeKind,
 }
@@ -92,6 +103,7 @@ pub(crate) fn documents(text: &str) -> Vec<Option<YamlNode>> {
                 stack.push(Open {
                     node: YamlNode {
                         start: Pos::start_of(&span),
+                        end: Pos::end_of(&span),
                         kind,
                     },
                     key: None,
@@ -99,15 +111,20 @@ pub(crate) fn documents(text: &str) -> Vec<Option<YamlNode>> {
                 continue;
             }
             Event::MappingEnd | Event::SequenceEnd => match stack.pop() {
-                Some(open) => open.node,
+                Some(mut open) => {
+                    open.node.end = Pos::end_of(&span);
+                    open.node
+                }
                 None => continue,
             },
             Event::Scalar(value, style, ..) => YamlNode {
                 start: Pos::start_of(&span),
+                end: Pos::end_of(&span),
                 kind: NodeKind::Scalar(value.into_owned(), style),
             },
             Event::Alias(_) => YamlNode {
                 start: Pos::start_of(&span),
+                end: Pos::end_of(&span),
                 kind: NodeKind::Alias,
             },
             _ => continue,

@@ -257,15 +257,21 @@ fn lint_prints_one_line_per_problem_and_exits_1() {
         lines,
         [
             format!(
-                "{file}: flow broken: step a: when: write `true` in lowercase, not `True` (character 13)"
+                "{file}: flow broken: line 12, column 23: step a: when: write `true` in lowercase, not `True`"
             ),
-            format!("{file}: flow broken: step b: when: no step has the key `zz` (character 8)"),
+            format!(
+                "{file}: flow broken: line 15, column 18: step b: when: no step has the key `zz`"
+            ),
         ]
     );
     let o = coxswain(&["lint", "--output", "json", file]);
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
     assert_eq!(json[1]["step"], "b");
     assert_eq!(json[1]["character"], 8);
+    assert_eq!(
+        (&json[1]["line"], &json[1]["column"]),
+        (&15.into(), &18.into())
+    );
     assert_eq!(o.status.code(), Some(1));
 }
 
@@ -315,7 +321,7 @@ fn lint_names_every_yaml_1_1_trap_with_its_place_and_fix() {
         "line 20, column 43: the value `NO` is text here, but kubectl and Argo CD (YAML 1.1) read it as false; quote it: \"NO\"",
     ];
     let mut expected = vec![format!(
-        "{file}: flow traps: step ask: when: write `true` in lowercase and quoted (`\"true\"`), not `True`: in YAML a bare true is a boolean, and kubectl refuses it where an expression (text) is expected (character 1)"
+        "{file}: flow traps: line 8, column 13: step ask: when: write `true` in lowercase and quoted (`\"true\"`), not `True`: in YAML a bare true is a boolean, and kubectl refuses it where an expression (text) is expected"
     )];
     expected.extend(traps.iter().map(|t| format!("{file}: flow traps: {t}")));
     assert_eq!(lines, expected);

@@ -4,11 +4,14 @@
 //! Admission and `coxswain run` refuse a Flow that does not fit its type at
 //! the first field that does not (the API server's structural schema drops
 //! or refuses unknown keys before the webhook even sees them). Lint goes on:
-//! it names each unknown key (with the field it most likely meant), leaves
-//! it out, reads each value that does not fit its field as absent, and then
-//! runs the one validator on what is left, so one typo does not hide the
-//! problems of every other step. What such a reading would only repeat (a
-//! step "without a kind" whose `scirpt` was named) is not said again.
+//! it names each unknown key, with the field it most likely meant, and reads
+//! the key as that field (`atempts` as `attempts`, when the mapping has no
+//! `attempts`) or, with no such field, leaves it out; it reads each value
+//! that does not fit its field as absent; and then it runs the one validator
+//! on what is left, so one typo neither hides the problems of every other
+//! step nor makes new ones (an approval whose `decisons` were misspelt still
+//! has its decisions). What a left-out value would only repeat (a script
+//! "without a source" whose source was a list) is not said again.
 
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -96,6 +99,7 @@ pub fn lint_yaml(text: &str) -> Result<Vec<LintedFlow>, FlowError> {
             quiet: Vec::new(),
             meant: Vec::new(),
             taken: Vec::new(),
+            renames: Vec::new(),
         };
         linter.lint(&schemas);
         let mut problems = linter.problems;
@@ -142,6 +146,21 @@ struct Linter<'t> {
     meant: Vec<(Vec<Seg>, String)>,
     /// What has been left out, so nothing is left out twice.
     taken: Vec<Vec<Seg>>,
+    /// Misspelt keys read as the field they most likely meant, outermost
+    /// first.
+    renames: Vec<Rename>,
+}
+
+/// A misspelt key read as the field it most likely meant.
+struct Rename {
+    /// The mapping's path, as written in the file.
+    parent: Vec<Seg>,
+    /// The key as written.
+    written: String,
+    /// The field it is read as.
+    meant: String,
+    /// Where the key is written in the text: start and end character.
+    span: (usize, usize),
 }
 
 /// An unknown key found in the document.
@@ -151,34 +170,36 @@ struct Unknown {
     message: String,
     /// The known field it is closest to, when the mapping lacks it.
     meant: Option<String>,
+    /// Where the key is written: start and end character.
+    span: (usize, usize),
 }
 
 impl Linter<'_> {
     fn lint(&mut self, schemas: &Schemas) {
         if let Some(tree) = self.tree {
             let mut found = Vec::new();
-            unknown_keys(
-                tree,
-                Some(&schemas.flow),
-                schemas,
-                &mut Vec::new(),
-                &mut found,
-            );
+            let mut at = Walk::default();
+            unknown_keys(tree, Some(&schemas.flow), schemas, &mut at, &mut found);
             for unknown in found {
                 let mut problem = StepProblem {
                     message: unknown.message,
                     ..Default::default()
                 };
-                (problem.step, problem.field) = attribute(tree, &unknown.path);
+                (problem.step, problem.field) = self.attribute(tree, &unknown.path);
                 let place = self.source.place_key(tree, &unknown.path);
                 self.push(problem, Some(place));
-                self.leave_out(tree, &unknown.path);
-                let parent = &unknown.path[..unknown.path.len() - 1];
-                if let Some(meant) = unknown.meant {
-                    self.quiet_around(parent);
-                    self.quiet.push((extend(parent, &meant), true));
-                    self.meant.push((parent.to_vec(), meant));
-                }
+                let (Some(meant), Some((Seg::Key(written), parent))) =
+                    (unknown.meant, unknown.path.split_last())
+                else {
+                    self.leave_out(tree, &unknown.path);
+                    continue;
+                };
+                self.renames.push(Rename {
+                    parent: parent.to_vec(),
+                    written: written.clone(),
+                    meant,
+                    span: unknown.span,
+                });
             }
         }
         let Some(flow) = self.read() else {
@@ -204,7 +225,7 @@ impl Linter<'_> {
         // Each round leaves a field out, and none twice, so it ends; the
         // bound only keeps a pathological file from taking long.
         for _ in 0..1_000 {
-            let text: String = self.text.iter().collect();
+            let text = self.edited();
             let document = serde_yaml::Deserializer::from_str(&text).nth(self.document)?;
             let error = match serde_path_to_error::deserialize::<_, Flow>(document) {
                 Ok(flow) => return Some(flow),
@@ -238,7 +259,7 @@ impl Linter<'_> {
                     message,
                     ..Default::default()
                 };
-                (problem.step, problem.field) = attribute(tree, &path);
+                (problem.step, problem.field) = self.attribute(tree, &path);
                 self.report(problem, &path);
             }
             let removed = self.take_out(tree, &path)?;
@@ -266,7 +287,7 @@ impl Linter<'_> {
         if self.taken.iter().any(|t| t == what) {
             return None;
         }
-        let (node, _, whole) = tree.follow(what);
+        let (node, _, whole) = tree.follow(&self.written(what));
         if !whole {
             return None;
         }
@@ -288,7 +309,7 @@ impl Linter<'_> {
     /// Blanks the entry at `path` (the key last) out of the text, with the
     /// comma after it in a flow mapping; whether it was there.
     fn leave_out(&mut self, tree: &YamlNode, path: &[Seg]) -> bool {
-        let (value, Some(key), true) = tree.follow(path) else {
+        let (value, Some(key), true) = tree.follow(&self.written(path)) else {
             return false;
         };
         self.blank(key.start.index, value.end.index.max(key.end.index));
@@ -303,6 +324,7 @@ impl Linter<'_> {
     }
 
     fn blank(&mut self, from: usize, to: usize) {
+        self.renames.retain(|r| !(from..to).contains(&r.span.0));
         let to = to.min(self.text.len());
         for c in self.text.get_mut(from..to).into_iter().flatten() {
             if *c != '\n' && *c != '\r' {
@@ -322,12 +344,92 @@ impl Linter<'_> {
         }
     }
 
-    /// Reports `problem` where the node at `path` stands.
+    /// The text as serde reads it: blanked where something was left out,
+    /// with each misspelt key written as the field it is read as.
+    fn edited(&self) -> String {
+        let mut text = String::with_capacity(self.text.len());
+        let mut i = 0;
+        while i < self.text.len() {
+            match self.renames.iter().find(|r| r.span.0 == i) {
+                Some(rename) if rename.span.1 > i => {
+                    text.push_str(&rename.meant);
+                    i = rename.span.1;
+                }
+                _ => {
+                    text.push(self.text[i]);
+                    i += 1;
+                }
+            }
+        }
+        text
+    }
+
+    /// A path as the flow is read (misspelt keys read as what they meant)
+    /// turned into the path as the file writes it.
+    fn written(&self, path: &[Seg]) -> Vec<Seg> {
+        let mut path = path.to_vec();
+        for rename in &self.renames {
+            let n = rename.parent.len();
+            if path.len() > n
+                && path[..n] == rename.parent[..]
+                && path[n] == Seg::Key(rename.meant.clone())
+            {
+                path[n] = Seg::Key(rename.written.clone());
+            }
+        }
+        path
+    }
+
+    /// The step a path (as the flow is read) is in and the field within it,
+    /// as the validator names them: `spec.steps[1].loop.steps[0].after[2]`
+    /// is the nested step's `after[2]`; a path outside any step has no
+    /// step, and its field is counted from `spec` (or the root, outside
+    /// `spec`).
+    fn attribute(&self, tree: &YamlNode, path: &[Seg]) -> (String, String) {
+        let Some((Seg::Key(first), mut rest)) = path.split_first() else {
+            return (String::new(), write_path(path));
+        };
+        if first != "spec" || rest.is_empty() {
+            return (String::new(), write_path(path));
+        }
+        let mut at: Vec<Seg> = vec![Seg::Key("spec".into())];
+        let mut key: Option<String> = None;
+        loop {
+            let keys: &[&str] = match key {
+                None => &["steps"],
+                Some(_) if rest.first() == Some(&Seg::Key("loop".into())) => &["loop", "steps"],
+                Some(_) => &["parallel", "step", "loop", "steps"],
+            };
+            let leads = rest.len() > keys.len()
+                && keys
+                    .iter()
+                    .zip(rest)
+                    .all(|(k, seg)| *seg == Seg::Key((*k).to_string()))
+                && matches!(rest[keys.len()], Seg::Index(_));
+            if !leads {
+                break;
+            }
+            at.extend_from_slice(&rest[..=keys.len()]);
+            rest = &rest[keys.len() + 1..];
+            let (step, _, _) = tree.follow(&self.written(&at));
+            key = Some(
+                step.entry("key")
+                    .and_then(|(_, k)| k.text())
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        (key.unwrap_or_default(), write_path(rest))
+    }
+
+    /// Reports `problem` where the node at `path` (as the flow is read)
+    /// stands.
     fn report(&mut self, problem: StepProblem, path: &[Seg]) {
         let character = problem.character.and_then(|c| usize::try_from(c).ok());
+        let path = self.written(path);
         let place = self
             .tree
-            .map(|tree| self.source.place(tree, path, character));
+            .map(|tree| self.source.place(tree, &path, character));
         self.push(problem, place);
     }
 
@@ -367,13 +469,33 @@ fn extend(path: &[Seg], key: &str) -> Vec<Seg> {
     longer
 }
 
+/// Where [`unknown_keys`] is: the path as the file writes it, and as the
+/// flow is read (misspelt keys read as the field they meant).
+#[derive(Default)]
+struct Walk {
+    written: Vec<Seg>,
+    read_as: Vec<Seg>,
+}
+
+impl Walk {
+    fn push(&mut self, written: Seg, read_as: Seg) {
+        self.written.push(written);
+        self.read_as.push(read_as);
+    }
+
+    fn pop(&mut self) {
+        self.written.pop();
+        self.read_as.pop();
+    }
+}
+
 /// Every key of a mapping whose schema lists its fields that is not one of
-/// them, under `node` (at `path`).
+/// them, under `node` (at `at`).
 fn unknown_keys(
     node: &YamlNode,
     schema: Option<&Json>,
     schemas: &Schemas,
-    path: &mut Vec<Seg>,
+    at: &mut Walk,
     found: &mut Vec<Unknown>,
 ) {
     match &node.kind {
@@ -386,7 +508,7 @@ fn unknown_keys(
                 .and_then(|s| s.get("properties"))
                 .and_then(Json::as_object)
                 .map(|p| p.keys().map(String::as_str).collect());
-            if path.is_empty()
+            if at.written.is_empty()
                 && let Some(fields) = &mut fields
             {
                 // The CRD's schema leaves out what every object has.
@@ -395,41 +517,53 @@ fn unknown_keys(
             let present: Vec<&str> = entries.iter().filter_map(|(k, _)| k.text()).collect();
             for (key, value) in entries {
                 let Some(name) = key.text() else { continue };
-                path.push(Seg::Key(name.to_string()));
-                match &fields {
-                    Some(fields) if !fields.contains(&name) => {
-                        let close = closest(name, fields.iter().copied());
-                        let owner = owner(&path[..path.len() - 1]);
-                        let message = match close {
-                            Some(close) => format!(
-                                "`{name}` is not a field of {owner} (did you mean `{close}`?)"
-                            ),
-                            None => {
-                                let names: Vec<String> =
-                                    fields.iter().map(|f| f.to_string()).collect();
-                                format!(
-                                    "`{name}` is not a field of {owner}; its fields are {}",
-                                    quote_list(&names)
-                                )
-                            }
-                        };
-                        found.push(Unknown {
-                            path: path.clone(),
-                            message,
-                            meant: close.filter(|c| !present.contains(c)).map(str::to_string),
-                        });
-                    }
-                    _ => unknown_keys(value, schemas.property(schema, name), schemas, path, found),
+                let known = fields.as_ref().is_none_or(|f| f.contains(&name));
+                if known {
+                    at.push(Seg::Key(name.into()), Seg::Key(name.into()));
+                    unknown_keys(value, schemas.property(schema, name), schemas, at, found);
+                    at.pop();
+                    continue;
                 }
-                path.pop();
+                let fields = fields.as_deref().unwrap_or_default();
+                let close = closest(name, fields.iter().copied());
+                let owner = owner(&at.read_as);
+                let message = match close {
+                    Some(close) => {
+                        format!("`{name}` is not a field of {owner} (did you mean `{close}`?)")
+                    }
+                    None => {
+                        let names: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+                        format!(
+                            "`{name}` is not a field of {owner}; its fields are {}",
+                            quote_list(&names)
+                        )
+                    }
+                };
+                let meant = close.filter(|c| !present.contains(c));
+                at.push(
+                    Seg::Key(name.into()),
+                    Seg::Key(meant.unwrap_or(name).into()),
+                );
+                found.push(Unknown {
+                    path: at.written.clone(),
+                    message,
+                    meant: meant.map(str::to_string),
+                    span: (key.start.index, key.end.index),
+                });
+                // Read as the field it meant, it is checked as one.
+                if let Some(meant) = meant {
+                    let inner = schemas.property(schema, meant);
+                    unknown_keys(value, inner, schemas, at, found);
+                }
+                at.pop();
             }
         }
         NodeKind::Seq(items) => {
             let items_schema = schema.and_then(|s| s.get("items"));
             for (i, item) in items.iter().enumerate() {
-                path.push(Seg::Index(i));
-                unknown_keys(item, items_schema, schemas, path, found);
-                path.pop();
+                at.push(Seg::Index(i), Seg::Index(i));
+                unknown_keys(item, items_schema, schemas, at, found);
+                at.pop();
             }
         }
         NodeKind::Scalar(..) | NodeKind::Alias => {}
@@ -447,47 +581,6 @@ fn owner(path: &[Seg]) -> String {
         [.., Seg::Key(k)] => format!("`{k}`"),
         [.., Seg::Index(_)] => "an entry".to_string(),
     }
-}
-
-/// The step a path from the document's root is in and the field within it,
-/// as the validator names them: `spec.steps[1].loop.steps[0].after[2]` is
-/// the nested step's `after[2]`; a path outside any step has no step, and
-/// its field is counted from `spec` (or the root, outside `spec`).
-fn attribute(tree: &YamlNode, path: &[Seg]) -> (String, String) {
-    let Some((Seg::Key(first), mut rest)) = path.split_first() else {
-        return (String::new(), write_path(path));
-    };
-    if first != "spec" || rest.is_empty() {
-        return (String::new(), write_path(path));
-    }
-    let mut at: Vec<Seg> = vec![Seg::Key("spec".into())];
-    let mut key: Option<String> = None;
-    loop {
-        let keys: &[&str] = match key {
-            None => &["steps"],
-            Some(_) if rest.first() == Some(&Seg::Key("loop".into())) => &["loop", "steps"],
-            Some(_) => &["parallel", "step", "loop", "steps"],
-        };
-        let leads = rest.len() > keys.len()
-            && keys
-                .iter()
-                .zip(rest)
-                .all(|(k, seg)| *seg == Seg::Key((*k).to_string()))
-            && matches!(rest[keys.len()], Seg::Index(_));
-        if !leads {
-            break;
-        }
-        at.extend_from_slice(&rest[..=keys.len()]);
-        rest = &rest[keys.len() + 1..];
-        let (step, _, _) = tree.follow(&at);
-        key = Some(
-            step.entry("key")
-                .and_then(|(_, k)| k.text())
-                .unwrap_or_default()
-                .to_string(),
-        );
-    }
-    (key.unwrap_or_default(), write_path(rest))
 }
 
 #[cfg(test)]
@@ -525,8 +618,44 @@ mod tests {
                 "line 7, column 7: step draft: atempts: `atempts` is not a field of a step (did you mean `attempts`?)",
                 "line 8, column 7: step draft: scirpt: `scirpt` is not a field of a step (did you mean `script`?)",
                 "line 11, column 41: step check: condition.when: write `true` in lowercase, not `True`",
+                // Read as `source`, the misspelt key is checked as one.
+                "line 13, column 7: step publish: script: give either `source` or `command`, not both",
                 "line 14, column 9: step publish: script.sorce: `sorce` is not a field of `script` (did you mean `source`?)",
                 "line 16, column 7: step publish: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `loop`, `message`, `onFailure`, `parallel`, `script`, `sendBack`, `timeout`, `when`",
+            ]
+        );
+    }
+
+    /// A misspelt field is read as the one it meant: an approval whose
+    /// `decisons` are named still has its exits, so neither its send-back
+    /// nor an arrow from one of them is refused for want of them, and what
+    /// is wrong inside it is found where it is written.
+    #[test]
+    fn a_misspelt_field_is_read_as_the_one_it_meant() {
+        let text = format!(
+            "{HEAD}  steps:
+    - key: draft
+      scirpt: {{sorce: echo, envv: [{{name: A, value: b}}]}}
+    - key: review
+      approval:
+        decisons: [approve, Changes]
+      sendBack: [{{exit: Changes, to: draft}}]
+    - key: publish
+      after: [review.approve]
+      atempts: 99
+      agent: {{prompt: go}}
+"
+        );
+        assert_eq!(
+            lines(&text),
+            [
+                "line 7, column 7: step draft: scirpt: `scirpt` is not a field of a step (did you mean `script`?)",
+                "line 7, column 16: step draft: scirpt.sorce: `sorce` is not a field of `script` (did you mean `source`?)",
+                "line 7, column 29: step draft: scirpt.envv: `envv` is not a field of `script` (did you mean `env`?)",
+                "line 10, column 9: step review: approval.decisons: `decisons` is not a field of `approval` (did you mean `decisions`?)",
+                "line 10, column 29: step review: approval.decisions[1]: the decision `Changes` must start with a lowercase letter",
+                "line 14, column 7: step publish: atempts: `atempts` is not a field of a step (did you mean `attempts`?)",
+                "line 14, column 16: step publish: attempts: attempts is 99; it must be between 1 and 20",
             ]
         );
     }

@@ -419,7 +419,11 @@ impl Linter<'_> {
                     .to_string(),
             );
         }
-        (key.unwrap_or_default(), write_path(rest))
+        match key {
+            // A step without a key is named by its place.
+            Some(key) if !key.is_empty() => (key, write_path(rest)),
+            _ => (String::new(), write_path(&path[1..])),
+        }
     }
 
     /// Reports `problem` where the node at `path` (as the flow is read)
@@ -728,6 +732,27 @@ mod tests {
                 "line 13, column 37: step draft: script.output.fields[0].type: `bool` is not a field type; use one of string, number, integer, boolean, array, object",
                 "line 15, column 15: step review: after[0]: no step has the key `drat` (did you mean `draft`?)",
                 "line 17, column 25: step review: approval.decisions[1]: the decision `Changes` must start with a lowercase letter",
+            ]
+        );
+    }
+
+    /// A step that is no mapping is named by its place, and read as an
+    /// empty step, whose want of a key and a kind is not said again.
+    #[test]
+    fn a_step_that_is_not_a_mapping_is_named_by_its_place() {
+        let text = format!(
+            "{HEAD}  steps:
+    - {{key: a, bogus: 1, script: {{source: x}}}}
+    - just text
+    - {{key: b, script: {{source: x}}, input: {{x: $steps.nope.output}}}}
+"
+        );
+        assert_eq!(
+            lines(&text),
+            [
+                "line 6, column 16: step a: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `loop`, `message`, `onFailure`, `parallel`, `script`, `sendBack`, `timeout`, `when`",
+                "line 7, column 7: steps[1]: invalid type: string \"just text\", expected struct Step",
+                "line 8, column 55: step b: input.x: no step has the key `nope`",
             ]
         );
     }

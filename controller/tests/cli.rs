@@ -423,7 +423,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
         "release: line 18, column 15: step review: after[0]: no step has the key `drfat` (did you mean `draft`?)",
         "release: line 19, column 54: step review: input.final: `publish` runs later than this step, so its data cannot be read here; a step reads a later one only when both are inside the same loop",
         "release: line 21, column 9: step review: approval.decisons: `decisons` is not a field of `approval` (did you mean `decisions`?)",
-        "release: line 26, column 7: step publish: timeout: invalid type: sequence, expected a string",
+        "release: line 26, column 7: step publish: timeout: invalid type: a list, expected a string",
         "release: line 29, column 15: step publish: when: write `true` in lowercase, not `True`",
         "release: line 34, column 20: step publish: http.headers[1].name: `Content Length` is not a header name",
         "second: line 39, column 1: spce: `spce` is not a field of a Flow (did you mean `spec`?)",

@@ -447,8 +447,9 @@ impl Linter<'_> {
     }
 }
 
-/// serde_yaml's message without what lint says itself: the path it puts
-/// first and the line and column it puts last.
+/// serde_yaml's message without what lint says itself (the path it puts
+/// first, the line and column it puts last) and in YAML's words rather
+/// than Rust's: `a list`, `a mapping`, `a whole number`.
 fn bare_message(error: &serde_yaml::Error, path: &[Seg]) -> String {
     let mut message = error.to_string();
     if let Some(at) = error.location() {
@@ -458,10 +459,33 @@ fn bare_message(error: &serde_yaml::Error, path: &[Seg]) -> String {
         }
     }
     let prefix = format!("{}: ", write_path(path));
-    match message.strip_prefix(&prefix) {
-        Some(bare) => bare.to_string(),
-        None => message,
+    if let Some(bare) = message.strip_prefix(&prefix) {
+        message = bare.to_string();
     }
+    in_yaml_words(&message)
+}
+
+/// serde's names of types (`sequence`, `map`, `i32`, `struct Step`) as a
+/// person who wrote YAML calls them.
+fn in_yaml_words(message: &str) -> String {
+    let Some((head, expected)) = message.split_once(", expected ") else {
+        return message.to_string();
+    };
+    let head = head
+        .replace("invalid type: sequence", "invalid type: a list")
+        .replace("invalid type: map", "invalid type: a mapping")
+        .replace("invalid type: unit value", "invalid type: null");
+    let whole = [
+        "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "usize",
+    ];
+    let expected = match expected {
+        e if whole.contains(&e) => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a sequence" => "a list".to_string(),
+        e if e.starts_with("struct ") || e == "a map" => "a mapping".to_string(),
+        e => e.to_string(),
+    };
+    format!("{head}, expected {expected}")
 }
 
 /// `path` with one key more (none when `key` is empty).
@@ -681,27 +705,15 @@ mod tests {
       script: {{source: echo}}
 "
         );
-        let found = lines(&text);
-        assert_eq!(found.len(), 4, "{found:#?}");
-        assert!(
-            found[0].starts_with(
-                "line 7, column 17: step draft: attempts: invalid type: string \"two\""
-            ),
-            "{found:#?}"
-        );
+        // The misspelt `exit` is read as one, so the send-back stands.
         assert_eq!(
-            found[1],
-            "line 11, column 19: step review: sendBack[0].exti: `exti` is not a field of an entry of `sendBack` (did you mean `exit`?)"
-        );
-        assert_eq!(
-            found[2],
-            "line 13, column 25: step late: input.x: `later` runs later than this step, so its data cannot be read here; a step reads a later one only when both are inside the same loop"
-        );
-        assert!(
-            found[3].starts_with(
-                "line 14, column 16: step late: script.source: invalid type: sequence"
-            ),
-            "{found:#?}"
+            lines(&text),
+            [
+                "line 7, column 17: step draft: attempts: invalid type: string \"two\", expected a whole number",
+                "line 11, column 19: step review: sendBack[0].exti: `exti` is not a field of an entry of `sendBack` (did you mean `exit`?)",
+                "line 13, column 25: step late: input.x: `later` runs later than this step, so its data cannot be read here; a step reads a later one only when both are inside the same loop",
+                "line 14, column 16: step late: script.source: invalid type: a list, expected a string",
+            ]
         );
     }
 
@@ -751,7 +763,7 @@ mod tests {
             lines(&text),
             [
                 "line 6, column 16: step a: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `loop`, `message`, `onFailure`, `parallel`, `script`, `sendBack`, `timeout`, `when`",
-                "line 7, column 7: steps[1]: invalid type: string \"just text\", expected struct Step",
+                "line 7, column 7: steps[1]: invalid type: string \"just text\", expected a mapping",
                 "line 8, column 55: step b: input.x: no step has the key `nope`",
             ]
         );
@@ -765,7 +777,7 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:#?}");
         assert_eq!(
             found,
-            ["line 4, column 1: spec: invalid type: sequence, expected struct FlowSpec"]
+            ["line 4, column 1: spec: invalid type: a list, expected a mapping"]
         );
     }
 }

@@ -769,6 +769,41 @@ mod tests {
         );
     }
 
+    /// Steps nested in a loop and the step of a parallel part are named
+    /// and placed like the others, their misspelt keys read as meant.
+    #[test]
+    fn nested_steps_are_named_and_placed() {
+        let text = format!(
+            "{HEAD}  steps:
+    - key: revise
+      loop:
+        until: $steps.check.output.ok == True
+        maxIterations: 3
+        steps:
+          - key: write
+            agent: {{prompt: go, gvie: [check]}}
+          - key: check
+            after: [wirte]
+            script: {{source: x}}
+    - key: each
+      parallel:
+        items: $input.list
+        step:
+          script: {{source: x, env: [{{name: \"A B\", vaule: \"1\"}}]}}
+"
+        );
+        assert_eq!(
+            lines(&text),
+            [
+                "line 8, column 42: step revise: loop.until: write `true` in lowercase, not `True`",
+                "line 12, column 33: step write: agent.gvie: `gvie` is not a field of `agent` (did you mean `give`?)",
+                "line 14, column 21: step check: after[0]: no step has the key `wirte` (did you mean `write`?)",
+                "line 20, column 37: step each: parallel.step.script.env[0]: `A B` is not a variable name (letters, digits and `_`)",
+                "line 20, column 51: step each: parallel.step.script.env[0].vaule: `vaule` is not a field of an entry of `env` (did you mean `value`?)",
+            ]
+        );
+    }
+
     #[test]
     fn text_that_is_not_a_flow_at_all_is_still_one_problem() {
         let text =

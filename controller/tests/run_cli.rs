@@ -271,6 +271,21 @@ fn decisions_come_from_the_command_line_in_order() {
     assert_eq!(r["steps"]["draft"]["output"]["attempt"], 2);
     assert_eq!(r["steps"]["draft"]["attempts"][1]["feedback"], "again");
     assert_eq!(r["steps"]["review"]["output"]["decision"], "approve");
+    // Progress calls the redone draft what it is: sent back, not retried.
+    let o = coxswain(&[
+        "run",
+        &file,
+        "--decide",
+        "review=changes:again",
+        "--decide",
+        "review=approve",
+    ]);
+    let progress = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        progress.contains("▶ draft started again: sent back by review (changes"),
+        "{progress}"
+    );
+    assert!(!progress.contains("attempt 2"), "{progress}");
     // Without a decision and without a terminal, the run stops instead of
     // hanging, and fails saying what it needs (nobody cancelled it).
     let o = coxswain(&["run", &file, "--quiet", "--output", "json"]);

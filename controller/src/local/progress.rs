@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
 
-use coxswain_core::api::{RunPhase, RunStatus, StepStatus};
+use coxswain_core::api::{RunPhase, RunStatus, StartedBy, StepStatus};
 use coxswain_steps::script::{Attempt, Echo, Echoes};
 
 /// Prints step transitions as they happen; silent when `quiet`.
@@ -93,7 +93,17 @@ impl Progress {
                         .unwrap_or("");
                     format!("  ↻ {key} failed{attempt}, will retry: {}", first_line(why))
                 }
-                StepStatus::Running => format!("  ▶ {key} started{attempt}"),
+                StepStatus::Running => match (record.iteration, record.started_by()) {
+                    (None, StartedBy::SentBack { note, attempt, .. }) => {
+                        let retry = if attempt > 1 {
+                            format!(", attempt {attempt}")
+                        } else {
+                            String::new()
+                        };
+                        format!("  ▶ {key} started again: {}{retry}", note.sent_back())
+                    }
+                    _ => format!("  ▶ {key} started{attempt}"),
+                },
                 StepStatus::Waiting => format!("  … {key} waits for a person"),
                 StepStatus::Completed => {
                     let exit = record
@@ -296,7 +306,7 @@ fn which_try(record: &coxswain_core::api::StepRecord) -> String {
         .flatten()
         .collect(),
         Some(_) => Vec::new(),
-        None if record.attempts.len() > 1 => vec![format!("attempt {}", record.attempts.len())],
+        None if in_round > 1 => vec![format!("attempt {in_round}")],
         None => Vec::new(),
     };
     if notes.is_empty() {

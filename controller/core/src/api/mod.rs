@@ -25,7 +25,7 @@ pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
 pub use run::{
     Arrow, Attempt, FlowRef, MAX_VALUE_BYTES, PartRecord, ReviewNote, Run, RunPhase, RunSpec,
-    RunStatus, StepError, StepRecord, StepStatus, TokenUsage,
+    RunStatus, StartedBy, StepError, StepRecord, StepStatus, TokenUsage,
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,

@@ -185,6 +185,72 @@ impl RunStatus {
     }
 }
 
+/// How a step's latest attempt came to start, so progress lines and Events
+/// tell a retry (after a failure) from work a reviewer sent back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StartedBy<'a> {
+    /// The first attempt of its round.
+    First,
+    /// Another try after the attempt before it failed.
+    Retry {
+        /// The attempt's number within its round (2 for the first retry).
+        attempt: usize,
+        /// Why the attempt before it failed.
+        after: Option<&'a StepError>,
+    },
+    /// The step is done again because a reviewer sent its work back.
+    SentBack {
+        /// Who sent it back, with the decision and feedback.
+        note: &'a ReviewNote,
+        /// The attempt's number within its round (1 unless it was retried).
+        attempt: usize,
+        /// Why the attempt before it failed, for a retry within the round.
+        after: Option<&'a StepError>,
+    },
+}
+
+impl StepRecord {
+    /// How the latest attempt came to start.
+    pub fn started_by(&self) -> StartedBy<'_> {
+        let in_round = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as usize;
+        let after = if in_round > 1 {
+            self.attempts
+                .len()
+                .checked_sub(2)
+                .and_then(|i| self.attempts[i].error.as_ref())
+        } else {
+            None
+        };
+        match &self.review {
+            Some(note) => StartedBy::SentBack {
+                note,
+                attempt: in_round,
+                after,
+            },
+            None if in_round > 1 => StartedBy::Retry {
+                attempt: in_round,
+                after,
+            },
+            None => StartedBy::First,
+        }
+    }
+}
+
+impl ReviewNote {
+    /// `sent back by review (changes, alice)`: the step, the decision and,
+    /// when a person decided, who.
+    pub fn sent_back(&self) -> String {
+        if self.reviewer == self.from || self.reviewer.is_empty() {
+            format!("sent back by {} ({})", self.from, self.decision)
+        } else {
+            format!(
+                "sent back by {} ({}, {})",
+                self.from, self.decision, self.reviewer
+            )
+        }
+    }
+}
+
 /// What a reviewer said when sending work back; the redone step receives it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

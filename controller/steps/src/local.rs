@@ -212,6 +212,7 @@ mod tests {
                 uid: "u".into(),
                 since: None,
             },
+            review: None,
         }
     }
 

@@ -96,6 +96,7 @@ mod tests {
                 uid: uid.into(),
                 since: None,
             },
+            review: None,
         }
     }
 

@@ -751,6 +751,166 @@ mod tests {
         );
     }
 
+    /// `old` with `answer` added at the end of `answers`, stamped for `who`.
+    fn add(old: &ApprovalSpec, answer: Value, who: &UserInfo) -> ApprovalSpec {
+        let mut new = old.clone();
+        let mut answers = new.answers.take().unwrap_or_default();
+        answers.push(serde_json::from_value(answer).expect("answer"));
+        new.answers = Some(answers);
+        stamped(old, new, who)
+    }
+
+    #[test]
+    fn several_approvers_each_add_one_stamped_answer() {
+        let old = spec(
+            json!({"approvals": 2, "answers": [], "approvers": {"users": ["ana", "bo", "cy"]}}),
+        );
+        let ana = user("ana", &[]);
+        // The one-person fields are refused, saying what to write instead.
+        let mut decided = old.clone();
+        decided.decision = Some("approve".into());
+        let error = check_update("a", &old, &decided, &ana, None)
+            .expect_err("decision")
+            .to_string();
+        assert!(
+            error.contains("needs 2 approvers to agree") && error.contains("/spec/answers/-"),
+            "{error}"
+        );
+        // ana adds hers; the stamp is hers whatever she sent.
+        let one = add(
+            &old,
+            json!({"decision": "approve", "decidedBy": {"username": "boss"}}),
+            &ana,
+        );
+        let first = &entries(&one)[0];
+        assert_eq!(
+            first.decided_by.as_ref().map(|d| d.username.as_str()),
+            Some("ana")
+        );
+        assert_eq!(first.decided_at.as_deref(), Some("2030-01-01T00:00:00Z"));
+        assert_eq!(check_update("a", &old, &one, &ana, None), Ok(()));
+        // Not twice.
+        let twice = add(&one, json!({"decision": "changes"}), &ana);
+        let error = check_update("a", &one, &twice, &ana, None)
+            .expect_err("twice")
+            .to_string();
+        assert!(
+            error.contains("`ana` already answered approval a (`approve`)"),
+            "{error}"
+        );
+        // Someone else: yes, unless not an approver, or the answer does not fit.
+        let bo = user("bo", &[]);
+        let two = add(&one, json!({"decision": "approve"}), &bo);
+        assert_eq!(check_update("a", &one, &two, &bo, None), Ok(()));
+        let eve = user("eve", &[]);
+        let error = check_update(
+            "a",
+            &one,
+            &add(&one, json!({"decision": "approve"}), &eve),
+            &eve,
+            None,
+        )
+        .expect_err("eve")
+        .to_string();
+        assert!(
+            error.contains("`eve` may not decide step `review`"),
+            "{error}"
+        );
+        let error = check_update(
+            "a",
+            &one,
+            &add(&one, json!({"decision": "maybe"}), &bo),
+            &bo,
+            None,
+        )
+        .expect_err("maybe")
+        .to_string();
+        assert!(error.contains("`maybe` is not a decision"), "{error}");
+        // The run's creator neither.
+        let error = check_update("a", &one, &two, &bo, Some("bo"))
+            .expect_err("self")
+            .to_string();
+        assert!(error.contains("`bo` created run r1"), "{error}");
+        // Earlier answers never change, and one write adds one.
+        let mut rewritten = two.clone();
+        if let Some(answers) = rewritten.answers.as_mut() {
+            answers[0].decision = Some("changes".into());
+        }
+        let error = check_update("a", &two, &rewritten, &user("cy", &[]), None)
+            .expect_err("rewritten")
+            .to_string();
+        assert!(error.contains("are only added to"), "{error}");
+        let mut replaced = old.clone();
+        replaced.answers = Some(vec![entries(&two)[1].clone()]);
+        assert!(matches!(
+            check_update("a", &one, &replaced, &bo, None),
+            Err(ApprovalRefusal::AnswersOnlyGrow { had: 1, .. })
+        ));
+        let cy = user("cy", &[]);
+        let both = add(
+            &add(&one, json!({"decision": "approve"}), &cy),
+            json!({"decision": "approve"}),
+            &cy,
+        );
+        assert!(matches!(
+            check_update("a", &one, &both, &cy, None),
+            Err(ApprovalRefusal::AnswersOnlyGrow { .. })
+        ));
+    }
+
+    #[test]
+    fn one_approver_writes_the_decision_not_answers() {
+        let old = spec(json!({}));
+        let ana = user("ana", &[]);
+        let added = add(&old, json!({"decision": "approve"}), &ana);
+        let error = check_update("a", &old, &added, &ana, None)
+            .expect_err("answers")
+            .to_string();
+        assert!(
+            error.contains("step `review` is decided by one person: write spec.decision"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_answer_to_a_taken_approval_of_several_is_refused() {
+        let mut old = Approval::new(
+            "r1-review-1",
+            spec(json!({"approvals": 2, "answers": [{"decision": "changes"}]})),
+        );
+        old.status = Some(coxswain_core::api::ApprovalStatus {
+            consumed: true,
+            ..Default::default()
+        });
+        let mut new = old.clone();
+        new.spec = add(&old.spec, json!({"decision": "approve"}), &user("bo", &[]));
+        let refusal = closed(&old, &new).expect("refused").to_string();
+        assert!(
+            refusal.contains("was already taken in by its run"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn mode_both_needs_the_decision_and_the_response() {
+        let old = spec(json!({"mode": "both", "fields": [{"name": "owner", "type": "string"}]}));
+        let ana = user("ana", &[]);
+        let error = decide(&old, json!({"decision": "approve"}), &ana, None).expect_err("entry");
+        assert!(error.contains("must be an object with `owner`"), "{error}");
+        let error =
+            decide(&old, json!({"response": {"owner": "ana"}}), &ana, None).expect_err("decision");
+        assert!(error.contains("needs a decision"), "{error}");
+        assert_eq!(
+            decide(
+                &old,
+                json!({"decision": "approve", "response": {"owner": "ana"}}),
+                &ana,
+                None
+            ),
+            Ok(())
+        );
+    }
+
     #[test]
     fn what_the_controller_wrote_and_creation_are_the_controllers() {
         let old = spec(json!({"approvers": {"users": ["ana"]}}));

@@ -545,10 +545,18 @@ pub async fn settle_earlier(
 /// Coxswain made: those whose attempt stops waiting (a timeout ended it, a
 /// send-back or a failure elsewhere stopped it) are closed, so nobody is
 /// left answering them.
-pub fn open(asked: &[Asked]) -> impl Iterator<Item = &Asked> {
+pub fn open<'a>(asked: &'a [Asked], run: &'a Run) -> impl Iterator<Item = &'a Asked> + 'a {
     asked
         .iter()
-        .filter(|a| a.foreign.is_none() && a.answer().is_none())
+        .filter(|a| a.foreign.is_none())
+        .filter(move |a| {
+            // Answered: what the run takes in is settled, not closed.
+            if a.request.approvals > 1 {
+                a.ballots(run).decision.is_none()
+            } else {
+                a.answer().is_none()
+            }
+        })
         .filter(|a| {
             a.object.as_ref().is_some_and(|o| {
                 o.status
@@ -599,6 +607,97 @@ mod tests {
         };
         record.steps.insert("ask".into(), step);
         record
+    }
+
+    #[test]
+    fn ballots_count_each_checked_answer_once() {
+        let mut run = Run::new("r", Default::default());
+        run.metadata.annotations = Some(
+            [(
+                crate::names::CREATED_BY_ANNOTATION.to_string(),
+                "ana".to_string(),
+            )]
+            .into(),
+        );
+        let request = ApprovalRequest {
+            step: "ask".into(),
+            attempt: 1,
+            mode: coxswain_core::api::ApprovalMode::Review,
+            show: Default::default(),
+            decisions: vec!["approve".into(), "changes".into()],
+            fields: Vec::new(),
+            approvers: Some(coxswain_core::api::Approvers {
+                users: vec!["ana".into(), "bo".into(), "cy".into()],
+                groups: Vec::new(),
+            }),
+            instructions: None,
+            allow_self_approval: false,
+            approvals: 2,
+            sends_back: vec!["changes".into()],
+        };
+        let by = |user: &str, decision: &str, feedback: Option<&str>| {
+            serde_json::from_value::<coxswain_core::api::ApprovalAnswer>(json!({
+                "decision": decision,
+                "feedback": feedback,
+                "decidedBy": {"username": user},
+            }))
+            .expect("answer")
+        };
+        let mut unstamped = by("x", "approve", None);
+        unstamped.decided_by = None;
+        let answers = vec![
+            by("ana", "approve", None),
+            by("bo", "approve", Some("Fine.")),
+            by("bo", "changes", None),
+            unstamped,
+            by("eve", "approve", None),
+            by("cy", "approve", Some("Ship it.")),
+        ];
+        let mut object = approval(1, None, ApprovalStatus::default());
+        object.spec.answers = Some(answers.clone());
+        let mut asked = Asked::new(&run, request);
+        asked.object = Some(object);
+        let ballots = asked.ballots(&run);
+        let decision = ballots.decision.expect("two agreed");
+        assert_eq!(decision.decision.as_deref(), Some("approve"));
+        assert_eq!(decision.decided_by.as_deref(), Some("bo, cy"));
+        assert_eq!(
+            decision.feedback.as_deref(),
+            Some("bo: Fine.\ncy: Ship it.")
+        );
+        assert_eq!(ballots.tally.as_deref(), Some("approve 2 of 2"));
+        let refused = ballots.refused.join("\n");
+        assert_eq!(ballots.refused.len(), 4, "{refused}");
+        for why in [
+            "`ana` is not counted: `ana` created run r",
+            "`bo` answered more than once",
+            "answer 4 does not say who wrote it",
+            "the answer of `eve` is not counted: `eve` may not decide step `ask`",
+        ] {
+            assert!(refused.contains(why), "{why}: {refused}");
+        }
+        // Short of two, nothing is taken; one "changes" is enough.
+        let mut object = approval(1, None, ApprovalStatus::default());
+        object.spec.answers = Some(answers[..2].to_vec());
+        asked.object = Some(object);
+        assert_eq!(asked.ballots(&run).decision, None);
+        assert!(open(std::slice::from_ref(&asked), &run).next().is_some());
+        let mut object = approval(1, None, ApprovalStatus::default());
+        object.spec.answers = Some(vec![by("cy", "changes", Some("Redo."))]);
+        asked.object = Some(object);
+        let back = asked.ballots(&run).decision.expect("sent back");
+        assert_eq!(
+            (
+                back.decision.as_deref(),
+                back.decided_by.as_deref(),
+                back.feedback.as_deref()
+            ),
+            (Some("changes"), Some("cy"), Some("Redo."))
+        );
+        assert!(
+            open(std::slice::from_ref(&asked), &run).next().is_none(),
+            "a decided Approval is settled, not closed"
+        );
     }
 
     #[test]

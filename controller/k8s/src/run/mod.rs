@@ -263,7 +263,7 @@ async fn gather(
         .filter(|a| a.object.is_some())
         .map(|a| AskRef::from(&a.request))
         .collect();
-    let open = approvals::open(&asked)
+    let open = approvals::open(&asked, run)
         .map(|a| AskRef::from(&a.request))
         .collect();
     Ok(Gathered {

@@ -522,7 +522,9 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
         ],
         "{shown}"
     );
-    for approval in [&first, &second] {
+    // Each row: the run, step, mode, STATUS, then the decision the run
+    // took in and who took it (both people when two agreed).
+    for (approval, decided) in [(&first, "changes dan"), (&second, "approve carol, dan")] {
         let row = shown
             .lines()
             .find(|l| l.starts_with(approval.as_str()))
@@ -530,6 +532,15 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
         assert_eq!(
             words(row)[1..5],
             [run.as_str(), "review", "review", "taken"],
+            "{shown}"
+        );
+        let after = row.split(" taken ").nth(1).unwrap_or_default();
+        assert!(
+            after
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .starts_with(decided),
             "{shown}"
         );
     }

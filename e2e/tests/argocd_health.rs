@@ -539,6 +539,7 @@ spec:
         })
         .await;
     let reason = refused["status"]["refused"].as_str().unwrap_or_default();
+    assert_eq!(refused["status"]["state"], "refused", "{refused}");
     assert_health(
         "Approval",
         &refused,

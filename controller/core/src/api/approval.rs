@@ -23,12 +23,8 @@ use super::step::{ApprovalMode, Approvers, Field};
     printcolumn(name = "Step", type_ = "string", json_path = ".spec.step"),
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
     printcolumn(name = "Status", type_ = "string", json_path = ".status.state"),
-    printcolumn(name = "Decision", type_ = "string", json_path = ".spec.decision"),
-    printcolumn(
-        name = "Decided By",
-        type_ = "string",
-        json_path = ".spec.decidedBy.username"
-    ),
+    printcolumn(name = "Decision", type_ = "string", json_path = ".status.decision"),
+    printcolumn(name = "Decided By", type_ = "string", json_path = ".status.decidedBy"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -182,6 +178,13 @@ pub struct ApprovalStatus {
     /// as `approve 1 of 2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tally: Option<String>,
+    /// The decision the run took in (none for an entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    /// Who took the decision the run took in: the user name stamped on the
+    /// answer, or those of the approvers who agreed, joined by `, `.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
     /// True once the run has taken the decision in.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub consumed: bool,

@@ -215,6 +215,16 @@ impl Asked {
         )
     }
 
+    /// The answer the run takes from this Approval, if any: the one
+    /// person's, or the decision several agreed on.
+    pub fn taken(&self, run: &Run) -> Option<Decision> {
+        if self.request.approvals > 1 {
+            self.ballots(run).decision
+        } else {
+            self.answer()
+        }
+    }
+
     /// The tally the Approval shows, so the same one is not written twice.
     pub fn shown_tally(&self) -> Option<&str> {
         self.object.as_ref()?.status.as_ref()?.tally.as_deref()
@@ -355,10 +365,22 @@ pub async fn create(
     }
 }
 
-/// Marks an answer taken in (`consumed`), or refused with the reason.
-pub async fn settle(api: &Api<Approval>, name: &str, refused: Option<&str>) -> Result<(), Error> {
+/// Marks an answer taken in (`consumed`), with the decision taken when it
+/// is known, or refused with the reason.
+pub async fn settle(
+    api: &Api<Approval>,
+    name: &str,
+    refused: Option<&str>,
+    taken: Option<&Decision>,
+) -> Result<(), Error> {
     let status = match refused {
-        None => json!({"consumed": true, "refused": null, "state": ApprovalState::Taken}),
+        None => json!({
+            "consumed": true,
+            "refused": null,
+            "state": ApprovalState::Taken,
+            "decision": taken.and_then(|d| d.decision.clone()),
+            "decidedBy": taken.and_then(|d| d.decided_by.clone()),
+        }),
         Some(reason) => json!({"refused": reason, "state": ApprovalState::Refused}),
     };
     patch_status(api, name, status, "updating").await
@@ -423,7 +445,7 @@ pub async fn close_unanswered(
         }
         match leftover(&approval, &record) {
             Leftover::Settled => {}
-            Leftover::TakenIn => settle(api, &approval.name_any(), None).await?,
+            Leftover::TakenIn => settle(api, &approval.name_any(), None, None).await?,
             Leftover::Unanswered => {
                 close(api, &approval.name_any(), reason).await?;
                 closed += 1;
@@ -531,7 +553,7 @@ pub async fn settle_earlier(
         }
         match leftover(&approval, record) {
             Leftover::Settled => {}
-            Leftover::TakenIn => settle(api, &name, None).await?,
+            Leftover::TakenIn => settle(api, &name, None, None).await?,
             Leftover::Unanswered => {
                 let reason = attempt_ended_reason(record, &request.step, attempt);
                 close(api, &name, &reason).await?;
@@ -549,14 +571,8 @@ pub fn open<'a>(asked: &'a [Asked], run: &'a Run) -> impl Iterator<Item = &'a As
     asked
         .iter()
         .filter(|a| a.foreign.is_none())
-        .filter(move |a| {
-            // Answered: what the run takes in is settled, not closed.
-            if a.request.approvals > 1 {
-                a.ballots(run).decision.is_none()
-            } else {
-                a.answer().is_none()
-            }
-        })
+        // Answered: what the run takes in is settled, not closed.
+        .filter(move |a| a.taken(run).is_none())
         .filter(|a| {
             a.object.as_ref().is_some_and(|o| {
                 o.status

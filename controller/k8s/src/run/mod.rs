@@ -449,7 +449,12 @@ async fn act(
     }
     for settle in &plan.settle {
         let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
-        approvals::settle(&api, &name, settle.refused.as_deref()).await?;
+        let taken = seen
+            .asked
+            .iter()
+            .find(|a| AskRef::from(&a.request) == settle.ask)
+            .and_then(|a| a.taken(run));
+        approvals::settle(&api, &name, settle.refused.as_deref(), taken.as_ref()).await?;
     }
     // How the answers of steps that need several approvers stand, where
     // that changed and the step still waits.

@@ -460,6 +460,10 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
     .unwrap_or_else(|e| panic!("{e}"));
     let taken = wait_state(&s, &first, "taken").await;
     assert_eq!(taken["status"]["consumed"], true, "{taken}");
+    assert_eq!(
+        taken["status"]["tally"], "approve 1 of 2, changes 1 of 2",
+        "{taken}"
+    );
     let second = s.kubectl.approval_name(s.ns.name(), &run, "review", 2);
     wait_state(&s, &second, "open").await;
     let record = s.get("run", &run);
@@ -506,7 +510,8 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
         ]),
         "{review}"
     );
-    wait_state(&s, &second, "taken").await;
+    let agreed = wait_state(&s, &second, "taken").await;
+    assert_eq!(agreed["status"]["tally"], "approve 2 of 2", "{agreed}");
     let shown = table(&s);
     eprintln!("kubectl get approvals:\n{shown}");
     let words = |line: &str| {

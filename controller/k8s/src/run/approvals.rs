@@ -356,7 +356,22 @@ pub async fn create(
                 .get_opt(&asked.name)
                 .await
                 .map_err(|e| Error::kube(format!("reading the approval {}", asked.name), e))?;
-            Ok(found.and_then(|found| not_ours(&found, run, &request.step, request.attempt)))
+            let Some(found) = found else { return Ok(None) };
+            if let Some(foreign) = not_ours(&found, run, &request.step, request.attempt) {
+                return Ok(Some(foreign));
+            }
+            // Made by an earlier reconcile that stopped before saying it is
+            // open (or by a controller from before the STATUS column).
+            if found.status.as_ref().is_none_or(|s| s.state.is_none()) {
+                patch_status(
+                    api,
+                    &asked.name,
+                    json!({"state": ApprovalState::Open}),
+                    "opening",
+                )
+                .await?;
+            }
+            Ok(None)
         }
         Err(e) => Err(Error::kube(
             format!("creating the approval {}", asked.name),
@@ -366,14 +381,16 @@ pub async fn create(
 }
 
 /// Marks an answer taken in (`consumed`), with the decision taken when it
-/// is known, or refused with the reason.
+/// is known, or refused with the reason; with `tally`, how the answers of a
+/// step of several approvers stand, in the same write.
 pub async fn settle(
     api: &Api<Approval>,
     name: &str,
     refused: Option<&str>,
     taken: Option<&Decision>,
+    tally: Option<&str>,
 ) -> Result<(), Error> {
-    let status = match refused {
+    let mut status = match refused {
         None => json!({
             "consumed": true,
             "refused": null,
@@ -383,6 +400,9 @@ pub async fn settle(
         }),
         Some(reason) => json!({"refused": reason, "state": ApprovalState::Refused}),
     };
+    if let Some(tally) = tally {
+        status["tally"] = json!(tally);
+    }
     patch_status(api, name, status, "updating").await
 }
 
@@ -445,7 +465,7 @@ pub async fn close_unanswered(
         }
         match leftover(&approval, &record) {
             Leftover::Settled => {}
-            Leftover::TakenIn => settle(api, &approval.name_any(), None, None).await?,
+            Leftover::TakenIn => settle(api, &approval.name_any(), None, None, None).await?,
             Leftover::Unanswered => {
                 close(api, &approval.name_any(), reason).await?;
                 closed += 1;
@@ -553,7 +573,7 @@ pub async fn settle_earlier(
         }
         match leftover(&approval, record) {
             Leftover::Settled => {}
-            Leftover::TakenIn => settle(api, &name, None, None).await?,
+            Leftover::TakenIn => settle(api, &name, None, None, None).await?,
             Leftover::Unanswered => {
                 let reason = attempt_ended_reason(record, &request.step, attempt);
                 close(api, &name, &reason).await?;

@@ -449,19 +449,29 @@ async fn act(
     }
     for settle in &plan.settle {
         let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
-        let taken = seen
+        let asked = seen
             .asked
             .iter()
-            .find(|a| AskRef::from(&a.request) == settle.ask)
-            .and_then(|a| a.taken(run));
-        approvals::settle(&api, &name, settle.refused.as_deref(), taken.as_ref()).await?;
+            .find(|a| AskRef::from(&a.request) == settle.ask);
+        let taken = asked.and_then(|a| a.taken(run));
+        let tally = asked
+            .filter(|a| a.request.approvals > 1)
+            .and_then(|a| a.ballots(run).tally);
+        approvals::settle(
+            &api,
+            &name,
+            settle.refused.as_deref(),
+            taken.as_ref(),
+            tally.as_deref(),
+        )
+        .await?;
     }
     // How the answers of steps that need several approvers stand, where
-    // that changed and the step still waits.
+    // that changed (those settled just now were written with it).
     for a in &seen.asked {
         let ask = AskRef::from(&a.request);
         let settled = plan.settle.iter().any(|s| s.ask == ask);
-        if a.request.approvals <= 1 || settled || plan.over || plan.close.contains(&ask) {
+        if a.request.approvals <= 1 || settled || plan.close.contains(&ask) {
             continue;
         }
         if let Some(tally) = a.ballots(run).tally

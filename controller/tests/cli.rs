@@ -257,15 +257,21 @@ fn lint_prints_one_line_per_problem_and_exits_1() {
         lines,
         [
             format!(
-                "{file}: flow broken: step a: when: write `true` in lowercase, not `True` (character 13)"
+                "{file}: flow broken: line 12, column 23: step a: when: write `true` in lowercase, not `True`"
             ),
-            format!("{file}: flow broken: step b: when: no step has the key `zz` (character 8)"),
+            format!(
+                "{file}: flow broken: line 15, column 18: step b: when: no step has the key `zz`"
+            ),
         ]
     );
     let o = coxswain(&["lint", "--output", "json", file]);
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
     assert_eq!(json[1]["step"], "b");
     assert_eq!(json[1]["character"], 8);
+    assert_eq!(
+        (&json[1]["line"], &json[1]["column"]),
+        (&15.into(), &18.into())
+    );
     assert_eq!(o.status.code(), Some(1));
 }
 
@@ -315,7 +321,7 @@ fn lint_names_every_yaml_1_1_trap_with_its_place_and_fix() {
         "line 20, column 43: the value `NO` is text here, but kubectl and Argo CD (YAML 1.1) read it as false; quote it: \"NO\"",
     ];
     let mut expected = vec![format!(
-        "{file}: flow traps: step ask: when: write `true` in lowercase and quoted (`\"true\"`), not `True`: in YAML a bare true is a boolean, and kubectl refuses it where an expression (text) is expected (character 1)"
+        "{file}: flow traps: line 8, column 13: step ask: when: write `true` in lowercase and quoted (`\"true\"`), not `True`: in YAML a bare true is a boolean, and kubectl refuses it where an expression (text) is expected"
     )];
     expected.extend(traps.iter().map(|t| format!("{file}: flow traps: {t}")));
     assert_eq!(lines, expected);
@@ -352,6 +358,99 @@ fn lint_reports_yaml_that_does_not_fit_the_schema() {
         "{}",
         stdout(&o)
     );
+}
+
+/// A file full of problems, in two Flows beside another kind: a typo in one
+/// step, real problems in the others, a bad `after`, a step read before it
+/// runs, a value of the wrong type and problems inside list entries.
+const MANY: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: other}
+data: {nope: "1"}
+---
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: release}
+spec:
+  steps:
+    - key: draft
+      atempts: 2
+      input: {brief: $input.brief, notes: [$input.notes, "$nots.x"]}
+      agent:
+        prompt: Write the release notes.
+        reply: {format: json, fields: [{name: title, type: string}, {name: tags, type: list}]}
+    - key: review
+      after: [drfat]
+      input: {text: $steps.draft.text, final: $steps.publish.output}
+      approval:
+        decisons: [approve, changes]
+        show: [draft]
+      sendBack: [{exit: changes, to: draft}]
+    - key: publish
+      after: [review.approve]
+      timeout: [5m]
+      when: |
+        $steps.draft.output.title != null
+          and True
+      http:
+        url: "https://cms.example.com/posts/{{draft.json.id}}"
+        headers:
+          - {name: X-Title, value: "{{draft.text}}"}
+          - {name: "Content Length", value: "1"}
+---
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: second}
+spce: {}
+"#;
+
+/// Lint keeps going past an unknown key and a value of the wrong type: every
+/// problem of every step is reported, once, on its line and column; the bad
+/// `after` brings no false problems with it (`review` still reads `draft`,
+/// sends back to it and gives `publish` its `approve` exit), and the step
+/// read before it runs is said to run later.
+#[test]
+fn lint_reports_every_problem_of_every_step_with_its_place() {
+    let flow = temp_file("many.yaml", MANY);
+    let file = flow.to_str().unwrap();
+    let o = coxswain(&["lint", file]);
+    assert_eq!(o.status.code(), Some(1));
+    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    let expected = [
+        "release: line 12, column 7: step draft: atempts: `atempts` is not a field of a step (did you mean `attempts`?)",
+        "release: line 13, column 60: step draft: input.notes[1]: unknown reference `$nots`; a reference starts with $input, $steps, $previous, $loop, $item, $index or $run",
+        "release: line 16, column 88: step draft: agent.reply.fields[1].type: `list` is not a field type; use one of string, number, integer, boolean, array, object",
+        "release: line 18, column 15: step review: after[0]: no step has the key `drfat` (did you mean `draft`?)",
+        "release: line 19, column 54: step review: input.final: `publish` runs later than this step, so its data cannot be read here; a step reads a later one only when both are inside the same loop",
+        "release: line 21, column 9: step review: approval.decisons: `decisons` is not a field of `approval` (did you mean `decisions`?)",
+        "release: line 26, column 7: step publish: timeout: invalid type: a list, expected a string",
+        "release: line 29, column 15: step publish: when: write `true` in lowercase, not `True`",
+        "release: line 34, column 20: step publish: http.headers[1].name: `Content Length` is not a header name",
+        "second: line 39, column 1: spce: `spce` is not a field of a Flow (did you mean `spec`?)",
+        "second: line 39, column 1: spec: missing field `steps`",
+    ];
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|line| format!("{file}: flow {line}"))
+        .collect();
+    assert_eq!(lines, expected);
+    assert_eq!(stderr(&o), "checked 2 flows in 1 file: 11 problems\n");
+
+    // Machines get the same places, beside the character of the field.
+    let o = coxswain(&["lint", "--output", "json", file]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
+    let notes = &json[1];
+    assert_eq!(
+        (
+            &notes["field"],
+            &notes["character"],
+            &notes["line"],
+            &notes["column"]
+        ),
+        (&"input.notes[1]".into(), &2.into(), &13.into(), &60.into())
+    );
+    assert_eq!(json[0]["flow"], "release");
+    assert_eq!(json[10]["flow"], "second");
 }
 
 #[test]

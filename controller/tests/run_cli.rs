@@ -125,9 +125,11 @@ fn failure_handling_example_retries_and_continues() {
         Some(2)
     );
     assert_eq!(r["steps"]["lookup"]["status"], "failed");
-    // Without an `output:`, the run's result is its last step's, named not copied.
+    // Without an `output:`, the run's result is its last step's: shown as
+    // the run's `output`, with the step named.
     let last = r["outputFrom"].as_str().expect("outputFrom");
-    let result = &r["steps"][last]["output"];
+    let result = &r["output"];
+    assert_eq!(result, &r["steps"][last]["output"]);
     assert_eq!(result["used_fallback"], true);
     assert!(
         result["because"]["data"]
@@ -269,6 +271,21 @@ fn decisions_come_from_the_command_line_in_order() {
     assert_eq!(r["steps"]["draft"]["output"]["attempt"], 2);
     assert_eq!(r["steps"]["draft"]["attempts"][1]["feedback"], "again");
     assert_eq!(r["steps"]["review"]["output"]["decision"], "approve");
+    // Progress calls the redone draft what it is: sent back, not retried.
+    let o = coxswain(&[
+        "run",
+        &file,
+        "--decide",
+        "review=changes:again",
+        "--decide",
+        "review=approve",
+    ]);
+    let progress = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        progress.contains("▶ draft started again: sent back by review (changes"),
+        "{progress}"
+    );
+    assert!(!progress.contains("attempt 2"), "{progress}");
     // Without a decision and without a terminal, the run stops instead of
     // hanging, and fails saying what it needs (nobody cancelled it).
     let o = coxswain(&["run", &file, "--quiet", "--output", "json"]);
@@ -541,5 +558,49 @@ fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
         String::from_utf8_lossy(&o.stderr).contains("step `triage` takes a decision and an entry"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn a_scripts_stderr_lines_show_under_its_step_and_stay_in_its_record() {
+    let flow = flow_file(
+        "lines.yaml",
+        r#"    - key: build
+      script:
+        source: |
+          echo 'resolving' >&2
+          printf 'no line break' >&2
+          echo '{"ok": true}'
+"#,
+    );
+    let out = coxswain(&["run", &flow]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let progress = String::from_utf8_lossy(&out.stderr);
+    let shown: Vec<&str> = progress
+        .lines()
+        .filter(|l| l.starts_with("    build │ "))
+        .collect();
+    assert_eq!(
+        shown,
+        ["    build │ resolving", "    build │ no line break"],
+        "{progress}"
+    );
+    let started = progress.find("▶ build started").expect("started line");
+    let completed = progress.find("✓ build completed").expect("completed line");
+    let first = progress.find("build │ resolving").expect("the line");
+    assert!(started < first && first < completed, "{progress}");
+
+    let hidden = coxswain(&["run", "--no-script-logs", "--output", "json", &flow]);
+    assert_eq!(hidden.status.code(), Some(0), "{hidden:?}");
+    assert!(
+        !String::from_utf8_lossy(&hidden.stderr).contains("│"),
+        "{}",
+        String::from_utf8_lossy(&hidden.stderr)
+    );
+    let record = record(&hidden);
+    assert_eq!(
+        record["steps"]["build"]["attempts"][0]["log"],
+        json!({"text": "resolving\nno line break"}),
+        "hidden from the screen, kept in the record"
     );
 }

@@ -87,7 +87,11 @@ fn the_result_goes_to_the_termination_log_and_the_exit_code_says_how_it_ended() 
     let dir = pod_dir(r#"printf '{"step":"%s"}' "$STEP_KEY""#);
     let out = step_exec(dir.path()).wait_with_output().expect("ran");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(out.stdout.is_empty(), "a small result stays out of the log");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        r#"{"step":"build"}"#,
+        "the log shows what the script printed, and a small result stays out of it"
+    );
     let message = std::fs::read_to_string(dir.path().join("termination-log")).expect("message");
     let Some(Decoded::Result(result)) = decode_message(&message) else {
         panic!("an inline result: {message}");
@@ -104,6 +108,51 @@ fn the_result_goes_to_the_termination_log_and_the_exit_code_says_how_it_ended() 
     let error = result.error.expect("a failure");
     assert_eq!(error.code, "script.failed");
     assert_eq!(error.message, "the script exited with status 4: nope");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "nope\n",
+        "stderr reaches the log"
+    );
+    assert_eq!(result.log.map(|l| l.text).as_deref(), Some("nope\n"));
+}
+
+#[test]
+fn a_large_result_is_framed_after_the_start_of_stdout_the_log_shows() {
+    // 300 KiB of stdout on one line, no line break at its end, and stderr.
+    let dir = pod_dir(
+        r#"echo 'working' >&2; printf '{"data": "'; head -c 307200 /dev/zero | tr '\0' a; printf '"}'"#,
+    );
+    let out = step_exec(dir.path()).wait_with_output().expect("ran");
+    let message = std::fs::read_to_string(dir.path().join("termination-log")).expect("message");
+    assert_eq!(out.status.code(), Some(0), "{out:?}: {message}");
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Some(Decoded::InLog(reference)) = decode_message(&message) else {
+        panic!("a result in the log: {message}");
+    };
+    assert!(
+        log.starts_with(r#"{"data": "aaaa"#),
+        "the start of stdout is shown: {}",
+        &log[..40]
+    );
+    assert!(
+        log.contains("[coxswain: the rest of stdout is left out of this log"),
+        "and says where the rest went"
+    );
+    let frame = log.rfind("\ncoxswain-result v1 ").expect("a frame");
+    assert!(
+        frame <= 64 * 1024 + 200,
+        "stdout is not copied whole: {frame} bytes before the frame"
+    );
+    // The frame is on the log's last lines, as the controller reads them.
+    let last: Vec<&str> = log.lines().rev().take(4).collect();
+    let tail = last.into_iter().rev().collect::<Vec<_>>().join("\n") + "\n";
+    let result = coxswain_k8s::jobs::wire::decode_log(&tail, &reference).expect("the frame");
+    // `{"data": v}` is `v`.
+    assert!(
+        result.output == Some(json!("a".repeat(307_200))),
+        "the whole output came through the frame"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "working\n");
 }
 
 #[test]

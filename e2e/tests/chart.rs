@@ -383,6 +383,8 @@ async fn namespace_scoped_rbac_grants_nothing_outside_its_namespace_or_beyond_th
             ("watch", "runs.coxswain.dev", ns, true),
             ("update", "runs.coxswain.dev:status", ns, true),
             ("create", "jobs.batch", ns, true),
+            // A finished Job's time to stay, once its result is recorded.
+            ("patch", "jobs.batch", ns, true),
             ("get", "pods:log", ns, true),
             ("create", "approvals.coxswain.dev", ns, true),
             ("get", "secrets/publisher", ns, true),

@@ -526,12 +526,23 @@ metadata: {name: sleepy}
 spec:
   steps:
     - key: nap
-      script: {source: sleep 600}
+      script: {source: "echo 'taking a nap' >&2; sleep 600"}
 "#,
     );
     let run = s.create_run("sleepy", json!({}));
     s.wait_phase(&run, &["Running"]).await;
     let selector = format!("coxswain.dev/run={run}");
+    // The line is in the pod's log before the cancel, so reading it then
+    // must find it.
+    wait_for("the script's line in kubectl logs", BOUND, || async {
+        let logs = s
+            .kubectl
+            .run(&["logs", "-n", s.ns.name(), "-l", &selector, "-c", "step"])
+            .unwrap_or_default();
+        Ok(logs.contains("taking a nap").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let jobs = || {
         s.kubectl
             .run(&[
@@ -573,6 +584,168 @@ spec:
     })
     .await
     .unwrap_or_else(|e| panic!("{e}: {}", jobs()));
+    // What the stopped script had written is kept in its attempt's record.
+    let kept = wait_for("the stopped attempt's log in the record", BOUND, || async {
+        let run = s.get("run", &run);
+        let log = run["status"]["steps"]["nap"]["attempts"][0]["log"].clone();
+        Ok((!log.is_null()).then_some(log))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {}", s.get("run", &run)["status"]));
+    assert_eq!(kept["text"], "taking a nap\n", "{kept}");
+}
+
+#[tokio::test]
+async fn a_scripts_lines_are_in_kubectl_logs_and_its_stderr_in_the_record() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: chatty}
+spec:
+  steps:
+    - key: build
+      script:
+        source: |
+          echo 'resolving 12 packages' >&2
+          echo 'compiled in 3s' >&2
+          echo '{"artifact": "app.tar"}'
+    - key: check
+      after: [build]
+      script:
+        source: |
+          for i in $(seq 1 500); do echo "test $i passed" >&2; done
+          echo 'test 501 FAILED: expected 2, got 3' >&2
+          exit 1
+"#,
+    );
+    let run = s.create_run("chatty", json!({}));
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Failed", "{}", done["status"]);
+    let steps = &done["status"]["steps"];
+    assert_eq!(steps["build"]["output"], json!({"artifact": "app.tar"}));
+    assert_eq!(
+        steps["build"]["attempts"][0]["log"],
+        json!({"text": "resolving 12 packages\ncompiled in 3s\n"}),
+        "a succeeded attempt keeps its stderr"
+    );
+    let failed = &steps["check"]["attempts"][0]["log"];
+    assert_eq!(failed["cut"], true, "{failed}");
+    let text = failed["text"].as_str().unwrap_or_default();
+    assert!(text.len() <= 4096, "{} bytes kept", text.len());
+    assert!(text.starts_with("test "), "whole lines: {text:?}");
+    assert!(
+        text.ends_with("test 501 FAILED: expected 2, got 3\n"),
+        "{text:?}"
+    );
+
+    // `kubectl logs` of the step's Job shows what the script printed, both
+    // streams, and nothing of Coxswain's own result.
+    let job = |step: &str| {
+        let selector = format!("coxswain.dev/run={run},coxswain.dev/step={step}");
+        s.kubectl
+            .run(&[
+                "get",
+                "jobs",
+                "-n",
+                s.ns.name(),
+                "-l",
+                &selector,
+                "-o",
+                "name",
+            ])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .trim()
+            .to_string()
+    };
+    let build = job("build");
+    let logs = s
+        .kubectl
+        .run(&["logs", "-n", s.ns.name(), &build, "-c", "step"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        logs.contains("resolving 12 packages\ncompiled in 3s\n"),
+        "{logs}"
+    );
+    assert!(logs.contains(r#"{"artifact": "app.tar"}"#), "{logs}");
+    assert!(!logs.contains("coxswain-result"), "{logs}");
+    println!("kubectl logs {build} -c step:\n{logs}");
+
+    // Once the result is recorded, the finished Job is given its time to
+    // stay (a day unless set): it was made without one, so Kubernetes could
+    // not delete it before its result was read.
+    let ttl = s
+        .kubectl
+        .json(&["get", "-n", s.ns.name(), &build, "-o", "json"])["spec"]["ttlSecondsAfterFinished"]
+        .clone();
+    assert_eq!(ttl, json!(86400), "{build}");
+}
+
+#[tokio::test]
+async fn finished_jobs_go_after_the_time_set_once_their_result_is_recorded() {
+    let s = Cluster(Setup::new(&["--job-ttl-after-finished", "0"]).await);
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: brief}
+spec:
+  steps:
+    - key: one
+      script: {source: "echo '{\"n\": 1}'"}
+"#,
+    );
+    let run = s.create_run("brief", json!({}));
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["steps"]["one"]["output"], json!({"n": 1}));
+    let selector = format!("coxswain.dev/run={run}");
+    wait_for(
+        "the finished Job to be deleted by its TTL",
+        BOUND,
+        || async {
+            let jobs = s
+                .kubectl
+                .run(&[
+                    "get",
+                    "jobs",
+                    "-n",
+                    s.ns.name(),
+                    "-l",
+                    &selector,
+                    "-o",
+                    "name",
+                ])
+                .unwrap_or_default();
+            Ok(jobs.trim().is_empty().then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    // The record is untouched by the Job's going.
+    let after = s.get("run", &run);
+    assert_eq!(after["status"]["phase"], "Succeeded");
+    assert_eq!(after["status"]["steps"]["one"]["output"], json!({"n": 1}));
+    // A flow without `output:` shows its last step's output as the run's,
+    // where kubectl reads it, as `coxswain run --output json` does.
+    let shown = s
+        .kubectl
+        .run(&[
+            "get",
+            "run",
+            &run,
+            "-n",
+            s.ns.name(),
+            "-o",
+            "jsonpath={.status.output}",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&shown).ok(),
+        Some(json!({"n": 1})),
+        "{shown}"
+    );
+    assert_eq!(after["status"]["outputFrom"], "one");
 }
 
 #[tokio::test]

@@ -43,6 +43,7 @@ fn answer(work: &Work) -> Done {
             output: Value::String(text.clone()),
             text: Some(text),
             usage: None,
+            log: None,
         };
     }
     Done::output(json!({"pass": work.input["pass"], "note": "n".repeat(10_000)}))

@@ -113,11 +113,16 @@ impl Scripted {
                 error: Some(error),
                 usage,
                 ..
-            }) => Err(Failed { error, usage }),
+            }) => Err(Failed {
+                error,
+                usage,
+                log: None,
+            }),
             Some(r) => Ok(Done {
                 output: r.output,
                 text: r.text,
                 usage: r.usage,
+                log: None,
             }),
             None => Ok(Done::output(work.input.clone())),
         }

@@ -87,7 +87,10 @@ fn reading_a_step_that_runs_later_is_refused_outside_loops() {
     let problems = check(&format!(
         "steps:\n  - key: a\n    {WRITE}\n    when: $steps.b.output != null\n  - key: b\n    {WRITE}\n"
     ));
-    assert_one(&problems, "a", "when", "does not run before");
+    assert_eq!(
+        assert_one(&problems, "a", "when", "`b` runs later than this step"),
+        Some(8)
+    );
 }
 
 #[test]
@@ -199,6 +202,124 @@ fn unknown_exits_and_steps_in_after_are_refused() {
         "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    after: [a.done]\n    {WRITE}\n"
     ));
     assert_one(&problems, "b", "after[0]", "no named exits");
+}
+
+/// An `after` that names no step it can leaves an arrow out of the graph;
+/// what the steps from there on read is not judged against that graph, so
+/// the one mistake is reported once, not again on every later step.
+#[test]
+fn a_bad_after_is_reported_once_without_follow_on_problems() {
+    for bad in ["nope", "publish", "inner"] {
+        let problems = check(&format!(
+            r#"
+steps:
+  - key: draft
+    {WRITE}
+  - key: side
+    loop:
+      until: "true"
+      maxIterations: 2
+      steps:
+        - key: inner
+          {WRITE}
+  - key: review
+    after: [{bad}]
+    input: {{text: $steps.draft.text}}
+    approval: {{decisions: [approve, changes], show: [draft]}}
+    sendBack: [{{exit: changes, to: draft}}]
+  - key: publish
+    after: [review.approve]
+    input: {{text: $steps.draft.text, later: $steps.last.output}}
+    {WRITE}
+  - key: last
+    {WRITE}
+"#
+        ));
+        let found: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| (p.step.as_str(), p.field.as_str()))
+            .collect();
+        // What no arrow could mend is still said: `last` runs later.
+        assert_eq!(
+            found,
+            [("review", "after[0]"), ("publish", "input.later")],
+            "{bad}: {problems:#?}"
+        );
+        assert!(
+            problems[1].message.contains("`last` runs later"),
+            "{problems:#?}"
+        );
+    }
+}
+
+/// Without a bad `after` on the way, reading a step off the path is still
+/// refused: the leniency above reaches only the steps that need it.
+#[test]
+fn a_bad_after_elsewhere_leaves_other_branches_judged() {
+    let problems = check(&format!(
+        r#"
+steps:
+  - key: check
+    condition: {{when: $input.x == 1}}
+  - key: yes
+    after: [check.true]
+    {WRITE}
+  - key: no
+    after: [check.false]
+    {WRITE}
+    input: {{other: $steps.yes.output}}
+  - key: stray
+    after: [nope]
+    {WRITE}
+"#
+    ));
+    let found: Vec<(&str, &str)> = problems
+        .iter()
+        .map(|p| (p.step.as_str(), p.field.as_str()))
+        .collect();
+    assert_eq!(found, [("no", "input.other"), ("stray", "after[0]")]);
+    assert!(problems[0].message.contains("does not run before"));
+}
+
+/// Each problem names the place of what it is about in the spec, nested
+/// steps and the flow's own fields included.
+#[test]
+fn placed_problems_name_their_path_in_the_spec() {
+    let spec: FlowSpec = serde_yaml::from_str(&format!(
+        r#"
+steps:
+  - key: a
+    {WRITE}
+  - key: l
+    loop:
+      until: "true"
+      maxIterations: 2
+      steps:
+        - key: b
+          after: [zz]
+          {WRITE}
+        - key: c
+  - key: d
+    approval: {{decisions: [ok, Redo]}}
+schedule: {{cron: "* *"}}
+"#
+    ))
+    .expect("spec");
+    let placed = coxswain_core::flow::validate_placed(&spec, &Default::default());
+    let paths: Vec<&str> = placed.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "steps[1].loop.steps[0].after[0]",
+            "steps[1].loop.steps[1].kind",
+            "steps[2].approval.decisions[1]",
+            "schedule.cron",
+        ]
+    );
+    assert_eq!(
+        placed.iter().map(|p| p.problem.clone()).collect::<Vec<_>>(),
+        validate(&spec)
+    );
 }
 
 #[test]

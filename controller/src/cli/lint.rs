@@ -8,7 +8,10 @@ use std::{
 use serde::Serialize;
 
 use super::CliError;
-use coxswain_core::{api::StepProblem, flow};
+use coxswain_core::{
+    api::StepProblem,
+    flow::{self, LintProblem},
+};
 
 /// Options of `coxswain lint`.
 #[derive(clap::Args, Debug)]
@@ -31,17 +34,18 @@ enum Output {
     Json,
 }
 
-/// One problem with where it was found, as `--output json` prints it.
+/// One problem with where it was found, as `--output json` prints it
+/// (with `line` and `column` when the problem stands somewhere in the file).
 #[derive(Serialize, Debug)]
 struct Finding {
     file: String,
     flow: String,
     #[serde(flatten)]
-    problem: StepProblem,
+    problem: LintProblem,
 }
 
 impl Finding {
-    /// `FILE: flow NAME: step KEY: FIELD: MESSAGE (character N)`.
+    /// `FILE: flow NAME: line L, column C: step KEY: FIELD: MESSAGE`.
     fn line(&self) -> String {
         format!("{}: flow {}: {}", self.file, self.flow, self.problem)
     }
@@ -100,8 +104,8 @@ fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
             return 0;
         }
     };
-    let documents = match flow::flows_in_yaml(&text) {
-        Ok(documents) => documents,
+    let flows = match flow::lint_yaml(&text) {
+        Ok(flows) => flows,
         Err(e) => {
             findings.push(Finding {
                 file: name,
@@ -111,31 +115,26 @@ fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
             return 0;
         }
     };
-    let surprises = flow::reads_differently(&text);
-    for document in &documents {
-        let mut problems = match &document.flow {
-            Ok(f) => flow::validate(&f.spec),
-            Err(e) => vec![flow_problem(e.to_string())],
-        };
-        problems.extend(
-            surprises
-                .iter()
-                .filter(|s| s.document == document.document)
-                .map(|s| flow_problem(s.to_string())),
-        );
-        findings.extend(problems.into_iter().map(|problem| Finding {
+    for linted in &flows {
+        findings.extend(linted.problems.iter().map(|problem| Finding {
             file: name.clone(),
-            flow: document.name.clone(),
-            problem,
+            flow: linted.name.clone(),
+            problem: problem.clone(),
         }));
     }
-    documents.len()
+    flows.len()
 }
 
-fn flow_problem(message: String) -> StepProblem {
-    StepProblem {
-        message,
-        ..Default::default()
+/// A problem of a whole file, which stands nowhere in particular.
+fn flow_problem(message: String) -> LintProblem {
+    LintProblem {
+        problem: StepProblem {
+            message,
+            ..Default::default()
+        },
+        line: None,
+        column: None,
+        exact: false,
     }
 }
 

@@ -48,9 +48,13 @@ pub struct Args {
     /// or text (else `COXSWAIN_AGENT_MODE`; wins over the provider's).
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     agent_mode: Option<Mode>,
-    /// Print no progress.
+    /// Print no progress (and no script lines).
     #[arg(long, short)]
     quiet: bool,
+    /// Do not show the lines scripts write to stderr under their step
+    /// (their records keep the last lines all the same).
+    #[arg(long)]
+    no_script_logs: bool,
 }
 
 fn parse_provider(s: &str) -> Result<Provider, String> {
@@ -123,8 +127,10 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
         provider: args.agent_provider,
         mode: args.agent_mode,
     };
+    let mut progress = Progress::new(args.quiet);
     let executors = match LocalConfig::from_env(flags).and_then(LocalExecutors::new) {
-        Ok(e) => Arc::new(e),
+        Ok(e) if args.quiet || args.no_script_logs => Arc::new(e),
+        Ok(e) => Arc::new(e.with_script_echo(progress.script_lines())),
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::from(2);
@@ -140,7 +146,6 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
             return ExitCode::FAILURE;
         }
     };
-    let mut progress = Progress::new(args.quiet);
     let cancel = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -1,10 +1,13 @@
-//! Live progress on stderr: one line per step transition, with durations.
+//! Live progress on stderr: one line per step transition, with durations,
+//! and the lines scripts write to stderr, under their step as they come.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
 
-use coxswain_core::api::{RunPhase, RunStatus, StepStatus};
+use coxswain_core::api::{RunPhase, RunStatus, StartedBy, StepStatus};
+use coxswain_steps::script::{Attempt, Echo, Echoes};
 
 /// Prints step transitions as they happen; silent when `quiet`.
 #[derive(Debug, Default)]
@@ -12,8 +15,26 @@ pub struct Progress {
     quiet: bool,
     /// On a terminal, a status line under the step lines is redrawn in place.
     tty: bool,
-    status_shown: bool,
+    /// Shared with the script lines printed from other tasks, which clear
+    /// the status line before they print.
+    screen: Arc<Mutex<Screen>>,
     last: std::collections::HashMap<String, (StepStatus, usize, bool)>,
+}
+
+/// What stands on the terminal's last line.
+#[derive(Debug, Default)]
+struct Screen {
+    status_shown: bool,
+}
+
+impl Screen {
+    /// Clears the status line, when one is shown, so a line can be printed.
+    fn clear(&mut self, err: &mut impl Write) {
+        if self.status_shown {
+            let _ = write!(err, "\r\x1b[K");
+            self.status_shown = false;
+        }
+    }
 }
 
 impl Progress {
@@ -23,9 +44,20 @@ impl Progress {
         Progress {
             quiet,
             tty,
-            status_shown: false,
+            screen: Arc::default(),
             last: Default::default(),
         }
+    }
+
+    /// What prints script attempts' stderr lines among the progress lines.
+    pub fn script_lines(&self) -> Arc<dyn Echo> {
+        Arc::new(ScriptLines {
+            screen: self.screen.clone(),
+        })
+    }
+
+    fn screen(&self) -> MutexGuard<'_, Screen> {
+        self.screen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Prints the state of each step whose record just changed.
@@ -33,11 +65,10 @@ impl Progress {
         if self.quiet {
             return;
         }
+        let screen = self.screen.clone();
+        let mut screen = screen.lock().unwrap_or_else(|e| e.into_inner());
         let mut err = std::io::stderr().lock();
-        if self.status_shown {
-            let _ = write!(err, "\r\x1b[K");
-            self.status_shown = false;
-        }
+        screen.clear(&mut err);
         for key in touched {
             let Some(record) = state.steps.get(key) else {
                 continue;
@@ -62,7 +93,17 @@ impl Progress {
                         .unwrap_or("");
                     format!("  ↻ {key} failed{attempt}, will retry: {}", first_line(why))
                 }
-                StepStatus::Running => format!("  ▶ {key} started{attempt}"),
+                StepStatus::Running => match (record.iteration, record.started_by()) {
+                    (None, StartedBy::SentBack { note, attempt, .. }) => {
+                        let retry = if attempt > 1 {
+                            format!(", attempt {attempt}")
+                        } else {
+                            String::new()
+                        };
+                        format!("  ▶ {key} started again: {}{retry}", note.sent_back())
+                    }
+                    _ => format!("  ▶ {key} started{attempt}"),
+                },
                 StepStatus::Waiting => format!("  … {key} waits for a person"),
                 StepStatus::Completed => {
                     let exit = record
@@ -93,17 +134,15 @@ impl Progress {
         if self.tty {
             let _ = write!(err, "{}", status_line(state));
             let _ = err.flush();
-            self.status_shown = true;
+            screen.status_shown = true;
         }
     }
 
     /// Makes room for an interactive prompt.
     pub fn suspend(&mut self) {
-        if self.status_shown {
-            eprint!("\r\x1b[K");
-            self.status_shown = false;
-        }
-        let _ = std::io::stderr().flush();
+        let mut err = std::io::stderr().lock();
+        self.screen().clear(&mut err);
+        let _ = err.flush();
     }
 
     /// Prints a remark about the run.
@@ -130,6 +169,80 @@ impl Progress {
         eprintln!("run {phase}{took} ({progress} steps settled)");
         if let Some(e) = &state.error {
             eprintln!("  {}: {}", e.code, e.message);
+        }
+    }
+}
+
+/// The longest script line shown whole; the rest of it is left out.
+const MAX_SHOWN_LINE: usize = 4096;
+
+/// Prints each line a script attempt writes to stderr as
+/// `    STEP │ line` (`STEP[PART]` for a part).
+struct ScriptLines {
+    screen: Arc<Mutex<Screen>>,
+}
+
+impl Echo for ScriptLines {
+    fn open(&self, attempt: &Attempt) -> Echoes {
+        let label = match &attempt.part_key {
+            Some(part) => format!("{}[{part}]", attempt.step_key),
+            None => attempt.step_key.clone(),
+        };
+        Echoes {
+            stdout: None,
+            stderr: Some(Box::new(LineWriter {
+                label,
+                screen: self.screen.clone(),
+                pending: Vec::new(),
+            })),
+        }
+    }
+}
+
+/// Splits what a script writes into lines and prints each under its step;
+/// an unfinished last line is printed when the attempt ends.
+struct LineWriter {
+    label: String,
+    screen: Arc<Mutex<Screen>>,
+    pending: Vec<u8>,
+}
+
+impl LineWriter {
+    fn print(&self, line: &[u8]) {
+        let line = &line[..line.len().min(MAX_SHOWN_LINE)];
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\r');
+        let mut screen = self.screen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut err = std::io::stderr().lock();
+        screen.clear(&mut err);
+        let _ = writeln!(err, "    {} │ {text}", self.label);
+    }
+}
+
+impl Write for LineWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            self.print(&line[..end]);
+        }
+        if self.pending.len() > MAX_SHOWN_LINE {
+            let line = std::mem::take(&mut self.pending);
+            self.print(&line);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LineWriter {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending);
+            self.print(&line);
         }
     }
 }
@@ -193,7 +306,7 @@ fn which_try(record: &coxswain_core::api::StepRecord) -> String {
         .flatten()
         .collect(),
         Some(_) => Vec::new(),
-        None if record.attempts.len() > 1 => vec![format!("attempt {}", record.attempts.len())],
+        None if in_round > 1 => vec![format!("attempt {in_round}")],
         None => Vec::new(),
     };
     if notes.is_empty() {

@@ -225,6 +225,7 @@ impl HttpExecutor {
             output,
             text: Some(text),
             usage: None,
+            log: None,
         })
     }
 

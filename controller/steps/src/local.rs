@@ -96,6 +96,13 @@ impl LocalExecutors {
             agent: AgentExecutor::new(config.agent)?,
         })
     }
+
+    /// Copies each script attempt's output to what `echo` opens, as it
+    /// comes (`coxswain run` shows stderr lines under their step).
+    pub fn with_script_echo(mut self, echo: Arc<dyn super::script::Echo>) -> Self {
+        self.script = self.script.with_echo(echo);
+        self
+    }
 }
 
 impl Executor for LocalExecutors {

@@ -60,19 +60,27 @@ use serde_json::{Map, Value};
 use tokio::process::Command;
 
 use super::{Executor, Secrets};
-use coxswain_core::api::{Field, ScriptStep};
+use coxswain_core::api::{Field, LOG_TAIL_BYTES, LogTail, ScriptStep};
 use coxswain_core::engine::{Done, Failed, Task, Work, WorkResult};
 
 pub use env::{Attempt, DEFAULT_PATH, Folders, HostEnv};
 pub use error::ScriptError;
 pub use files::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, ListingCaps};
-pub use process::DEFAULT_DRAIN_GRACE;
+pub use process::{DEFAULT_DRAIN_GRACE, Echoes};
+
+/// Where each attempt's stdout and stderr are copied as they come: the
+/// pod's own log in a cluster, the lines `coxswain run` shows under a step.
+pub trait Echo: Send + Sync {
+    /// The copies for `attempt`'s streams (either may be `None`); a copy is
+    /// dropped, and so flushed, when the attempt ends.
+    fn open(&self, attempt: &Attempt) -> Echoes;
+}
 
 /// Default cap on captured stdout, the most a record keeps of one value;
 /// a bigger output fails the attempt.
 pub const DEFAULT_STDOUT_LIMIT: usize = coxswain_core::api::MAX_VALUE_BYTES;
 /// Default size of the stderr tail kept for the error message.
-pub const DEFAULT_STDERR_TAIL: usize = 64 << 10;
+pub const DEFAULT_STDERR_TAIL: usize = LOG_TAIL_BYTES;
 
 /// Runs `script` steps as processes on this machine.
 #[derive(Clone)]
@@ -82,6 +90,7 @@ pub struct LocalScript {
     listing: ListingCaps,
     host: HostEnv,
     scratch: Option<PathBuf>,
+    echo: Option<Arc<dyn Echo>>,
 }
 
 impl std::fmt::Debug for LocalScript {
@@ -109,6 +118,7 @@ impl LocalScript {
             listing: ListingCaps::default(),
             host: HostEnv::current(),
             scratch: None,
+            echo: None,
         }
     }
 
@@ -145,6 +155,13 @@ impl LocalScript {
         self
     }
 
+    /// Copies each attempt's stdout and stderr to what `echo` opens, as
+    /// they come.
+    pub fn with_echo(mut self, echo: Arc<dyn Echo>) -> Self {
+        self.echo = Some(echo);
+        self
+    }
+
     /// Puts each attempt's scratch directory under `dir` instead of the
     /// system's temporary directory.
     pub fn with_scratch_dir(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -152,8 +169,9 @@ impl LocalScript {
         self
     }
 
-    async fn run_script(&self, work: &Work, step: &ScriptStep) -> Result<Done, ScriptError> {
-        let scratch = self.scratch_dir()?;
+    async fn run_script(&self, work: &Work, step: &ScriptStep) -> WorkResult {
+        let failed = |e: ScriptError| Failed::from(coxswain_core::api::StepError::from(e));
+        let scratch = self.scratch_dir().map_err(failed)?;
         let dir = |name: &str| scratch.path().join(name);
         let (inputs, outputs, workspace, home, tmp) = (
             dir("inputs"),
@@ -163,9 +181,9 @@ impl LocalScript {
             dir("tmp"),
         );
         for path in [&inputs, &outputs, &workspace, &home, &tmp] {
-            private_dir(path)?;
+            private_dir(path).map_err(failed)?;
         }
-        write_inputs(&inputs, work)?;
+        write_inputs(&inputs, work).map_err(failed)?;
         let folders = Folders {
             inputs: &inputs,
             outputs: &outputs,
@@ -173,7 +191,7 @@ impl LocalScript {
             home: &home,
             tmp: &tmp,
         };
-        let step_env = self.step_env(step).await?;
+        let step_env = self.step_env(step).await.map_err(failed)?;
         let attempt = Attempt::of(work);
         self.run_in(step, &folders, &attempt, step_env, work.timeout)
             .await
@@ -184,7 +202,8 @@ impl LocalScript {
     /// an attempt a Job's pod shares with a local run (there, Kubernetes
     /// makes the folders and reads the secrets). Everything else of the
     /// contract — the environment, stdout's rules, the `files` list, the
-    /// process group, the timeout and the errors — is this one code.
+    /// process group, the timeout, the errors and the stderr tail kept in
+    /// the attempt's record — is this one code.
     pub async fn run_in(
         &self,
         step: &ScriptStep,
@@ -192,6 +211,29 @@ impl LocalScript {
         attempt: &Attempt,
         step_env: Vec<(String, String)>,
         timeout: Option<Duration>,
+    ) -> WorkResult {
+        let mut stderr = (Vec::new(), false);
+        let result = self
+            .attempt_in(step, folders, attempt, step_env, timeout, &mut stderr)
+            .await;
+        let log = LogTail::of(&stderr.0, LOG_TAIL_BYTES, stderr.1);
+        match result {
+            Ok(done) => Ok(Done { log, ..done }),
+            Err(e) => Err(Failed {
+                log,
+                ..Failed::from(coxswain_core::api::StepError::from(e))
+            }),
+        }
+    }
+
+    async fn attempt_in(
+        &self,
+        step: &ScriptStep,
+        folders: &Folders<'_>,
+        attempt: &Attempt,
+        step_env: Vec<(String, String)>,
+        timeout: Option<Duration>,
+        stderr: &mut (Vec<u8>, bool),
     ) -> Result<Done, ScriptError> {
         let mut command = build_command(step)?;
         command
@@ -208,8 +250,12 @@ impl LocalScript {
             .process_group(0)
             .kill_on_drop(true);
 
-        let captured = self.execute(command, step, timeout).await?;
-        let text = String::from_utf8_lossy(&captured.stdout).into_owned();
+        let echoes = match &self.echo {
+            Some(echo) => echo.open(attempt),
+            None => Echoes::default(),
+        };
+        let stdout = self.execute(command, step, timeout, echoes, stderr).await?;
+        let text = String::from_utf8_lossy(&stdout).into_owned();
         if let Some(e) = coxswain_core::expr::numbers::number_out_of_range(&text) {
             return Err(e.into());
         }
@@ -224,7 +270,7 @@ impl LocalScript {
         Ok(Done {
             output,
             text: Some(text),
-            usage: None,
+            ..Done::default()
         })
     }
 
@@ -263,13 +309,17 @@ impl LocalScript {
         Ok(vars)
     }
 
-    /// Starts the process and watches it to its end, all within `timeout`.
+    /// Starts the process and watches it to its end, all within `timeout`;
+    /// its stdout when it succeeded, and the tail of its stderr in
+    /// `stderr` however it ended (with whether earlier bytes were dropped).
     async fn execute(
         &self,
         mut command: Command,
         step: &ScriptStep,
         timeout: Option<Duration>,
-    ) -> Result<process::Captured, ScriptError> {
+        echoes: Echoes,
+        stderr: &mut (Vec<u8>, bool),
+    ) -> Result<Vec<u8>, ScriptError> {
         let mut child = command.spawn().map_err(|source| ScriptError::Start {
             program: program_name(step),
             source,
@@ -278,13 +328,13 @@ impl LocalScript {
         // the future being dropped) kills the whole group.
         let group = process::ProcessGroup::led_by(child.id());
         let mut captured = process::Captured::default();
-        let watching = process::watch(&mut child, &group, self.caps, &mut captured);
+        let watching = process::watch(&mut child, &group, self.caps, &mut captured, echoes);
         let status = match timeout {
-            Some(limit) => tokio::time::timeout(limit, watching)
-                .await
-                .map_err(|_| ScriptError::Timeout(limit))?,
-            None => watching.await,
+            Some(limit) => tokio::time::timeout(limit, watching).await,
+            None => Ok(watching.await),
         };
+        *stderr = (std::mem::take(&mut captured.stderr), captured.stderr_cut);
+        let status = status.map_err(|_| ScriptError::Timeout(timeout.unwrap_or_default()))?;
         let status = match status {
             Ok(status) => status,
             Err(process::Watch::TooLarge) => {
@@ -295,20 +345,21 @@ impl LocalScript {
         if !status.success() {
             return Err(ScriptError::Exit {
                 status,
-                stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
+                stderr: String::from_utf8_lossy(&stderr.0).into_owned(),
             });
         }
-        Ok(captured)
+        Ok(captured.stdout)
     }
 }
 
 impl Executor for LocalScript {
     async fn run(&self, work: &Work) -> WorkResult {
-        let result = match &work.task {
+        match &work.task {
             Task::Script(step) => self.run_script(work, step).await,
-            _ => Err(ScriptError::NotAScript),
-        };
-        result.map_err(|e| Failed::from(coxswain_core::api::StepError::from(e)))
+            _ => Err(Failed::from(coxswain_core::api::StepError::from(
+                ScriptError::NotAScript,
+            ))),
+        }
     }
 }
 

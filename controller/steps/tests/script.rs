@@ -570,3 +570,130 @@ async fn stdout_stops_at_what_a_record_keeps_by_default() {
         "the script printed more than 256 KiB on stdout and was stopped"
     );
 }
+
+#[tokio::test]
+async fn every_attempt_keeps_the_last_lines_of_its_stderr() {
+    let step = source("echo 'fetching 3 pages' >&2; echo '{\"pages\": 3}'");
+    let done = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap();
+    let log = done.log.expect("a succeeded attempt keeps its stderr");
+    assert_eq!(log.text, "fetching 3 pages\n");
+    assert!(!log.cut);
+
+    let step = source("for i in $(seq 1 1000); do echo \"line $i\" >&2; done; exit 2");
+    let failed = executor()
+        .run(&script_work(step, Value::Null))
+        .await
+        .unwrap_err();
+    let log = failed.log.expect("a failed attempt keeps its stderr");
+    assert!(log.cut, "1000 lines do not fit");
+    assert!(log.text.len() <= coxswain_core::api::LOG_TAIL_BYTES);
+    assert!(log.text.starts_with("line "), "{:?}", &log.text[..20]);
+    assert!(log.text.ends_with("line 1000\n"));
+
+    let step = ScriptStep {
+        source: Some("echo 'stuck on the lock' >&2; sleep 30".into()),
+        ..Default::default()
+    };
+    let mut work = script_work(step, Value::Null);
+    work.timeout = Some(Duration::from_millis(500));
+    let failed = executor().run(&work).await.unwrap_err();
+    assert_eq!(failed.error.code, codes::TIMEOUT);
+    assert_eq!(
+        failed.log.map(|l| l.text).as_deref(),
+        Some("stuck on the lock\n"),
+        "a timed-out attempt keeps what it wrote"
+    );
+
+    let quiet = executor()
+        .run(&script_work(source("echo '{}'"), Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(quiet.log, None, "no stderr, no log");
+}
+
+/// Collects what an echo gets, per stream, for the test to look at while
+/// the script still runs.
+#[derive(Default, Clone)]
+struct Seen(Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+struct SeenWriter {
+    stream: &'static str,
+    label: String,
+    seen: Seen,
+}
+
+impl std::io::Write for SeenWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut seen = self.seen.0.lock().unwrap();
+        seen.push((
+            format!("{}/{}", self.label, self.stream),
+            String::from_utf8_lossy(buf).into_owned(),
+        ));
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl coxswain_steps::script::Echo for Seen {
+    fn open(&self, attempt: &coxswain_steps::script::Attempt) -> coxswain_steps::script::Echoes {
+        let writer = |stream| -> Option<Box<dyn std::io::Write + Send>> {
+            Some(Box::new(SeenWriter {
+                stream,
+                label: format!("{}#{}", attempt.step_key, attempt.attempt),
+                seen: self.clone(),
+            }))
+        };
+        coxswain_steps::script::Echoes {
+            stdout: writer("stdout"),
+            stderr: writer("stderr"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn output_is_echoed_as_it_comes_not_when_the_attempt_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let step = source(&format!(
+        "echo 'waiting for go' >&2; echo '{{\"partial\":'; while [ ! -e {} ]; do sleep 0.05; done; echo done >&2; echo 'true}}'",
+        go.display()
+    ));
+    let seen = Seen::default();
+    let script = executor().with_echo(Arc::new(seen.clone()));
+    let work = script_work(step, Value::Null);
+    let running = tokio::spawn(async move { script.run(&work).await });
+    let joined = |seen: &Seen| -> Vec<String> {
+        let seen = seen.0.lock().unwrap();
+        seen.iter().map(|(s, t)| format!("{s}: {t}")).collect()
+    };
+    // The script waits for `go`; its first lines must be seen before.
+    let mut waited = 0;
+    while !joined(&seen).iter().any(|l| l.contains("waiting for go")) {
+        assert!(
+            waited < 200,
+            "no echo while the script runs: {:?}",
+            joined(&seen)
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        waited += 1;
+    }
+    let before = joined(&seen);
+    assert!(
+        before.contains(&"step_one#2/stderr: waiting for go\n".to_string()),
+        "{before:?}"
+    );
+    std::fs::write(&go, "").unwrap();
+    let done = running.await.unwrap().unwrap();
+    assert_eq!(done.output, json!({"partial": true}));
+    let after = joined(&seen).concat();
+    assert!(
+        after.contains("step_one#2/stdout: {\"partial\":\n"),
+        "{after}"
+    );
+    assert!(after.contains("step_one#2/stderr: done\n"), "{after}");
+}

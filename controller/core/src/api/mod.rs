@@ -11,6 +11,7 @@ mod approval;
 pub mod conditions;
 #[allow(clippy::duplicated_attributes)]
 mod flow;
+mod log_tail;
 pub mod offload;
 #[allow(clippy::duplicated_attributes)]
 mod run;
@@ -22,10 +23,11 @@ pub use approval::{
     Approval, ApprovalAnswer, ApprovalSpec, ApprovalState, ApprovalStatus, DecidedBy,
 };
 pub use flow::{Command, ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
+pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
 pub use run::{
     Arrow, Attempt, FlowRef, MAX_VALUE_BYTES, PartRecord, ReviewNote, Run, RunPhase, RunSpec,
-    RunStatus, StepError, StepRecord, StepStatus, TokenUsage,
+    RunStatus, StartedBy, StepError, StepRecord, StepStatus, TokenUsage,
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,

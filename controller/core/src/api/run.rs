@@ -129,8 +129,9 @@ pub struct RunStatus {
     /// Every arrow, with what moved along it or why nothing did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrows: Vec<Arrow>,
-    /// The run's output, computed by the flow's `output:`. Without one,
-    /// `outputFrom` names the step whose output is the run's.
+    /// The run's output: what the flow's `output:` computes, or without
+    /// one the output of the last step that completed (named in
+    /// `outputFrom`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -139,7 +140,7 @@ pub struct RunStatus {
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
     /// The step whose output is the run's output, when the flow has no
-    /// `output:` of its own: the value stays on that step, stored once.
+    /// `output:` of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_from: Option<String>,
     /// The reason a run failed, when it did.
@@ -181,6 +182,72 @@ impl RunStatus {
             let key = self.output_from.as_ref()?;
             self.steps.get(key)?.output.as_ref()
         })
+    }
+}
+
+/// How a step's latest attempt came to start, so progress lines and Events
+/// tell a retry (after a failure) from work a reviewer sent back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StartedBy<'a> {
+    /// The first attempt of its round.
+    First,
+    /// Another try after the attempt before it failed.
+    Retry {
+        /// The attempt's number within its round (2 for the first retry).
+        attempt: usize,
+        /// Why the attempt before it failed.
+        after: Option<&'a StepError>,
+    },
+    /// The step is done again because a reviewer sent its work back.
+    SentBack {
+        /// Who sent it back, with the decision and feedback.
+        note: &'a ReviewNote,
+        /// The attempt's number within its round (1 unless it was retried).
+        attempt: usize,
+        /// Why the attempt before it failed, for a retry within the round.
+        after: Option<&'a StepError>,
+    },
+}
+
+impl StepRecord {
+    /// How the latest attempt came to start.
+    pub fn started_by(&self) -> StartedBy<'_> {
+        let in_round = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as usize;
+        let after = if in_round > 1 {
+            self.attempts
+                .len()
+                .checked_sub(2)
+                .and_then(|i| self.attempts[i].error.as_ref())
+        } else {
+            None
+        };
+        match &self.review {
+            Some(note) => StartedBy::SentBack {
+                note,
+                attempt: in_round,
+                after,
+            },
+            None if in_round > 1 => StartedBy::Retry {
+                attempt: in_round,
+                after,
+            },
+            None => StartedBy::First,
+        }
+    }
+}
+
+impl ReviewNote {
+    /// `sent back by review (changes, alice)`: the step, the decision and,
+    /// when a person decided, who.
+    pub fn sent_back(&self) -> String {
+        if self.reviewer == self.from || self.reviewer.is_empty() {
+            format!("sent back by {} ({})", self.from, self.decision)
+        } else {
+            format!(
+                "sent back by {} ({}, {})",
+                self.from, self.decision, self.reviewer
+            )
+        }
     }
 }
 
@@ -382,7 +449,11 @@ pub struct Attempt {
     /// Tokens an agent used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
-    /// Its output, text and feedback were dropped to keep the Run small:
+    /// The last lines a script wrote to stderr (for one stopped by a
+    /// cancel, of its container's whole log), whether it succeeded or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<crate::api::LogTail>,
+    /// Its output, text, feedback and log were dropped to keep the Run small:
     /// only the latest attempts of a step keep theirs (a long loop would
     /// otherwise outgrow what etcd stores). Status, times, error and usage stay.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -17,7 +17,7 @@ mod work;
 pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
     Action, ApprovalRequest, Ballot, DecideError, Decision, Event, MAX_PART_KEY_LEN,
-    MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef,
+    MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef, keep_stopped_log,
 };
 pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
 pub use work::{

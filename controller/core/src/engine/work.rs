@@ -192,6 +192,8 @@ pub struct Done {
     pub text: Option<String>,
     /// Tokens used, for agents.
     pub usage: Option<TokenUsage>,
+    /// The end of a script's stderr, for its attempt's record.
+    pub log: Option<crate::api::LogTail>,
 }
 
 /// A failed attempt: why, and what it had cost by then (an agent that
@@ -202,11 +204,17 @@ pub struct Failed {
     pub error: StepError,
     /// Tokens used before it failed, for agents.
     pub usage: Option<TokenUsage>,
+    /// The end of a script's stderr, for its attempt's record.
+    pub log: Option<crate::api::LogTail>,
 }
 
 impl From<StepError> for Failed {
     fn from(error: StepError) -> Self {
-        Failed { error, usage: None }
+        Failed {
+            error,
+            usage: None,
+            log: None,
+        }
     }
 }
 

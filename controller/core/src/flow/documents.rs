@@ -22,23 +22,10 @@ pub struct FlowDocument {
 /// so is one whose brackets nest absurdly deep (refused before serde_yaml
 /// spends minutes on it, see [`check_nesting`]).
 pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, FlowError> {
-    check_nesting(text)?;
-    let mut kinds = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
-        let value = serde_yaml::Value::deserialize(document)?;
-        let is_flow = value.get("kind").and_then(|k| k.as_str()) == Some("Flow")
-            && value
-                .get("apiVersion")
-                .and_then(|v| v.as_str())
-                .is_some_and(|v| v.starts_with("coxswain.dev/"));
-        let name = value
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(|n| n.as_str())
-            .unwrap_or("?")
-            .to_string();
-        kinds.push(is_flow.then_some(name));
-    }
+    let kinds: Vec<Option<String>> = yaml_documents(text)?
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect();
     // Read the Flow documents a second time, straight from the text, so an
     // error carries the line and column where the YAML went wrong.
     let mut flows = Vec::new();
@@ -55,6 +42,32 @@ pub fn flows_in_yaml(text: &str) -> Result<Vec<FlowDocument>, FlowError> {
         });
     }
     Ok(flows)
+}
+
+/// Each document of a YAML stream as a value, with its `metadata.name` (`?`
+/// when it has none) when it is a Flow (`kind: Flow` of a `coxswain.dev/`
+/// API version). Refuses what [`flows_in_yaml`] refuses.
+pub(super) fn yaml_documents(
+    text: &str,
+) -> Result<Vec<(serde_yaml::Value, Option<String>)>, FlowError> {
+    check_nesting(text)?;
+    let mut documents = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_yaml::Value::deserialize(document)?;
+        let is_flow = value.get("kind").and_then(|k| k.as_str()) == Some("Flow")
+            && value
+                .get("apiVersion")
+                .and_then(|v| v.as_str())
+                .is_some_and(|v| v.starts_with("coxswain.dev/"));
+        let name = value
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("?")
+            .to_string();
+        documents.push((value, is_flow.then_some(name)));
+    }
+    Ok(documents)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod duration;
 mod error;
 mod graph;
 mod input_schema;
+mod lint;
 mod message_target;
 mod nesting;
 mod record_size;
@@ -22,6 +23,7 @@ mod secrets;
 mod start;
 mod validate;
 mod yaml_1_1;
+mod yaml_tree;
 
 pub use answers::{
     AnswerError, Vote, check_answer, check_answer_in, check_decision, check_entry, describe_tally,
@@ -36,11 +38,14 @@ pub use duration::parse_duration;
 pub use error::FlowError;
 pub use graph::{Arrow, FlowGraph, Node, exits, split_after};
 pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
+pub use lint::{LintProblem, LintedFlow, lint_yaml};
 pub use message_target::{check_matrix, target_problem};
 pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
 pub use start::{StartProblem, check_start, input_fits, one_line};
-pub use validate::{Limits, validate, validate_graph, validate_with};
+pub use validate::{
+    Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,
+};
 pub use yaml_1_1::{ReadsDifferently, boolean_looking_keys, reads_differently};

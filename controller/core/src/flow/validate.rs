@@ -99,13 +99,44 @@ pub fn validate_graph<'a>(
     graph: &FlowGraph<'a>,
     limits: &Limits,
 ) -> Vec<StepProblem> {
-    let mut checker = Checker {
-        graph,
-        problems: Vec::new(),
-        limits,
-    };
+    let mut checker = Checker::new(graph, limits);
     checker.check_flow(spec);
     checker.problems
+}
+
+/// A problem with the path, from the Flow's `spec`, of what it is about:
+/// `steps[2].loop.steps[0].after[1]`, `schedule.cron`. The path follows the
+/// field as far as the flow has it: a problem with the step's kind names
+/// the step (`steps[3].kind`, which no YAML node has).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedProblem {
+    /// The problem, as [`validate`] reports it.
+    pub problem: StepProblem,
+    /// Its step's place in `spec` joined to its field.
+    pub path: String,
+}
+
+/// [`validate_with`], with the place of each problem in the spec, so
+/// `coxswain lint` can name the line and column it stands on.
+pub fn validate_placed(spec: &FlowSpec, limits: &Limits) -> Vec<PlacedProblem> {
+    let graph = FlowGraph::new(&spec.steps);
+    let mut checker = Checker::new(&graph, limits);
+    checker.check_flow(spec);
+    let Checker {
+        problems, places, ..
+    } = checker;
+    problems
+        .into_iter()
+        .zip(places)
+        .map(|(problem, node)| {
+            let path = match node {
+                None => problem.field.clone(),
+                Some(node) if problem.field.is_empty() => graph.nodes[node].location.clone(),
+                Some(node) => format!("{}.{}", graph.nodes[node].location, problem.field),
+            };
+            PlacedProblem { problem, path }
+        })
+        .collect()
 }
 
 /// Who reads data in an expression, a value or a template, which decides
@@ -126,10 +157,46 @@ struct Reader {
 struct Checker<'a, 'g, 'l> {
     graph: &'g FlowGraph<'a>,
     problems: Vec<StepProblem>,
+    /// For each problem, the node being checked when it was found (`None`
+    /// for the flow as a whole).
+    places: Vec<Option<usize>>,
+    /// The node being checked.
+    at: Option<usize>,
     limits: &'l Limits,
+    /// The nodes whose place on the path is not known: one of their `after`
+    /// entries names no step it can (an unknown key, a later step, one of
+    /// another list), or they come after or inside such a node. The arrow
+    /// left out of the graph may be the one that would let them read a step,
+    /// so whether they may is not judged: that would only repeat the bad
+    /// `after` as false problems further on.
+    unsure: Vec<bool>,
 }
 
-impl<'a> Checker<'a, '_, '_> {
+impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
+    fn new(graph: &'g FlowGraph<'a>, limits: &'l Limits) -> Self {
+        let mut unsure = vec![false; graph.nodes.len()];
+        // Arrows and nesting point forward in document order, so one pass
+        // in that order sees every node's predecessors settled.
+        for (n, node) in graph.nodes.iter().enumerate() {
+            let dropped = node
+                .step
+                .after
+                .as_ref()
+                .is_some_and(|after| after.len() != node.preds.len());
+            unsure[n] = dropped
+                || node.parent.is_some_and(|p| unsure[p])
+                || node.preds.iter().any(|a| unsure[a.from]);
+        }
+        Checker {
+            graph,
+            problems: Vec::new(),
+            places: Vec::new(),
+            at: None,
+            limits,
+            unsure,
+        }
+    }
+
     fn report(
         &mut self,
         step: &str,
@@ -143,6 +210,18 @@ impl<'a> Checker<'a, '_, '_> {
             message: message.into(),
             character: character.map(|c| i32::try_from(c).unwrap_or(i32::MAX)),
         });
+        self.places.push(self.at);
+    }
+
+    /// Whether `target` is listed after `reader`, outside any loop they
+    /// share: it runs later whatever the arrows, so no path can make it
+    /// readable.
+    fn runs_later(&self, reader: usize, target: usize) -> bool {
+        let shared_loop = self
+            .graph
+            .enclosing_loops(reader)
+            .any(|l| self.graph.enclosing(target).any(|t| t == l));
+        target > reader && !shared_loop
     }
 
     fn check_flow(&mut self, spec: &'a FlowSpec) {
@@ -160,9 +239,11 @@ impl<'a> Checker<'a, '_, '_> {
         }
         self.check_keys();
         for node in 0..self.graph.nodes.len() {
+            self.at = Some(node);
             self.check_node(node);
         }
         self.check_overlapping_send_backs();
+        self.at = None;
         if let Some(output) = &spec.output {
             let reader = Reader {
                 node: None,
@@ -206,6 +287,7 @@ impl<'a> Checker<'a, '_, '_> {
     fn check_keys(&mut self) {
         let mut first: HashMap<&'a str, usize> = HashMap::new();
         for node in 0..self.graph.nodes.len() {
+            self.at = Some(node);
             let key = self.graph.nodes[node].key;
             if let Some((character, message)) = key_problem(key, self.limits.max_key_len) {
                 self.report(key, "key", message, character);
@@ -438,7 +520,13 @@ impl<'a> Checker<'a, '_, '_> {
                 continue;
             };
             let same_list = self.graph.nodes[target].parent == self.graph.nodes[node].parent;
-            if target == node || !same_list || !self.graph.comes_before(target, node) {
+            let off_path = if self.unsure[node] {
+                // Only what no arrow could change: see `unsure`.
+                target >= node
+            } else {
+                !self.graph.comes_before(target, node)
+            };
+            if target == node || !same_list || off_path {
                 let message = format!(
                     "work can only be sent back to a step earlier on the path to this one, in the same list; `{}` is not",
                     back.to
@@ -453,6 +541,7 @@ impl<'a> Checker<'a, '_, '_> {
     fn check_overlapping_send_backs(&mut self) {
         let mut stretches: Vec<(usize, usize)> = Vec::new(); // (sender, target)
         for node in 0..self.graph.nodes.len() {
+            self.at = Some(node);
             let step = self.graph.nodes[node].step;
             for back in &step.send_back {
                 let Some(target) = self.graph.find(&back.to) else {
@@ -1084,34 +1173,48 @@ impl<'a> Checker<'a, '_, '_> {
             || reader
                 .sees_body_of
                 .is_some_and(|l| self.graph.enclosing(t).any(|p| p == l));
-        if !readable {
-            let message = if t == r {
-                format!(
-                    "`{target}` is this step; a step reads its own earlier result only inside a loop"
-                )
-            } else {
-                format!(
-                    "`{target}` does not run before this step on its path, so its data cannot be read here"
-                )
-            };
-            self.report(key, field, message, character);
+        if readable {
+            return;
         }
+        let message = if t == r {
+            format!(
+                "`{target}` is this step; a step reads its own earlier result only inside a loop"
+            )
+        } else if self.runs_later(r, t) {
+            format!(
+                "`{target}` runs later than this step, so its data cannot be read here; a step reads a later one only when both are inside the same loop"
+            )
+        } else if self.unsure[r] {
+            // A bad `after` on the way here left an arrow out: already said.
+            return;
+        } else {
+            format!(
+                "`{target}` does not run before this step on its path, so its data cannot be read here"
+            )
+        };
+        self.report(key, field, message, character);
     }
 
     /// ` (did you mean `draft`?)` when a key is close to an existing one.
     fn suggest(&self, wrong: &str) -> String {
-        let close_enough = if wrong.chars().count() <= 4 { 1 } else { 2 };
-        self.graph
-            .nodes
-            .iter()
-            .map(|n| n.key)
-            .filter(|k| !k.is_empty())
-            .map(|k| (edit_distance(wrong, k), k))
-            .filter(|(d, _)| *d <= close_enough)
-            .min()
-            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        let keys = self.graph.nodes.iter().map(|n| n.key);
+        closest(wrong, keys)
+            .map(|k| format!(" (did you mean `{k}`?)"))
             .unwrap_or_default()
     }
+}
+
+/// The name among `names` closest to `wrong`, if it is close enough to be
+/// a slip of the keyboard: one edit for names of four characters or fewer,
+/// two for longer ones.
+pub(crate) fn closest<'n>(wrong: &str, names: impl Iterator<Item = &'n str>) -> Option<&'n str> {
+    let close_enough = if wrong.chars().count() <= 4 { 1 } else { 2 };
+    names
+        .filter(|k| !k.is_empty())
+        .map(|k| (edit_distance(wrong, k), k))
+        .filter(|(d, _)| *d <= close_enough)
+        .min()
+        .map(|(_, k)| k)
 }
 
 /// What is wrong with a step key, with the 1-based character where it goes wrong.
@@ -1241,7 +1344,7 @@ fn is_header_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn quote_list(names: &[String]) -> String {
+pub(crate) fn quote_list(names: &[String]) -> String {
     names
         .iter()
         .map(|n| format!("`{n}`"))
@@ -1249,18 +1352,41 @@ fn quote_list(names: &[String]) -> String {
         .join(", ")
 }
 
-/// Levenshtein distance, for "did you mean" hints on short keys.
+/// Edit distance for "did you mean" hints: insertions, deletions,
+/// substitutions and swaps of two neighbouring characters (`exti` is one
+/// swap from `exit`) each count one.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
+    // Three rows: the one before the previous, for swaps.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (prev[j - 1] + cost).min(row[j - 1] + 1).min(prev[j] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
         }
+        before = std::mem::replace(&mut prev, row);
     }
-    row[b.len()]
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn a_swap_of_neighbours_is_one_edit() {
+        assert_eq!(edit_distance("exti", "exit"), 1);
+        assert_eq!(edit_distance("drat", "draft"), 1);
+        assert_eq!(edit_distance("atempts", "attempts"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        assert_eq!(edit_distance("abc", "ca"), 3);
+    }
 }

@@ -43,13 +43,23 @@ pub struct ReadsDifferently {
 
 impl std::fmt::Display for ReadsDifferently {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line,
+            self.column,
+            self.what()
+        )
+    }
+}
+
+impl ReadsDifferently {
+    /// What is wrong and the fix, without the place.
+    pub fn what(&self) -> String {
         let what = if self.key { "the key" } else { "the value" };
         if let Some(field) = &self.wants_text {
-            return write!(
-                f,
-                "line {}, column {}: {what} `{}` is {} to kubectl and Argo CD, and the API server refuses it: `{field}` takes text{}; quote it: \"{}\"",
-                self.line,
-                self.column,
+            return format!(
+                "{what} `{}` is {} to kubectl and Argo CD, and the API server refuses it: `{field}` takes text{}; quote it: \"{}\"",
                 self.text,
                 self.as_1_1,
                 if is_expression_field(field) {
@@ -60,15 +70,12 @@ impl std::fmt::Display for ReadsDifferently {
                 self.suggestion()
             );
         }
-        write!(
-            f,
-            "line {}, column {}: {what} `{}` is text here, but kubectl and Argo CD (YAML 1.1) read it as {}; quote it: \"{}\"",
-            self.line, self.column, self.text, self.as_1_1, self.text
+        format!(
+            "{what} `{}` is text here, but kubectl and Argo CD (YAML 1.1) read it as {}; quote it: \"{}\"",
+            self.text, self.as_1_1, self.text
         )
     }
-}
 
-impl ReadsDifferently {
     /// The text to write between quotes: the scalar itself, but in lowercase
     /// for `True`/`FALSE` in an expression, whose keywords are lowercase.
     fn suggestion(&self) -> String {
@@ -109,14 +116,16 @@ fn flow_schema() -> Value {
 /// The schemas the scan walks: a Flow's, and a step's for the steps nested
 /// in a loop (`steps`) or a parallel step (`step`), which the CRD leaves
 /// free (a schema cannot refer to itself) but the controller reads as steps.
-struct Schemas {
-    flow: Value,
+pub(super) struct Schemas {
+    /// A Flow's schema.
+    pub flow: Value,
     step: Value,
     steps: Value,
 }
 
 impl Schemas {
-    fn new() -> Self {
+    /// Reads the schemas from the Flow's CRD.
+    pub fn new() -> Self {
         let flow = flow_schema();
         let step = flow["properties"]["spec"]["properties"]["steps"]["items"].clone();
         let steps = serde_json::json!({ "type": "array", "items": step.clone() });
@@ -124,7 +133,7 @@ impl Schemas {
     }
 
     /// The schema of the value under `key` in a mapping with `schema`.
-    fn property<'s>(&'s self, schema: Option<&'s Value>, key: &str) -> Option<&'s Value> {
+    pub fn property<'s>(&'s self, schema: Option<&'s Value>, key: &str) -> Option<&'s Value> {
         let schema = schema?;
         if let Some(field) = schema.get("properties").and_then(|p| p.get(key)) {
             let nested = |s: &Value| {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Client, Resource, ResourceExt};
 
 use super::JobSettings;
@@ -13,9 +15,16 @@ use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, config_map_digest, ma
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
 use crate::names;
-use coxswain_core::api::{Run, StepError};
+use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, Run, StepError};
 use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
 use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
+
+/// How many of a log's last lines are read to find a result frame.
+const FRAME_TAIL_LINES: i64 = 4;
+
+/// How many of a stopped pod's last log lines are read for its record
+/// (the record keeps at most [`LOG_TAIL_BYTES`] of them).
+const STOPPED_TAIL_LINES: i64 = 200;
 
 /// The label the Job controller puts on its pods (Kubernetes 1.27 and later).
 const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
@@ -241,8 +250,11 @@ impl JobLauncher {
         reference: &LogRef,
     ) -> Result<WorkResult, LauncherError> {
         let name = pod.metadata.name.clone().unwrap_or_default();
+        // The frame is the log's last two lines (a header and the body);
+        // a few more tolerate a runtime's line after it.
         let params = LogParams {
             container: Some(STEP_CONTAINER.to_string()),
+            tail_lines: Some(FRAME_TAIL_LINES),
             ..LogParams::default()
         };
         let log = match self.pods.logs(&name, &params).await {
@@ -257,6 +269,59 @@ impl JobLauncher {
                 format!("cannot read the step's result from pod {name}: {problem}"),
             ))),
         })
+    }
+}
+
+impl JobLauncher {
+    /// Gives a finished Job whose result is recorded the time it may stay
+    /// (`ttlSecondsAfterFinished`, counted by Kubernetes from the Job's end;
+    /// a Job that ended longer ago than that goes at once). The patch names
+    /// the Job's uid, so one made under its name since is not touched.
+    async fn expire(&self, job: &Job, ttl: i32) -> Result<(), kube::Error> {
+        let already = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished);
+        if already.is_some() {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "metadata": {"uid": job.metadata.uid},
+            "spec": {"ttlSecondsAfterFinished": ttl},
+        });
+        let name = job.name_any();
+        match self
+            .jobs
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Gone already, or replaced by another object.
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The last lines of the log of `id`'s running pod, read before it is
+    /// stopped so its attempt's record keeps them; `None` when there is no
+    /// pod of this Run's Job or it has no log yet.
+    pub async fn last_lines(&self, id: &WorkId) -> Option<LogTail> {
+        let job = self.own_job(id, "cancelled").await.ok()??;
+        let pods = self.pods_of(id, &job).await.ok()?;
+        let pod = pods.first()?;
+        let params = LogParams {
+            container: Some(STEP_CONTAINER.to_string()),
+            tail_lines: Some(STOPPED_TAIL_LINES),
+            limit_bytes: None,
+            ..LogParams::default()
+        };
+        let log = self
+            .pods
+            .logs(&pod.metadata.name.clone().unwrap_or_default(), &params)
+            .await
+            .ok()?;
+        // `tailLines` may have dropped earlier lines: a log that fills them
+        // all is marked cut.
+        let lines = log.lines().count();
+        let dropped = i64::try_from(lines).unwrap_or(i64::MAX) >= STOPPED_TAIL_LINES;
+        LogTail::of(log.as_bytes(), LOG_TAIL_BYTES, dropped)
     }
 }
 
@@ -305,10 +370,16 @@ impl Launcher for JobLauncher {
             return Ok(());
         };
         self.delete_inputs(id, &job, "forgotten").await?;
-        // A finished Job stays (for `kubectl logs`, until its TTL or its
-        // Run goes); one whose pod could not start is still trying: stop it.
+        // A finished Job stays for `kubectl logs` until its time is up
+        // (counted from now: its result is read and recorded, so nothing is
+        // lost when Kubernetes deletes it); one whose pod could not start is
+        // still trying: stop it.
         if matches!(read_job(&job), JobState::Active { .. }) {
             delete_exactly(&self.jobs, &name, job.metadata.uid.clone())
+                .await
+                .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
+        } else if let Some(ttl) = self.settings.ttl_after_finished.0 {
+            self.expire(&job, ttl)
                 .await
                 .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
         }

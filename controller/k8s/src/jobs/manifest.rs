@@ -255,7 +255,10 @@ fn job(
                 let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
                 i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
             }),
-            ttl_seconds_after_finished: settings.ttl_after_finished,
+            // Set once the result is recorded (`JobLauncher::forget`): a
+            // Job Kubernetes deleted before the controller read it would
+            // lose the attempt's result.
+            ttl_seconds_after_finished: None,
             template: PodTemplateSpec {
                 metadata: Some(template_meta),
                 spec: Some(pod_spec(name, work, step, inputs, digest, settings)),

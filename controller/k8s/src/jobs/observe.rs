@@ -318,6 +318,7 @@ mod tests {
             output: Some(json!(1)),
             text: Some("1".into()),
             error: None,
+            log: None,
         })
         .message;
         let reading = read_pod(&pod(json!({"phase": "Succeeded", "containerStatuses": [{

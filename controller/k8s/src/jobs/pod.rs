@@ -13,7 +13,7 @@ use super::task::{PodTask, paths};
 use super::wire::{self, WireResult};
 use coxswain_core::api::StepError;
 use coxswain_core::engine::{Failed, WorkResult, codes, step_error};
-use coxswain_steps::script::{Folders, LocalScript};
+use coxswain_steps::script::{Attempt, Echo, Echoes, Folders, LocalScript};
 use coxswain_steps::secrets::MapSecrets;
 
 /// Why `step-exec install` failed.
@@ -123,7 +123,9 @@ pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) ->
         .iter()
         .map(|var| (var.name.clone(), env(&var.name).unwrap_or_default()))
         .collect();
-    let script = LocalScript::new(Arc::new(MapSecrets::new())).with_stdout_limit(task.max_output);
+    let script = LocalScript::new(Arc::new(MapSecrets::new()))
+        .with_stdout_limit(task.max_output)
+        .with_echo(Arc::new(ContainerLog));
     script
         .run_in(
             &task.step,
@@ -133,7 +135,61 @@ pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) ->
             task.timeout(),
         )
         .await
-        .map_err(|e| Failed::from(StepError::from(e)))
+}
+
+/// The most of a script's stdout copied to the container's log: enough to
+/// read what it printed; its whole output is the step's output anyway, and
+/// a large result still has to fit in the log beside it.
+pub const ECHOED_STDOUT_MAX: usize = 64 << 10;
+
+/// Copies a script's stderr, and the start of its stdout, to this
+/// process's own, which the kubelet keeps as the container's log
+/// (`kubectl logs`).
+struct ContainerLog;
+
+impl Echo for ContainerLog {
+    fn open(&self, _attempt: &Attempt) -> Echoes {
+        Echoes {
+            stdout: Some(Box::new(Capped {
+                out: io::stdout(),
+                left: ECHOED_STDOUT_MAX,
+                ended_line: true,
+            })),
+            stderr: Some(Box::new(io::stderr())),
+        }
+    }
+}
+
+/// A writer that passes on at most `left` bytes, then says once that the
+/// rest was left out.
+struct Capped<W: Write> {
+    out: W,
+    left: usize,
+    ended_line: bool,
+}
+
+impl<W: Write> Write for Capped<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Ok(buf.len());
+        }
+        let take = buf.len().min(self.left);
+        self.out.write_all(&buf[..take])?;
+        self.left -= take;
+        self.ended_line = buf[..take].ends_with(b"\n");
+        if self.left == 0 {
+            let newline = if self.ended_line { "" } else { "\n" };
+            writeln!(
+                self.out,
+                "{newline}[coxswain: the rest of stdout is left out of this log; the step's output holds all of it]"
+            )?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// Whether the task file and the input files are the ones the controller
@@ -353,6 +409,7 @@ mod tests {
             output: json!("x".repeat(10_000)),
             text: Some("x".repeat(10_000)),
             usage: None,
+            log: None,
         });
         let mut stdout = Vec::new();
         report(&result, &log, &mut stdout).expect("reported");

@@ -59,15 +59,18 @@ pub struct JobSettings {
         value_name = "BYTES"
     )]
     pub max_output: usize,
-    /// Seconds a finished Job (and its pod and log) is kept before
-    /// Kubernetes deletes it; default: kept until its Run is deleted.
+    /// Seconds a finished Job (and its pod and log) is kept, once its
+    /// result is in the Run's record, before Kubernetes deletes it; `never`
+    /// keeps it until its Run is deleted. The record keeps the last lines
+    /// of each attempt's stderr either way.
     #[arg(
         long = "job-ttl-after-finished",
         env = "COXSWAIN_JOB_TTL_AFTER_FINISHED",
-        value_name = "SECONDS",
-        value_parser = clap::value_parser!(i32).range(0..)
+        value_name = "SECONDS|never",
+        default_value = DEFAULT_TTL_AFTER_FINISHED,
+        value_parser = parse_ttl
     )]
-    pub ttl_after_finished: Option<i32>,
+    pub ttl_after_finished: Ttl,
 }
 
 impl Default for JobSettings {
@@ -77,8 +80,29 @@ impl Default for JobSettings {
             executable: None,
             run_as_user: DEFAULT_RUN_AS_USER,
             max_output: DEFAULT_MAX_OUTPUT,
-            ttl_after_finished: None,
+            ttl_after_finished: parse_ttl(DEFAULT_TTL_AFTER_FINISHED).unwrap_or(Ttl(None)),
         }
+    }
+}
+
+/// How long a finished Job stays by default: a day, for `kubectl logs`.
+pub const DEFAULT_TTL_AFTER_FINISHED: &str = "86400";
+
+/// How long a finished Job stays once its result is recorded: seconds, or
+/// `None` for as long as its Run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl(pub Option<i32>);
+
+/// A TTL in seconds (0 or more), or `never`.
+fn parse_ttl(text: &str) -> Result<Ttl, String> {
+    if text == "never" {
+        return Ok(Ttl(None));
+    }
+    match text.parse::<i32>() {
+        Ok(seconds) if seconds >= 0 => Ok(Ttl(Some(seconds))),
+        _ => Err(format!(
+            "expected a number of seconds (0 or more) or `never`, not `{text}`"
+        )),
     }
 }
 
@@ -126,8 +150,23 @@ mod tests {
         assert_eq!(cli.jobs.image, "registry.example/coxswain:1");
         assert_eq!(cli.jobs.executable(), PathBuf::from("/opt/coxswain"));
         assert_eq!(cli.jobs.max_output, 1024);
-        assert_eq!(cli.jobs.ttl_after_finished, Some(600));
+        assert_eq!(cli.jobs.ttl_after_finished, Ttl(Some(600)));
         assert_eq!(cli.jobs.run_as_user, DEFAULT_RUN_AS_USER);
+    }
+
+    #[test]
+    fn finished_jobs_stay_a_day_unless_told() {
+        let cli = Cli::try_parse_from(["x"]).expect("defaults");
+        assert_eq!(cli.jobs.ttl_after_finished, Ttl(Some(86_400)));
+        assert_eq!(JobSettings::default().ttl_after_finished, Ttl(Some(86_400)));
+        let never = Cli::try_parse_from(["x", "--job-ttl-after-finished", "never"])
+            .expect("never is a value");
+        assert_eq!(never.jobs.ttl_after_finished, Ttl(None));
+        let err = Cli::try_parse_from(["x", "--job-ttl-after-finished=-5"])
+            .err()
+            .expect("a negative time is refused")
+            .to_string();
+        assert!(err.contains("or `never`"), "{err}");
     }
 
     #[test]

@@ -12,21 +12,23 @@
 //! - `"result": RESULT` — the whole result, when it fits; or
 //! - `"log": {"bytes": N, "sha256": HEX}` — the result is in the log.
 //!
-//! In the second case the container's stdout (its log) carries one frame:
-//! a line `coxswain-result v1 N HEX`, then exactly the `N` bytes of the
-//! result's JSON, then a line break. Whatever else the log holds (a
-//! runtime's messages, stderr interleaved with stdout) is ignored: the
-//! reader takes the last header line, and the length and SHA-256 digest
-//! tell it when the log was cut or mixed with other bytes, which is
-//! reported as an error, never taken as a result. The script's own stdout
-//! and stderr never reach the log: the wrapper reads both through pipes.
+//! In the second case the container's stdout (its log) ends with one
+//! frame: a line `coxswain-result v1 N HEX`, then exactly the `N` bytes of
+//! the result's JSON, then a line break. What the log holds before it (the
+//! script's stderr and the start of its stdout, which the wrapper copies
+//! there for `kubectl logs`, a runtime's messages) is ignored: the reader
+//! takes the last header line of the log's last lines, and the length and
+//! SHA-256 digest tell it when the log was cut or mixed with other bytes,
+//! which is reported as an error, never taken as a result. Nothing is
+//! written after the frame: the script's processes are gone by then, and
+//! what they print reaches the log only through the wrapper.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::names::hex;
-use coxswain_core::api::StepError;
+use coxswain_core::api::{LogTail, StepError};
 use coxswain_core::engine::{Done, Failed, WorkResult};
 
 /// The most bytes of a termination message the kubelet keeps.
@@ -50,6 +52,9 @@ pub struct WireResult {
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
+    /// The end of the script's stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogTail>,
 }
 
 impl From<&WorkResult> for WireResult {
@@ -59,9 +64,11 @@ impl From<&WorkResult> for WireResult {
                 output: Some(done.output.clone()),
                 text: done.text.clone(),
                 error: None,
+                log: done.log.clone(),
             },
             Err(failed) => WireResult {
                 error: Some(failed.error.clone()),
+                log: failed.log.clone(),
                 ..WireResult::default()
             },
         }
@@ -71,11 +78,16 @@ impl From<&WorkResult> for WireResult {
 impl From<WireResult> for WorkResult {
     fn from(wire: WireResult) -> Self {
         match wire.error {
-            Some(error) => Err(Failed { error, usage: None }),
+            Some(error) => Err(Failed {
+                error,
+                usage: None,
+                log: wire.log,
+            }),
             None => Ok(Done {
                 output: wire.output.unwrap_or(Value::Null),
                 text: wire.text,
                 usage: None,
+                log: wire.log,
             }),
         }
     }
@@ -124,8 +136,10 @@ pub fn encode(result: &WireResult) -> Encoded {
         bytes: body.len(),
         sha256: hex(&Sha256::digest(body.as_bytes())),
     };
+    // The frame starts on a line of its own, whatever the script's copied
+    // output left unfinished before it.
     let frame = format!(
-        "{FRAME_HEADER}{} {}\n{body}\n",
+        "\n{FRAME_HEADER}{} {}\n{body}\n",
         reference.bytes, reference.sha256
     );
     let message = json(&Message {
@@ -257,6 +271,7 @@ mod tests {
             output: Some(json!({"ok": true})),
             text: Some(text.to_string()),
             error: None,
+            log: None,
         }
     }
 

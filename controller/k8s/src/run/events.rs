@@ -18,7 +18,7 @@ use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Api, Resource};
 use tokio::sync::mpsc;
 
-use coxswain_core::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
+use coxswain_core::api::{Run, RunPhase, RunStatus, StartedBy, StepRecord, StepStatus};
 
 /// The warning that the controller found `kind` `name` where an object of
 /// its own belongs and left it alone: `reason` says what is wrong with it.
@@ -128,17 +128,30 @@ const WEIGHTS: [&str; 6] = [
 
 fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Option<Event> {
     let attempts = |r: &StepRecord| r.attempts.len();
-    let same = before.is_some_and(|b| b.status == now.status && attempts(b) == attempts(now));
+    let retrying = |r: &StepRecord| r.retry_at.is_some();
+    let same = before.is_some_and(|b| {
+        b.status == now.status && attempts(b) == attempts(now) && retrying(b) == retrying(now)
+    });
     if same || now.status == StepStatus::Pending {
         return None;
     }
     let attempt = attempts(now);
     let (reason, type_, note) = match now.status {
-        StepStatus::Running => (
-            "StepStarted",
-            EventType::Normal,
-            format!("step {key}: attempt {attempt} started"),
-        ),
+        StepStatus::Running if retrying(now) => {
+            let error = now
+                .attempts
+                .last()
+                .and_then(|a| a.error.as_ref())
+                .map(|e| format!(": {}", e.message))
+                .unwrap_or_default();
+            let at = now.retry_at.as_deref().unwrap_or_default();
+            (
+                "StepRetrying",
+                EventType::Warning,
+                format!("step {key}: attempt {attempt} failed{error}; it is tried again at {at}"),
+            )
+        }
+        StepStatus::Running => ("StepStarted", EventType::Normal, started(key, attempt, now)),
         StepStatus::Waiting => (
             "StepWaiting",
             EventType::Normal,
@@ -193,6 +206,36 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
         action,
         secondary: None,
     })
+}
+
+/// `step draft: attempt 3 started`, saying whether it is a retry (and why
+/// the one before failed) or work a reviewer sent back.
+fn started(key: &str, attempt: usize, now: &StepRecord) -> String {
+    let after = |error: Option<&coxswain_core::api::StepError>| {
+        error
+            .map(|e| format!(", after attempt {} failed: {}", attempt - 1, e.message))
+            .unwrap_or_default()
+    };
+    match now.started_by() {
+        StartedBy::First => format!("step {key}: attempt {attempt} started"),
+        StartedBy::Retry { after: error, .. } => {
+            format!("step {key}: attempt {attempt} started{}", after(error))
+        }
+        StartedBy::SentBack {
+            note, after: error, ..
+        } => {
+            let feedback = note
+                .instructions
+                .as_deref()
+                .map(|f| format!(": {f}"))
+                .unwrap_or_default();
+            format!(
+                "step {key}: attempt {attempt} started again, {}{feedback}{}",
+                note.sent_back(),
+                after(error)
+            )
+        }
+    }
 }
 
 fn run_event(status: &RunStatus) -> Event {
@@ -414,6 +457,85 @@ mod tests {
         let events = transitions(&new, &again);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].action, "Step next attempt 2");
+    }
+
+    fn only_event(old: &RunStatus, new: &RunStatus) -> Event {
+        let mut events = transitions(old, new);
+        assert_eq!(
+            events.len(),
+            1,
+            "{:?}",
+            events.iter().map(|e| &e.note).collect::<Vec<_>>()
+        );
+        events.remove(0)
+    }
+
+    #[test]
+    fn a_retry_says_why_the_attempt_before_failed_and_a_send_back_is_no_retry() {
+        let mut old = RunStatus::default();
+        old.steps
+            .insert("flaky".into(), step(StepStatus::Running, 1));
+        // Attempt 1 failed; attempt 2 is due later.
+        let mut failed = old.clone();
+        let record = failed.steps.get_mut("flaky").expect("step");
+        record.retry_at = Some("2026-12-01T10:00:05Z".into());
+        record.attempts[0].error = Some(StepError {
+            code: "script.failed".into(),
+            message: "the service is warming up".into(),
+        });
+        let retrying = only_event(&old, &failed);
+        assert_eq!(retrying.reason, "StepRetrying");
+        assert_eq!(retrying.type_, EventType::Warning);
+        assert_eq!(
+            retrying.note.as_deref(),
+            Some(
+                "step flaky: attempt 1 failed: the service is warming up; it is tried again at 2026-12-01T10:00:05Z"
+            )
+        );
+        // Attempt 2 starts, and says what it follows.
+        let mut second = failed.clone();
+        let record = second.steps.get_mut("flaky").expect("step");
+        record.retry_at = None;
+        record.attempts.push(Attempt {
+            number: 2,
+            ..Default::default()
+        });
+        let started = only_event(&failed, &second);
+        assert_eq!(
+            started.note.as_deref(),
+            Some(
+                "step flaky: attempt 2 started, after attempt 1 failed: the service is warming up"
+            )
+        );
+
+        // Work a reviewer sent back is done again: not a retry.
+        let mut old = RunStatus::default();
+        old.steps
+            .insert("draft".into(), step(StepStatus::Completed, 1));
+        let mut redo = old.clone();
+        let record = redo.steps.get_mut("draft").expect("step");
+        record.status = StepStatus::Running;
+        record.round_start = 1;
+        record.attempts.push(Attempt {
+            number: 2,
+            ..Default::default()
+        });
+        record.review = Some(coxswain_core::api::ReviewNote {
+            from: "review".into(),
+            to: "draft".into(),
+            reviewer: "alice".into(),
+            decision: "changes".into(),
+            instructions: Some("Cut the intro.".into()),
+            ..Default::default()
+        });
+        let again = only_event(&old, &redo);
+        assert_eq!(again.reason, "StepStarted");
+        assert_eq!(
+            again.note.as_deref(),
+            Some(
+                "step draft: attempt 2 started again, sent back by review (changes, alice): Cut the intro."
+            )
+        );
     }
 
     fn run_named(name: &str) -> Run {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use coxswain_core::api::Run;
+use coxswain_core::api::{LogTail, Run};
 use coxswain_core::engine::{Task, Work};
 use coxswain_steps::in_process::InProcess;
 use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
@@ -89,12 +89,16 @@ impl<'a> Launchers<'a> {
         }
     }
 
-    /// Stops `work`.
-    pub async fn cancel(&self, work: &Work) -> Result<(), LauncherError> {
+    /// Stops `work`; for a script, the last lines of its log, read before
+    /// its pod goes, for the attempt's record.
+    pub async fn cancel(&self, work: &Work) -> Result<Option<LogTail>, LauncherError> {
         let id = WorkId::of(work);
         match self.route(work) {
-            Route::Job(jobs) => jobs.cancel(&id).await,
-            Route::Here(here) => here.cancel(&id).await,
+            Route::Job(jobs) => {
+                let log = jobs.last_lines(&id).await;
+                jobs.cancel(&id).await.map(|()| log)
+            }
+            Route::Here(here) => here.cancel(&id).await.map(|()| None),
         }
     }
 

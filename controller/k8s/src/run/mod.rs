@@ -111,7 +111,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let fed = feed(&run, &mut machine, &seen, now);
     let plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
     let wrote = match write(&ctx, &run, &mut machine, &old, now).await {
-        Ok(wrote) => wrote,
+        Ok(written) => written,
         Err(Error::Tampered { object, reason }) => {
             tracing::warn!(run = %run.name_any(), %object, "{reason}");
             ctx.events
@@ -120,7 +120,16 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         }
         Err(e) => return Err(e),
     };
-    act(&ctx, &run, machine.state(), &plan, &seen, &launchers, wrote).await
+    act(
+        &ctx,
+        &run,
+        machine.state(),
+        &plan,
+        &seen,
+        &launchers,
+        wrote.as_ref(),
+    )
+    .await
 }
 
 /// What [`read_run`] found: a run to step, or the reconcile's end.
@@ -391,16 +400,16 @@ async fn write(
     machine: &mut RunMachine<'_>,
     old: &RunStatus,
     now: Timestamp,
-) -> Result<bool, Error> {
+) -> Result<Option<RunStatus>, Error> {
     let mut new = machine.record().clone();
     status::set_conditions(&mut new, run.metadata.generation, now);
     if new == *old {
-        return Ok(false);
+        return Ok(None);
     }
     write_record(ctx, run, &new).await?;
     count(ctx, machine, old, &new);
     ctx.events.publish(run, story(ctx, old, &new));
-    Ok(true)
+    Ok(Some(new))
 }
 
 /// Carries out the plan, once the record that asks for it is written:
@@ -412,18 +421,25 @@ async fn act(
     plan: &Plan,
     seen: &Gathered,
     launchers: &Launchers<'_>,
-    wrote: bool,
+    written: Option<&RunStatus>,
 ) -> Result<Action, Error> {
+    let wrote = written.is_some();
     let api = approvals_api(ctx, run);
     for work in &plan.forget {
         if let Err(e) = launchers.forget(work).await {
             tracing::debug!(error = %e, "could not forget finished work");
         }
     }
+    let mut stopped_logs = Vec::new();
     for work in &plan.stop {
-        if let Err(e) = launchers.cancel(work).await {
-            tracing::warn!(run = %run.name_any(), error = %e, "could not stop work");
+        match launchers.cancel(work).await {
+            Ok(Some(log)) => stopped_logs.push((work, log)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(run = %run.name_any(), error = %e, "could not stop work"),
         }
+    }
+    if let Some(written) = written {
+        keep_stopped_logs(ctx, run, written, stopped_logs).await;
     }
     if plan.over {
         launchers::forget_run(&ctx.routes, &run.uid().unwrap_or_default());
@@ -488,6 +504,30 @@ async fn act(
         approvals::close(&api, &name, &reason).await?;
     }
     Ok(look_again(plan, &seen.running))
+}
+
+/// Writes the logs of stopped scripts into their attempts' records: a
+/// second write, after the one that stopped them (`written`), from the Run
+/// as just written. Best effort: a write that fails (the Run changed since) loses
+/// only those lines, which `kubectl logs` no longer has either.
+async fn keep_stopped_logs(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    logs: Vec<(&Work, coxswain_core::api::LogTail)>,
+) {
+    let mut new = record.clone();
+    let mut changed = false;
+    for (work, log) in logs {
+        changed |= engine::keep_stopped_log(&mut new, work, log);
+    }
+    if !changed {
+        return;
+    }
+    let latest = ctx.written.newest(Arc::new(run.clone()));
+    if let Err(e) = write_record(ctx, &latest, &new).await {
+        tracing::debug!(run = %run.name_any(), error = %e, "could not keep the logs of stopped work");
+    }
 }
 
 /// Creates the Approvals the plan asks for, each after settling those of

@@ -273,6 +273,7 @@ impl AgentExecutor {
                         output,
                         text: Some(text),
                         usage: usage.clone(),
+                        log: None,
                     });
                 }
                 Err(Verdict::Refused(why)) => return Err(step_error(codes::AGENT, why)),
@@ -313,7 +314,11 @@ impl Executor for AgentExecutor {
                 }),
             None => self.attempt(task, &work.input, &mut usage).await,
         };
-        outcome.map_err(|error| Failed { error, usage })
+        outcome.map_err(|error| Failed {
+            error,
+            usage,
+            log: None,
+        })
     }
 }
 

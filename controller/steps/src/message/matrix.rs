@@ -60,6 +60,7 @@ impl MessageExecutor {
             output: json!({"messageId": event_id, "conversationName": name}),
             text: Some(text.to_string()),
             usage: None,
+            log: None,
         })
     }
 }

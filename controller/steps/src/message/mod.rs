@@ -256,6 +256,7 @@ impl MessageExecutor {
             }),
             text: Some(text.to_string()),
             usage: None,
+            log: None,
         })
     }
 }

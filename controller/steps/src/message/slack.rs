@@ -78,6 +78,7 @@ impl MessageExecutor {
             output: json!({"messageId": posted.ts, "conversationName": name}),
             text: Some(text.to_string()),
             usage: None,
+            log: None,
         })
     }
 }

@@ -6,7 +6,7 @@
 //! attempt still ends, because reading stops a short grace period after the
 //! script itself has exited.
 
-use std::io;
+use std::io::{self, Write};
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -66,6 +66,8 @@ pub struct Captured {
     pub stdout: Vec<u8>,
     /// The last bytes of stderr.
     pub stderr: Vec<u8>,
+    /// Earlier bytes of stderr were dropped to keep only the last ones.
+    pub stderr_cut: bool,
 }
 
 /// How watching the process can fail.
@@ -77,19 +79,41 @@ pub enum Watch {
     Wait(io::Error),
 }
 
-/// Waits for `child` and reads its pipes into `captured`, killing `group`
-/// once the script has exited (or stdout went over its cap). Cancelling this
-/// future leaves in `captured` what had been read so far.
+/// Where a script's stdout and stderr are copied as they come, besides what
+/// the attempt keeps: the pod's own log, or the lines `coxswain run` shows.
+#[derive(Default)]
+pub struct Echoes {
+    /// Gets stdout's bytes.
+    pub stdout: Option<Box<dyn Write + Send>>,
+    /// Gets stderr's bytes.
+    pub stderr: Option<Box<dyn Write + Send>>,
+}
+
+/// Waits for `child` and reads its pipes into `captured`, copying them to
+/// `echoes`, killing `group` once the script has exited (or stdout went
+/// over its cap). Cancelling this future leaves in `captured` what had been
+/// read so far.
 pub async fn watch(
     child: &mut Child,
     group: &ProcessGroup,
     caps: Caps,
     captured: &mut Captured,
+    echoes: Echoes,
 ) -> Result<ExitStatus, Watch> {
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let read_out = read_capped(stdout, &mut captured.stdout, caps.stdout_limit);
-    let read_err = read_tail(stderr, &mut captured.stderr, caps.stderr_tail);
+    let read_out = read_capped(
+        stdout,
+        &mut captured.stdout,
+        caps.stdout_limit,
+        echoes.stdout,
+    );
+    let read_err = read_tail(
+        stderr,
+        (&mut captured.stderr, &mut captured.stderr_cut),
+        caps.stderr_tail,
+        echoes.stderr,
+    );
     tokio::pin!(read_out, read_err);
     let mut out_done = false;
     let mut err_done = false;
@@ -141,6 +165,7 @@ async fn read_capped(
     pipe: Option<ChildStdout>,
     out: &mut Vec<u8>,
     limit: usize,
+    mut echo: Option<Box<dyn Write + Send>>,
 ) -> Result<(), StdoutTooLarge> {
     let Some(mut pipe) = pipe else { return Ok(()) };
     let mut buf = vec![0u8; 64 << 10];
@@ -148,6 +173,7 @@ async fn read_capped(
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => return Ok(()),
             Ok(n) => {
+                copy_to(&mut echo, &buf[..n]);
                 if out.len() + n > limit {
                     return Err(StdoutTooLarge);
                 }
@@ -158,23 +184,50 @@ async fn read_capped(
 }
 
 /// Reads a pipe to its end into `tail`, keeping only the last `keep` bytes.
-async fn read_tail(pipe: Option<ChildStderr>, tail: &mut Vec<u8>, keep: usize) {
+async fn read_tail(
+    pipe: Option<ChildStderr>,
+    tail: (&mut Vec<u8>, &mut bool),
+    keep: usize,
+    echo: Option<Box<dyn Write + Send>>,
+) {
     let Some(pipe) = pipe else { return };
-    read_tail_of(pipe, tail, keep).await
+    read_tail_of(pipe, tail, keep, echo).await
 }
 
-async fn read_tail_of(mut pipe: impl AsyncRead + Unpin, tail: &mut Vec<u8>, keep: usize) {
+/// Reads `pipe` to its end, keeping its last `keep` bytes in `tail.0`;
+/// `tail.1` is set when earlier ones were dropped.
+async fn read_tail_of(
+    mut pipe: impl AsyncRead + Unpin,
+    (tail, cut): (&mut Vec<u8>, &mut bool),
+    keep: usize,
+    mut echo: Option<Box<dyn Write + Send>>,
+) {
     let mut buf = vec![0u8; 16 << 10];
     loop {
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
+                copy_to(&mut echo, &buf[..n]);
                 tail.extend_from_slice(&buf[..n]);
                 if tail.len() > keep {
                     let excess = tail.len() - keep;
                     tail.drain(..excess);
+                    *cut = true;
                 }
             }
         }
+    }
+}
+
+/// Copies `bytes` to `echo`; an echo that fails is dropped (what the
+/// attempt keeps does not depend on it).
+fn copy_to(echo: &mut Option<Box<dyn Write + Send>>, bytes: &[u8]) {
+    if let Some(writer) = echo
+        && writer
+            .write_all(bytes)
+            .and_then(|()| writer.flush())
+            .is_err()
+    {
+        *echo = None;
     }
 }

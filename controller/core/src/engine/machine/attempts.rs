@@ -48,6 +48,10 @@ impl RunMachine<'_> {
             return;
         };
         let result = bounded(result);
+        let log = match &result {
+            Ok(done) => done.log.clone(),
+            Err(failed) => failed.log.clone(),
+        };
         match part {
             Some(i) => {
                 let current = record.parts.get(i).is_some_and(|p| {
@@ -56,6 +60,7 @@ impl RunMachine<'_> {
                         && p.attempts.len() as u32 == attempt
                 });
                 if current {
+                    keep_log(&mut self.record_mut(node).parts[i].attempts, log);
                     self.settle_part(node, i, result);
                 }
             }
@@ -66,6 +71,7 @@ impl RunMachine<'_> {
                 if !current {
                     return; // stale: a retry or a restart already moved on
                 }
+                keep_log(&mut self.record_mut(node).attempts, log);
                 match result {
                     Ok(done) => {
                         let usage = done.usage.clone();
@@ -261,7 +267,46 @@ pub(super) fn trim_old_attempts(attempts: &mut [Attempt]) {
         old.output = None;
         old.text = None;
         old.feedback = None;
+        old.log = None;
         old.trimmed = true;
+    }
+}
+
+/// Puts the log read from `work` as it was stopped on its attempt in
+/// `record`, when that attempt is there, has ended and has no log yet;
+/// `true` when the record changed. (A stopped attempt is closed in the
+/// record before its work is stopped, so its log comes after.)
+pub fn keep_stopped_log(record: &mut RunStatus, work: &Work, log: crate::api::LogTail) -> bool {
+    let Some(step) = record.steps.get_mut(&work.step) else {
+        return false;
+    };
+    let attempts = match &work.part {
+        Some(part) => match step.parts.get_mut(part.index) {
+            Some(p) => &mut p.attempts,
+            None => return false,
+        },
+        None => &mut step.attempts,
+    };
+    let position = (work.attempt as usize).checked_sub(1);
+    let Some(attempt) = position.and_then(|i| attempts.get_mut(i)) else {
+        return false;
+    };
+    let same_pass = attempt.iteration.map(|i| i as u32) == work.iteration;
+    if !same_pass || attempt.status == StepStatus::Running || attempt.log.is_some() {
+        return false;
+    }
+    attempt.log = Some(log);
+    true
+}
+
+/// Puts a script's log on the latest attempt while it still runs (the
+/// attempt is closed right after, by whatever its result decides).
+fn keep_log(attempts: &mut [Attempt], log: Option<crate::api::LogTail>) {
+    if let Some(last) = attempts
+        .last_mut()
+        .filter(|a| a.status == StepStatus::Running)
+    {
+        last.log = log;
     }
 }
 
@@ -312,7 +357,7 @@ impl Tries<'_> {
         now: Timestamp,
         now_text: &str,
     ) -> Retry {
-        let Failed { error, usage } = failed;
+        let Failed { error, usage, .. } = failed;
         let tries = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as u32;
         if let Some(last) = close_attempt(self.attempts, StepStatus::Failed, now_text) {
             last.error = Some(error.clone());
@@ -377,6 +422,7 @@ fn bounded(result: WorkResult) -> WorkResult {
             Some(error) => Err(Failed {
                 error,
                 usage: done.usage,
+                log: done.log,
             }),
             None => Ok(done),
         },

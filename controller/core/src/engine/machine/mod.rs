@@ -24,6 +24,7 @@ use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 pub use approval::DecideError;
+pub use attempts::keep_stopped_log;
 pub use part_keys::MAX_PART_KEY_LEN;
 
 use crate::api::{

@@ -160,7 +160,9 @@ impl RunMachine<'_> {
         }
         let scope = self.scope_at_end();
         // Without an `output:`, the run's result is the last completed
-        // step's output, which the record names rather than copies.
+        // step's output: the record shows it as the run's `output` (where
+        // people and tools look, the same locally and on a cluster) and
+        // names the step it came from.
         match &self.flow.output {
             Some(template) => {
                 let output = template.resolve(&scope);
@@ -176,7 +178,12 @@ impl RunMachine<'_> {
                 .rev()
                 .find(|&&n| self.status(n) == StepStatus::Completed)
             {
-                Some(&n) => self.state.output_from = Some(self.flow.key(n).to_string()),
+                Some(&n) => {
+                    let key = self.flow.key(n).to_string();
+                    let output = self.state.steps.get(&key).and_then(|r| r.output.clone());
+                    self.state.output = Some(output.unwrap_or(Value::Null));
+                    self.state.output_from = Some(key);
+                }
                 None => self.state.output = Some(Value::Null),
             },
         }

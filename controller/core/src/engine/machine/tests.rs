@@ -377,18 +377,30 @@ fn printed(step: &str, part: Option<usize>, text: String) -> Event {
             output: Value::String(text.clone()),
             text: Some(text),
             usage: None,
+            log: None,
         }),
     }
 }
 
-/// The record as stored: each large value appears once, the whole stays
-/// near their total size, and reading it back rebuilds every copy.
+/// The record as stored: each large value of the steps appears once
+/// there, plus the copies the run's own `output` holds (a flow without
+/// `output:` shows its last step's output there, as people read it); the
+/// whole stays near their total size, and reading it back rebuilds every
+/// copy.
 fn assert_stored_once(record: &RunStatus, values: &[String]) {
     let stored = serde_json::to_string(record).expect("record to JSON");
+    let output = serde_json::to_string(&record.output).expect("output to JSON");
+    let mut total = 0;
     for value in values {
-        assert_eq!(stored.matches(value.as_str()).count(), 1, "one copy each");
+        let in_output = output.matches(value.as_str()).count();
+        assert_eq!(
+            stored.matches(value.as_str()).count(),
+            1 + in_output,
+            "one copy each in the steps"
+        );
+        total += value.len() * (1 + in_output);
     }
-    let limit = values.iter().map(String::len).sum::<usize>() * 5 / 4;
+    let limit = total * 5 / 4;
     assert!(stored.len() < limit, "{} bytes stored", stored.len());
     let read: RunStatus = serde_json::from_str(&stored).expect("record from JSON");
     assert_eq!(&read, record, "reading the record back rebuilds its views");
@@ -407,6 +419,12 @@ fn two_large_outputs_are_stored_once_each() {
     let record = machine.record();
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(record.result(), Some(&json!(big('b'))));
+    assert_eq!(
+        record.output,
+        Some(json!(big('b'))),
+        "the run shows its result"
+    );
+    assert_eq!(record.output_from.as_deref(), Some("b"));
     assert_eq!(record.steps["b"].attempts[0].output, Some(json!(big('b'))));
     assert_stored_once(record, &[big('a'), big('b')]);
 }
@@ -655,5 +673,93 @@ fn a_both_mode_answer_gives_the_decision_and_the_entry() {
         record.steps["triage"].exit.as_deref(),
         Some("accept"),
         "the decision is the exit"
+    );
+}
+
+fn log(text: &str) -> crate::api::LogTail {
+    crate::api::LogTail {
+        text: text.into(),
+        cut: false,
+    }
+}
+
+#[test]
+fn each_attempt_keeps_its_scripts_log_until_it_is_trimmed() {
+    let flow = CompiledFlow::new(spec(
+        "
+steps:
+  - key: build
+    script: {source: x}
+    attempts: 7
+    backoff: 1s
+",
+    ))
+    .unwrap();
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    for attempt in 1..=6 {
+        let failed = Failed {
+            log: Some(log(&format!("try {attempt} broke\n"))),
+            ..Failed::from(step_error(codes::SCRIPT, "exit 1"))
+        };
+        let event = Event::Finished {
+            step: "build".into(),
+            part: None,
+            attempt,
+            result: Err(failed),
+        };
+        machine.handle(event, at(i64::from(attempt) * 1000));
+        machine.handle(Event::Tick, at(i64::from(attempt) * 1000 + 500));
+    }
+    let done = Done {
+        log: Some(log("built\n")),
+        ..Done::output(json!({"ok": true}))
+    };
+    let event = Event::Finished {
+        step: "build".into(),
+        part: None,
+        attempt: 7,
+        result: Ok(done),
+    };
+    machine.handle(event, at(10_000));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    let attempts = &record.steps["build"].attempts;
+    assert_eq!(attempts.len(), 7);
+    assert_eq!(attempts[6].log, Some(log("built\n")), "a success keeps it");
+    assert_eq!(attempts[5].log, Some(log("try 6 broke\n")), "a failure too");
+    // Only the latest attempts keep what they printed.
+    assert!(attempts[1].trimmed && attempts[1].log.is_none());
+    assert!(!attempts[2].trimmed && attempts[2].log.is_some());
+}
+
+#[test]
+fn a_stopped_attempts_log_is_kept_once_its_attempt_has_ended() {
+    let flow = CompiledFlow::new(spec("steps: [{key: nap, script: {source: sleep 600}}]")).unwrap();
+    let mut machine = fresh(&flow, json!({}));
+    let started = machine.handle(Event::Start, at(0));
+    let work = started
+        .into_iter()
+        .find_map(|a| match a {
+            Action::Run(work) => Some(*work),
+            _ => None,
+        })
+        .expect("the step is launched");
+    let mut record = machine.record().clone();
+    assert!(
+        !crate::engine::keep_stopped_log(&mut record, &work, log("early\n")),
+        "not while it still runs"
+    );
+    machine.handle(Event::Cancel, at(1));
+    let mut record = machine.record().clone();
+    assert!(crate::engine::keep_stopped_log(
+        &mut record,
+        &work,
+        log("napping\n")
+    ));
+    assert_eq!(record.steps["nap"].attempts[0].log, Some(log("napping\n")));
+    assert!(
+        !crate::engine::keep_stopped_log(&mut record, &work, log("again\n")),
+        "kept once"
     );
 }

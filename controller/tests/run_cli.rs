@@ -496,6 +496,72 @@ fn a_script_sees_none_of_the_runners_keys() {
 }
 
 #[test]
+fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
+    // The release example: the redone draft reads the reviewer's words.
+    let o = coxswain(&[
+        "run",
+        &example("release.yaml"),
+        "--input",
+        r#"{"version": "1.4.0"}"#,
+        "--decide",
+        "review=changes:Mention the new exporter.",
+        "--decide",
+        "review=approve",
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(
+        r["output"]["notes"],
+        "Release 1.4.0 (draft 2, reviewer asked: Mention the new exporter.): faster runs, clearer errors."
+    );
+    // Mode both: the decision, the entry and feedback in one answer.
+    let file = flow_file(
+        "triage.yaml",
+        "    - key: triage\n      approval: {mode: both, decisions: [accept, reject], fields: [{name: owner, type: string}]}\n",
+    );
+    let o = coxswain(&[
+        "run",
+        &file,
+        "--decide",
+        r#"triage=accept:{"owner": "ana"} Looks right."#,
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    let triage = &r["steps"]["triage"];
+    assert_eq!(triage["exit"], "accept", "{triage}");
+    assert_eq!(
+        triage["output"]["response"],
+        json!({"owner": "ana"}),
+        "{triage}"
+    );
+    assert_eq!(triage["output"]["feedback"], "Looks right.", "{triage}");
+    // Without the entry the answer is refused before anything runs.
+    let o = coxswain(&["run", &file, "--decide", "triage=accept", "--quiet"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("step `triage` takes a decision and an entry"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn a_scripts_stderr_lines_show_under_its_step_and_stay_in_its_record() {
     let flow = flow_file(
         "lines.yaml",

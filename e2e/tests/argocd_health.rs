@@ -539,6 +539,7 @@ spec:
         })
         .await;
     let reason = refused["status"]["refused"].as_str().unwrap_or_default();
+    assert_eq!(refused["status"]["state"], "refused", "{refused}");
     assert_health(
         "Approval",
         &refused,
@@ -605,4 +606,76 @@ spec:
     let consumed = s.get("approval", &approval);
     assert_eq!(consumed["status"]["consumed"], true, "{consumed:#}");
     assert_health("Approval", &consumed, "Healthy", &["the run took it in"]);
+}
+
+#[tokio::test]
+async fn an_approval_of_two_approvers_says_how_far_they_got_then_who_agreed() {
+    let s = setup().await;
+    s.apply(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: doubly}
+spec:
+  steps:
+    - key: review
+      approval: {decisions: [approve, reject], approvals: 2}
+"#,
+    );
+    let run = name(&s.create_run("doubly"));
+    let approval = s.kubectl.approval_name(s.ns.name(), &run, "review", 1);
+    let asked = s
+        .wait("approval", &approval, "the Approval open", |a| {
+            a["status"]["state"] == "open"
+        })
+        .await;
+    assert_health(
+        "Approval",
+        &asked,
+        "Suspended",
+        &[
+            "decide (approve, reject) on step review",
+            "(no answer yet of 2)",
+        ],
+    );
+    // No admission here, so the stamps are written by hand, as the mutating
+    // webhook would write them.
+    let add = |by: &str| {
+        let answer = json!({"decision": "approve", "decidedBy": {"username": by}});
+        let patch = json!([{"op": "add", "path": "/spec/answers/-", "value": answer}]);
+        s.json(
+            &[
+                "patch",
+                "approval",
+                &approval,
+                "--type",
+                "json",
+                "-p",
+                &patch.to_string(),
+                "-o",
+                "json",
+            ],
+            None,
+        )
+    };
+    add("bob");
+    let one = s
+        .wait("approval", &approval, "one answer counted", |a| {
+            a["status"]["tally"] == "approve 1 of 2"
+        })
+        .await;
+    assert_health("Approval", &one, "Suspended", &["(approve 1 of 2)"]);
+    add("carol");
+    let taken = s
+        .wait("approval", &approval, "the decision taken in", |a| {
+            a["status"]["state"] == "taken"
+        })
+        .await;
+    assert_health(
+        "Approval",
+        &taken,
+        "Healthy",
+        &["Answered approve by bob, carol; the run took it in"],
+    );
+    s.wait_phase(&run, "Succeeded").await;
 }

@@ -104,6 +104,7 @@ fn work(step: MessageStep, uid: &str, attempt: u32) -> Work {
             uid: uid.into(),
             since: None,
         },
+        review: None,
     }
 }
 

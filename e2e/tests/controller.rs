@@ -198,6 +198,13 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     assert_eq!(s.get("approval", &approval)["status"]["consumed"], true);
+    assert_eq!(s.get("approval", &approval)["status"]["state"], "taken");
+    // The STATUS column says open from the write right after creation.
+    wait_for("the second approval open", BOUND, || async {
+        Ok((s.get("approval", &second)["status"]["state"] == "open").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
 
     s.kubectl
         .run(&[
@@ -265,6 +272,7 @@ spec:
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     let reason = closed["status"]["closed"].as_str().unwrap_or_default();
+    assert_eq!(closed["status"]["state"], "closed", "{closed}");
     assert!(
         reason.starts_with("attempt 1 of step review ended (")
             && reason.ends_with(") before an answer was taken in"),

@@ -122,6 +122,7 @@ fn work(run: &Run, step: &str, script: ScriptStep, input: Value) -> Work {
             uid: run.metadata.uid.clone().expect("uid"),
             since: Some("1700000000".into()),
         },
+        review: None,
     }
 }
 

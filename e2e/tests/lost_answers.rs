@@ -126,7 +126,7 @@ async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its
     .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", controller.log_text()));
     assert_eq!(
         settled,
-        json!({"consumed": true}),
+        json!({"consumed": true, "state": "taken"}),
         "the run took the answer in; the Approval must say so, not that it was closed unanswered"
     );
 }

@@ -903,3 +903,67 @@ fn a_flow_whose_record_could_not_be_stored_is_refused_with_the_limit_and_why() {
     }
     assert_one(&check(&fanned), "", "steps", "the flow has 1501 steps");
 }
+
+#[test]
+fn mode_both_needs_decisions_and_fields() {
+    let ok = check(
+        "steps:\n  - key: triage\n    approval: {mode: both, decisions: [accept, changes], fields: [{name: owner, type: string}]}\n",
+    );
+    assert!(ok.is_empty(), "{ok:#?}");
+    let problems = check(
+        "steps:\n  - key: triage\n    approval: {mode: both, fields: [{name: owner, type: string}]}\n",
+    );
+    assert_one(
+        &problems,
+        "triage",
+        "approval.decisions",
+        "mode both needs decisions",
+    );
+    let problems =
+        check("steps:\n  - key: triage\n    approval: {mode: both, decisions: [accept]}\n");
+    assert_one(
+        &problems,
+        "triage",
+        "approval.fields",
+        "mode both needs the fields",
+    );
+}
+
+#[test]
+fn approvals_must_be_reachable() {
+    let review = |extra: &str| {
+        check(&format!(
+            "steps:\n  - key: review\n    approval: {{decisions: [approve, changes]{extra}}}\n"
+        ))
+    };
+    assert!(review(", approvals: 2").is_empty());
+    assert!(
+        review(", approvals: 2, approvers: {users: [ana, bob]}").is_empty(),
+        "two users can agree"
+    );
+    assert!(
+        review(", approvals: 3, approvers: {users: [ana], groups: [editors]}").is_empty(),
+        "a group may hold any number"
+    );
+    assert_one(
+        &review(", approvals: 0"),
+        "review",
+        "approval.approvals",
+        "1 or more, not 0",
+    );
+    assert_one(
+        &review(", approvals: 3, approvers: {users: [ana, bob, ana]}"),
+        "review",
+        "approval.approvals",
+        "approvals: 3 can never be reached: approvers names only 2 different users and no group",
+    );
+    let entry = check(
+        "steps:\n  - key: form\n    approval: {mode: entry, fields: [{name: owner, type: string}], approvals: 2}\n",
+    );
+    assert_one(
+        &entry,
+        "form",
+        "approval.approvals",
+        "approvals: 2 needs mode review; in mode entry one person fills in the fields",
+    );
+}

@@ -40,7 +40,7 @@ pub fn check_answers(steps: &[Step], answers: &[String]) -> Result<(), CliError>
 #[derive(Debug, thiserror::Error)]
 enum AnswerProblem {
     /// No `=` in it.
-    #[error("write STEP=DECISION, STEP=DECISION:FEEDBACK or STEP=JSON")]
+    #[error("write STEP=DECISION, STEP=DECISION:FEEDBACK, STEP=JSON or STEP=DECISION:JSON")]
     Form,
     /// It names a step that is not an approval, or no step at all.
     #[error("{0}")]
@@ -85,6 +85,8 @@ fn check_one(
         approvers: approval.approvers.clone(),
         instructions: None,
         allow_self_approval: approval.allow_self_approval,
+        approvals: approval.required_approvals(),
+        sends_back: Vec::new(),
     };
     parse_answer(&request, answer)?;
     Ok(())

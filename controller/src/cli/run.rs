@@ -23,8 +23,9 @@ pub struct Args {
     /// The run input: JSON, or `@FILE` to read it from a file.
     #[arg(long, default_value = "{}")]
     input: String,
-    /// An approval's answer: `STEP=DECISION[:FEEDBACK]`, or `STEP=JSON` for
-    /// an entry. Repeat it; answers for one step are used in order.
+    /// An approval's answer: `STEP=DECISION[:FEEDBACK]`, `STEP=JSON` for
+    /// an entry, or `STEP=DECISION:JSON[ FEEDBACK]` for mode both. Repeat
+    /// it; answers for one step are used in order.
     #[arg(long = "decide", value_name = "STEP=ANSWER")]
     decide: Vec<String>,
     /// `text`: progress on stderr, the run's output on stdout. `json`:

@@ -1,5 +1,7 @@
 //! People in a local run: decisions given on the command line
 //! (`--decide review=changes:Cut the intro.`), or asked at the terminal.
+//! One person answers here, so a step that needs several approvers
+//! (`approvals: 2`) takes the one answer as theirs.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
@@ -8,7 +10,7 @@ use serde_json::Value;
 
 use coxswain_core::api::ApprovalMode;
 use coxswain_core::engine::{ApprovalRequest, Decision};
-use coxswain_core::flow::{AnswerError, check_decision, check_entry};
+use coxswain_core::flow::AnswerError;
 
 /// Why no answer could be had from the command line or the terminal. Each
 /// message names the step or the `--decide` value at fault.
@@ -41,6 +43,14 @@ pub enum ApproveError {
         step: String,
         /// Where the JSON went wrong.
         source: serde_json::Error,
+    },
+    /// A both-mode answer without the entry after the decision.
+    #[error(
+        "step `{step}` takes a decision and an entry: write DECISION:{{\"field\": …}}, optionally followed by feedback"
+    )]
+    NoEntry {
+        /// The approval step.
+        step: String,
     },
 }
 
@@ -109,6 +119,15 @@ impl CommandLineApprover {
                 let names: Vec<&str> = request.fields.iter().map(|f| f.name.as_str()).collect();
                 let _ = write!(err, "JSON with {}: ", names.join(", "));
             }
+            ApprovalMode::Both => {
+                let names: Vec<&str> = request.fields.iter().map(|f| f.name.as_str()).collect();
+                let _ = write!(
+                    err,
+                    "decision ({}), `:`, JSON with {}, optionally feedback after it: ",
+                    request.decisions.join("/"),
+                    names.join(", ")
+                );
+            }
         }
         let _ = err.flush();
         let mut line = String::new();
@@ -152,39 +171,80 @@ impl Approver for CommandLineApprover {
     }
 }
 
-/// Reads one answer: `decision[:feedback]` for a review, JSON for an entry;
-/// refuses one that does not fit the step (the engine's own check).
+/// Reads one answer: `decision[:feedback]` for a review, JSON for an entry,
+/// `decision:JSON[ feedback]` for both; refuses one that does not fit the
+/// step (the engine's own check).
 pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision, ApproveError> {
     let decided_by = Some(std::env::var("USER").unwrap_or_else(|_| "local".into()));
-    match request.mode {
+    let (decision, feedback, response) = match request.mode {
         ApprovalMode::Review => {
             let (decision, feedback) = match answer.split_once(':') {
                 Some((d, f)) => (d.trim(), Some(f.trim().to_string())),
                 None => (answer.trim(), None),
             };
-            check_decision(&request.step, &request.decisions, Some(decision))?;
-            Ok(Decision {
-                decision: Some(decision.to_string()),
-                feedback,
-                response: None,
-                decided_by,
-            })
+            (Some(decision.to_string()), feedback, None)
         }
-        ApprovalMode::Entry => {
-            let response: Value =
-                serde_json::from_str(answer).map_err(|source| ApproveError::NotJson {
+        ApprovalMode::Entry => (None, None, Some(entry_json(&request.step, answer)?)),
+        ApprovalMode::Both => {
+            let (decision, rest) = answer
+                .split_once(':')
+                .ok_or_else(|| ApproveError::NoEntry {
                     step: request.step.clone(),
-                    source,
                 })?;
-            check_entry(&request.step, &request.fields, &response)?;
-            Ok(Decision {
-                decision: None,
-                feedback: None,
-                response: Some(response),
-                decided_by,
-            })
+            let rest = rest.trim_start();
+            if !rest.starts_with('{') {
+                return Err(ApproveError::NoEntry {
+                    step: request.step.clone(),
+                });
+            }
+            // The entry is the JSON object right after the decision;
+            // whatever follows it is the feedback.
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            let response = match values.next() {
+                Some(Ok(value)) => value,
+                Some(Err(source)) => {
+                    return Err(ApproveError::NotJson {
+                        step: request.step.clone(),
+                        source,
+                    });
+                }
+                None => {
+                    return Err(ApproveError::NoEntry {
+                        step: request.step.clone(),
+                    });
+                }
+            };
+            let feedback = rest[values.byte_offset()..].trim();
+            (
+                Some(decision.trim().to_string()),
+                (!feedback.is_empty()).then(|| feedback.to_string()),
+                Some(response),
+            )
         }
-    }
+    };
+    coxswain_core::flow::check_answer_in(
+        &request.step,
+        request.mode,
+        &request.decisions,
+        &request.fields,
+        decision.as_deref(),
+        response.as_ref(),
+    )?;
+    Ok(Decision {
+        decision,
+        feedback,
+        response,
+        decided_by,
+        ballots: Vec::new(),
+    })
+}
+
+/// An entry's JSON, or why it is not JSON.
+fn entry_json(step: &str, answer: &str) -> Result<Value, ApproveError> {
+    serde_json::from_str(answer).map_err(|source| ApproveError::NotJson {
+        step: step.to_string(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -202,6 +262,49 @@ mod tests {
             approvers: None,
             instructions: None,
             allow_self_approval: false,
+            approvals: 1,
+            sends_back: Vec::new(),
+        }
+    }
+
+    fn both_request() -> ApprovalRequest {
+        ApprovalRequest {
+            step: "triage".into(),
+            mode: ApprovalMode::Both,
+            decisions: vec!["accept".into(), "changes".into()],
+            fields: serde_json::from_str(r#"[{"name": "owner", "type": "string"}]"#)
+                .expect("fields"),
+            ..entry_request()
+        }
+    }
+
+    #[test]
+    fn a_both_answer_is_the_decision_the_entry_and_feedback() {
+        let d = parse_answer(
+            &both_request(),
+            r#"changes:{"owner": "ana"} Pin the image."#,
+        )
+        .expect("fits");
+        assert_eq!(d.decision.as_deref(), Some("changes"));
+        assert_eq!(d.response, Some(serde_json::json!({"owner": "ana"})));
+        assert_eq!(d.feedback.as_deref(), Some("Pin the image."));
+        let d = parse_answer(&both_request(), r#"accept:{"owner": "bo"}"#).expect("fits");
+        assert_eq!(d.feedback, None);
+        for (answer, message) in [
+            ("accept", "takes a decision and an entry"),
+            ("accept:looks fine", "takes a decision and an entry"),
+            (
+                r#"accept:{"owner": 1}"#,
+                "`owner` in the entry for step `triage` must be text",
+            ),
+            (
+                r#"maybe:{"owner": "ana"}"#,
+                "`maybe` is not a decision of step `triage`",
+            ),
+            (r#"accept:{"owner": "#, "is not JSON"),
+        ] {
+            let err = parse_answer(&both_request(), answer).expect_err(answer);
+            assert!(err.to_string().contains(message), "{answer}: {err}");
         }
     }
 

@@ -267,6 +267,7 @@ mod tests {
                 uid: "run-1".into(),
                 ..Default::default()
             },
+            review: None,
         }
     }
 

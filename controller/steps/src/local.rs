@@ -219,6 +219,7 @@ mod tests {
                 uid: "u".into(),
                 since: None,
             },
+            review: None,
         }
     }
 

@@ -10,7 +10,9 @@
 //!   (characters other than letters, digits, `.`, `-` and `_` become `_`).
 //!   An object value is written as itself, any other value as `{"data": v}`.
 //!   An input that is not an object is one file, `$INPUTS/input`, in the same
-//!   form; a `null` input gives no files.
+//!   form; a `null` input gives no files. Work a reviewer sent back also
+//!   finds `$INPUTS/review`: `{decision, feedback, by, reviewed}` (see
+//!   [`work_input_files`]).
 //! - `$OUTPUTS` starts empty; `$WORKSPACE` is an empty working directory (also
 //!   the process's current directory); `$HOME` and `$TMPDIR` are empty
 //!   folders of the attempt's own. All of them, and the input files, are
@@ -181,7 +183,7 @@ impl LocalScript {
         for path in [&inputs, &outputs, &workspace, &home, &tmp] {
             private_dir(path).map_err(failed)?;
         }
-        write_inputs(&inputs, &work.input).map_err(failed)?;
+        write_inputs(&inputs, work).map_err(failed)?;
         let folders = Folders {
             inputs: &inputs,
             outputs: &outputs,
@@ -479,8 +481,36 @@ pub fn input_files(input: &Value) -> Result<Vec<InputFile>, ScriptError> {
         .collect())
 }
 
-fn write_inputs(dir: &Path, input: &Value) -> Result<(), ScriptError> {
-    for input in input_files(input)? {
+/// The file in `$INPUTS` where work a reviewer sent back finds what they
+/// decided and asked.
+pub const REVIEW_FILE: &str = "review";
+
+/// The files an attempt finds in `$INPUTS`: those of its input
+/// ([`input_files`]) and, when a reviewer sent the work back to this step,
+/// [`REVIEW_FILE`] holding `{"decision", "feedback", "by", "reviewed"}` —
+/// what an agent is told in its prompt. An input that would be written to
+/// the same file is refused, naming it.
+pub fn work_input_files(work: &Work) -> Result<Vec<InputFile>, ScriptError> {
+    let mut files = input_files(&work.input)?;
+    if let Some(review) = &work.review {
+        if let Some(clash) = files.iter().find(|f| f.file == REVIEW_FILE) {
+            return Err(ScriptError::InputClash {
+                first: clash.key.clone(),
+                second: "review (the reviewer's answer, given after a send-back)".into(),
+                file: REVIEW_FILE.into(),
+            });
+        }
+        files.push(InputFile {
+            file: REVIEW_FILE.into(),
+            key: REVIEW_FILE.into(),
+            content: review.for_script().to_string(),
+        });
+    }
+    Ok(files)
+}
+
+fn write_inputs(dir: &Path, work: &Work) -> Result<(), ScriptError> {
+    for input in work_input_files(work)? {
         write_private(&dir.join(&input.file), &input.content).map_err(|source| {
             ScriptError::Input {
                 key: input.key.clone(),

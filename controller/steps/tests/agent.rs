@@ -134,6 +134,7 @@ fn work(fields: Option<Vec<Field>>, input: Value, given: Vec<Given>) -> Work {
         timeout: None,
         data: Default::default(),
         run: Default::default(),
+        review: None,
     }
 }
 

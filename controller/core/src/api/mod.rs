@@ -19,7 +19,9 @@ pub mod schema;
 mod step;
 pub mod stored;
 
-pub use approval::{Approval, ApprovalSpec, ApprovalStatus, DecidedBy};
+pub use approval::{
+    Approval, ApprovalAnswer, ApprovalSpec, ApprovalState, ApprovalStatus, DecidedBy,
+};
 pub use flow::{Command, ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
 pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;

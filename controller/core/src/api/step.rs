@@ -525,7 +525,8 @@ pub struct ConditionPath {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApprovalStep {
-    /// `review` (pick a decision, default) or `entry` (fill in `fields`).
+    /// `review` (pick a decision, default), `entry` (fill in `fields`) or
+    /// `both` (pick a decision and fill in `fields` in the same answer).
     #[serde(default)]
     pub mode: ApprovalMode,
     /// Earlier steps whose output the person sees.
@@ -547,9 +548,21 @@ pub struct ApprovalStep {
     /// (default false: nobody approves their own run).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_self_approval: bool,
+    /// How many different approvers must pick the same decision before it
+    /// is taken (default 1; review mode only). A decision that sends work
+    /// back is taken on the first answer that picks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<i32>,
 }
 
-/// The two kinds of person step.
+impl ApprovalStep {
+    /// How many approvers must agree (the default applied on read).
+    pub fn required_approvals(&self) -> u32 {
+        self.approvals.map_or(1, |n| n.max(1) as u32)
+    }
+}
+
+/// The kinds of person step.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ApprovalMode {
@@ -558,6 +571,21 @@ pub enum ApprovalMode {
     Review,
     /// Fill in `fields`.
     Entry,
+    /// Pick one of `decisions` and fill in `fields`, in one answer: a
+    /// person reviews what the step shows and enters more data beside it.
+    Both,
+}
+
+impl ApprovalMode {
+    /// Whether an answer in this mode picks a decision.
+    pub fn decides(self) -> bool {
+        matches!(self, ApprovalMode::Review | ApprovalMode::Both)
+    }
+
+    /// Whether an answer in this mode fills in fields.
+    pub fn enters(self) -> bool {
+        matches!(self, ApprovalMode::Entry | ApprovalMode::Both)
+    }
 }
 
 /// Who may decide an approval.

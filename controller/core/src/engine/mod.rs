@@ -16,8 +16,8 @@ mod work;
 
 pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
-    Action, ApprovalRequest, DecideError, Decision, Event, MAX_PART_KEY_LEN, MAX_SEND_BACKS,
-    ResumeError, RunMachine, WorkRef, keep_stopped_log,
+    Action, ApprovalRequest, Ballot, DecideError, Decision, Event, MAX_PART_KEY_LEN,
+    MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef, keep_stopped_log,
 };
 pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
 pub use work::{

@@ -35,6 +35,10 @@ pub struct Work {
     pub data: DataView,
     /// Facts about the run, for `$RUN_NAME`, idempotency keys and logs.
     pub run: RunInfo,
+    /// Set when a reviewer sent the work back to this step: what they
+    /// decided and asked (a script reads it in `$INPUTS/review`; an agent
+    /// gets the same in its prompt, from [`AgentTask::change_request`]).
+    pub review: Option<ChangeRequest>,
 }
 
 impl Work {
@@ -125,6 +129,21 @@ pub struct ChangeRequest {
     pub reviewed: Vec<(String, Value)>,
     /// The reviewer's instructions.
     pub instructions: String,
+}
+
+impl ChangeRequest {
+    /// The change request as a script reads it: `decision`, `feedback`
+    /// (the instructions, `null` when none were written), `by` (who
+    /// reviewed) and `reviewed` (the work they looked at, by step key).
+    pub fn for_script(&self) -> Value {
+        let reviewed: serde_json::Map<String, Value> = self.reviewed.iter().cloned().collect();
+        serde_json::json!({
+            "decision": self.decision,
+            "feedback": (!self.instructions.is_empty()).then_some(&self.instructions),
+            "by": self.reviewer,
+            "reviewed": reviewed,
+        })
+    }
 }
 
 /// The run data a step may read, owned so work can move to another task.

@@ -1,7 +1,9 @@
 //! Whether a person's answer fits an approval step: a decision the step
 //! offers, or an entry with exactly the fields it asks for, each of its
-//! type. One pure check for every place an answer comes in: the engine, the
-//! terminal prompt, `--decide` and the admission webhook.
+//! type (in `both` mode, the two together). One pure check for every place
+//! an answer comes in: the engine, the terminal prompt, `--decide` and the
+//! admission webhook. And, for a step that needs several approvers, which
+//! decision their answers take ([`tally`]).
 
 use serde_json::Value;
 
@@ -77,19 +79,110 @@ pub enum AnswerError {
 }
 
 /// Checks an answer to `approval` (the step `step`): in review mode the
-/// decision, in entry mode the response. Feedback is free text.
+/// decision, in entry mode the response, in both mode the decision and the
+/// response. Feedback is free text.
 pub fn check_answer(
     step: &str,
     approval: &ApprovalStep,
     decision: Option<&str>,
     response: Option<&Value>,
 ) -> Result<(), AnswerError> {
-    match approval.mode {
-        ApprovalMode::Review => check_decision(step, &approval.decisions, decision),
-        ApprovalMode::Entry => {
-            check_entry(step, &approval.fields, response.unwrap_or(&Value::Null))
+    check_answer_in(
+        step,
+        approval.mode,
+        &approval.decisions,
+        &approval.fields,
+        decision,
+        response,
+    )
+}
+
+/// [`check_answer`] with the step's parts given one by one, as an
+/// Approval object or a request carries them.
+pub fn check_answer_in(
+    step: &str,
+    mode: ApprovalMode,
+    decisions: &[String],
+    fields: &[Field],
+    decision: Option<&str>,
+    response: Option<&Value>,
+) -> Result<(), AnswerError> {
+    if mode.decides() {
+        check_decision(step, decisions, decision)?;
+    }
+    if mode.enters() {
+        check_entry(step, fields, response.unwrap_or(&Value::Null))?;
+    }
+    Ok(())
+}
+
+/// One person's answer to a step that needs several approvers, already
+/// checked to fit the step and to come from an approver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vote<'a> {
+    /// Who answered (the stamped user name).
+    pub by: &'a str,
+    /// The decision they picked.
+    pub decision: &'a str,
+}
+
+/// The decision `votes` (in the order written) take on a step that needs
+/// `required` different people to agree, with the positions of the votes
+/// that took it; `None` while they take none. A decision in `sends_back`
+/// (one that sends work back) is taken on the first vote for it; any
+/// other once `required` different people picked it. A person counts once,
+/// with their first vote.
+pub fn tally(
+    required: u32,
+    sends_back: &[String],
+    votes: &[Vote<'_>],
+) -> Option<(String, Vec<usize>)> {
+    let mut counted: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, vote) in votes.iter().enumerate() {
+        if votes[..i].iter().any(|v| v.by == vote.by) {
+            continue;
+        }
+        if sends_back.iter().any(|d| d == vote.decision) {
+            return Some((vote.decision.to_string(), vec![i]));
+        }
+        let position = match counted.iter().position(|(d, _)| *d == vote.decision) {
+            Some(p) => p,
+            None => {
+                counted.push((vote.decision, Vec::new()));
+                counted.len() - 1
+            }
+        };
+        let (decision, by) = &mut counted[position];
+        by.push(i);
+        if by.len() as u32 >= required.max(1) {
+            return Some((decision.to_string(), by.clone()));
         }
     }
+    None
+}
+
+/// How `votes` stand against `required`, for people to read: each decision
+/// picked with how many picked it, such as `approve 1 of 2, reject 1 of 2`;
+/// `no answer yet of 2` when there is none.
+pub fn describe_tally(required: u32, votes: &[Vote<'_>]) -> String {
+    let mut counted: Vec<(&str, u32)> = Vec::new();
+    for (i, vote) in votes.iter().enumerate() {
+        if votes[..i].iter().any(|v| v.by == vote.by) {
+            continue;
+        }
+        match counted.iter_mut().find(|(d, _)| *d == vote.decision) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((vote.decision, 1)),
+        }
+    }
+    if counted.is_empty() {
+        return format!("no answer yet of {required}");
+    }
+    let parts: Vec<String> = counted
+        .iter()
+        .map(|(d, n)| format!("{d} {n} of {required}"))
+        .collect();
+    parts.join(", ")
 }
 
 /// Checks that `given` is one of `decisions`.
@@ -227,6 +320,95 @@ mod tests {
             check_entry("assign", &fields(), &entry),
             Err(AnswerError::WrongType { field, .. }) if field == "owner"
         ));
+    }
+
+    #[test]
+    fn both_mode_needs_the_decision_and_the_entry() {
+        let decisions = vec!["accept".to_string(), "changes".to_string()];
+        let check = |d: Option<&str>, r: Option<&Value>| {
+            check_answer_in("triage", ApprovalMode::Both, &decisions, &fields(), d, r)
+        };
+        let entry = json!({"owner": "ana", "count": 1});
+        assert_eq!(check(Some("accept"), Some(&entry)), Ok(()));
+        assert!(matches!(
+            check(None, Some(&entry)),
+            Err(AnswerError::NoDecision { .. })
+        ));
+        assert!(matches!(
+            check(Some("accept"), None),
+            Err(AnswerError::NotAnObject { .. })
+        ));
+        assert!(matches!(
+            check(Some("maybe"), Some(&entry)),
+            Err(AnswerError::NotADecision { .. })
+        ));
+        // Review mode ignores a response; entry mode a decision.
+        assert_eq!(
+            check_answer_in(
+                "r",
+                ApprovalMode::Review,
+                &decisions,
+                &[],
+                Some("accept"),
+                None
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_answer_in("e", ApprovalMode::Entry, &[], &fields(), None, Some(&entry)),
+            Ok(())
+        );
+    }
+
+    fn vote<'a>(by: &'a str, decision: &'a str) -> Vote<'a> {
+        Vote { by, decision }
+    }
+
+    #[test]
+    fn a_decision_is_taken_when_enough_different_people_agree() {
+        let back = vec!["changes".to_string()];
+        // One approve of two: nothing yet.
+        assert_eq!(tally(2, &back, &[vote("ana", "approve")]), None);
+        // The same person twice still counts once.
+        assert_eq!(
+            tally(2, &back, &[vote("ana", "approve"), vote("ana", "approve")]),
+            None
+        );
+        // Two people: taken, with both.
+        assert_eq!(
+            tally(2, &back, &[vote("ana", "approve"), vote("bob", "approve")]),
+            Some(("approve".to_string(), vec![0, 1]))
+        );
+        // Disagreeing people: the first decision to reach two.
+        let votes = [
+            vote("ana", "approve"),
+            vote("bob", "reject"),
+            vote("cy", "reject"),
+        ];
+        assert_eq!(
+            tally(2, &back, &votes),
+            Some(("reject".to_string(), vec![1, 2]))
+        );
+        assert_eq!(
+            describe_tally(3, &votes[..2]),
+            "approve 1 of 3, reject 1 of 3"
+        );
+        assert_eq!(describe_tally(2, &[]), "no answer yet of 2");
+        // One send-back is enough, even after an approve.
+        assert_eq!(
+            tally(2, &back, &[vote("ana", "approve"), vote("bob", "changes")]),
+            Some(("changes".to_string(), vec![1]))
+        );
+        // A person's second vote does not count, a send-back neither.
+        assert_eq!(
+            tally(2, &back, &[vote("ana", "approve"), vote("ana", "changes")]),
+            None
+        );
+        // One approval needed: the first vote decides.
+        assert_eq!(
+            tally(1, &back, &[vote("ana", "approve")]),
+            Some(("approve".to_string(), vec![0]))
+        );
     }
 
     #[test]

@@ -25,7 +25,10 @@ mod validate;
 mod yaml_1_1;
 mod yaml_tree;
 
-pub use answers::{AnswerError, check_answer, check_decision, check_entry};
+pub use answers::{
+    AnswerError, Vote, check_answer, check_answer_in, check_decision, check_entry, describe_tally,
+    tally,
+};
 pub use command::check_command;
 pub use decider::{Decider, DeciderError, DeciderRule, check_decider, describe_approvers};
 pub use depth::{MAX_JSON_DEPTH, json_depth, text_depth};

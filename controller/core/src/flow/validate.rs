@@ -826,8 +826,27 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 "an entry needs the fields the person fills in",
                 None,
             ),
+            ApprovalMode::Both => {
+                if a.decisions.is_empty() {
+                    self.report(
+                        key,
+                        &format!("{field}.decisions"),
+                        "mode both needs decisions, such as [accept, changes], beside its fields",
+                        None,
+                    );
+                }
+                if a.fields.is_empty() {
+                    self.report(
+                        key,
+                        &format!("{field}.fields"),
+                        "mode both needs the fields the person fills in, beside its decisions",
+                        None,
+                    );
+                }
+            }
             _ => {}
         }
+        self.check_approvals(key, &field, a);
         let mut seen = HashSet::new();
         for (i, decision) in a.decisions.iter().enumerate() {
             let here = format!("{field}.decisions[{i}]");
@@ -843,6 +862,56 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             }
         }
         self.check_fields(key, &format!("{field}.fields"), &a.fields);
+    }
+
+    /// `approvals`: at least 1; more only in review mode, and never more
+    /// than the approvers named could give.
+    fn check_approvals(&mut self, key: &str, field: &str, a: &ApprovalStep) {
+        let Some(n) = a.approvals else { return };
+        let here = format!("{field}.approvals");
+        if n < 1 {
+            return self.report(
+                key,
+                &here,
+                format!("approvals is how many people must agree: 1 or more, not {n}"),
+                None,
+            );
+        }
+        if n > 1 && a.mode != ApprovalMode::Review {
+            let mode = if a.mode == ApprovalMode::Entry {
+                "entry"
+            } else {
+                "both"
+            };
+            return self.report(
+                key,
+                &here,
+                format!(
+                    "approvals: {n} needs mode review; in mode {mode} one person fills in the fields"
+                ),
+                None,
+            );
+        }
+        if let Some(approvers) = &a.approvers
+            && approvers.groups.is_empty()
+            && !approvers.users.is_empty()
+        {
+            let mut users: Vec<&str> = approvers.users.iter().map(String::as_str).collect();
+            users.sort_unstable();
+            users.dedup();
+            if users.len() < n as usize {
+                self.report(
+                    key,
+                    &here,
+                    format!(
+                        "approvals: {n} can never be reached: approvers names only {} different user{} and no group",
+                        users.len(),
+                        if users.len() == 1 { "" } else { "s" }
+                    ),
+                    None,
+                );
+            }
+        }
     }
 
     fn check_parallel(&mut self, reader: Reader, key: &str, prefix: &str, p: &'a ParallelStep) {

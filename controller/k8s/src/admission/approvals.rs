@@ -1,17 +1,20 @@
 //! Approval admission: the controller alone creates Approvals and writes
 //! what they ask; a person writes the answer once — a decision the step
-//! offers, or an entry with exactly its fields — if they are among the
-//! approvers and did not create the run (unless the step allows it). Who
-//! decided and when are stamped from the request, whatever the client sent.
+//! offers, or an entry with exactly its fields, or both — if they are among
+//! the approvers and did not create the run (unless the step allows it).
+//! Who decided and when are stamped from the request, whatever the client
+//! sent. On a step that needs several approvers each person adds one entry
+//! to `answers` instead, stamped the same way; earlier entries never change
+//! and nobody answers twice.
 
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use coxswain_core::api::{Approval, ApprovalMode, ApprovalSpec, DecidedBy, Run};
+use coxswain_core::api::{Approval, ApprovalAnswer, ApprovalMode, ApprovalSpec, DecidedBy, Run};
 use coxswain_core::flow::{
-    AnswerError, Decider, DeciderError, DeciderRule, check_decider, check_decision, check_entry,
+    AnswerError, Decider, DeciderError, DeciderRule, check_answer_in, check_decider,
 };
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
@@ -31,7 +34,7 @@ pub enum ApprovalRefusal {
     },
     /// An update changes what the controller wrote.
     #[error(
-        "only decision, feedback and response of an Approval are written by people; the rest of approval {name} is the controller's"
+        "only decision, feedback, response and answers of an Approval are written by people; the rest of approval {name} is the controller's"
     )]
     ControllersPart {
         /// The Approval's name.
@@ -62,6 +65,7 @@ pub enum ApprovalRefusal {
         match .mode {
             ApprovalMode::Review => "a decision",
             ApprovalMode::Entry => "the response",
+            ApprovalMode::Both => "a decision and the response",
         }
     )]
     NoAnswer {
@@ -108,6 +112,62 @@ pub enum ApprovalRefusal {
         /// The run's name.
         run: String,
     },
+    /// `decision`, `feedback` or `response` on a step that needs several
+    /// approvers, whose answers go in `answers`.
+    #[error(
+        "step `{step}` needs {approvals} approvers to agree, so each adds an answer to spec.answers instead of writing spec.decision: kubectl patch approval {name} --type json -p '[{{\"op\": \"add\", \"path\": \"/spec/answers/-\", \"value\": {{\"decision\": \"…\"}}}}]'"
+    )]
+    UseAnswers {
+        /// The Approval's name.
+        name: String,
+        /// The step's key.
+        step: String,
+        /// How many must agree.
+        approvals: u32,
+    },
+    /// `answers` on a step that one person decides.
+    #[error(
+        "step `{step}` is decided by one person: write spec.decision (and feedback or response), not spec.answers, on approval {name}"
+    )]
+    OneApprover {
+        /// The Approval's name.
+        name: String,
+        /// The step's key.
+        step: String,
+    },
+    /// An update that removes or changes an earlier answer, or adds more than one.
+    #[error(
+        "answers on approval {name} are only added to, one per write, at the end (`add /spec/answers/-` in a JSON patch); the {had} written before stay as they are"
+    )]
+    AnswersOnlyGrow {
+        /// The Approval's name.
+        name: String,
+        /// How many there were.
+        had: usize,
+    },
+    /// A second answer from the same person.
+    #[error(
+        "`{user}` already answered approval {name} ({}); each approver answers once, and step `{step}` needs {approvals} different people",
+        .decision.as_deref().map_or("with an entry".to_string(), |d| format!("`{d}`"))
+    )]
+    AnsweredTwice {
+        /// The Approval's name.
+        name: String,
+        /// Who answered again.
+        user: String,
+        /// Their first decision.
+        decision: Option<String>,
+        /// The step's key.
+        step: String,
+        /// How many must agree.
+        approvals: u32,
+    },
+    /// An answer to an Approval whose decision the run already took in.
+    #[error("approval {name} was already taken in by its run; an answer never changes")]
+    Taken {
+        /// The Approval's name.
+        name: String,
+    },
 }
 
 impl Admit for Approval {
@@ -150,7 +210,7 @@ impl Admit for Approval {
 }
 
 /// The fields a person writes; the rest of the spec is the controller's.
-const ANSWER: [&str; 3] = ["decision", "feedback", "response"];
+const ANSWER: [&str; 4] = ["decision", "feedback", "response", "answers"];
 /// The fields the webhook stamps.
 const STAMPS: [&str; 2] = ["decidedBy", "decidedAt"];
 
@@ -163,6 +223,16 @@ fn answered(spec: &ApprovalSpec) -> bool {
 /// response changes).
 pub fn answering(old: &ApprovalSpec, new: &ApprovalSpec) -> bool {
     old.decision != new.decision || old.feedback != new.feedback || old.response != new.response
+}
+
+/// Whether this update writes to `answers`.
+pub fn adding(old: &ApprovalSpec, new: &ApprovalSpec) -> bool {
+    old.answers != new.answers
+}
+
+/// The entries of `answers`, none when it is unset.
+fn entries(spec: &ApprovalSpec) -> &[ApprovalAnswer] {
+    spec.answers.as_deref().unwrap_or(&[])
 }
 
 /// Only the controller creates Approvals.
@@ -203,6 +273,30 @@ pub fn check_update(
             name: name.to_string(),
         });
     }
+    let approvals = new.required_approvals();
+    if approvals > 1 {
+        if answering(old, new) {
+            return Err(ApprovalRefusal::UseAnswers {
+                name: name.to_string(),
+                step: new.step.clone(),
+                approvals,
+            });
+        }
+        if (&old.decided_by, &old.decided_at) != (&new.decided_by, &new.decided_at) {
+            return Err(ApprovalRefusal::StampsMoved);
+        }
+        return if adding(old, new) {
+            check_added(name, old, new, who, creator)
+        } else {
+            Ok(())
+        };
+    }
+    if adding(old, new) {
+        return Err(ApprovalRefusal::OneApprover {
+            name: name.to_string(),
+            step: new.step.clone(),
+        });
+    }
     if !answering(old, new) {
         if (&old.decided_by, &old.decided_at) != (&new.decided_by, &new.decided_at) {
             return Err(ApprovalRefusal::StampsMoved);
@@ -222,26 +316,16 @@ pub fn check_update(
             mode: new.mode,
         });
     }
-    match new.mode {
-        ApprovalMode::Review => check_decision(&new.step, &new.decisions, new.decision.as_deref()),
-        ApprovalMode::Entry => check_entry(
-            &new.step,
-            &new.fields,
-            new.response.as_ref().unwrap_or(&Value::Null),
-        ),
-    }?;
-    // The same rule the controller applies again before taking the answer in.
-    let groups = who.groups.as_deref().unwrap_or(&[]);
-    check_decider(
-        DeciderRule {
-            step: &new.step,
-            run: &new.run,
-            approvers: new.approvers.as_ref(),
-            allow_self_approval: new.allow_self_approval,
-            creator,
-        },
-        Some(Decider { user, groups }),
+    check_answer_in(
+        &new.step,
+        new.mode,
+        &new.decisions,
+        &new.fields,
+        new.decision.as_deref(),
+        new.response.as_ref(),
     )?;
+    // The same rule the controller applies again before taking the answer in.
+    check_person(new, who, creator)?;
     let stamped = new.decided_by.as_ref().map(|d| d.username.as_str());
     if stamped != Some(user) || new.decided_at.is_none() {
         return Err(ApprovalRefusal::NotStamped);
@@ -249,16 +333,90 @@ pub fn check_update(
     Ok(())
 }
 
+/// Whether `who` may decide the step of `spec`, by its approvers and the
+/// self-approval rule.
+fn check_person(
+    spec: &ApprovalSpec,
+    who: &UserInfo,
+    creator: Option<&str>,
+) -> Result<(), ApprovalRefusal> {
+    let user = who.username.as_deref().unwrap_or("");
+    let groups = who.groups.as_deref().unwrap_or(&[]);
+    check_decider(
+        DeciderRule {
+            step: &spec.step,
+            run: &spec.run,
+            approvers: spec.approvers.as_ref(),
+            allow_self_approval: spec.allow_self_approval,
+            creator,
+        },
+        Some(Decider { user, groups }),
+    )?;
+    Ok(())
+}
+
+/// Checks one answer added to `answers` on a step that needs several
+/// approvers: every earlier entry kept as it was, exactly one more at the
+/// end, from an approver who had not answered, fitting the step, stamped.
+fn check_added(
+    name: &str,
+    old: &ApprovalSpec,
+    new: &ApprovalSpec,
+    who: &UserInfo,
+    creator: Option<&str>,
+) -> Result<(), ApprovalRefusal> {
+    let user = who.username.as_deref().unwrap_or("");
+    let (before, after) = (entries(old), entries(new));
+    let [added] = after.get(before.len()..).unwrap_or(&[]) else {
+        return Err(ApprovalRefusal::AnswersOnlyGrow {
+            name: name.to_string(),
+            had: before.len(),
+        });
+    };
+    if after[..before.len()] != *before {
+        return Err(ApprovalRefusal::AnswersOnlyGrow {
+            name: name.to_string(),
+            had: before.len(),
+        });
+    }
+    if let Some(first) = before
+        .iter()
+        .find(|a| a.decided_by.as_ref().is_some_and(|d| d.username == user))
+    {
+        return Err(ApprovalRefusal::AnsweredTwice {
+            name: name.to_string(),
+            user: user.to_string(),
+            decision: first.decision.clone(),
+            step: new.step.clone(),
+            approvals: new.required_approvals(),
+        });
+    }
+    check_answer_in(
+        &new.step,
+        new.mode,
+        &new.decisions,
+        &new.fields,
+        added.decision.as_deref(),
+        added.response.as_ref(),
+    )?;
+    check_person(new, who, creator)?;
+    let stamped = added.decided_by.as_ref().map(|d| d.username.as_str());
+    if stamped != Some(user) || added.decided_at.is_none() {
+        return Err(ApprovalRefusal::NotStamped);
+    }
+    Ok(())
+}
+
 /// The JSON patch that stamps who answered and when (when this update
 /// answers), or puts back what was stamped before (whatever the client
-/// sent otherwise).
+/// sent otherwise); and stamps each entry this update adds to `answers`.
 pub fn stamp(old: &ApprovalSpec, new: &ApprovalSpec, who: &UserInfo, now: &str) -> Vec<Value> {
+    let person = || DecidedBy {
+        username: who.username.clone().unwrap_or_default(),
+        groups: who.groups.clone().unwrap_or_default(),
+    };
     let (by, at) = if answering(old, new) && !answered(old) {
-        let by = DecidedBy {
-            username: who.username.clone().unwrap_or_default(),
-            groups: who.groups.clone().unwrap_or_default(),
-        };
-        (Some(by), Some(now.to_string()))
+        (Some(person()), Some(now.to_string()))
     } else {
         (old.decided_by.clone(), old.decided_at.clone())
     };
@@ -276,16 +434,37 @@ pub fn stamp(old: &ApprovalSpec, new: &ApprovalSpec, who: &UserInfo, now: &str) 
         by.map(|b| serde_json::to_value(b).unwrap_or(Value::Null)),
     );
     set("decidedAt", new.decided_at.is_some(), at.map(Value::String));
+    // Entries past those there were are this write's: stamped with its
+    // user. (Changing an earlier one is refused by the validation.)
+    let had = entries(old).len();
+    for i in had..entries(new).len() {
+        let by = serde_json::to_value(person()).unwrap_or(Value::Null);
+        ops.push(json!({"op": "add", "path": format!("/spec/answers/{i}/decidedBy"), "value": by}));
+        ops.push(
+            json!({"op": "add", "path": format!("/spec/answers/{i}/decidedAt"), "value": now}),
+        );
+    }
     ops
 }
 
 /// The refusal of an answer written to an Approval the controller closed
 /// (its run ended first): nothing would ever read it.
 pub fn closed(old: &Approval, new: &Approval) -> Option<ApprovalRefusal> {
-    let reason = old.status.as_ref()?.closed.as_deref()?;
-    answering(&old.spec, &new.spec).then(|| ApprovalRefusal::Closed {
+    if !answering(&old.spec, &new.spec) && !adding(&old.spec, &new.spec) {
+        return None;
+    }
+    let status = old.status.as_ref()?;
+    if let Some(reason) = status.closed.as_deref() {
+        return Some(ApprovalRefusal::Closed {
+            name: new.name_any(),
+            reason: reason.to_string(),
+        });
+    }
+    // One answer per person already refuses the rest on a single-approver
+    // step; on a step of several, the run may take a decision before
+    // everyone answered, and no answer counts after that.
+    (status.consumed && adding(&old.spec, &new.spec)).then(|| ApprovalRefusal::Taken {
         name: new.name_any(),
-        reason: reason.to_string(),
     })
 }
 
@@ -296,7 +475,7 @@ pub async fn review_update(
     new: &Approval,
     who: &UserInfo,
 ) -> Result<(), Refusal> {
-    let creator = if answering(&old.spec, &new.spec) {
+    let creator = if answering(&old.spec, &new.spec) || adding(&old.spec, &new.spec) {
         let runs: Api<Run> = Api::namespaced(client.clone(), &new.namespace().unwrap_or_default());
         let run = runs
             .get_opt(&new.spec.run)
@@ -566,6 +745,166 @@ mod tests {
                 &entry,
                 json!({"response": {"owner": "ana", "count": 2}}),
                 &user("ana", &[]),
+                None
+            ),
+            Ok(())
+        );
+    }
+
+    /// `old` with `answer` added at the end of `answers`, stamped for `who`.
+    fn add(old: &ApprovalSpec, answer: Value, who: &UserInfo) -> ApprovalSpec {
+        let mut new = old.clone();
+        let mut answers = new.answers.take().unwrap_or_default();
+        answers.push(serde_json::from_value(answer).expect("answer"));
+        new.answers = Some(answers);
+        stamped(old, new, who)
+    }
+
+    #[test]
+    fn several_approvers_each_add_one_stamped_answer() {
+        let old = spec(
+            json!({"approvals": 2, "answers": [], "approvers": {"users": ["ana", "bo", "cy"]}}),
+        );
+        let ana = user("ana", &[]);
+        // The one-person fields are refused, saying what to write instead.
+        let mut decided = old.clone();
+        decided.decision = Some("approve".into());
+        let error = check_update("a", &old, &decided, &ana, None)
+            .expect_err("decision")
+            .to_string();
+        assert!(
+            error.contains("needs 2 approvers to agree") && error.contains("/spec/answers/-"),
+            "{error}"
+        );
+        // ana adds hers; the stamp is hers whatever she sent.
+        let one = add(
+            &old,
+            json!({"decision": "approve", "decidedBy": {"username": "boss"}}),
+            &ana,
+        );
+        let first = &entries(&one)[0];
+        assert_eq!(
+            first.decided_by.as_ref().map(|d| d.username.as_str()),
+            Some("ana")
+        );
+        assert_eq!(first.decided_at.as_deref(), Some("2030-01-01T00:00:00Z"));
+        assert_eq!(check_update("a", &old, &one, &ana, None), Ok(()));
+        // Not twice.
+        let twice = add(&one, json!({"decision": "changes"}), &ana);
+        let error = check_update("a", &one, &twice, &ana, None)
+            .expect_err("twice")
+            .to_string();
+        assert!(
+            error.contains("`ana` already answered approval a (`approve`)"),
+            "{error}"
+        );
+        // Someone else: yes, unless not an approver, or the answer does not fit.
+        let bo = user("bo", &[]);
+        let two = add(&one, json!({"decision": "approve"}), &bo);
+        assert_eq!(check_update("a", &one, &two, &bo, None), Ok(()));
+        let eve = user("eve", &[]);
+        let error = check_update(
+            "a",
+            &one,
+            &add(&one, json!({"decision": "approve"}), &eve),
+            &eve,
+            None,
+        )
+        .expect_err("eve")
+        .to_string();
+        assert!(
+            error.contains("`eve` may not decide step `review`"),
+            "{error}"
+        );
+        let error = check_update(
+            "a",
+            &one,
+            &add(&one, json!({"decision": "maybe"}), &bo),
+            &bo,
+            None,
+        )
+        .expect_err("maybe")
+        .to_string();
+        assert!(error.contains("`maybe` is not a decision"), "{error}");
+        // The run's creator neither.
+        let error = check_update("a", &one, &two, &bo, Some("bo"))
+            .expect_err("self")
+            .to_string();
+        assert!(error.contains("`bo` created run r1"), "{error}");
+        // Earlier answers never change, and one write adds one.
+        let mut rewritten = two.clone();
+        if let Some(answers) = rewritten.answers.as_mut() {
+            answers[0].decision = Some("changes".into());
+        }
+        let error = check_update("a", &two, &rewritten, &user("cy", &[]), None)
+            .expect_err("rewritten")
+            .to_string();
+        assert!(error.contains("are only added to"), "{error}");
+        let mut replaced = old.clone();
+        replaced.answers = Some(vec![entries(&two)[1].clone()]);
+        assert!(matches!(
+            check_update("a", &one, &replaced, &bo, None),
+            Err(ApprovalRefusal::AnswersOnlyGrow { had: 1, .. })
+        ));
+        let cy = user("cy", &[]);
+        let both = add(
+            &add(&one, json!({"decision": "approve"}), &cy),
+            json!({"decision": "approve"}),
+            &cy,
+        );
+        assert!(matches!(
+            check_update("a", &one, &both, &cy, None),
+            Err(ApprovalRefusal::AnswersOnlyGrow { .. })
+        ));
+    }
+
+    #[test]
+    fn one_approver_writes_the_decision_not_answers() {
+        let old = spec(json!({}));
+        let ana = user("ana", &[]);
+        let added = add(&old, json!({"decision": "approve"}), &ana);
+        let error = check_update("a", &old, &added, &ana, None)
+            .expect_err("answers")
+            .to_string();
+        assert!(
+            error.contains("step `review` is decided by one person: write spec.decision"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_answer_to_a_taken_approval_of_several_is_refused() {
+        let mut old = Approval::new(
+            "r1-review-1",
+            spec(json!({"approvals": 2, "answers": [{"decision": "changes"}]})),
+        );
+        old.status = Some(coxswain_core::api::ApprovalStatus {
+            consumed: true,
+            ..Default::default()
+        });
+        let mut new = old.clone();
+        new.spec = add(&old.spec, json!({"decision": "approve"}), &user("bo", &[]));
+        let refusal = closed(&old, &new).expect("refused").to_string();
+        assert!(
+            refusal.contains("was already taken in by its run"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn mode_both_needs_the_decision_and_the_response() {
+        let old = spec(json!({"mode": "both", "fields": [{"name": "owner", "type": "string"}]}));
+        let ana = user("ana", &[]);
+        let error = decide(&old, json!({"decision": "approve"}), &ana, None).expect_err("entry");
+        assert!(error.contains("must be an object with `owner`"), "{error}");
+        let error =
+            decide(&old, json!({"response": {"owner": "ana"}}), &ana, None).expect_err("decision");
+        assert!(error.contains("needs a decision"), "{error}");
+        assert_eq!(
+            decide(
+                &old,
+                json!({"decision": "approve", "response": {"owner": "ana"}}),
+                &ana,
                 None
             ),
             Ok(())

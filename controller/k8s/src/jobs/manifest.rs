@@ -18,7 +18,7 @@ use crate::names;
 use coxswain_core::api::{Run, ScriptStep, StepError};
 use coxswain_core::engine::{Work, codes, step_error};
 use coxswain_steps::launch::WorkId;
-use coxswain_steps::script::{InputFile, input_files};
+use coxswain_steps::script::{InputFile, work_input_files};
 
 /// The inputs ConfigMap's key holding the [`PodTask`].
 pub const TASK_KEY: &str = "step.json";
@@ -147,7 +147,7 @@ pub fn config_map_digest(config_map: &ConfigMap) -> String {
 /// The input files, or the step error that stops the attempt (the local
 /// runner's for clashing names, else what a ConfigMap cannot hold).
 fn checked_inputs(work: &Work, task: &PodTask) -> Result<Vec<InputFile>, StepError> {
-    let files = input_files(&work.input).map_err(StepError::from)?;
+    let files = work_input_files(work).map_err(StepError::from)?;
     let max = KEY_MAX - INPUT_KEY_PREFIX.len();
     if let Some(long) = files.iter().find(|f| f.file.len() > max) {
         let problem = InputsProblem::NameTooLong {
@@ -513,6 +513,7 @@ mod tests {
                 uid: owner().uid,
                 since: Some("1700000000".into()),
             },
+            review: None,
         }
     }
 

@@ -1,9 +1,11 @@
 //! Person steps as Approval objects: one per waiting attempt, owned by the
 //! Run, named after run, step and attempt (and a digest that includes the
 //! Run's uid, so no two attempts of any two runs share one). A person
-//! patches `decision` and `feedback` (or `response`); the next reconcile
-//! checks the answer against the step's approvers, hands it to the engine
-//! and marks the Approval consumed.
+//! patches `decision` and `feedback` (or `response`), or on a step that
+//! needs several approvers adds an entry to `answers`; the next reconcile
+//! checks each answer against the step's approvers, hands the decision
+//! taken to the engine and marks the Approval consumed. `status.state`
+//! (`open`, `refused`, `taken`, `closed`) says where each stands.
 //!
 //! An Approval is this run's only when it says so in what nobody can change
 //! afterwards: its name (the digest of the run's uid, step and attempt), its
@@ -17,8 +19,9 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::names;
-use coxswain_core::api::{Approval, ApprovalSpec, Run};
-use coxswain_core::engine::{ApprovalRequest, Decision};
+use coxswain_core::api::{Approval, ApprovalSpec, ApprovalState, Run};
+use coxswain_core::engine::{ApprovalRequest, Ballot, Decision};
+use coxswain_core::flow::{Vote, check_answer_in, describe_tally, tally};
 
 /// A waiting approval and what a person answered, if anything.
 pub struct Asked {
@@ -44,16 +47,10 @@ impl Asked {
         }
     }
 
-    /// The person's answer, when one was written and not taken in yet.
+    /// The person's answer, when one was written and not taken in yet (on
+    /// a step that needs one approver).
     pub fn answer(&self) -> Option<Decision> {
-        if self.foreign.is_some() {
-            return None;
-        }
-        let approval = self.object.as_ref()?;
-        if approval.status.as_ref().is_some_and(|s| s.consumed) {
-            return None;
-        }
-        let spec = &approval.spec;
+        let spec = self.unsettled()?;
         if spec.decision.is_none() && spec.response.is_none() {
             return None;
         }
@@ -62,7 +59,118 @@ impl Asked {
             feedback: spec.feedback.clone(),
             response: spec.response.clone(),
             decided_by: spec.decided_by.as_ref().map(|d| d.username.clone()),
+            ballots: Vec::new(),
         })
+    }
+
+    /// The spec, when the object is this run's and its answer was not
+    /// taken in yet.
+    fn unsettled(&self) -> Option<&ApprovalSpec> {
+        if self.foreign.is_some() {
+            return None;
+        }
+        let approval = self.object.as_ref()?;
+        if approval.status.as_ref().is_some_and(|s| s.consumed) {
+            return None;
+        }
+        Some(&approval.spec)
+    }
+
+    /// On a step that needs several approvers: the answers in `answers`,
+    /// each checked as a single answer is (it fits the step as the flow
+    /// states it, and its stamped writer may decide), then counted.
+    pub fn ballots(&self, run: &Run) -> Ballots {
+        let mut ballots = Ballots::default();
+        let Some(spec) = self.unsettled() else {
+            return ballots;
+        };
+        let request = &self.request;
+        if spec.decision.is_some() || spec.response.is_some() {
+            ballots.refused.push(format!(
+                "step `{}` needs {} approvers to agree, each adding an entry to spec.answers; spec.decision and spec.response are not read",
+                request.step, request.approvals
+            ));
+        }
+        let answers = spec.answers.as_deref().unwrap_or(&[]);
+        let mut votes: Vec<Vote<'_>> = Vec::new();
+        let mut counted: Vec<&coxswain_core::api::ApprovalAnswer> = Vec::new();
+        for (i, answer) in answers.iter().enumerate() {
+            let Some(by) = &answer.decided_by else {
+                ballots.refused.push(format!(
+                    "answer {} does not say who wrote it (decidedBy, which Coxswain's mutating webhook stamps); step `{}` counts only stamped answers",
+                    i + 1,
+                    request.step
+                ));
+                continue;
+            };
+            if counted
+                .iter()
+                .any(|c| c.decided_by.as_ref().map(|d| &d.username) == Some(&by.username))
+            {
+                ballots.refused.push(format!(
+                    "`{}` answered more than once; only their first answer counts",
+                    by.username
+                ));
+                continue;
+            }
+            let fits = check_answer_in(
+                &request.step,
+                request.mode,
+                &request.decisions,
+                &request.fields,
+                answer.decision.as_deref(),
+                answer.response.as_ref(),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                self.check_decider_of(run, Some(by))
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(why) = fits {
+                ballots.refused.push(format!(
+                    "the answer of `{}` is not counted: {why}",
+                    by.username
+                ));
+                continue;
+            }
+            counted.push(answer);
+            votes.push(Vote {
+                by: &by.username,
+                decision: answer.decision.as_deref().unwrap_or_default(),
+            });
+        }
+        ballots.tally = Some(describe_tally(request.approvals, &votes));
+        let Some((decision, agreeing)) = tally(request.approvals, &request.sends_back, &votes)
+        else {
+            return ballots;
+        };
+        let taken: Vec<Ballot> = agreeing
+            .iter()
+            .map(|&i| Ballot {
+                by: votes[i].by.to_string(),
+                decision: decision.clone(),
+                feedback: counted[i].feedback.clone(),
+            })
+            .collect();
+        let feedback = match taken.as_slice() {
+            [one] => one.feedback.clone(),
+            several => {
+                let lines: Vec<String> = several
+                    .iter()
+                    .filter_map(|b| Some(format!("{}: {}", b.by, b.feedback.as_deref()?)))
+                    .collect();
+                (!lines.is_empty()).then(|| lines.join("\n"))
+            }
+        };
+        let names: Vec<&str> = taken.iter().map(|b| b.by.as_str()).collect();
+        ballots.decision = Some(Decision {
+            decision: Some(decision),
+            feedback,
+            response: None,
+            decided_by: Some(names.join(", ")),
+            ballots: taken,
+        });
+        ballots
     }
 
     /// The refusal already recorded on the Approval, so it is not written twice.
@@ -78,6 +186,15 @@ impl Asked {
             .object
             .as_ref()
             .and_then(|a| a.spec.decided_by.as_ref());
+        self.check_decider_of(run, stamp)
+    }
+
+    /// [`Asked::check_decider`] for the answer stamped `stamp`.
+    fn check_decider_of(
+        &self,
+        run: &Run,
+        stamp: Option<&coxswain_core::api::DecidedBy>,
+    ) -> Result<(), coxswain_core::flow::DeciderError> {
         let creator = run
             .annotations()
             .get(crate::names::CREATED_BY_ANNOTATION)
@@ -97,6 +214,32 @@ impl Asked {
             }),
         )
     }
+
+    /// The answer the run takes from this Approval, if any: the one
+    /// person's, or the decision several agreed on.
+    pub fn taken(&self, run: &Run) -> Option<Decision> {
+        if self.request.approvals > 1 {
+            self.ballots(run).decision
+        } else {
+            self.answer()
+        }
+    }
+
+    /// The tally the Approval shows, so the same one is not written twice.
+    pub fn shown_tally(&self) -> Option<&str> {
+        self.object.as_ref()?.status.as_ref()?.tally.as_deref()
+    }
+}
+
+/// What the answers of a step that needs several approvers come to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ballots {
+    /// The decision they take, when they take one.
+    pub decision: Option<Decision>,
+    /// Why answers were not counted, one sentence each.
+    pub refused: Vec<String>,
+    /// How the counted answers stand (`approve 1 of 2`).
+    pub tally: Option<String>,
 }
 
 /// The name of the Approval of attempt `attempt` of `step` of `run`.
@@ -179,6 +322,10 @@ pub async fn create(
             approvers: request.approvers.clone(),
             instructions: request.instructions.clone(),
             allow_self_approval: request.allow_self_approval,
+            // Written empty so that people add theirs with a JSON patch
+            // (`add /spec/answers/-`).
+            approvals: (request.approvals > 1).then_some(request.approvals as i32),
+            answers: (request.approvals > 1).then(Vec::new),
             ..Default::default()
         },
     );
@@ -194,13 +341,37 @@ pub async fn create(
         ..Default::default()
     };
     match api.create(&PostParams::default(), &approval).await {
-        Ok(_) => Ok(None),
+        Ok(_) => {
+            // Status cannot be written with the object; the STATUS column
+            // says `open` from the write right after.
+            let mut status = json!({"state": ApprovalState::Open});
+            if request.approvals > 1 {
+                status["tally"] = json!(describe_tally(request.approvals, &[]));
+            }
+            patch_status(api, &asked.name, status, "opening").await?;
+            Ok(None)
+        }
         Err(kube::Error::Api(status)) if status.code == 409 => {
             let found = api
                 .get_opt(&asked.name)
                 .await
                 .map_err(|e| Error::kube(format!("reading the approval {}", asked.name), e))?;
-            Ok(found.and_then(|found| not_ours(&found, run, &request.step, request.attempt)))
+            let Some(found) = found else { return Ok(None) };
+            if let Some(foreign) = not_ours(&found, run, &request.step, request.attempt) {
+                return Ok(Some(foreign));
+            }
+            // Made by an earlier reconcile that stopped before saying it is
+            // open (or by a controller from before the STATUS column).
+            if found.status.as_ref().is_none_or(|s| s.state.is_none()) {
+                patch_status(
+                    api,
+                    &asked.name,
+                    json!({"state": ApprovalState::Open}),
+                    "opening",
+                )
+                .await?;
+            }
+            Ok(None)
         }
         Err(e) => Err(Error::kube(
             format!("creating the approval {}", asked.name),
@@ -209,12 +380,45 @@ pub async fn create(
     }
 }
 
-/// Marks an answer taken in (`consumed`), or refused with the reason.
-pub async fn settle(api: &Api<Approval>, name: &str, refused: Option<&str>) -> Result<(), Error> {
-    let status = match refused {
-        None => json!({"consumed": true, "refused": null}),
-        Some(reason) => json!({"refused": reason}),
+/// Marks an answer taken in (`consumed`), with the decision taken when it
+/// is known, or refused with the reason; with `tally`, how the answers of a
+/// step of several approvers stand, in the same write.
+pub async fn settle(
+    api: &Api<Approval>,
+    name: &str,
+    refused: Option<&str>,
+    taken: Option<&Decision>,
+    tally: Option<&str>,
+) -> Result<(), Error> {
+    let mut status = match refused {
+        None => json!({
+            "consumed": true,
+            "refused": null,
+            "state": ApprovalState::Taken,
+            "decision": taken.and_then(|d| d.decision.clone()),
+            "decidedBy": taken.and_then(|d| d.decided_by.clone()),
+        }),
+        Some(reason) => json!({"refused": reason, "state": ApprovalState::Refused}),
     };
+    if let Some(tally) = tally {
+        status["tally"] = json!(tally);
+    }
+    patch_status(api, name, status, "updating").await
+}
+
+/// Writes how the answers of a step that needs several approvers stand.
+pub async fn show_tally(api: &Api<Approval>, name: &str, tally: &str) -> Result<(), Error> {
+    patch_status(api, name, json!({"tally": tally}), "updating").await
+}
+
+/// Merges `status` into the Approval's status; one deleted meanwhile (the
+/// run was deleted) needs nothing. `doing` names the write in errors.
+async fn patch_status(
+    api: &Api<Approval>,
+    name: &str,
+    status: Value,
+    doing: &str,
+) -> Result<(), Error> {
     api.patch_status(
         name,
         &PatchParams::default(),
@@ -223,9 +427,8 @@ pub async fn settle(api: &Api<Approval>, name: &str, refused: Option<&str>) -> R
     .await
     .map(|_| ())
     .or_else(|e| match e {
-        // Deleted meanwhile (the run was deleted): nothing to mark.
         kube::Error::Api(status) if status.code == 404 => Ok(()),
-        e => Err(Error::kube(format!("updating the approval {name}"), e)),
+        e => Err(Error::kube(format!("{doing} the approval {name}"), e)),
     })
 }
 
@@ -262,7 +465,7 @@ pub async fn close_unanswered(
         }
         match leftover(&approval, &record) {
             Leftover::Settled => {}
-            Leftover::TakenIn => settle(api, &approval.name_any(), None).await?,
+            Leftover::TakenIn => settle(api, &approval.name_any(), None, None, None).await?,
             Leftover::Unanswered => {
                 close(api, &approval.name_any(), reason).await?;
                 closed += 1;
@@ -294,8 +497,7 @@ pub fn leftover(approval: &Approval, record: &coxswain_core::api::RunStatus) -> 
         return Leftover::Settled;
     }
     let spec = &approval.spec;
-    let answered = spec.decision.is_some() || spec.response.is_some();
-    if answered && taken_in(record, &spec.step, spec.attempt) {
+    if spec.answered() && taken_in(record, &spec.step, spec.attempt) {
         Leftover::TakenIn
     } else {
         Leftover::Unanswered
@@ -316,15 +518,8 @@ pub fn taken_in(record: &coxswain_core::api::RunStatus, step: &str, attempt: i32
 /// Closes one Approval nobody will read an answer from, saying why; one
 /// already gone is as good.
 pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), Error> {
-    let patch = json!({"status": {"closed": reason}});
-    match api
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(format!("closing the approval {name}"), e)),
-    }
+    let status = json!({"closed": reason, "state": ApprovalState::Closed});
+    patch_status(api, name, status, "closing").await
 }
 
 /// Why attempt `attempt` of `step` no longer waits, from the record: the
@@ -378,7 +573,7 @@ pub async fn settle_earlier(
         }
         match leftover(&approval, record) {
             Leftover::Settled => {}
-            Leftover::TakenIn => settle(api, &name, None).await?,
+            Leftover::TakenIn => settle(api, &name, None, None, None).await?,
             Leftover::Unanswered => {
                 let reason = attempt_ended_reason(record, &request.step, attempt);
                 close(api, &name, &reason).await?;
@@ -392,10 +587,12 @@ pub async fn settle_earlier(
 /// Coxswain made: those whose attempt stops waiting (a timeout ended it, a
 /// send-back or a failure elsewhere stopped it) are closed, so nobody is
 /// left answering them.
-pub fn open(asked: &[Asked]) -> impl Iterator<Item = &Asked> {
+pub fn open<'a>(asked: &'a [Asked], run: &'a Run) -> impl Iterator<Item = &'a Asked> + 'a {
     asked
         .iter()
-        .filter(|a| a.foreign.is_none() && a.answer().is_none())
+        .filter(|a| a.foreign.is_none())
+        // Answered: what the run takes in is settled, not closed.
+        .filter(move |a| a.taken(run).is_none())
         .filter(|a| {
             a.object.as_ref().is_some_and(|o| {
                 o.status
@@ -446,6 +643,97 @@ mod tests {
         };
         record.steps.insert("ask".into(), step);
         record
+    }
+
+    #[test]
+    fn ballots_count_each_checked_answer_once() {
+        let mut run = Run::new("r", Default::default());
+        run.metadata.annotations = Some(
+            [(
+                crate::names::CREATED_BY_ANNOTATION.to_string(),
+                "ana".to_string(),
+            )]
+            .into(),
+        );
+        let request = ApprovalRequest {
+            step: "ask".into(),
+            attempt: 1,
+            mode: coxswain_core::api::ApprovalMode::Review,
+            show: Default::default(),
+            decisions: vec!["approve".into(), "changes".into()],
+            fields: Vec::new(),
+            approvers: Some(coxswain_core::api::Approvers {
+                users: vec!["ana".into(), "bo".into(), "cy".into()],
+                groups: Vec::new(),
+            }),
+            instructions: None,
+            allow_self_approval: false,
+            approvals: 2,
+            sends_back: vec!["changes".into()],
+        };
+        let by = |user: &str, decision: &str, feedback: Option<&str>| {
+            serde_json::from_value::<coxswain_core::api::ApprovalAnswer>(json!({
+                "decision": decision,
+                "feedback": feedback,
+                "decidedBy": {"username": user},
+            }))
+            .expect("answer")
+        };
+        let mut unstamped = by("x", "approve", None);
+        unstamped.decided_by = None;
+        let answers = vec![
+            by("ana", "approve", None),
+            by("bo", "approve", Some("Fine.")),
+            by("bo", "changes", None),
+            unstamped,
+            by("eve", "approve", None),
+            by("cy", "approve", Some("Ship it.")),
+        ];
+        let mut object = approval(1, None, ApprovalStatus::default());
+        object.spec.answers = Some(answers.clone());
+        let mut asked = Asked::new(&run, request);
+        asked.object = Some(object);
+        let ballots = asked.ballots(&run);
+        let decision = ballots.decision.expect("two agreed");
+        assert_eq!(decision.decision.as_deref(), Some("approve"));
+        assert_eq!(decision.decided_by.as_deref(), Some("bo, cy"));
+        assert_eq!(
+            decision.feedback.as_deref(),
+            Some("bo: Fine.\ncy: Ship it.")
+        );
+        assert_eq!(ballots.tally.as_deref(), Some("approve 2 of 2"));
+        let refused = ballots.refused.join("\n");
+        assert_eq!(ballots.refused.len(), 4, "{refused}");
+        for why in [
+            "`ana` is not counted: `ana` created run r",
+            "`bo` answered more than once",
+            "answer 4 does not say who wrote it",
+            "the answer of `eve` is not counted: `eve` may not decide step `ask`",
+        ] {
+            assert!(refused.contains(why), "{why}: {refused}");
+        }
+        // Short of two, nothing is taken; one "changes" is enough.
+        let mut object = approval(1, None, ApprovalStatus::default());
+        object.spec.answers = Some(answers[..2].to_vec());
+        asked.object = Some(object);
+        assert_eq!(asked.ballots(&run).decision, None);
+        assert!(open(std::slice::from_ref(&asked), &run).next().is_some());
+        let mut object = approval(1, None, ApprovalStatus::default());
+        object.spec.answers = Some(vec![by("cy", "changes", Some("Redo."))]);
+        asked.object = Some(object);
+        let back = asked.ballots(&run).decision.expect("sent back");
+        assert_eq!(
+            (
+                back.decision.as_deref(),
+                back.decided_by.as_deref(),
+                back.feedback.as_deref()
+            ),
+            (Some("changes"), Some("cy"), Some("Redo."))
+        );
+        assert!(
+            open(std::slice::from_ref(&asked), &run).next().is_none(),
+            "a decided Approval is settled, not closed"
+        );
     }
 
     #[test]

@@ -272,7 +272,7 @@ async fn gather(
         .filter(|a| a.object.is_some())
         .map(|a| AskRef::from(&a.request))
         .collect();
-    let open = approvals::open(&asked)
+    let open = approvals::open(&asked, run)
         .map(|a| AskRef::from(&a.request))
         .collect();
     Ok(Gathered {
@@ -355,14 +355,28 @@ fn take_answers(
                 .extend(machine.fail_waiting(&ask.step, ask.attempt, error, now));
             continue;
         }
-        let Some(answer) = a.answer() else { continue };
-        // Admission checked who answered; the answer is not taken on its
-        // word (it may be missing, or gone around).
-        let taken = match a.check_decider(run) {
-            Err(refused) => Err(refused.to_string()),
-            Ok(()) => machine
-                .decide(&ask.step, ask.attempt, answer, now)
-                .map_err(|refused| refused.to_string()),
+        let taken = if a.request.approvals > 1 {
+            // Each answer is checked as a single one is; those counted may
+            // take a decision, those refused are named either way.
+            let ballots = a.ballots(run);
+            let not_counted = (!ballots.refused.is_empty()).then(|| ballots.refused.join("; "));
+            match (ballots.decision, not_counted) {
+                (Some(decision), _) => machine
+                    .decide(&ask.step, ask.attempt, decision, now)
+                    .map_err(|refused| refused.to_string()),
+                (None, Some(why)) => Err(why),
+                (None, None) => continue,
+            }
+        } else {
+            let Some(answer) = a.answer() else { continue };
+            // Admission checked who answered; the answer is not taken on its
+            // word (it may be missing, or gone around).
+            match a.check_decider(run) {
+                Err(refused) => Err(refused.to_string()),
+                Ok(()) => machine
+                    .decide(&ask.step, ask.attempt, answer, now)
+                    .map_err(|refused| refused.to_string()),
+            }
         };
         let refused = match taken {
             Ok(more) => {
@@ -451,7 +465,37 @@ async fn act(
     }
     for settle in &plan.settle {
         let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
-        approvals::settle(&api, &name, settle.refused.as_deref()).await?;
+        let asked = seen
+            .asked
+            .iter()
+            .find(|a| AskRef::from(&a.request) == settle.ask);
+        let taken = asked.and_then(|a| a.taken(run));
+        let tally = asked
+            .filter(|a| a.request.approvals > 1)
+            .and_then(|a| a.ballots(run).tally);
+        approvals::settle(
+            &api,
+            &name,
+            settle.refused.as_deref(),
+            taken.as_ref(),
+            tally.as_deref(),
+        )
+        .await?;
+    }
+    // How the answers of steps that need several approvers stand, where
+    // that changed (those settled just now were written with it).
+    for a in &seen.asked {
+        let ask = AskRef::from(&a.request);
+        let settled = plan.settle.iter().any(|s| s.ask == ask);
+        if a.request.approvals <= 1 || settled || plan.close.contains(&ask) {
+            continue;
+        }
+        if let Some(tally) = a.ballots(run).tally
+            && a.object.is_some()
+            && a.shown_tally() != Some(tally.as_str())
+        {
+            approvals::show_tally(&api, &a.name, &tally).await?;
+        }
     }
     // An ended run's are closed by `stop_leftovers`.
     for ask in &plan.close {

@@ -97,6 +97,7 @@ mod tests {
                 uid: uid.into(),
                 since: None,
             },
+            review: None,
         }
     }
 

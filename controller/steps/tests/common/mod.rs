@@ -42,6 +42,7 @@ pub fn work(task: Task, input: Value, steps: &[(&str, Value, &str)]) -> Work {
             uid: "uid-123".into(),
             since: None,
         },
+        review: None,
     }
 }
 

@@ -98,6 +98,13 @@ impl RunMachine<'_> {
             approvers: a.approvers.clone(),
             instructions: a.instructions.clone(),
             allow_self_approval: a.allow_self_approval,
+            approvals: a.required_approvals(),
+            sends_back: self.flow.steps[node]
+                .step
+                .send_back
+                .iter()
+                .map(|b| b.exit.clone())
+                .collect(),
         })
     }
 
@@ -129,7 +136,7 @@ impl RunMachine<'_> {
             decision.decision.as_deref(),
             decision.response.as_ref(),
         )?;
-        let (output, exit) = match a.mode {
+        let (mut output, exit) = match a.mode {
             ApprovalMode::Review => {
                 let d = decision.decision.clone().unwrap_or_default();
                 (
@@ -138,7 +145,29 @@ impl RunMachine<'_> {
                 )
             }
             ApprovalMode::Entry => (decision.response.clone().unwrap_or(Value::Null), None),
+            ApprovalMode::Both => {
+                let d = decision.decision.clone().unwrap_or_default();
+                (
+                    json!({
+                        "decision": d,
+                        "feedback": decision.feedback,
+                        "decidedBy": decision.decided_by,
+                        "response": decision.response.clone().unwrap_or(Value::Null),
+                    }),
+                    Some(d),
+                )
+            }
         };
+        if !decision.ballots.is_empty()
+            && let Value::Object(map) = &mut output
+        {
+            let ballots: Vec<Value> = decision
+                .ballots
+                .iter()
+                .map(|b| json!({"by": b.by, "decision": b.decision, "feedback": b.feedback}))
+                .collect();
+            map.insert("answers".into(), Value::Array(ballots));
+        }
         let text = decision.feedback.clone();
         self.complete(node, output, text, exit.clone(), None);
         if let Some(exit) = exit {

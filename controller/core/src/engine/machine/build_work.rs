@@ -37,6 +37,7 @@ impl RunMachine<'_> {
             timeout: compiled.timeout,
             data,
             run: self.run.clone(),
+            review: self.change_request(node),
         })
     }
 
@@ -69,6 +70,7 @@ impl RunMachine<'_> {
             timeout: inner.timeout,
             data,
             run: self.run.clone(),
+            review: self.change_request(node),
         })
     }
 
@@ -97,22 +99,7 @@ impl RunMachine<'_> {
                         }
                     })
                     .collect();
-                let change_request = self
-                    .state
-                    .steps
-                    .get(self.flow.key(node))
-                    .and_then(|r| r.review.as_ref())
-                    .map(|note| ChangeRequest {
-                        reviewer: note.reviewer.clone(),
-                        decision: note.decision.clone(),
-                        reviewed: match &note.reviewed {
-                            Some(Value::Object(m)) => {
-                                m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-                            }
-                            _ => Vec::new(),
-                        },
-                        instructions: note.instructions.clone().unwrap_or_default(),
-                    });
+                let change_request = self.change_request(node);
                 let flow_description = a
                     .tell_flow
                     .then(|| crate::engine::describe::describe(self.flow, node));
@@ -124,6 +111,21 @@ impl RunMachine<'_> {
                 })
             }
             _ => return None,
+        })
+    }
+
+    /// What the reviewer who sent work back to `node` decided and asked,
+    /// when one did.
+    fn change_request(&self, node: usize) -> Option<ChangeRequest> {
+        let note = self.state.steps.get(self.flow.key(node))?.review.as_ref()?;
+        Some(ChangeRequest {
+            reviewer: note.reviewer.clone(),
+            decision: note.decision.clone(),
+            reviewed: match &note.reviewed {
+                Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                _ => Vec::new(),
+            },
+            instructions: note.instructions.clone().unwrap_or_default(),
         })
     }
 

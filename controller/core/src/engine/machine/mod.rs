@@ -81,6 +81,20 @@ pub struct Decision {
     pub response: Option<Value>,
     /// Who decided.
     pub decided_by: Option<String>,
+    /// On a step that needs several approvers, each answer that took the
+    /// decision, in the order written.
+    pub ballots: Vec<Ballot>,
+}
+
+/// One approver's answer among several that took a decision together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ballot {
+    /// Who answered.
+    pub by: String,
+    /// The decision they picked.
+    pub decision: String,
+    /// Their instructions, if any.
+    pub feedback: Option<String>,
 }
 
 /// What the engine asks its driver to do.
@@ -122,6 +136,10 @@ pub struct ApprovalRequest {
     pub instructions: Option<String>,
     /// Whether the run's creator may decide it (`allowSelfApproval`).
     pub allow_self_approval: bool,
+    /// How many different approvers must agree (`approvals`, 1 by default).
+    pub approvals: u32,
+    /// The decisions that send work back (taken on one answer).
+    pub sends_back: Vec<String>,
 }
 
 /// Why a record cannot be resumed with the flow given.

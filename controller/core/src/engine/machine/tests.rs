@@ -461,6 +461,7 @@ fn approve() -> crate::engine::Decision {
         feedback: None,
         response: None,
         decided_by: None,
+        ballots: Vec::new(),
     }
 }
 
@@ -560,6 +561,119 @@ fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
     );
     machine.fail_waiting("review", 2, tampered(), retry);
     assert_eq!(machine.record().phase, RunPhase::Failed);
+}
+
+const BOTH_AND_SEND_BACK: &str = "
+steps:
+  - key: build
+    script: {source: x}
+  - key: triage
+    approval:
+      mode: both
+      show: [build]
+      decisions: [accept, changes]
+      fields: [{name: owner, type: string}]
+    sendBack: [{exit: changes, to: build}]
+";
+
+/// The one attempt the actions ask to run.
+fn run_of(actions: &[Action]) -> &crate::engine::Work {
+    let runs: Vec<&crate::engine::Work> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Run(w) => Some(&**w),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs.len(), 1, "{actions:?}");
+    runs[0]
+}
+
+#[test]
+fn a_redone_script_gets_the_reviewers_decision_and_feedback() {
+    let flow = CompiledFlow::new(spec(BOTH_AND_SEND_BACK)).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    let first = machine.handle(Event::Start, at(0));
+    assert_eq!(run_of(&first).review, None, "a first attempt has no review");
+    machine.handle(success_of("build", None, 1), at(1));
+    let changes = crate::engine::Decision {
+        decision: Some("changes".into()),
+        feedback: Some("Pin the base image.".into()),
+        response: Some(json!({"owner": "ana"})),
+        decided_by: Some("bob".into()),
+        ballots: Vec::new(),
+    };
+    let again = machine.decide("triage", 1, changes, at(2)).expect("taken");
+    let redo = run_of(&again);
+    assert_eq!((redo.step.as_str(), redo.attempt), ("build", 2));
+    let review = redo.review.as_ref().expect("the redone script is told");
+    assert_eq!(
+        review.for_script(),
+        json!({
+            "decision": "changes",
+            "feedback": "Pin the base image.",
+            "by": "bob",
+            "reviewed": {"build": "ok"},
+        })
+    );
+    // A machine rebuilt from the record builds the same work.
+    let rebuilt = restarted(&flow, json!({}), machine.record());
+    let running = rebuilt.running_work();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0].review, redo.review);
+}
+
+#[test]
+fn a_both_mode_answer_gives_the_decision_and_the_entry() {
+    let flow = CompiledFlow::new(spec(BOTH_AND_SEND_BACK)).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine.handle(success_of("build", None, 1), at(1));
+    // A decision without the entry is refused.
+    let refused = machine
+        .decide("triage", 1, answer(Some("accept"), None), at(2))
+        .expect_err("no entry");
+    assert!(refused.to_string().contains("`owner`"), "{refused}");
+    let ballots = vec![
+        crate::engine::Ballot {
+            by: "ana".into(),
+            decision: "accept".into(),
+            feedback: None,
+        },
+        crate::engine::Ballot {
+            by: "cy".into(),
+            decision: "accept".into(),
+            feedback: Some("fine".into()),
+        },
+    ];
+    let accept = crate::engine::Decision {
+        decision: Some("accept".into()),
+        feedback: Some("fine".into()),
+        response: Some(json!({"owner": "ana"})),
+        decided_by: Some("ana, cy".into()),
+        ballots,
+    };
+    machine.decide("triage", 1, accept, at(3)).expect("taken");
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    assert_eq!(
+        record.steps["triage"].output,
+        Some(json!({
+            "decision": "accept",
+            "feedback": "fine",
+            "decidedBy": "ana, cy",
+            "response": {"owner": "ana"},
+            "answers": [
+                {"by": "ana", "decision": "accept", "feedback": null},
+                {"by": "cy", "decision": "accept", "feedback": "fine"},
+            ],
+        }))
+    );
+    assert_eq!(
+        record.steps["triage"].exit.as_deref(),
+        Some("accept"),
+        "the decision is the exit"
+    );
 }
 
 fn log(text: &str) -> crate::api::LogTail {

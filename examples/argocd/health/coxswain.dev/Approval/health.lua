@@ -16,13 +16,23 @@ if status ~= nil then
   closed = status.closed
 end
 
+-- What was answered: the decision the run took in and who took it (on a
+-- step of several approvers, all who agreed), else what the person wrote.
 local function answer()
   local text = "an entry"
-  if spec.decision ~= nil then
+  local by = nil
+  if status ~= nil and status.decision ~= nil then
+    text = status.decision
+  elseif spec.decision ~= nil then
     text = spec.decision
   end
-  if spec.decidedBy ~= nil and spec.decidedBy.username ~= nil then
-    text = text .. " by " .. spec.decidedBy.username
+  if status ~= nil and status.decidedBy ~= nil then
+    by = status.decidedBy
+  elseif spec.decidedBy ~= nil and spec.decidedBy.username ~= nil then
+    by = spec.decidedBy.username
+  end
+  if by ~= nil then
+    text = text .. " by " .. by
   end
   return text
 end
@@ -49,6 +59,11 @@ if spec.decision ~= nil or spec.response ~= nil then
 end
 
 hs.status = "Suspended"
+-- On a step of several approvers, how far their answers got.
+local tally = ""
+if status ~= nil and status.tally ~= nil then
+  tally = " (" .. status.tally .. ")"
+end
 if spec.mode == "entry" then
   local names = {}
   if spec.fields ~= nil then
@@ -60,7 +75,7 @@ if spec.mode == "entry" then
     ") on step " .. spec.step .. " of run " .. spec.run
 elseif spec.decisions ~= nil then
   hs.message = "Waiting for a person to decide (" .. table.concat(spec.decisions, ", ") ..
-    ") on step " .. spec.step .. " of run " .. spec.run
+    ") on step " .. spec.step .. " of run " .. spec.run .. tally
 else
   hs.message = "Waiting for a person to decide on step " .. spec.step .. " of run " .. spec.run
 end

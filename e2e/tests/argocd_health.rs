@@ -330,6 +330,12 @@ fn the_patch_file_holds_only_data_with_byte_for_byte_the_scripts_tested() {
     let keys: BTreeSet<String> = data.keys().cloned().collect();
     assert_eq!(keys, crd_keys(), "one health check per kind of crds/");
     assert_holds_the_scripts(data, PATCH_FILE);
+    let command = readme_command().join(" ");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start_matches('#').trim() == command),
+        "{PATCH_FILE} shows README's command: {command}"
+    );
 }
 
 /// README's command that adds the health checks to `argocd-cm`, as words.

@@ -105,6 +105,32 @@ fn hello_runs_offline_and_prints_the_record() {
 }
 
 #[test]
+fn the_schedule_example_runs_by_hand_as_a_first_report() {
+    let o = coxswain(&[
+        "run",
+        &example("digest.yaml"),
+        "--input",
+        r#"{"repo": "coxswain"}"#,
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(r["phase"], "Succeeded");
+    // `$SINCE` is empty outside a schedule: the report counts everything.
+    assert_eq!(
+        r["output"],
+        json!({"repo": "coxswain", "since": null, "report": "every change to coxswain so far"})
+    );
+}
+
+#[test]
 fn failure_handling_example_retries_and_continues() {
     let o = coxswain(&[
         "run",

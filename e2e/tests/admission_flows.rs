@@ -1,7 +1,8 @@
 //! Admission of Flows against the real API server, with the real kubectl:
 //! a flow that is not valid is refused naming the step and the character,
-//! and nobody reaches a Secret through a flow. People are impersonated
-//! (`--as`) and get their rights from Roles in the test's namespace.
+//! and nobody reaches a Secret through a flow, Argo CD's service account
+//! included. People and that account are impersonated (`--as`) and get
+//! their rights from Roles in the test's namespace.
 
 mod admission;
 
@@ -151,4 +152,59 @@ spec:
         "flows.coxswain.dev",
         &["choose where the secret goes"],
     );
+}
+
+/// Under Argo CD the applier is its application controller's service
+/// account: the Secret rule asks about that account, whoever wrote the
+/// commit, and the flow is admitted once that account may read the Secret.
+#[tokio::test]
+async fn under_argo_cd_the_secret_rule_asks_about_its_service_account() {
+    const ARGOCD: &str = "system:serviceaccount:argocd:argocd-application-controller";
+    let s = setup().await;
+    let argocd = [
+        "--as",
+        ARGOCD,
+        "--as-group",
+        "system:serviceaccounts",
+        "--as-group",
+        "system:serviceaccounts:argocd",
+    ];
+    let grant = |role: &str| {
+        format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: argocd-{role}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
+subjects:
+  - {{kind: ServiceAccount, name: argocd-application-controller, namespace: argocd}}
+"#
+        )
+    };
+    s.kubectl_as(&[], &["apply", "-f", "-"], Some(&grant("coxswain-user")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let synced = flow(
+        "synced",
+        r#"    - key: publish
+      http:
+        method: POST
+        url: https://cms.example.com/api/posts
+        headers: [{name: Authorization, valueFrom: {secretKeyRef: {name: cms, key: token}}}]
+"#,
+    );
+    assert_refused(
+        s.apply_as(&argocd, &synced),
+        "flows.coxswain.dev",
+        &[&format!(
+            "step publish: http.headers[0].valueFrom: `{ARGOCD}` may not read the Secret `cms`"
+        )],
+    );
+    s.kubectl_as(&[], &["apply", "-f", "-"], Some(&grant("read-cms")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // RBAC takes a moment to reach the authorizer's cache.
+    let admitted = coxswain_e2e::wait_for("the flow admitted", admission::BOUND, || async {
+        Ok(s.apply_as(&argocd, &synced).ok())
+    })
+    .await;
+    admitted.unwrap_or_else(|e| panic!("{e}"));
 }

@@ -3,8 +3,9 @@
 //! `e2e/argocd/` under Argo CD's contract: the object is `obj`, the script
 //! returns `{status, message}`), on objects read with `kubectl -o json` from
 //! real Flows, Runs and Approvals that `coxswain controller` drives, at each
-//! stage of their lives; and the scripts in `argocd-cm.yaml` are, byte for
-//! byte, the ones run here.
+//! stage of their lives; the scripts in `argocd-cm-patch.yaml` are, byte for
+//! byte, the ones run here; and README's `kubectl patch` of `argocd-cm`
+//! adds them to one made as Argo CD's install makes it, keeping its keys.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -285,47 +286,269 @@ spec:
     )
 }
 
-#[tokio::test]
-async fn argocd_cm_holds_byte_for_byte_the_scripts_tested_for_the_crds_kinds() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    let file = workspace_root().join("examples/argocd/argocd-cm.yaml");
-    // What kubectl reads from the file is what the API server stores and
-    // Argo CD runs.
-    let out = kubectl
-        .run(&[
-            "create",
-            "--dry-run=client",
-            "-o",
-            "json",
-            "-f",
-            &file.to_string_lossy(),
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let cm: Value = serde_json::from_str(&out).expect("kubectl prints JSON");
-    assert_eq!(cm["metadata"]["name"], "argocd-cm");
-    let data = cm["data"].as_object().expect("argocd-cm has data");
-    let mut crds = BTreeSet::new();
+/// The patch file README tells Argo CD's operators to apply.
+const PATCH_FILE: &str = "examples/argocd/argocd-cm-patch.yaml";
+
+/// The argocd-cm health keys, one per kind in `crds/`.
+fn crd_keys() -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
     for entry in std::fs::read_dir(workspace_root().join("crds")).expect("crds/") {
         let text = std::fs::read_to_string(entry.expect("crds/ entry").path()).expect("a CRD");
         let crd: serde_yaml::Value = serde_yaml::from_str(&text).expect("a CRD in YAML");
-        crds.insert(format!(
+        keys.insert(format!(
             "resource.customizations.health.{}_{}",
             crd["spec"]["group"].as_str().expect("a group"),
             crd["spec"]["names"]["kind"].as_str().expect("a kind"),
         ));
     }
-    let keys: BTreeSet<String> = data.keys().cloned().collect();
-    assert_eq!(keys, crds, "one health check per kind of crds/");
+    keys
+}
+
+/// Asserts `data` holds, under each kind's key, the tested script byte for
+/// byte; `what` names where `data` was read.
+#[track_caller]
+fn assert_holds_the_scripts(data: &serde_json::Map<String, Value>, what: &str) {
     for kind in KINDS {
         let key = format!("resource.customizations.health.coxswain.dev_{kind}");
         let tested = std::fs::read_to_string(script(kind)).expect("the script");
         assert!(
-            data[&key].as_str() == Some(tested.as_str()),
-            "{key} in argocd-cm.yaml differs from {}; its value should read:\n  {key}: |\n{}",
+            data.get(&key).and_then(Value::as_str) == Some(tested.as_str()),
+            "{key} in {what} differs from {}; its value should read:\n  {key}: |\n{}",
             script(kind).display(),
             block(&tested)
         );
     }
+}
+
+#[test]
+fn the_patch_file_holds_only_data_with_byte_for_byte_the_scripts_tested() {
+    let text = std::fs::read_to_string(workspace_root().join(PATCH_FILE)).expect("the patch");
+    let patch: Value = serde_yaml::from_str(&text).expect("the patch is YAML");
+    let top: Vec<&String> = patch.as_object().expect("a mapping").keys().collect();
+    assert_eq!(top, ["data"], "a merge patch of data only: {PATCH_FILE}");
+    let data = patch["data"].as_object().expect("data is a mapping");
+    let keys: BTreeSet<String> = data.keys().cloned().collect();
+    assert_eq!(keys, crd_keys(), "one health check per kind of crds/");
+    assert_holds_the_scripts(data, PATCH_FILE);
+    let command = readme_command().join(" ");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start_matches('#').trim() == command),
+        "{PATCH_FILE} shows README's command: {command}"
+    );
+}
+
+/// README's command that adds the health checks to `argocd-cm`, as words.
+fn readme_command() -> Vec<String> {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    let line = readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("kubectl patch configmap argocd-cm"))
+        .expect("README shows the kubectl patch of argocd-cm");
+    line.split_whitespace().map(String::from).collect()
+}
+
+/// An `argocd-cm` as Argo CD's install leaves it (`kubectl apply` of its
+/// manifests), with keys of its own that nothing of Coxswain's may remove.
+const ARGOCD_INSTALL_CM: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+  labels:
+    app.kubernetes.io/name: argocd-cm
+    app.kubernetes.io/part-of: argocd
+    coxswain.dev/e2e: argocd-cm
+data:
+  url: https://argocd.example.com
+  admin.enabled: "true"
+  resource.customizations.health.apps_Deployment: |
+    hs = {}
+    hs.status = "Healthy"
+    hs.message = "a script of the operator's own"
+    return hs
+"#;
+
+/// The `data` Argo CD's install put in [`ARGOCD_INSTALL_CM`].
+fn install_data() -> serde_json::Map<String, Value> {
+    let cm: Value = serde_yaml::from_str(ARGOCD_INSTALL_CM).expect("YAML");
+    cm["data"].as_object().expect("data").clone()
+}
+
+#[tokio::test]
+async fn the_readme_command_adds_the_health_checks_and_keeps_every_key_of_argocd_cm() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    let words = readme_command();
+    assert!(
+        words.windows(2).any(|w| w == ["-n", "argocd"]),
+        "the README command patches argocd-cm in the argocd namespace: {words:?}"
+    );
+    // The namespace Argo CD installs into; a cluster whose argocd-cm is
+    // not this test's own is left alone.
+    match kubectl.run(&["create", "namespace", "argocd"]) {
+        Ok(_) => {}
+        Err(e) if e.contains("AlreadyExists") => {
+            if let Ok(out) = kubectl.run(&[
+                "get",
+                "configmap",
+                "argocd-cm",
+                "-n",
+                "argocd",
+                "-o",
+                "json",
+            ]) {
+                let cm: Value = serde_json::from_str(&out).expect("JSON");
+                assert_eq!(
+                    cm["metadata"]["labels"]["coxswain.dev/e2e"], "argocd-cm",
+                    "this cluster has an argocd-cm of its own; this test would change it"
+                );
+                kubectl
+                    .run(&["delete", "configmap", "argocd-cm", "-n", "argocd"])
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+        Err(e) => panic!("{e}"),
+    }
+    let get = || {
+        kubectl.json(&[
+            "get",
+            "configmap",
+            "argocd-cm",
+            "-n",
+            "argocd",
+            "-o",
+            "json",
+        ])
+    };
+    kubectl
+        .run_with_stdin(
+            &["apply", "-n", "argocd", "-f", "-"],
+            Some(ARGOCD_INSTALL_CM),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let installed = get();
+
+    // Exactly README's command, run from the repository's root.
+    let args: Vec<String> = words[1..]
+        .iter()
+        .map(|w| match workspace_root().join(w) {
+            path if w.contains('/') && path.exists() => path.to_string_lossy().into_owned(),
+            _ => w.clone(),
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = kubectl.run(&args).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.trim(), "configmap/argocd-cm patched", "{words:?}");
+    let patched = get();
+    let data = patched["data"].as_object().expect("data");
+    for (key, value) in install_data() {
+        assert_eq!(
+            data.get(&key),
+            Some(&value),
+            "{key} of Argo CD's install, after the patch"
+        );
+    }
+    assert_holds_the_scripts(
+        data,
+        "argocd-cm as the API server stored it after the patch",
+    );
+    let mut expected: BTreeSet<String> = install_data().keys().cloned().collect();
+    expected.extend(crd_keys());
+    let keys: BTreeSet<String> = data.keys().cloned().collect();
+    assert_eq!(
+        keys, expected,
+        "Argo CD's keys and Coxswain's, nothing else"
+    );
+    assert_eq!(
+        patched["metadata"]["labels"], installed["metadata"]["labels"],
+        "the labels are Argo CD's still"
+    );
+
+    // A second time changes nothing, not even the resource version.
+    let again = kubectl.run(&args).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.trim(), "configmap/argocd-cm patched (no change)");
+    let twice = get();
+    assert_eq!(
+        twice["metadata"]["resourceVersion"],
+        patched["metadata"]["resourceVersion"]
+    );
+    assert_eq!(twice["data"], patched["data"]);
+
+    // Argo CD's install applied again (an upgrade) keeps the health checks:
+    // client-side apply removes only keys it applied before.
+    kubectl
+        .run_with_stdin(
+            &["apply", "-n", "argocd", "-f", "-"],
+            Some(ARGOCD_INSTALL_CM),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let upgraded = get();
+    assert_eq!(
+        upgraded["data"], patched["data"],
+        "after Argo CD's install is applied again"
+    );
+    kubectl
+        .run(&["delete", "namespace", "argocd", "--wait=false"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Why README says patch, not apply: `kubectl apply` of a ConfigMap with
+/// only Coxswain's keys, with `flags`, on an `argocd-cm` made as Argo CD's
+/// install makes it, in a namespace of its own; the keys left.
+async fn keys_left_by_apply(flags: &[&str]) -> BTreeSet<String> {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    let ns = coxswain_e2e::TestNamespace::new().await.expect("namespace");
+    kubectl
+        .run_with_stdin(
+            &["apply", "-n", ns.name(), "-f", "-"],
+            Some(ARGOCD_INSTALL_CM),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = std::fs::read_to_string(workspace_root().join(PATCH_FILE)).expect("the patch");
+    let patch: Value = serde_yaml::from_str(&text).expect("YAML");
+    let ours = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "argocd-cm"},
+        "data": patch["data"],
+    });
+    let mut args = vec!["apply", "-n", ns.name()];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["-f", "-"]);
+    kubectl
+        .run_with_stdin(&args, Some(&ours.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cm = kubectl.json(&[
+        "get",
+        "configmap",
+        "argocd-cm",
+        "-n",
+        ns.name(),
+        "-o",
+        "json",
+    ]);
+    cm["data"]
+        .as_object()
+        .expect("data")
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn client_side_apply_of_only_the_health_keys_would_remove_argo_cds_keys() {
+    // The install's keys are in its last applied configuration, not in ours.
+    assert_eq!(keys_left_by_apply(&[]).await, crd_keys());
+}
+
+/// Server-side apply under a field manager of its own removes them too, at
+/// once: kubectl hands the client-side apply's fields over to that manager,
+/// which then no longer applies them.
+#[tokio::test]
+async fn server_side_apply_of_only_the_health_keys_would_remove_argo_cds_keys() {
+    let flags = ["--server-side", "--field-manager=coxswain-health"];
+    assert_eq!(keys_left_by_apply(&flags).await, crd_keys());
 }
 
 #[tokio::test]

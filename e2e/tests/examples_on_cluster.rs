@@ -140,6 +140,7 @@ async fn the_script_examples_end_on_the_cluster_as_they_end_locally() {
             json!({"names": ["Ada", "Grace", "Linus"], "loud": true}),
         ),
         ("failures.yaml", json!({})),
+        ("digest.yaml", json!({"repo": "coxswain"})),
     ];
     let runs: Vec<(String, &str, Value)> = examples
         .iter()

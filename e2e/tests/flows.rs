@@ -1,14 +1,18 @@
 //! The Flow reconciler against a real API server, run in this test process
 //! and scoped to the test's namespace: Flows applied with the real kubectl
-//! get their `Valid` condition and the STEPS/VALID/LAST RUN columns, and a
+//! get their `Valid` condition and the STEPS/VALID/SCHEDULE/NEXT/LAST RUN
+//! columns (the schedule example's NEXT its next slot), and a
 //! `* * * * *` schedule starts Runs named after their minute, with the
 //! schedule's input and `$SINCE` from the last scheduled run that succeeded.
 
 use std::time::Duration;
 
 use coxswain_core::api::{Flow, Run};
-use coxswain_e2e::{TestNamespace, wait_for};
+use coxswain_e2e::{TestNamespace, wait_for, workspace_root};
 use coxswain_k8s::names;
+use jiff::Timestamp;
+use jiff::civil::Weekday;
+use jiff::tz::TimeZone;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{
     Api, ResourceExt,
@@ -231,13 +235,15 @@ async fn flows_get_valid_and_the_columns_people_read() {
     let rows = cells(&table);
     assert_eq!(
         rows[0].0,
-        ["NAME", "STEPS", "VALID", "LAST RUN", "AGE"],
+        [
+            "NAME", "STEPS", "VALID", "SCHEDULE", "NEXT", "LAST RUN", "AGE"
+        ],
         "{table}"
     );
-    assert_eq!(rows[0].1[..4], ["bad", "3", "False", ""], "{table}");
+    assert_eq!(rows[0].1[..6], ["bad", "3", "False", "", "", ""], "{table}");
     assert_eq!(
-        rows[1].1[..4],
-        ["good", "3", "True", "good-by-hand"],
+        rows[1].1[..6],
+        ["good", "3", "True", "", "", "good-by-hand"],
         "{table}"
     );
 
@@ -263,6 +269,112 @@ async fn flows_get_valid_and_the_columns_people_read() {
     );
     assert_eq!(still.last_transition_time, invalid.last_transition_time);
     assert_eq!(still.observed_generation, edited.metadata.generation);
+}
+
+/// The first 06:30 of a weekday in Paris strictly after `after`: the next
+/// slot of `examples/digest.yaml`'s `30 6 * * 1-5`, worked out here day by
+/// day rather than by the controller's cron library.
+fn next_weekday_half_past_six_in_paris(after: Timestamp) -> Timestamp {
+    let paris = TimeZone::get("Europe/Paris").expect("Europe/Paris");
+    let mut day = after.to_zoned(paris.clone()).date();
+    loop {
+        if !matches!(day.weekday(), Weekday::Saturday | Weekday::Sunday) {
+            let slot = day
+                .at(6, 30, 0, 0)
+                .to_zoned(paris.clone())
+                .expect("06:30 exists in Paris")
+                .timestamp();
+            if slot > after {
+                return slot;
+            }
+        }
+        day = day.tomorrow().expect("a next day");
+    }
+}
+
+#[tokio::test]
+async fn kubectl_get_flows_shows_the_schedule_example_and_its_next_slot() {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let kubectl = Kubectl::new().await;
+    kubectl.install_crds().await;
+    let _controller = FlowController::start(&ns).await;
+    let before = Timestamp::now();
+    let digest = std::fs::read_to_string(workspace_root().join("examples/digest.yaml"))
+        .expect("examples/digest.yaml");
+    kubectl.apply(ns.name(), &digest);
+    kubectl.apply(ns.name(), GOOD);
+    // A schedule that cannot start runs: its zone is no IANA zone (the API
+    // server keeps it; admission, not installed here, would refuse it).
+    kubectl.apply(
+        ns.name(),
+        &digest
+            .replace("name: digest", "name: nowhere")
+            .replace("timeZone: Europe/Paris", "timeZone: Europe/Atlantis"),
+    );
+    let flows: Api<Flow> = ns.api();
+    observed(&flows, "good").await;
+    observed(&flows, "nowhere").await;
+    let flow = wait_for("digest's next slot", BOUND, || async {
+        let flow = flows.get("digest").await?;
+        let next = flow
+            .status
+            .as_ref()
+            .and_then(|s| s.next_schedule_time.clone());
+        Ok(next.is_some().then_some(flow))
+    })
+    .await
+    .expect("nextScheduleTime");
+    let expected = next_weekday_half_past_six_in_paris(before);
+
+    let table = kubectl
+        .run(&["get", "flows", "-n", ns.name()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("$ kubectl get flows\n{table}");
+    let rows = cells(&table);
+    assert_eq!(
+        rows[0].0,
+        [
+            "NAME", "STEPS", "VALID", "SCHEDULE", "NEXT", "LAST RUN", "AGE"
+        ],
+        "{table}"
+    );
+    let row = |name: &str| -> Vec<String> {
+        rows.iter()
+            .map(|(_, cells)| cells.clone())
+            .find(|cells| cells[0] == name)
+            .unwrap_or_else(|| panic!("no {name} in {table}"))
+    };
+    let digest_row = row("digest");
+    assert_eq!(
+        digest_row[..4],
+        ["digest", "2", "True", "30 6 * * 1-5"],
+        "{table}"
+    );
+    let next: Timestamp = digest_row[4].parse().unwrap_or_else(|e| {
+        panic!(
+            "NEXT {:?} is no RFC 3339 time ({e}): {table}",
+            digest_row[4]
+        )
+    });
+    assert!(next > Timestamp::now(), "NEXT {next} is not in the future");
+    assert_eq!(next, expected, "{table}");
+    assert_eq!(digest_row[5], "", "no run yet: {table}");
+    assert_eq!(row("good")[3..6], ["", "", ""], "no schedule: {table}");
+    let nowhere = row("nowhere");
+    assert_eq!(nowhere[3], "30 6 * * 1-5", "{table}");
+    assert_eq!(
+        nowhere[4], "",
+        "a schedule that cannot start runs has no NEXT: {table}"
+    );
+    let nowhere = flows.get("nowhere").await.expect("nowhere");
+    assert_eq!(condition(&nowhere, "Ready").expect("Ready").status, "False");
+    assert_eq!(
+        flow.status
+            .as_ref()
+            .and_then(|s| s.last_schedule_time.as_deref()),
+        None,
+        "no slot has come since the flow was made"
+    );
 }
 
 /// A Flow the API server keeps (a loop's body is free JSON to its schema,

@@ -25,6 +25,12 @@ use super::step::Step;
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Valid\")].status"
     ),
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule.cron"),
+    printcolumn(
+        name = "Next",
+        type_ = "string",
+        json_path = ".status.nextScheduleTime"
+    ),
     printcolumn(name = "Last Run", type_ = "string", json_path = ".status.lastRun"),
     printcolumn(
         name = "Age",
@@ -143,6 +149,11 @@ pub struct FlowStatus {
     /// When the last scheduled run that succeeded started (`$SINCE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_successful_run_start: Option<String>,
+    /// The next slot the schedule will start a run for (RFC 3339); absent
+    /// without a schedule, or while the flow or its schedule cannot start
+    /// runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<String>,
 }
 
 /// One validation problem, as the validator reports it.

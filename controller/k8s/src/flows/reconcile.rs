@@ -65,6 +65,7 @@ async fn reconcile_flow(flow: &Flow, ctx: &Context) -> Result<Action, Error> {
         last_successful_run_start: read_time(&old.last_successful_run_start)
             .max(survey.last_success_start),
         schedule_problem: None,
+        next_schedule_time: None,
     };
     let mut wake_at = None;
     if verdict.problems.is_empty()
@@ -140,6 +141,9 @@ async fn follow(
             Started::Refused(why) => book.schedule_problem = Some(why),
         }
     }
+    // The slot the next wake-up starts; `compose` drops it when the
+    // schedule cannot start runs.
+    book.next_schedule_time = decision.wake_at;
     Ok(decision.wake_at)
 }
 
@@ -282,6 +286,7 @@ async fn reconcile_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<
         last_schedule_time: read_time(&old.last_schedule_time),
         last_successful_run_start: read_time(&old.last_successful_run_start),
         schedule_problem: None,
+        next_schedule_time: None,
     };
     let new = status::compose(
         &old,

@@ -81,6 +81,8 @@ pub struct Bookkeeping {
     pub last_successful_run_start: Option<Timestamp>,
     /// Why the flow's schedule cannot be followed, when it cannot.
     pub schedule_problem: Option<String>,
+    /// The next slot the schedule starts a Run for, when it has one.
+    pub next_schedule_time: Option<Timestamp>,
 }
 
 /// The status a Flow should have now, from the stored one (for transition
@@ -100,8 +102,13 @@ pub fn compose(
         last_run: book.last_run.clone(),
         last_schedule_time: book.last_schedule_time.map(|t| t.to_string()),
         last_successful_run_start: book.last_successful_run_start.map(|t| t.to_string()),
+        next_schedule_time: None,
     };
     let valid = verdict.problems.is_empty();
+    if valid && book.schedule_problem.is_none() {
+        // Only a schedule that can start runs has a next slot to show.
+        status.next_schedule_time = book.next_schedule_time.map(|t| t.to_string());
+    }
     let (reason, message) = if valid {
         (REASON_VALID, "The flow passed validation.".to_string())
     } else {
@@ -310,6 +317,36 @@ mod tests {
             ("False", "ScheduleUnusable")
         );
         assert_eq!(condition(&status, VALID).status, "True");
+        assert_eq!(status.next_schedule_time, None);
+    }
+
+    #[test]
+    fn the_next_slot_is_shown_only_while_the_schedule_can_start_runs() {
+        let next = at("2030-01-01T06:30:00Z");
+        let now = at("2030-01-01T00:00:00Z");
+        let book = Bookkeeping {
+            next_schedule_time: Some(next),
+            ..Default::default()
+        };
+        let valid = compose(
+            &FlowStatus::default(),
+            Some(1),
+            &check(&spec(VALID_FLOW)),
+            &book,
+            now,
+        );
+        assert_eq!(
+            valid.next_schedule_time.as_deref(),
+            Some("2030-01-01T06:30:00Z")
+        );
+        let invalid = compose(&valid, Some(2), &check(&spec(INVALID_FLOW)), &book, now);
+        assert_eq!(invalid.next_schedule_time, None);
+        let refused = Bookkeeping {
+            schedule_problem: Some("the scheduled run t-1 was refused: bad input".into()),
+            ..book
+        };
+        let unusable = compose(&valid, Some(1), &check(&spec(VALID_FLOW)), &refused, now);
+        assert_eq!(unusable.next_schedule_time, None);
     }
 
     #[test]

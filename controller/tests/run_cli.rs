@@ -49,6 +49,17 @@ fn flow_file(name: &str, steps: &str) -> FlowFile {
     }
 }
 
+/// The record of a run that must have succeeded (exit 0).
+fn succeeded(o: &Output) -> Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    record(o)
+}
+
 fn record(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
@@ -69,13 +80,7 @@ fn hello_runs_offline_and_prints_the_record() {
         "--output",
         "json",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = record(&o);
+    let r = succeeded(&o);
     assert_eq!(r["phase"], "Succeeded");
     assert_eq!(r["steps"]["count"]["output"]["count"], 2);
     assert_eq!(r["steps"]["check"]["exit"], "true");
@@ -115,13 +120,7 @@ fn the_schedule_example_runs_by_hand_as_a_first_report() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = record(&o);
+    let r = succeeded(&o);
     assert_eq!(r["phase"], "Succeeded");
     // `$SINCE` is empty outside a schedule: the report counts everything.
     assert_eq!(
@@ -139,13 +138,7 @@ fn failure_handling_example_retries_and_continues() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = record(&o);
+    let r = succeeded(&o);
     assert_eq!(
         r["steps"]["flaky"]["attempts"].as_array().map(Vec::len),
         Some(2)
@@ -287,13 +280,7 @@ fn decisions_come_from_the_command_line_in_order() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = record(&o);
+    let r = succeeded(&o);
     assert_eq!(r["steps"]["draft"]["output"]["attempt"], 2);
     assert_eq!(r["steps"]["draft"]["attempts"][1]["feedback"], "again");
     assert_eq!(r["steps"]["review"]["output"]["decision"], "approve");
@@ -537,13 +524,7 @@ fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = record(&o);
+    let r = succeeded(&o);
     assert_eq!(
         r["output"]["notes"],
         "Release 1.4.0 (draft 2, reviewer asked: Mention the new exporter.): faster runs, clearer errors."
@@ -562,13 +543,7 @@ fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = record(&o);
+    let r = succeeded(&o);
     let triage = &r["steps"]["triage"];
     assert_eq!(triage["exit"], "accept", "{triage}");
     assert_eq!(

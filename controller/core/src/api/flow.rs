@@ -60,6 +60,10 @@ pub struct FlowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub output: Option<Value>,
+    /// Git checkouts (or an empty folder) every script step of a run
+    /// shares at `$WORKSPACE`, on a branch of the run's own (`$BRANCH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::Workspace>,
     /// The steps, in order. Unless a step says `after`, it comes after the one
     /// listed before it.
     pub steps: Vec<Step>,

@@ -18,6 +18,7 @@ mod run;
 pub mod schema;
 mod step;
 pub mod stored;
+mod workspace;
 
 pub use approval::{
     Approval, ApprovalAnswer, ApprovalSpec, ApprovalState, ApprovalStatus, DecidedBy,
@@ -34,6 +35,11 @@ pub use step::{
     HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MatrixTarget, MessageStep, NameValue,
     OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, ScriptOutput, ScriptStep,
     SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
+};
+
+pub use workspace::{
+    DEFAULT_BRANCH_PREFIX, KeepPolicy, OUTPUTS_DIR, PushPolicy, PushedBranch, RepoCheckout,
+    RepoSecretRef, Workspace, WorkspaceRepo, WorkspaceStatus, kept_outputs_path,
 };
 
 /// The API group of every Coxswain resource.

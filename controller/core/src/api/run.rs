@@ -143,6 +143,10 @@ pub struct RunStatus {
     /// `output:` of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_from: Option<String>,
+    /// The run's workspace, for a flow with one: its branch, the commit
+    /// each checkout started from, what was pushed, where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::WorkspaceStatus>,
     /// The reason a run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,

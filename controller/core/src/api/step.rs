@@ -252,7 +252,8 @@ pub enum ReplyFormat {
 pub struct Field {
     /// The field name: a plain identifier, so placeholders can address it.
     pub name: String,
-    /// One of string, number, integer, boolean, array, object.
+    /// One of string, number, integer, boolean, array, object; a script's
+    /// output may also declare `file`: a file it left in `$OUTPUTS`.
     #[serde(rename = "type")]
     pub type_: String,
     /// What the value means; passed to the model or shown to the person.
@@ -267,7 +268,7 @@ impl Field {
     /// (the validator refuses those) accepts nothing.
     pub fn accepts(&self, value: &Value) -> bool {
         match self.type_.as_str() {
-            "string" => value.is_string(),
+            "string" | "file" => value.is_string(),
             "number" => value.is_number(),
             "integer" => {
                 value.is_i64()

@@ -38,7 +38,16 @@ pub struct CompiledFlow(Cell);
 impl CompiledFlow {
     /// Validates and compiles a flow; the problems are those `coxswain lint` prints.
     pub fn new(spec: impl Into<Arc<FlowSpec>>) -> Result<Self, Vec<StepProblem>> {
-        Cell::try_new(spec.into(), |spec| Compiled::new(spec)).map(CompiledFlow)
+        Self::new_with(spec, &Limits::default())
+    }
+
+    /// Validates with `limits` (`coxswain run` allows what only it can
+    /// do, such as cloning `file` URLs) and compiles a flow.
+    pub fn new_with(
+        spec: impl Into<Arc<FlowSpec>>,
+        limits: &Limits,
+    ) -> Result<Self, Vec<StepProblem>> {
+        Cell::try_new(spec.into(), |spec| Compiled::new(spec, limits)).map(CompiledFlow)
     }
 
     /// The start check ([`crate::flow::check_start`]) for a run that goes
@@ -135,9 +144,9 @@ pub struct CompiledStep<'a> {
 
 impl<'a> Compiled<'a> {
     /// Validates and compiles a flow, building its graph once for both.
-    fn new(spec: &'a FlowSpec) -> Result<Self, Vec<StepProblem>> {
+    fn new(spec: &'a FlowSpec, limits: &Limits) -> Result<Self, Vec<StepProblem>> {
         let graph = FlowGraph::new(&spec.steps);
-        let problems = validate_graph(spec, &graph, &Limits::default());
+        let problems = validate_graph(spec, &graph, limits);
         if !problems.is_empty() {
             return Err(problems);
         }

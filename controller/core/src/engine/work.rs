@@ -259,6 +259,9 @@ pub mod codes {
     /// The flow a run starts from has problems (found when the run starts,
     /// where no admission webhook refused the Flow).
     pub const FLOW_INVALID: &str = "workflow.flow_invalid";
+    /// The run's workspace could not be made (a clone, a ref, credentials)
+    /// or its branch could not be pushed; the message names the repo.
+    pub const WORKSPACE: &str = "workspace.failed";
     /// Coxswain itself could not run or follow the work (an executor broke,
     /// or the place work runs could not be reached).
     pub const INTERNAL: &str = "workflow.internal_error";

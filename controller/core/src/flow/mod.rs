@@ -22,6 +22,7 @@ mod schedule;
 mod secrets;
 mod start;
 mod validate;
+mod workspace;
 mod yaml_1_1;
 mod yaml_tree;
 
@@ -46,6 +47,7 @@ pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
 pub use start::{StartProblem, check_start, input_fits, one_line};
 pub use validate::{
-    Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,
+    FILE_TYPE, Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,
 };
+pub use workspace::{MAX_REPOS, REPO_SCHEMES, RunsOn, WorkspaceProblem, check_workspace};
 pub use yaml_1_1::{ReadsDifferently, boolean_looking_keys, reads_differently};

@@ -18,6 +18,7 @@ use super::graph::{FlowGraph, exits, split_after};
 use super::input_schema::check_schema;
 use super::record_size::{RECORD_CEILING, STEP_RECORD_BYTES};
 use super::schedule::check_schedule;
+use super::workspace::{RunsOn, check_workspace};
 
 /// Whether the text before the placeholder at `position` (1-based
 /// characters) holds the whole origin: `scheme://authority` followed by
@@ -46,6 +47,11 @@ pub const RESERVED_KEYS: [&str; 7] = ["input", "steps", "previous", "loop", "ite
 /// The field types a reply, a script output or an entry may declare.
 pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
 
+/// The field type of a script output naming a file the script left in
+/// `$OUTPUTS`: text, a path relative to `$OUTPUTS` (or under it). In a run
+/// with a workspace it becomes the path where the file is kept.
+pub const FILE_TYPE: &str = "file";
+
 /// The HTTP methods an `http` step may use.
 pub const HTTP_METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 
@@ -67,6 +73,8 @@ pub struct Limits {
     pub max_backoff: Duration,
     /// Longest `timeout` of a step or an HTTP call.
     pub max_timeout: Duration,
+    /// Where the flow is to run: `coxswain run` also clones `file` URLs.
+    pub runs_on: RunsOn,
 }
 
 impl Default for Limits {
@@ -78,6 +86,7 @@ impl Default for Limits {
             max_key_len: 40,
             max_backoff: Duration::from_secs(7 * 86_400),
             max_timeout: Duration::from_secs(30 * 86_400),
+            runs_on: RunsOn::Cluster,
         }
     }
 }
@@ -263,6 +272,11 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 self.report("", &field, message, None);
             }
         }
+        if let Some(workspace) = &spec.workspace {
+            for (field, problem) in check_workspace(workspace, self.limits.runs_on) {
+                self.report("", &field, problem.to_string(), None);
+            }
+        }
         if let Some(schema) = &spec.input {
             for problem in check_schema(schema) {
                 self.report("", &problem.path, problem.message, None);
@@ -400,7 +414,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                                 None,
                             );
                         }
-                        self.check_fields(key, &f("agent.reply.fields"), &reply.fields);
+                        self.check_fields(key, &f("agent.reply.fields"), &reply.fields, false);
                     }
                 }
                 StepKind::Script(s) => self.check_script(key, prefix, s),
@@ -619,7 +633,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             }
         }
         if let Some(output) = &s.output {
-            self.check_fields(key, &format!("{field}.output.fields"), &output.fields);
+            self.check_fields(key, &format!("{field}.output.fields"), &output.fields, true);
         }
     }
 
@@ -861,7 +875,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 );
             }
         }
-        self.check_fields(key, &format!("{field}.fields"), &a.fields);
+        self.check_fields(key, &format!("{field}.fields"), &a.fields, false);
     }
 
     /// `approvals`: at least 1; more only in review mode, and never more
@@ -1054,7 +1068,9 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         self.check_expr(until_reader, key, &format!("{field}.until"), &l.until);
     }
 
-    fn check_fields(&mut self, key: &str, field: &str, fields: &[Field]) {
+    /// Declared fields; `file` fields only where a script prints them
+    /// (`files`: true).
+    fn check_fields(&mut self, key: &str, field: &str, fields: &[Field], files: bool) {
         let mut seen = HashSet::new();
         for (i, f) in fields.iter().enumerate() {
             let here = format!("{field}[{i}]");
@@ -1068,7 +1084,12 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                     None,
                 );
             }
-            if !FIELD_TYPES.contains(&f.type_.as_str()) {
+            if f.type_ == FILE_TYPE {
+                if !files {
+                    let message = "`file` fields are for scripts: a script names a file it left in `$OUTPUTS`; here use string";
+                    self.report(key, &format!("{here}.type"), message, None);
+                }
+            } else if !FIELD_TYPES.contains(&f.type_.as_str()) {
                 let message = format!(
                     "`{}` is not a field type; use one of {}",
                     f.type_,

@@ -5,12 +5,17 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 use serde_json::Value;
 
 use super::CliError;
-use crate::local::{CommandLineApprover, Progress, run_flow};
-use coxswain_core::api::RunPhase;
+use crate::local::{
+    CommandLineApprover, Progress, Start, failed_before_start, local_run, run_started,
+};
+use coxswain_core::api::{RunPhase, RunStatus, Workspace, WorkspaceStatus};
 use coxswain_core::engine::CompiledFlow;
-use coxswain_core::flow::check_input;
+use coxswain_core::flow::{Limits, RunsOn, check_input};
 use coxswain_steps::agent::{Mode, Provider};
 use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
+use coxswain_steps::script::SharedWorkspace;
+use coxswain_steps::secrets::EnvSecrets;
+use coxswain_steps::workspace::{Repos, temp_folder};
 
 /// Options of `coxswain run`.
 #[derive(clap::Args, Debug)]
@@ -55,6 +60,14 @@ pub struct Args {
     /// (their records keep the last lines all the same).
     #[arg(long)]
     no_script_logs: bool,
+    /// Keep the run's workspace (the checkouts, and the files steps left in
+    /// `$OUTPUTS`) after the run instead of removing it, and print where.
+    #[arg(long)]
+    keep_workspace: bool,
+    /// Use the checkouts already in DIR (one folder per repo) as the run's
+    /// workspace: nothing is cloned, no branch made, nothing pushed.
+    #[arg(long, value_name = "DIR", conflicts_with = "keep_workspace")]
+    workspace: Option<PathBuf>,
 }
 
 fn parse_provider(s: &str) -> Result<Provider, String> {
@@ -105,7 +118,11 @@ fn prepare(args: &Args) -> Result<(coxswain_core::api::FlowSpec, Value), CliErro
 
 fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> ExitCode {
     let file = args.file.display();
-    let flow = match CompiledFlow::new(spec.clone()) {
+    let limits = Limits {
+        runs_on: RunsOn::Local,
+        ..Limits::default()
+    };
+    let flow = match CompiledFlow::new_with(spec.clone(), &limits) {
         Ok(flow) => flow,
         Err(problems) => {
             for p in problems {
@@ -129,13 +146,18 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
     };
     let mut progress = Progress::new(args.quiet);
     let executors = match LocalConfig::from_env(flags).and_then(LocalExecutors::new) {
-        Ok(e) if args.quiet || args.no_script_logs => Arc::new(e),
-        Ok(e) => Arc::new(e.with_script_echo(progress.script_lines())),
+        Ok(e) if args.quiet || args.no_script_logs => e,
+        Ok(e) => e.with_script_echo(progress.script_lines()),
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::from(2);
         }
     };
+    if args.workspace.is_some() && spec.workspace.is_none() {
+        eprintln!(
+            "warning: --workspace is ignored: the flow declares no workspace (`spec.workspace`)"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -149,14 +171,32 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
     let cancel = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let state = runtime.block_on(run_flow(
-        &flow,
-        input,
-        executors,
-        &mut approver,
-        &mut progress,
-        cancel,
-    ));
+    let start = Start {
+        run: local_run(),
+        workspace: None,
+    };
+    let state = match &spec.workspace {
+        None => runtime.block_on(run_started(
+            &flow,
+            input,
+            start,
+            Arc::new(executors),
+            &mut approver,
+            &mut progress,
+            cancel,
+        )),
+        Some(workspace) => runtime.block_on(with_workspace(
+            args,
+            workspace,
+            &flow,
+            input,
+            start,
+            executors,
+            &mut approver,
+            &mut progress,
+            cancel,
+        )),
+    };
     warn_unused(&approver);
     // Text mode prints the output of a run that succeeded, and nothing
     // otherwise: a failed run's `null` would read like a result.
@@ -177,6 +217,101 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Makes the run's workspace, runs the flow in it, pushes its branch when
+/// the flow says so, and removes it unless `--keep-workspace` (a
+/// `--workspace DIR` of the user's is never removed, nor pushed from).
+#[allow(clippy::too_many_arguments)]
+async fn with_workspace(
+    args: &Args,
+    workspace: &Workspace,
+    flow: &CompiledFlow,
+    input: Value,
+    mut start: Start,
+    executors: LocalExecutors,
+    approver: &mut CommandLineApprover,
+    progress: &mut Progress,
+    cancel: impl std::future::Future<Output = ()>,
+) -> RunStatus {
+    let branch = workspace.branch_for(&start.run.name);
+    let secrets = EnvSecrets::new();
+    let repos = match Repos::read(workspace, &secrets).await {
+        Ok(repos) => repos,
+        Err(e) => return failed_before_start(flow, input, start, e.into(), progress),
+    };
+    // A private folder of the run's own (0700), unless the user gave one.
+    let (dir, temp) = match &args.workspace {
+        Some(dir) => (dir.clone(), None),
+        None => match temp_folder() {
+            Ok(temp) => (temp.path().to_path_buf(), Some(temp)),
+            Err(e) => return failed_before_start(flow, input, start, e.into(), progress),
+        },
+    };
+    let made = match &args.workspace {
+        Some(_) => repos.existing(&dir, &branch).await,
+        None => repos.check_out(&dir, &branch).await,
+    };
+    let mut state = match made {
+        Ok(status) => {
+            start.workspace = Some(status);
+            let executors = executors.with_workspace(SharedWorkspace {
+                dir: Some(dir.clone()),
+                branch: branch.clone(),
+            });
+            run_started(
+                flow,
+                input,
+                start,
+                Arc::new(executors),
+                approver,
+                progress,
+                cancel,
+            )
+            .await
+        }
+        Err(e) => {
+            start.workspace = Some(WorkspaceStatus {
+                branch: branch.clone(),
+                volume: Some(dir.display().to_string()),
+                ..Default::default()
+            });
+            failed_before_start(flow, input, start, e.into(), progress)
+        }
+    };
+    let ready = state
+        .workspace
+        .as_ref()
+        .is_some_and(|w| !w.repos.is_empty());
+    if args.workspace.is_none() && ready && workspace.pushes(state.phase == RunPhase::Succeeded) {
+        let (pushed, failure) = repos.push(&dir, &branch).await;
+        for p in &pushed {
+            progress.note(&format!(
+                "pushed {branch} to repo `{}` at {}",
+                p.name, p.commit
+            ));
+        }
+        if let Some(e) = &failure {
+            progress.note(&e.to_string());
+        }
+        state.workspace_pushed(pushed, failure.map(Into::into));
+    }
+    match temp {
+        Some(temp) if args.keep_workspace => {
+            let kept = temp.keep();
+            eprintln!("workspace kept at {}", kept.display());
+        }
+        Some(temp) => {
+            if let Err(e) = temp.close() {
+                eprintln!(
+                    "warning: cannot remove the workspace {}: {e}",
+                    dir.display()
+                );
+            }
+        }
+        None => {}
+    }
+    state
 }
 
 /// Answers given with `--decide` that no step asked for by the end of the

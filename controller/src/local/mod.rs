@@ -7,7 +7,7 @@ mod progress;
 
 use std::sync::Arc;
 
-use coxswain_core::api::RunStatus;
+use coxswain_core::api::{RunStatus, StepError, WorkspaceStatus};
 use coxswain_core::engine::{
     ApprovalRequest, AskRef, CompiledFlow, Decision, Event, Failed, Plan, RunInfo, RunMachine,
     Seen, Work, codes, same_attempt, step_error,
@@ -20,6 +20,48 @@ use serde_json::Value;
 
 pub use approve::{ApproveError, Approver, CommandLineApprover, parse_answer};
 pub use progress::Progress;
+
+/// A new local run's facts: a name no other run of this machine has (the
+/// time, and a random tail so two runs started in the same second, and
+/// their workspace branches, stay apart), and a random uid.
+pub fn local_run() -> RunInfo {
+    let tail: u16 = rand::random();
+    RunInfo {
+        name: format!("local-{}-{tail:04x}", Timestamp::now().as_second()),
+        namespace: "local".into(),
+        uid: random_uid(),
+        since: None,
+    }
+}
+
+/// What a run starts with besides its flow and input.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    /// The run's facts.
+    pub run: RunInfo,
+    /// Its workspace, made already, for a flow with one.
+    pub workspace: Option<WorkspaceStatus>,
+}
+
+/// The record of a run that failed before its first step (its workspace
+/// could not be made): every step pending, the run failed with `error`.
+pub fn failed_before_start(
+    flow: &CompiledFlow,
+    input: Value,
+    start: Start,
+    error: StepError,
+    progress: &mut Progress,
+) -> RunStatus {
+    let mut machine = RunMachine::new(flow, input, start.run);
+    if let Some(workspace) = start.workspace {
+        machine.set_workspace(workspace);
+    }
+    progress.note(&error.message);
+    machine.handle(Event::GiveUp(error), Timestamp::now());
+    machine.record();
+    progress.finished(machine.state());
+    machine.into_state()
+}
 
 /// Runs a flow to its end and returns its record. `cancel` resolves when the
 /// user asks to stop (Ctrl-C); the run then ends `Cancelled` with its work killed.
@@ -36,13 +78,31 @@ where
     E: Executor + 'static,
     C: std::future::Future<Output = ()>,
 {
-    let run = RunInfo {
-        name: format!("local-{}", Timestamp::now().as_second()),
-        namespace: "local".into(),
-        uid: random_uid(),
-        since: None,
+    let start = Start {
+        run: local_run(),
+        workspace: None,
     };
-    let mut machine = RunMachine::new(flow, input, run);
+    run_started(flow, input, start, executor, approver, progress, cancel).await
+}
+
+/// [`run_flow`] for a run whose facts (and workspace) the caller made.
+pub async fn run_started<E, C>(
+    flow: &CompiledFlow,
+    input: Value,
+    start: Start,
+    executor: Arc<E>,
+    approver: &mut dyn Approver,
+    progress: &mut Progress,
+    cancel: C,
+) -> RunStatus
+where
+    E: Executor + 'static,
+    C: std::future::Future<Output = ()>,
+{
+    let mut machine = RunMachine::new(flow, input, start.run);
+    if let Some(workspace) = start.workspace {
+        machine.set_workspace(workspace);
+    }
     let (launcher, mut finishes) = InProcess::new(executor);
     let mut driver = Driver::default();
     let mut events = vec![Input::Event(Event::Start)];

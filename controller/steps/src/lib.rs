@@ -88,3 +88,4 @@ pub mod message;
 pub mod net;
 pub mod script;
 pub mod secrets;
+pub mod workspace;

@@ -103,6 +103,13 @@ impl LocalExecutors {
         self.script = self.script.with_echo(echo);
         self
     }
+
+    /// Runs every script attempt in the run's workspace (see
+    /// [`LocalScript::with_workspace`]).
+    pub fn with_workspace(mut self, workspace: super::script::SharedWorkspace) -> Self {
+        self.script = self.script.with_workspace(workspace);
+        self
+    }
 }
 
 impl Executor for LocalExecutors {

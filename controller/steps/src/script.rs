@@ -46,6 +46,7 @@
 mod env;
 mod error;
 mod files;
+mod keep;
 mod process;
 
 use std::collections::BTreeMap;
@@ -60,7 +61,7 @@ use serde_json::{Map, Value};
 use tokio::process::Command;
 
 use super::{Executor, Secrets};
-use coxswain_core::api::{Field, LOG_TAIL_BYTES, LogTail, ScriptStep};
+use coxswain_core::api::{Field, LOG_TAIL_BYTES, LogTail, ScriptStep, kept_outputs_path};
 use coxswain_core::engine::{Done, Failed, Task, Work, WorkResult};
 
 pub use env::{Attempt, DEFAULT_PATH, Folders, HostEnv};
@@ -91,6 +92,18 @@ pub struct LocalScript {
     host: HostEnv,
     scratch: Option<PathBuf>,
     echo: Option<Arc<dyn Echo>>,
+    workspace: Option<SharedWorkspace>,
+}
+
+/// The run's workspace, as the script executor sees it: where it is and
+/// the run's branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedWorkspace {
+    /// The folder every attempt gets as `$WORKSPACE`; `None` where the
+    /// attempt's folders already put it there (a Job's mounted volume).
+    pub dir: Option<PathBuf>,
+    /// The run's branch, `$BRANCH`.
+    pub branch: String,
 }
 
 impl std::fmt::Debug for LocalScript {
@@ -99,6 +112,7 @@ impl std::fmt::Debug for LocalScript {
             .field("caps", &self.caps)
             .field("listing", &self.listing)
             .field("scratch", &self.scratch)
+            .field("workspace", &self.workspace)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +133,7 @@ impl LocalScript {
             host: HostEnv::current(),
             scratch: None,
             echo: None,
+            workspace: None,
         }
     }
 
@@ -169,6 +184,16 @@ impl LocalScript {
         self
     }
 
+    /// Runs every attempt in the run's workspace: `$WORKSPACE` is the
+    /// shared folder (also the current directory), `$BRANCH` the run's
+    /// branch, and what an attempt leaves in `$OUTPUTS` is kept under
+    /// `$WORKSPACE/.coxswain/outputs/`, its file attributes rewritten to
+    /// the kept paths.
+    pub fn with_workspace(mut self, workspace: SharedWorkspace) -> Self {
+        self.workspace = Some(workspace);
+        self
+    }
+
     async fn run_script(&self, work: &Work, step: &ScriptStep) -> WorkResult {
         let failed = |e: ScriptError| Failed::from(coxswain_core::api::StepError::from(e));
         let scratch = self.scratch_dir().map_err(failed)?;
@@ -183,6 +208,10 @@ impl LocalScript {
         for path in [&inputs, &outputs, &workspace, &home, &tmp] {
             private_dir(path).map_err(failed)?;
         }
+        let workspace = match self.workspace.as_ref().and_then(|w| w.dir.clone()) {
+            Some(shared) => shared,
+            None => workspace,
+        };
         write_inputs(&inputs, work).map_err(failed)?;
         let folders = Folders {
             inputs: &inputs,
@@ -239,6 +268,9 @@ impl LocalScript {
         command
             .env_clear()
             .envs(env::contract_vars(&self.host, folders, attempt));
+        if let Some(workspace) = &self.workspace {
+            command.env("BRANCH", &workspace.branch);
+        }
         for (name, value) in step_env {
             command.env(name, value);
         }
@@ -264,9 +296,36 @@ impl LocalScript {
             Some(fields) if !fields.is_empty() => check_declared(&text, fields)?,
             _ => undeclared_output(&text),
         };
-        files::list_files(folders.outputs, self.listing)
-            .map_err(ScriptError::ListOutputs)?
-            .add_to(&mut output);
+        let declared = declared.unwrap_or_default();
+        match &self.workspace {
+            None => {
+                keep::file_fields(
+                    &mut output,
+                    declared,
+                    folders.outputs,
+                    folders.outputs,
+                    false,
+                )?;
+                files::list_files(folders.outputs, self.listing)
+                    .map_err(ScriptError::ListOutputs)?
+                    .add_to(&mut output);
+            }
+            Some(_) => {
+                let kept = folders.workspace.join(kept_outputs_path(
+                    &attempt.step_key,
+                    attempt.part_round.zip(attempt.part_key.as_deref()),
+                    attempt.attempt,
+                ));
+                keep::keep_outputs(folders.outputs, &kept)?;
+                keep::file_fields(&mut output, declared, folders.outputs, &kept, true)?;
+                let mut listing =
+                    files::list_files(&kept, self.listing).map_err(ScriptError::ListOutputs)?;
+                for name in &mut listing.files {
+                    *name = kept.join(&*name).display().to_string();
+                }
+                listing.add_to(&mut output);
+            }
+        }
         Ok(Done {
             output,
             text: Some(text),

@@ -179,6 +179,26 @@ pub struct RunStatus {
 }
 
 impl RunStatus {
+    /// Notes what the push at the end of a run with a workspace did: the
+    /// branches pushed and, when a push failed, why. A run that succeeded
+    /// fails then, with that error (its work is done, but not where the
+    /// flow said it goes); a run that ended otherwise keeps its own error.
+    pub fn workspace_pushed(
+        &mut self,
+        pushed: Vec<super::PushedBranch>,
+        failure: Option<StepError>,
+    ) {
+        if let Some(ws) = self.workspace.as_mut() {
+            ws.pushed = pushed;
+        }
+        if let Some(error) = failure
+            && self.phase == RunPhase::Succeeded
+        {
+            self.phase = RunPhase::Failed;
+            self.error = Some(error);
+        }
+    }
+
     /// The run's result: its computed output, or the output of the step it
     /// names in `outputFrom`.
     pub fn result(&self) -> Option<&Value> {

@@ -72,6 +72,8 @@ impl PodTask {
             attempt: self.attempt,
             since: self.since.clone(),
             part_key: self.part_key.clone(),
+            // No workspace on a cluster yet, so no kept files to place.
+            part_round: None,
         }
     }
 

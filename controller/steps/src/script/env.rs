@@ -77,6 +77,10 @@ pub struct Attempt {
     pub since: Option<String>,
     /// For a part of a parallel step, the part's key (`$PART_KEY`).
     pub part_key: Option<String>,
+    /// For a part of a parallel step, which start of the step it belongs
+    /// to (its attempts count from 1 in each), so its kept files have a
+    /// place of their own.
+    pub part_round: Option<u32>,
 }
 
 impl Attempt {
@@ -88,6 +92,7 @@ impl Attempt {
             attempt: work.attempt,
             since: work.run.since.clone(),
             part_key: work.part.as_ref().map(|p| p.key.clone()),
+            part_round: work.part.as_ref().map(|p| p.round),
         }
     }
 }

@@ -90,6 +90,23 @@ pub enum ScriptError {
     /// output would otherwise read as "not JSON", silently `null`.
     #[error(transparent)]
     NumberOutOfRange(#[from] coxswain_core::expr::numbers::OutOfRange),
+    /// The files left in `$OUTPUTS` could not be kept in the workspace.
+    #[error("cannot keep the files of $OUTPUTS in {}: {source}", .path.display())]
+    KeepOutputs {
+        /// Where they were to be kept.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A declared `file` field that names no file the script left in
+    /// `$OUTPUTS`.
+    #[error("the output field `{field}` is a file, but {reason}")]
+    FileField {
+        /// The field.
+        field: String,
+        /// What it named and why that is no file of `$OUTPUTS`.
+        reason: String,
+    },
     /// The files left in `$OUTPUTS` could not be listed.
     #[error("cannot list $OUTPUTS: {0}")]
     ListOutputs(#[source] io::Error),
@@ -103,7 +120,8 @@ impl ScriptError {
             ScriptError::Timeout(_) => codes::TIMEOUT,
             ScriptError::StdoutTooLarge(_)
             | ScriptError::Output(_)
-            | ScriptError::NumberOutOfRange(_) => codes::OUTPUT,
+            | ScriptError::NumberOutOfRange(_)
+            | ScriptError::FileField { .. } => codes::OUTPUT,
             _ => codes::SCRIPT,
         }
     }

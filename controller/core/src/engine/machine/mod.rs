@@ -28,8 +28,8 @@ pub use attempts::keep_stopped_log;
 pub use part_keys::MAX_PART_KEY_LEN;
 
 use crate::api::{
-    ApprovalMode, Approvers, Attempt, Field, PartRecord, PushedBranch, ReviewNote, RunPhase,
-    RunStatus, StepError, StepKind, StepRecord, StepStatus, WorkspaceStatus,
+    ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus,
+    StepError, StepKind, StepRecord, StepStatus, WorkspaceStatus,
 };
 use crate::expr::EvalError;
 
@@ -417,22 +417,6 @@ impl<'f> RunMachine<'f> {
     /// the run starts; the engine only keeps the facts.
     pub fn set_workspace(&mut self, workspace: WorkspaceStatus) {
         self.state.workspace = Some(workspace);
-    }
-
-    /// Notes what the push at the end of the run did: the branches pushed
-    /// and, when a push failed, why. A run that succeeded fails then, with
-    /// that error (its work is done, but not where the flow said it goes);
-    /// a run that ended otherwise keeps its own error.
-    pub fn workspace_pushed(&mut self, pushed: Vec<PushedBranch>, failure: Option<StepError>) {
-        if let Some(ws) = self.state.workspace.as_mut() {
-            ws.pushed = pushed;
-        }
-        if let Some(error) = failure
-            && self.state.phase == RunPhase::Succeeded
-        {
-            self.state.phase = RunPhase::Failed;
-            self.state.error = Some(error);
-        }
     }
 
     /// The record as it stands (phase and output settle on every event; the

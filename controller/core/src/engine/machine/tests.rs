@@ -781,26 +781,33 @@ fn a_failed_push_fails_a_run_that_succeeded_and_the_record_keeps_both_commits() 
     m.handle(Event::Start, at(0));
     m.handle(success_of("a", None, 1), at(1));
     assert_eq!(m.state().phase, RunPhase::Succeeded);
-    m.workspace_pushed(
+    let mut record = m.state().clone();
+    record.workspace_pushed(
         vec![crate::api::PushedBranch {
             name: "app".into(),
             commit: "c1".into(),
         }],
         None,
     );
-    let ws = m.state().workspace.clone().expect("workspace");
+    let ws = record.workspace.clone().expect("workspace");
     assert_eq!(
         (ws.repos[0].commit.as_str(), ws.pushed[0].commit.as_str()),
         ("c0", "c1")
     );
-    assert_eq!(m.state().phase, RunPhase::Succeeded);
-    m.workspace_pushed(
-        vec![],
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    let first = record
+        .workspace
+        .as_ref()
+        .map(|w| w.pushed.clone())
+        .unwrap_or_default();
+    record.workspace_pushed(
+        first,
         Some(step_error(codes::WORKSPACE, "repo app: push refused")),
     );
-    assert_eq!(m.state().phase, RunPhase::Failed);
+    assert_eq!(record.phase, RunPhase::Failed);
+    assert_eq!(record.workspace.as_ref().map(|w| w.pushed.len()), Some(1));
     assert_eq!(
-        m.state().error.as_ref().map(|e| e.code.as_str()),
+        record.error.as_ref().map(|e| e.code.as_str()),
         Some(codes::WORKSPACE)
     );
 }

@@ -1,0 +1,434 @@
+//! `coxswain run` with a workspace, end to end: the real `coxswain` binary
+//! and the real `git`, against bare repositories each test makes in a
+//! folder of its own and reaches by `file://` URL.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A bare repository with one commit on `main` (a README), and the folder
+/// holding it; both removed at the end of the test.
+struct Remote {
+    dir: tempfile::TempDir,
+    base: String,
+}
+
+impl Remote {
+    fn new() -> Remote {
+        let dir = tempfile::Builder::new()
+            .prefix("coxswain-remote-")
+            .tempdir()
+            .expect("temp dir");
+        let bare = dir.path().join("app.git");
+        git(
+            dir.path(),
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                "app.git",
+            ],
+        );
+        let seed = dir.path().join("seed");
+        git(
+            dir.path(),
+            &["clone", "--quiet", bare.to_str().expect("utf-8"), "seed"],
+        );
+        std::fs::write(seed.join("README"), "hello\n").expect("write README");
+        git(&seed, &["add", "README"]);
+        git(
+            &seed,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.com",
+                "commit",
+                "--quiet",
+                "-m",
+                "first",
+            ],
+        );
+        git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+        let base = git(&seed, &["rev-parse", "HEAD"]);
+        Remote { dir, base }
+    }
+
+    fn bare(&self) -> PathBuf {
+        self.dir.path().join("app.git")
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.bare().display())
+    }
+
+    /// The commit `branch` points to in the bare repo, if it is there.
+    fn branch(&self, branch: &str) -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.bare())
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ])
+            .output()
+            .expect("git runs");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+/// Runs git in `dir`, which must succeed; its trimmed stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git is installed");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A flow file with `workspace` and `steps` (YAML indented for `spec:`).
+fn flow(dir: &Path, workspace: &str, steps: &str) -> String {
+    let text = format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: ws}}\nspec:\n  workspace:\n{workspace}  steps:\n{steps}"
+    );
+    let path = dir.join("flow.yaml");
+    std::fs::write(&path, text).expect("write flow");
+    path.display().to_string()
+}
+
+fn coxswain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(args)
+        .output()
+        .expect("coxswain runs")
+}
+
+fn record(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is one JSON object ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn succeeded(o: &Output) -> Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    record(o)
+}
+
+/// The repo `app` of `remote` at `main`, pushed on success.
+fn app_workspace(remote: &Remote) -> String {
+    format!(
+        "    repos:\n      - {{name: app, url: \"{}\", ref: main}}\n    push: onSuccess\n",
+        remote.url()
+    )
+}
+
+const EDIT_AND_READ: &str = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          test "$(git rev-parse --abbrev-ref HEAD)" = "$BRANCH"
+          echo changed >> README
+          git commit --quiet -am "edit on $BRANCH"
+          echo "the report" > "$OUTPUTS/report.txt"
+          printf '{"commit": "%s", "report": "report.txt"}' "$(git rev-parse HEAD)"
+        output:
+          fields: [{name: commit, type: string}, {name: report, type: file}]
+    - key: read
+      input: {report: $steps.edit.output.report}
+      script:
+        source: |
+          set -e
+          report=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/report")
+          printf '{"head": "%s", "readme": "%s", "report": "%s"}' \
+            "$(git -C app rev-parse HEAD)" "$(tail -n1 app/README)" "$(cat "$report")"
+"#;
+
+#[test]
+fn a_step_commits_on_the_run_branch_a_later_one_reads_it_and_the_branch_is_pushed() {
+    let remote = Remote::new();
+    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let r = succeeded(&coxswain(&["run", &file, "--output", "json"]));
+    let ws = &r["workspace"];
+    let branch = ws["branch"].as_str().expect("branch");
+    assert!(branch.starts_with("coxswain/local-"), "{ws}");
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("edit's commit")
+        .to_string();
+    // The checkout started from main's commit; the push names the step's.
+    assert_eq!(ws["repos"][0]["name"], "app");
+    assert_eq!(ws["repos"][0]["ref"], "main");
+    assert_eq!(ws["repos"][0]["commit"], remote.base.as_str());
+    assert_eq!(ws["pushed"][0]["name"], "app");
+    assert_eq!(ws["pushed"][0]["commit"], edited.as_str());
+    assert_ne!(edited, remote.base);
+    // The later step saw that commit and the changed file.
+    let read = &r["steps"]["read"]["output"];
+    assert_eq!(read["head"], edited.as_str());
+    assert_eq!(read["readme"], "changed");
+    // The bare repo has the branch at that commit, its parent main's.
+    assert_eq!(remote.branch(branch).as_deref(), Some(edited.as_str()));
+    let parent = git(&remote.bare(), &["rev-parse", &format!("{edited}^")]);
+    assert_eq!(parent, remote.base);
+    assert_eq!(remote.branch("main").as_deref(), Some(remote.base.as_str()));
+    // The workspace was removed after the run.
+    let volume = ws["volume"].as_str().expect("volume");
+    assert!(!Path::new(volume).exists(), "{volume} is left behind");
+}
+
+#[test]
+fn a_file_left_in_outputs_is_read_by_a_later_step_from_the_path_the_record_gives() {
+    let remote = Remote::new();
+    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let o = coxswain(&["run", &file, "--output", "json", "--keep-workspace"]);
+    let r = succeeded(&o);
+    let volume = r["workspace"]["volume"]
+        .as_str()
+        .expect("volume")
+        .to_string();
+    let kept = format!("{volume}/.coxswain/outputs/edit/1/report.txt");
+    let edit = &r["steps"]["edit"]["output"];
+    assert_eq!(
+        edit["report"],
+        kept.as_str(),
+        "the file field is the kept path"
+    );
+    assert_eq!(edit["files"], serde_json::json!([kept]));
+    assert_eq!(r["steps"]["read"]["output"]["report"], "the report");
+    // --keep-workspace keeps it and says where.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!("workspace kept at {volume}")),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&kept).expect("kept file"),
+        "the report\n"
+    );
+    std::fs::remove_dir_all(&volume).expect("remove the kept workspace");
+}
+
+#[test]
+fn two_runs_of_one_flow_never_share_a_workspace() {
+    let remote = Remote::new();
+    let steps = r#"    - key: mark
+      script:
+        source: |
+          set -e
+          test ! -e "$WORKSPACE/mark"
+          echo "$RUN_NAME" > "$WORKSPACE/mark"
+          sleep 0.3
+          test "$(cat "$WORKSPACE/mark")" = "$RUN_NAME"
+          printf '{"dir": "%s", "branch": "%s"}' "$WORKSPACE" "$BRANCH"
+"#;
+    let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_coxswain"))
+            .args(["run", &file, "--output", "json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("coxswain starts")
+    };
+    let (a, b) = (spawn(), spawn());
+    let a = succeeded(&a.wait_with_output().expect("first run"));
+    let b = succeeded(&b.wait_with_output().expect("second run"));
+    let (oa, ob) = (&a["steps"]["mark"]["output"], &b["steps"]["mark"]["output"]);
+    assert_ne!(oa["dir"], ob["dir"], "{oa} {ob}");
+    assert_ne!(oa["branch"], ob["branch"], "{oa} {ob}");
+    // Both branches reached the remote, each its own.
+    for o in [oa, ob] {
+        let branch = o["branch"].as_str().expect("branch");
+        assert_eq!(remote.branch(branch).as_deref(), Some(remote.base.as_str()));
+    }
+}
+
+#[test]
+fn the_parts_of_a_parallel_step_read_the_checkout_and_keep_files_apart() {
+    let remote = Remote::new();
+    let steps = r#"    - key: each
+      parallel:
+        items: $input.names
+        step:
+          input: {name: $item}
+          script:
+            source: |
+              set -e
+              name=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/name")
+              echo "$name" > "$OUTPUTS/part.txt"
+              printf '{"readme": "%s", "file": "part.txt"}' "$(cat app/README)"
+            output:
+              fields: [{name: readme, type: string}, {name: file, type: file}]
+"#;
+    let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
+    let r = succeeded(&coxswain(&[
+        "run",
+        &file,
+        "--output",
+        "json",
+        "--keep-workspace",
+        "--input",
+        r#"{"names": ["one", "two", "three"]}"#,
+    ]));
+    let parts = r["steps"]["each"]["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 3);
+    let mut files = Vec::new();
+    for part in parts {
+        assert_eq!(part["output"]["readme"], "hello", "{part}");
+        let path = part["output"]["file"].as_str().expect("kept path");
+        assert_eq!(
+            std::fs::read_to_string(path).expect("kept file").trim(),
+            part["item"].as_str().expect("item"),
+        );
+        files.push(path.to_string());
+    }
+    files.sort();
+    files.dedup();
+    assert_eq!(files.len(), 3, "each part's file is kept apart: {files:?}");
+    let volume = r["workspace"]["volume"].as_str().expect("volume");
+    std::fs::remove_dir_all(volume).expect("remove the kept workspace");
+}
+
+#[test]
+fn a_bad_ref_fails_the_run_before_its_first_step_naming_the_repo() {
+    let remote = Remote::new();
+    let workspace = format!(
+        "    repos:\n      - {{name: app, url: \"{}\", ref: no-such-branch}}\n",
+        remote.url()
+    );
+    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
+    let file = flow(remote.dir.path(), &workspace, steps);
+    let o = coxswain(&["run", &file, "--output", "json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(r["error"]["code"], "workspace.failed");
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("repo `app` (")
+            && message.contains("fetching the ref `no-such-branch` failed")
+            && message.contains("no-such-branch"),
+        "{message}"
+    );
+    assert!(r["steps"]["never"]["attempts"].is_null(), "{}", r["steps"]);
+}
+
+#[test]
+fn credentials_that_cannot_be_read_fail_the_run_naming_the_repo_and_secret() {
+    let remote = Remote::new();
+    let workspace = format!(
+        "    repos:\n      - {{name: app, url: \"{}\", secretRef: {{name: git-app}}}}\n",
+        remote.url()
+    );
+    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
+    let file = flow(remote.dir.path(), &workspace, steps);
+    let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["run", &file, "--output", "json"])
+        .env("COXSWAIN_SECRET_GIT_APP_USERNAME", "ana")
+        .output()
+        .expect("coxswain runs");
+    assert_eq!(o.status.code(), Some(1));
+    let r = record(&o);
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("repo `app`: cannot read its credentials from the secret `git-app`")
+            && message.contains("COXSWAIN_SECRET_GIT_APP_PASSWORD"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_existing_checkout_is_used_as_it_is_and_nothing_is_pushed() {
+    let remote = Remote::new();
+    let mine = tempfile::tempdir().expect("temp dir");
+    git(
+        mine.path(),
+        &[
+            "clone",
+            "--quiet",
+            remote.bare().to_str().expect("utf-8"),
+            "app",
+        ],
+    );
+    // The user's own checkout: its branch is left as it is, and the
+    // commit carries a name of the script's choosing.
+    let steps = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          test "$(git rev-parse --abbrev-ref HEAD)" = main
+          echo changed >> README
+          git -c user.name=me -c user.email=me@example.com commit --quiet -am "try $BRANCH"
+          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
+"#;
+    let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
+    let dir = mine.path().display().to_string();
+    let r = succeeded(&coxswain(&[
+        "run",
+        &file,
+        "--output",
+        "json",
+        "--workspace",
+        &dir,
+    ]));
+    let ws = &r["workspace"];
+    assert_eq!(ws["volume"], dir.as_str());
+    assert_eq!(ws["repos"][0]["commit"], remote.base.as_str());
+    assert!(ws["pushed"].is_null(), "{ws}");
+    // The edit happened in the given checkout, which stays.
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("commit");
+    assert_eq!(
+        git(&mine.path().join("app"), &["rev-parse", "HEAD"]),
+        edited
+    );
+    let branch = ws["branch"].as_str().expect("branch");
+    assert_eq!(remote.branch(branch), None, "nothing was pushed");
+}
+
+#[test]
+fn lint_says_file_urls_are_for_coxswain_run_only() {
+    let remote = Remote::new();
+    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let o = coxswain(&["lint", &file]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("workspace.repos[0].url: `file://")
+            && out.contains("is a file URL, which only `coxswain run` can clone"),
+        "{out}"
+    );
+}

@@ -432,3 +432,72 @@ fn lint_says_file_urls_are_for_coxswain_run_only() {
         "{out}"
     );
 }
+
+#[test]
+fn without_a_workspace_lint_and_run_warn_that_files_are_not_carried() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: nows}
+spec:
+  steps:
+    - key: make
+      script:
+        source: |
+          echo r > "$OUTPUTS/report.txt"
+          echo '{"report": "report.txt"}'
+        output:
+          fields: [{name: report, type: file}]
+"#;
+    let file = dir.path().join("flow.yaml");
+    std::fs::write(&file, text).expect("write flow");
+    let file = file.display().to_string();
+    let o = coxswain(&["lint", &file]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "a warning refuses nothing: {out}");
+    assert!(
+        out.contains("flow nows: warning: line 12, column ")
+            && out.contains("step make: script.output.fields[0].type: the script names a file it leaves in $OUTPUTS (`report`), but the flow declares no workspace"),
+        "{out}"
+    );
+    assert!(err.contains("0 problems, 1 warning"), "{err}");
+    // The run says so too; the file field stays as printed, the file is
+    // checked to be there and listed by its name in $OUTPUTS.
+    let o = coxswain(&["run", &file, "--output", "json"]);
+    let r = succeeded(&o);
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("warning: step make: script.output.fields[0].type"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(r["steps"]["make"]["output"]["report"], "report.txt");
+    assert_eq!(
+        r["steps"]["make"]["output"]["files"],
+        serde_json::json!(["report.txt"])
+    );
+    assert!(r["workspace"].is_null());
+}
+
+#[test]
+fn a_file_field_naming_no_file_fails_the_attempt() {
+    let remote = Remote::new();
+    let steps = r#"    - key: make
+      script:
+        source: |
+          echo '{"report": "missing.txt"}'
+        output:
+          fields: [{name: report, type: file}]
+"#;
+    let file = flow(remote.dir.path(), "    repos: []\n", steps);
+    let o = coxswain(&["run", &file, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let r = record(&o);
+    let error = &r["steps"]["make"]["error"];
+    assert_eq!(error["code"], "workflow.output_error");
+    assert_eq!(
+        error["message"],
+        "the output field `report` is a file, but `missing.txt` is not a file the script left in $OUTPUTS (looked for missing.txt)"
+    );
+}

@@ -42,12 +42,20 @@ struct Finding {
     flow: String,
     #[serde(flatten)]
     problem: LintProblem,
+    /// A warning: said, but the flow is not refused for it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    warning: bool,
 }
 
 impl Finding {
-    /// `FILE: flow NAME: line L, column C: step KEY: FIELD: MESSAGE`.
+    /// `FILE: flow NAME: line L, column C: step KEY: FIELD: MESSAGE`, with
+    /// `warning: ` before the place of a warning.
     fn line(&self) -> String {
-        format!("{}: flow {}: {}", self.file, self.flow, self.problem)
+        let warning = if self.warning { "warning: " } else { "" };
+        format!(
+            "{}: flow {}: {warning}{}",
+            self.file, self.flow, self.problem
+        )
     }
 }
 
@@ -61,6 +69,7 @@ pub fn run(args: Args) -> ExitCode {
                 file: path.display().to_string(),
                 flow: "?".into(),
                 problem: flow_problem(e.to_string()),
+                warning: false,
             });
         }
     }
@@ -75,15 +84,20 @@ pub fn run(args: Args) -> ExitCode {
             Err(e) => eprintln!("coxswain lint: {e}"),
         },
     }
+    let warnings = findings.iter().filter(|f| f.warning).count();
+    let problems = findings.len() - warnings;
+    let warned = match warnings {
+        0 => String::new(),
+        n => format!(", {n} warning{}", plural(n)),
+    };
     eprintln!(
-        "checked {flows} flow{} in {} file{}: {} problem{}",
+        "checked {flows} flow{} in {} file{}: {problems} problem{}{warned}",
         plural(flows),
         files.len(),
         plural(files.len()),
-        findings.len(),
-        plural(findings.len())
+        plural(problems)
     );
-    if findings.is_empty() {
+    if problems == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -100,6 +114,7 @@ fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
                 file: name,
                 flow: "?".into(),
                 problem: flow_problem(e.to_string()),
+                warning: false,
             });
             return 0;
         }
@@ -111,15 +126,25 @@ fn lint_file(file: &Path, findings: &mut Vec<Finding>) -> usize {
                 file: name,
                 flow: "?".into(),
                 problem: flow_problem(format!("not YAML: {e}")),
+                warning: false,
             });
             return 0;
         }
     };
     for linted in &flows {
-        findings.extend(linted.problems.iter().map(|problem| Finding {
+        let warnings = linted.warnings.iter().map(|w| (w, true));
+        let mut found: Vec<(&LintProblem, bool)> = linted
+            .problems
+            .iter()
+            .map(|p| (p, false))
+            .chain(warnings)
+            .collect();
+        found.sort_by_key(|(p, _)| (p.line, p.column));
+        findings.extend(found.into_iter().map(|(problem, warning)| Finding {
             file: name.clone(),
             flow: linted.name.clone(),
             problem: problem.clone(),
+            warning,
         }));
     }
     flows.len()

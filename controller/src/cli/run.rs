@@ -10,7 +10,7 @@ use crate::local::{
 };
 use coxswain_core::api::{RunPhase, RunStatus, Workspace, WorkspaceStatus};
 use coxswain_core::engine::CompiledFlow;
-use coxswain_core::flow::{Limits, RunsOn, check_input};
+use coxswain_core::flow::{Limits, RunsOn, check_input, workspace_warnings};
 use coxswain_steps::agent::{Mode, Provider};
 use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
 use coxswain_steps::script::SharedWorkspace;
@@ -153,6 +153,9 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
             return ExitCode::from(2);
         }
     };
+    for warning in workspace_warnings(spec) {
+        eprintln!("warning: {}", warning.problem);
+    }
     if args.workspace.is_some() && spec.workspace.is_none() {
         eprintln!(
             "warning: --workspace is ignored: the flow declares no workspace (`spec.workspace`)"

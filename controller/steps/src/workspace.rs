@@ -73,7 +73,7 @@ pub enum WorkspaceError {
         /// The Secret.
         secret: String,
         /// What the secret store said.
-        reason: SecretError,
+        reason: Box<SecretError>,
     },
     /// `--workspace DIR` lacks a repo's checkout.
     #[error("repo `{repo}`: there is no git checkout at {} (the workspace given must hold one folder per repo)", .path.display())]
@@ -143,7 +143,7 @@ impl<'w> Repos<'w> {
             let failed = |reason| WorkspaceError::Credentials {
                 repo: repo.name.clone(),
                 secret: secret.name.clone(),
-                reason,
+                reason: Box::new(reason),
             };
             let found = match secrets.get(&secret.name, "token").await {
                 Ok(token) => {

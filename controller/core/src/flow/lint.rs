@@ -70,6 +70,9 @@ pub struct LintedFlow {
     pub document: usize,
     /// Every problem found, in the order they stand in the file.
     pub problems: Vec<LintProblem>,
+    /// What lint warns of without refusing the flow (a file a script
+    /// leaves with no workspace to keep it), in the order they stand.
+    pub warnings: Vec<LintProblem>,
 }
 
 /// Every problem of every Flow in a YAML stream: unknown keys, values that
@@ -96,12 +99,14 @@ pub fn lint_yaml(text: &str) -> Result<Vec<LintedFlow>, FlowError> {
             text: text.chars().collect(),
             document: index,
             problems: Vec::new(),
+            warnings: Vec::new(),
             quiet: Vec::new(),
             meant: Vec::new(),
             taken: Vec::new(),
             renames: Vec::new(),
         };
         linter.lint(&schemas);
+        let warnings = linter.warnings;
         let mut problems = linter.problems;
         problems.extend(
             surprises
@@ -122,6 +127,7 @@ pub fn lint_yaml(text: &str) -> Result<Vec<LintedFlow>, FlowError> {
             name,
             document: index,
             problems,
+            warnings,
         });
     }
     Ok(flows)
@@ -138,6 +144,8 @@ struct Linter<'t> {
     /// Which document of the text is the Flow.
     document: usize,
     problems: Vec<LintProblem>,
+    /// Warnings found, which do not refuse the flow.
+    warnings: Vec<LintProblem>,
     /// Paths (from the document's root) whose validator problems would
     /// repeat one already reported, and whether everything under them too.
     quiet: Vec<(Vec<Seg>, bool)>,
@@ -214,6 +222,14 @@ impl Linter<'_> {
             if !quiet {
                 self.report(placed.problem, &path);
             }
+        }
+        for placed in super::workspace_warnings(&flow.spec) {
+            let mut path = vec![Seg::Key("spec".into())];
+            path.extend(parse_path(&placed.path));
+            let before = self.problems.len();
+            self.report(placed.problem, &path);
+            let placed = self.problems.split_off(before);
+            self.warnings.extend(placed);
         }
     }
 

@@ -49,5 +49,7 @@ pub use start::{StartProblem, check_start, input_fits, one_line};
 pub use validate::{
     FILE_TYPE, Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,
 };
-pub use workspace::{MAX_REPOS, REPO_SCHEMES, RunsOn, WorkspaceProblem, check_workspace};
+pub use workspace::{
+    MAX_REPOS, REPO_SCHEMES, RunsOn, WorkspaceProblem, check_workspace, workspace_warnings,
+};
 pub use yaml_1_1::{ReadsDifferently, boolean_looking_keys, reads_differently};

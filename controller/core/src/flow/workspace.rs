@@ -4,7 +4,10 @@
 
 use std::collections::HashSet;
 
-use crate::api::Workspace;
+use crate::api::{FlowSpec, StepProblem, Workspace};
+
+use super::graph::FlowGraph;
+use super::validate::{FILE_TYPE, PlacedProblem};
 
 /// The most repos one workspace checks out.
 pub const MAX_REPOS: usize = 20;
@@ -197,6 +200,53 @@ pub fn check_workspace(ws: &Workspace, runs_on: RunsOn) -> Vec<(String, Workspac
         ));
     }
     problems
+}
+
+/// What `coxswain lint` warns of without refusing the flow: each `file`
+/// field a script declares in a flow with no workspace, whose file is gone
+/// once its step ends, so no later step can read it.
+pub fn workspace_warnings(spec: &FlowSpec) -> Vec<PlacedProblem> {
+    if spec.workspace.is_some() {
+        return Vec::new();
+    }
+    let graph = FlowGraph::new(&spec.steps);
+    let mut warnings = Vec::new();
+    for node in &graph.nodes {
+        let scripts = [
+            (node.step.script.as_ref(), "script"),
+            (
+                node.step
+                    .parallel
+                    .as_ref()
+                    .and_then(|p| p.step.script.as_ref()),
+                "parallel.step.script",
+            ),
+        ];
+        for (script, at) in scripts {
+            let Some(output) = script.and_then(|s| s.output.as_ref()) else {
+                continue;
+            };
+            for (i, field) in output.fields.iter().enumerate() {
+                if field.type_ != FILE_TYPE {
+                    continue;
+                }
+                let field_path = format!("{at}.output.fields[{i}].type");
+                warnings.push(PlacedProblem {
+                    path: format!("{}.{field_path}", node.location),
+                    problem: StepProblem {
+                        step: node.key.to_string(),
+                        field: field_path,
+                        message: format!(
+                            "the script names a file it leaves in $OUTPUTS (`{}`), but the flow declares no workspace, so the file is gone when the step ends and no later step can read it; add `workspace: {{}}` to the flow's spec to keep it",
+                            field.name
+                        ),
+                        character: None,
+                    },
+                });
+            }
+        }
+    }
+    warnings
 }
 
 /// A repo name is a folder name that reads like a step key.
@@ -492,5 +542,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(crate::flow::validate_with(&spec, &local).len(), 1);
+    }
+
+    #[test]
+    fn file_fields_without_a_workspace_are_warned_of() {
+        let yaml = "steps:\n  - key: make\n    script: {source: x, output: {fields: [{name: n, type: string}, {name: report, type: file}]}}\n";
+        let spec: crate::api::FlowSpec = serde_yaml::from_str(yaml).expect("flow");
+        let warnings = workspace_warnings(&spec);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].path, "steps[0].script.output.fields[1].type");
+        assert!(warnings[0].problem.to_string().starts_with(
+            "step make: script.output.fields[1].type: the script names a file it leaves in $OUTPUTS (`report`), but the flow declares no workspace"
+        ));
+        let with: crate::api::FlowSpec =
+            serde_yaml::from_str(&format!("workspace: {{}}\n{yaml}")).expect("flow");
+        assert!(workspace_warnings(&with).is_empty());
     }
 }

@@ -14,7 +14,9 @@
 //!   finds `$INPUTS/review`: `{decision, feedback, by, reviewed}` (see
 //!   [`work_input_files`]).
 //! - `$OUTPUTS` starts empty; `$WORKSPACE` is an empty working directory (also
-//!   the process's current directory); `$HOME` and `$TMPDIR` are empty
+//!   the process's current directory), or in a run with a workspace the
+//!   run's shared folder of checkouts, with `$BRANCH` the run's branch
+//!   (see [`LocalScript::with_workspace`]); `$HOME` and `$TMPDIR` are empty
 //!   folders of the attempt's own. All of them, and the input files, are
 //!   private to the user running the flow (folders 0700, files 0600).
 //! - The environment is built from nothing: `$RUN_NAME`, `$STEP_KEY`,
@@ -32,9 +34,14 @@
 //!   `$OUTPUTS` in sorted order, under `files` in the output when the output
 //!   is an object that has no `files` of its own. The list is capped (1000
 //!   names, 64 KiB of them); a cut list comes with `filesTruncated: true` and
-//!   `filesTotal`. The directory is removed with the rest of the attempt's
-//!   scratch space, so locally the list says what was produced, not where to
-//!   read it.
+//!   `filesTotal`. A declared field of type `file` must name one of those
+//!   files (relative to `$OUTPUTS`, or under it). Without a workspace the
+//!   folder is removed with the rest of the attempt's scratch space, so the
+//!   list says what was produced, not where to read it; with one, the files
+//!   are kept in `$WORKSPACE/.coxswain/outputs/<step>/<attempt>/` (a part's
+//!   under `<round>.<part>/<attempt>/`), `files` lists them by the kept
+//!   paths, and file fields, and any other text of the output that is the
+//!   path of one of them under `$OUTPUTS`, are rewritten to those paths.
 //! - The process runs in its own process group. When it ends, times out or
 //!   the attempt is cancelled, the whole group is killed, so nothing the
 //!   script started in the background outlives the attempt. The timeout

@@ -31,6 +31,11 @@ pub const TOKEN_USERNAME: &str = "x-access-token";
 /// The most of git's error output kept in a message.
 const MAX_GIT_MESSAGE: usize = 2000;
 
+/// The longest one git command may take (a clone of a large repo over a
+/// slow link included) before it is stopped: a server that never answers
+/// must not hold a run forever before its first step.
+pub const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// Why a workspace could not be made or pushed. Each message names the
 /// repo; none holds a secret's value.
 #[derive(Debug, thiserror::Error)]
@@ -390,5 +395,53 @@ impl Git<'_> {
             action: action.to_string(),
             message: message.replace('\n', "; "),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coxswain_core::api::RepoSecretRef;
+
+    #[tokio::test]
+    async fn git_errors_name_the_repo_and_never_a_secret_value() {
+        let secrets_dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(secrets_dir.path().join("git-app")).unwrap();
+        std::fs::write(secrets_dir.path().join("git-app/token"), "tok-9f8e7d\n").unwrap();
+        let secrets = crate::secrets::EnvSecrets::with_dir(secrets_dir.path());
+        // A repo whose git error quotes the secret's value (here through
+        // the path git could not find).
+        let workspace = Workspace {
+            repos: vec![WorkspaceRepo {
+                name: "app".into(),
+                url: "file:///nonexistent/tok-9f8e7d/app.git".into(),
+                secret_ref: Some(RepoSecretRef {
+                    name: "git-app".into(),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let repos = Repos::read(&workspace, &secrets).await.unwrap();
+        assert!(!format!("{:?}", repos.credentials).contains("tok-9f8e7d"));
+        let dir = tempfile::tempdir().unwrap();
+        let error = repos
+            .check_out(dir.path(), "coxswain/r")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("repo `app` (file:///nonexistent/tok-9f8e7d/app.git): fetching the remote's HEAD failed: "),
+            "{error}"
+        );
+        let git_words = error
+            .split_once("failed: ")
+            .map(|(_, w)| w)
+            .unwrap_or_default();
+        assert!(!git_words.contains("tok-9f8e7d"), "{error}");
+        assert!(
+            git_words.contains("[redacted secret git-app/token]"),
+            "{error}"
+        );
     }
 }

@@ -8,7 +8,8 @@ use crate::api::{FlowSpec, Step};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundSecret {
     /// The key of the step that binds it (the parallel step for its part);
-    /// empty for the flow's `command` connection.
+    /// empty for the flow's `command` connection and a workspace repo's
+    /// credentials.
     pub step: String,
     /// Where, such as `http.headers[0].valueFrom`.
     pub field: String,
@@ -26,6 +27,17 @@ pub fn bound_secrets(spec: &FlowSpec) -> Vec<BoundSecret> {
             field: "command.chat".into(),
             name: command.chat.clone(),
         });
+    }
+    if let Some(workspace) = &spec.workspace {
+        for (i, repo) in workspace.repos.iter().enumerate() {
+            if let Some(secret) = &repo.secret_ref {
+                found.push(BoundSecret {
+                    step: String::new(),
+                    field: format!("workspace.repos[{i}].secretRef"),
+                    name: secret.name.clone(),
+                });
+            }
+        }
     }
     for step in &spec.steps {
         collect(step, &step.key, "", &mut found);
@@ -162,5 +174,29 @@ steps:
             .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
             .collect();
         assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn a_workspace_repos_credentials_are_a_bound_secret() {
+        let spec: FlowSpec = serde_yaml::from_str(
+            r##"
+workspace:
+  repos:
+    - {name: app, url: "https://git.example.com/app.git", secretRef: {name: git-app}}
+    - {name: docs, url: "https://git.example.com/docs.git"}
+steps:
+  - key: check
+    condition: {when: "true"}
+"##,
+        )
+        .expect("flow");
+        assert_eq!(
+            bound_secrets(&spec),
+            [BoundSecret {
+                step: String::new(),
+                field: "workspace.repos[0].secretRef".into(),
+                name: "git-app".into(),
+            }]
+        );
     }
 }

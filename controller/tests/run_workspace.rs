@@ -59,6 +59,31 @@ impl Remote {
         Remote { dir, base }
     }
 
+    /// Adds a commit on `main` in the bare repo; its hash.
+    fn commit_more(&self) -> String {
+        let seed = self.dir.path().join("seed");
+        std::fs::write(seed.join("NEWS"), "more\n").expect("write NEWS");
+        git(&seed, &["add", "NEWS"]);
+        git(
+            &seed,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.com",
+                "commit",
+                "--quiet",
+                "-m",
+                "second",
+            ],
+        );
+        git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+        git(&seed, &["rev-parse", "HEAD"])
+    }
+
     fn bare(&self) -> PathBuf {
         self.dir.path().join("app.git")
     }
@@ -500,4 +525,34 @@ fn a_file_field_naming_no_file_fails_the_attempt() {
         error["message"],
         "the output field `report` is a file, but `missing.txt` is not a file the script left in $OUTPUTS (looked for missing.txt)"
     );
+}
+
+#[test]
+fn refs_are_branches_or_commits_and_depth_limits_the_history() {
+    let remote = Remote::new();
+    let second = remote.commit_more();
+    let url = remote.url();
+    let workspace = format!(
+        "    repos:\n      - {{name: shallow, url: \"{url}\"}}\n      - {{name: full, url: \"{url}\", ref: main, depth: 0}}\n      - {{name: pinned, url: \"{url}\", ref: \"{}\"}}\n",
+        remote.base
+    );
+    let steps = r#"    - key: look
+      script:
+        source: |
+          printf '{"shallow": %s, "full": %s, "pinned": "%s"}' \
+            "$(git -C shallow rev-list --count HEAD)" "$(git -C full rev-list --count HEAD)" "$(git -C pinned rev-parse HEAD)"
+"#;
+    let file = flow(remote.dir.path(), &workspace, steps);
+    let r = succeeded(&coxswain(&["run", &file, "--output", "json"]));
+    let repos = r["workspace"]["repos"].as_array().expect("repos");
+    let commits: Vec<&str> = repos.iter().filter_map(|c| c["commit"].as_str()).collect();
+    assert_eq!(
+        commits,
+        [second.as_str(), second.as_str(), remote.base.as_str()]
+    );
+    assert!(repos[0]["ref"].is_null(), "the remote's HEAD: {}", repos[0]);
+    let look = &r["steps"]["look"]["output"];
+    assert_eq!(look["shallow"], 1, "depth 1 by default");
+    assert_eq!(look["full"], 2, "depth 0 fetches all of it");
+    assert_eq!(look["pinned"], remote.base.as_str());
 }

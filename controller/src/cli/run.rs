@@ -257,6 +257,20 @@ async fn with_workspace(
     };
     let mut state = match made {
         Ok(status) => {
+            for repo in &status.repos {
+                let at = repo.ref_.as_deref().unwrap_or("HEAD");
+                let made = if args.workspace.is_some() {
+                    "using"
+                } else {
+                    "checked out"
+                };
+                progress.info(&format!(
+                    "{made} {} ({at}) at {} on {branch} in {}",
+                    repo.name,
+                    short(&repo.commit),
+                    dir.display()
+                ));
+            }
             start.workspace = Some(status);
             let executors = executors.with_workspace(SharedWorkspace {
                 dir: Some(dir.clone()),
@@ -289,9 +303,10 @@ async fn with_workspace(
     if args.workspace.is_none() && ready && workspace.pushes(state.phase == RunPhase::Succeeded) {
         let (pushed, failure) = repos.push(&dir, &branch).await;
         for p in &pushed {
-            progress.note(&format!(
-                "pushed {branch} to repo `{}` at {}",
-                p.name, p.commit
+            progress.info(&format!(
+                "pushed {branch} to {} at {}",
+                p.name,
+                short(&p.commit)
             ));
         }
         if let Some(e) = &failure {
@@ -315,6 +330,11 @@ async fn with_workspace(
         None => {}
     }
     state
+}
+
+/// A commit's first 12 hex digits, as people read them.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// Answers given with `--decide` that no step asked for by the end of the

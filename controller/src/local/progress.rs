@@ -145,6 +145,14 @@ impl Progress {
         let _ = err.flush();
     }
 
+    /// Prints what the runner did around the steps (a checkout, a push).
+    pub fn info(&mut self, message: &str) {
+        if !self.quiet {
+            self.suspend();
+            eprintln!("  · {message}");
+        }
+    }
+
     /// Prints a remark about the run.
     pub fn note(&mut self, message: &str) {
         if !self.quiet {

@@ -353,6 +353,9 @@ impl Git<'_> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .env("GIT_TERMINAL_PROMPT", "0")
+            // Only the transports a flow may name (validation refuses the
+            // others, `file` on a cluster): never `ext::` and friends.
+            .env("GIT_ALLOW_PROTOCOL", "https:http:git:ssh:file")
             .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
             .kill_on_drop(true);
         if let Some(credentials) = self.credentials {

@@ -556,3 +556,67 @@ fn refs_are_branches_or_commits_and_depth_limits_the_history() {
     assert_eq!(look["full"], 2, "depth 0 fetches all of it");
     assert_eq!(look["pinned"], remote.base.as_str());
 }
+
+#[test]
+fn a_push_the_remote_refuses_fails_a_run_that_had_succeeded() {
+    let remote = Remote::new();
+    let hook = remote.bare().join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho 'pushes are closed today' >&2\nexit 1\n",
+    )
+    .expect("write hook");
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&hook, mode).expect("make the hook runnable");
+    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let o = coxswain(&["run", &file, "--output", "json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = record(&o);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(r["steps"]["read"]["status"], "completed");
+    assert_eq!(r["error"]["code"], "workspace.failed");
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("repo `app` (")
+            && message.contains("pushing the branch `coxswain/local-")
+            && message.contains("pushes are closed today"),
+        "{message}"
+    );
+    assert!(r["workspace"]["pushed"].is_null(), "{}", r["workspace"]);
+}
+
+#[test]
+fn push_always_pushes_the_branch_of_a_run_that_failed() {
+    let remote = Remote::new();
+    let workspace = format!(
+        "    repos:\n      - {{name: app, url: \"{}\"}}\n    push: always\n",
+        remote.url()
+    );
+    let steps = r#"    - key: work
+      script:
+        source: |
+          cd app && echo half >> README && git commit --quiet -am "half done"
+          echo 'gave up' >&2
+          exit 3
+"#;
+    let file = flow(remote.dir.path(), &workspace, steps);
+    let o = coxswain(&["run", &file, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let r = record(&o);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(
+        r["error"]["code"], "script.failed",
+        "the run keeps its own error"
+    );
+    let branch = r["workspace"]["branch"].as_str().expect("branch");
+    let pushed = r["workspace"]["pushed"][0]["commit"]
+        .as_str()
+        .expect("pushed");
+    assert_ne!(pushed, remote.base);
+    assert_eq!(remote.branch(branch).as_deref(), Some(pushed));
+}

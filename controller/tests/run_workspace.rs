@@ -419,15 +419,19 @@ fn an_existing_checkout_is_used_as_it_is_and_nothing_is_pushed() {
           printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
 "#;
     let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
-    let dir = mine.path().display().to_string();
-    let r = succeeded(&coxswain(&[
-        "run",
-        &file,
-        "--output",
-        "json",
-        "--workspace",
-        &dir,
-    ]));
+    let dir = mine
+        .path()
+        .canonicalize()
+        .expect("canonical")
+        .display()
+        .to_string();
+    // Given relative to where coxswain runs, it is recorded absolute.
+    let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["run", &file, "--output", "json", "--workspace", "."])
+        .current_dir(mine.path())
+        .output()
+        .expect("coxswain runs");
+    let r = succeeded(&o);
     let ws = &r["workspace"];
     assert_eq!(ws["volume"], dir.as_str());
     assert_eq!(ws["repos"][0]["commit"], remote.base.as_str());

@@ -15,7 +15,7 @@ use coxswain_steps::agent::{Mode, Provider};
 use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
 use coxswain_steps::script::SharedWorkspace;
 use coxswain_steps::secrets::EnvSecrets;
-use coxswain_steps::workspace::{Repos, temp_folder};
+use coxswain_steps::workspace::{Repos, WorkspaceError, temp_folder};
 
 /// Options of `coxswain run`.
 #[derive(clap::Args, Debug)]
@@ -245,7 +245,18 @@ async fn with_workspace(
     };
     // A private folder of the run's own (0700), unless the user gave one.
     let (dir, temp) = match &args.workspace {
-        Some(dir) => (dir.clone(), None),
+        // Made absolute: scripts run in it, and the record's paths must
+        // read the same from anywhere.
+        Some(dir) => match std::fs::canonicalize(dir) {
+            Ok(dir) => (dir, None),
+            Err(source) => {
+                let error = WorkspaceError::Folder {
+                    path: dir.clone(),
+                    source,
+                };
+                return failed_before_start(flow, input, start, error.into(), progress);
+            }
+        },
         None => match temp_folder() {
             Ok(temp) => (temp.path().to_path_buf(), Some(temp)),
             Err(e) => return failed_before_start(flow, input, start, e.into(), progress),

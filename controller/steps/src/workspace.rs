@@ -40,8 +40,8 @@ pub const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 *
 /// repo; none holds a secret's value.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
-    /// The workspace's folder could not be made.
-    #[error("cannot make the workspace folder {}: {source}", .path.display())]
+    /// The workspace's folder could not be made (or, given, found).
+    #[error("cannot make or open the workspace folder {}: {source}", .path.display())]
     Folder {
         /// The folder.
         path: PathBuf,

@@ -7,5 +7,6 @@
     reason = "its fields and helpers are named for the case files' keys"
 )]
 pub mod conformance_driver;
+pub mod git_server;
 pub mod recording_proxy;
 pub mod when_gone;

@@ -1,10 +1,13 @@
 //! `coxswain run` with a workspace, end to end: the real `coxswain` binary
 //! and the real `git`, against bare repositories each test makes in a
-//! folder of its own and reaches by `file://` URL.
+//! folder of its own and reaches by `file://` URL, or serves from a real
+//! git server on 127.0.0.1 (`git daemon` over `git://`, or `git
+//! http-backend` behind lighttpd with basic auth over `http://`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use coxswain_test_support::git_server::{GitDaemon, GitHttp};
 use serde_json::Value;
 
 /// A bare repository with one commit on `main` (a README), and the folder
@@ -623,4 +626,184 @@ fn push_always_pushes_the_branch_of_a_run_that_failed() {
         .expect("pushed");
     assert_ne!(pushed, remote.base);
     assert_eq!(remote.branch(branch).as_deref(), Some(pushed));
+}
+
+/// The repo `app` at `url`, read with the secret `git-app`, pushed on
+/// success.
+fn app_workspace_at(url: &str, secret: bool) -> String {
+    let secret = if secret {
+        ", secretRef: {name: git-app}"
+    } else {
+        ""
+    };
+    format!(
+        "    repos:\n      - {{name: app, url: \"{url}\", ref: main{secret}}}\n    push: onSuccess\n"
+    )
+}
+
+/// `coxswain run FILE --output json` with the secret `git-app` given by
+/// `env` (`(KEY, value)`: `COXSWAIN_SECRET_GIT_APP_<KEY>`) and no other
+/// key of it, whatever this process has.
+fn run_with_secret(file: &str, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_coxswain"));
+    command.args(["run", file, "--output", "json"]);
+    for key in ["TOKEN", "USERNAME", "PASSWORD"] {
+        command.env_remove(format!("COXSWAIN_SECRET_GIT_APP_{key}"));
+    }
+    for (key, value) in env {
+        command.env(format!("COXSWAIN_SECRET_GIT_APP_{key}"), value);
+    }
+    command.output().expect("coxswain runs")
+}
+
+/// Checks a run of [`EDIT_AND_READ`] that pushed to a server: the record
+/// names the step's commit as pushed, and `branch` (read on the server)
+/// has it, a child of main's `base` with the step's message.
+fn pushed_the_edit(
+    r: &Value,
+    base: &str,
+    branch: impl Fn(&str) -> Option<String>,
+    log: impl Fn(&str) -> String,
+) {
+    let ws = &r["workspace"];
+    let name = ws["branch"].as_str().expect("branch");
+    assert!(name.starts_with("coxswain/local-"), "{ws}");
+    assert_eq!(ws["repos"][0]["commit"], base, "{ws}");
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("edit's commit");
+    assert_ne!(edited, base);
+    assert_eq!(r["steps"]["read"]["output"]["head"], edited);
+    assert_eq!(ws["pushed"][0]["name"], "app", "{ws}");
+    assert_eq!(ws["pushed"][0]["commit"], edited, "{ws}");
+    assert_eq!(branch(name).as_deref(), Some(edited), "the server's {name}");
+    assert_eq!(
+        log(name),
+        format!("{edited} {base} edit on {name}\n{base}  first")
+    );
+    assert_eq!(branch("main").as_deref(), Some(base), "main is left alone");
+}
+
+#[test]
+fn over_git_protocol_a_step_commits_and_the_branch_reaches_the_daemon() {
+    let daemon = GitDaemon::start().expect("git daemon starts");
+    let repo = daemon.create_repo("app");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = flow(
+        dir.path(),
+        &app_workspace_at(&repo.url, false),
+        EDIT_AND_READ,
+    );
+    let r = succeeded(&coxswain(&["run", &file, "--output", "json"]));
+    assert_eq!(r["workspace"]["repos"][0]["url"], repo.url.as_str());
+    pushed_the_edit(
+        &r,
+        &repo.commit,
+        |b| daemon.branch("app", b),
+        |b| daemon.log("app", b, "%H %P %s"),
+    );
+}
+
+#[test]
+fn over_http_a_username_and_password_secret_clones_and_pushes() {
+    let password = "pw-7c2e91d4";
+    let http = GitHttp::start("ana", password).expect("lighttpd starts");
+    let repo = http.create_repo("app");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The server wants them: without the secret the checkout fails.
+    let bare = flow(
+        dir.path(),
+        &app_workspace_at(&repo.url, false),
+        EDIT_AND_READ,
+    );
+    let o = run_with_secret(&bare, &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(record(&o)["error"]["code"], "workspace.failed");
+    let file = flow(
+        dir.path(),
+        &app_workspace_at(&repo.url, true),
+        EDIT_AND_READ,
+    );
+    let o = run_with_secret(&file, &[("USERNAME", "ana"), ("PASSWORD", password)]);
+    let r = succeeded(&o);
+    pushed_the_edit(
+        &r,
+        &repo.commit,
+        |b| http.branch("app", b),
+        |b| http.log("app", b, "%H %P %s"),
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!said.contains(password), "the password was printed: {said}");
+}
+
+#[test]
+fn over_http_wrong_credentials_fail_the_run_before_its_first_step_and_stay_secret() {
+    let http = GitHttp::start("ana", "pw-right-0e4b").expect("lighttpd starts");
+    let repo = http.create_repo("app");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
+    let file = flow(dir.path(), &app_workspace_at(&repo.url, true), steps);
+    let wrong = "pw-wrong-5f3a0b";
+    let o = run_with_secret(&file, &[("USERNAME", "ana"), ("PASSWORD", wrong)]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(!said.contains(wrong), "the password was printed: {said}");
+    let r = record(&o);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(r["error"]["code"], "workspace.failed");
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(&format!(
+            "repo `app` ({}): fetching the ref `main` failed",
+            repo.url
+        )) && message.contains("Authentication failed"),
+        "{message}"
+    );
+    assert!(r["steps"]["never"]["attempts"].is_null(), "{}", r["steps"]);
+    assert!(r["workspace"]["pushed"].is_null(), "{}", r["workspace"]);
+    assert_eq!(
+        http.log("app", "main", "%H"),
+        repo.commit,
+        "nothing reached the server"
+    );
+}
+
+#[test]
+fn over_http_a_token_secret_is_the_password_of_x_access_token() {
+    let token = "tok-3e8d1c0a9b";
+    let http = GitHttp::start("x-access-token", token).expect("lighttpd starts");
+    let repo = http.create_repo("app");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = flow(
+        dir.path(),
+        &app_workspace_at(&repo.url, true),
+        EDIT_AND_READ,
+    );
+    let o = run_with_secret(&file, &[("TOKEN", token)]);
+    let r = succeeded(&o);
+    pushed_the_edit(
+        &r,
+        &repo.commit,
+        |b| http.branch("app", b),
+        |b| http.log("app", b, "%H %P %s"),
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!said.contains(token), "the token was printed: {said}");
 }

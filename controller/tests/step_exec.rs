@@ -31,6 +31,8 @@ fn pod_dir(source: &str) -> tempfile::TempDir {
         since: None,
         timeout_ms: None,
         max_output: 1 << 20,
+        branch: None,
+        part_round: None,
         error: None,
     };
     std::fs::write(

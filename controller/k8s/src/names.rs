@@ -172,6 +172,14 @@ pub fn job(run: &str, id: &WorkId) -> String {
     joined(run, &id.name(), LABEL_MAX)
 }
 
+/// A run's workspace volume (PersistentVolumeClaim): the run's name and a
+/// digest of its uid, so a Run deleted and made again under the same name
+/// never takes the claim its predecessor left (still being deleted).
+pub fn workspace_claim(run: &str, run_uid: &str) -> String {
+    let digest = hex(&Sha256::digest(run_uid.as_bytes()));
+    joined(run, &format!("workspace-{}", &digest[..8]), NAME_MAX)
+}
+
 /// The ConfigMap holding the flow a Run pinned when it started, named by
 /// the flow's digest (`sha256:…`): a ConfigMap someone made in advance under
 /// that name must hold exactly that flow to be taken, and a Flow edited

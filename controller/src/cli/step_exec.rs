@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use coxswain_k8s::jobs::paths;
 use coxswain_k8s::jobs::pod::{self, PodPaths};
+use coxswain_k8s::jobs::workspace::{self, GitAct, GitTask};
 
 /// Options of `coxswain step-exec`.
 #[derive(clap::Args, Debug)]
@@ -25,6 +26,27 @@ enum Command {
     },
     /// Run the step described by the task file and report its result.
     Run(RunArgs),
+    /// Check a run's workspace out into its volume (the checkout Job).
+    Checkout(GitArgs),
+    /// Push a run's branch from its volume (the push Job).
+    Push(GitArgs),
+}
+
+/// What a workspace's git Job is told.
+#[derive(clap::Args, Debug)]
+struct GitArgs {
+    /// The repos and the branch, as JSON (the controller writes it).
+    #[arg(long)]
+    task: String,
+    /// The run's volume.
+    #[arg(long, default_value = paths::WORKSPACE)]
+    dir: PathBuf,
+    /// Where each repo's Secret is mounted (`DIR/<secret>/<key>`).
+    #[arg(long, default_value = workspace::SECRETS_DIR)]
+    secrets: PathBuf,
+    /// Where the termination message is written.
+    #[arg(long, default_value = paths::TERMINATION_LOG)]
+    termination_log: PathBuf,
 }
 
 /// Where `run` finds things; the defaults are the pod's paths.
@@ -73,6 +95,46 @@ pub fn run(args: Args) -> ExitCode {
             }
         },
         Command::Run(args) => run_step(args),
+        Command::Checkout(args) => run_git(GitAct::Checkout, args),
+        Command::Push(args) => run_git(GitAct::Push, args),
+    }
+}
+
+/// Runs a workspace's git Job and reports its result as a step's is.
+fn run_git(act: GitAct, args: GitArgs) -> ExitCode {
+    let result = match serde_json::from_str::<GitTask>(&args.task) {
+        Ok(task) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => {
+                runtime.block_on(workspace::run_git(act, &task, &args.dir, &args.secrets))
+            }
+            Err(e) => {
+                eprintln!("coxswain step-exec: cannot start the async runtime: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Err(e) => Err(coxswain_core::engine::Failed::from(
+            coxswain_core::engine::step_error(
+                coxswain_core::engine::codes::INTERNAL,
+                format!(
+                    "the workspace task is not one this coxswain reads ({e}); do the controller and the image differ in version?"
+                ),
+            ),
+        )),
+    };
+    if let Err(e) = &result {
+        eprintln!("{}", e.error.message);
+    }
+    if let Err(e) = pod::report(&result, &args.termination_log, &mut std::io::stdout()) {
+        eprintln!(
+            "coxswain step-exec: cannot write the result to {}: {e}",
+            args.termination_log.display()
+        );
+        return ExitCode::from(2);
+    }
+    if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

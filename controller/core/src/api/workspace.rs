@@ -170,6 +170,21 @@ pub struct WorkspaceStatus {
     /// pod of the run is placed there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// On a cluster, the uid of the PersistentVolumeClaim the controller
+    /// made: only that object is mounted, and deleted, as the run's volume
+    /// (anyone may make a claim under its name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_uid: Option<String>,
+    /// On a cluster, the flow's `keep` as the run started, so the volume's
+    /// end is decided from the record alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<KeepPolicy>,
+    /// On a cluster, while the run's branch is being pushed: how the run
+    /// ended. The run stays `Running` until the push is done, then takes
+    /// this phase (or `Failed`, when the push of a run that succeeded
+    /// failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushing: Option<super::RunPhase>,
 }
 
 /// One checkout as it was made.

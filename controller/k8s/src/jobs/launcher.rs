@@ -14,6 +14,7 @@ use super::JobSettings;
 use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, config_map_digest, manifests};
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
+use super::workspace::MountedWorkspace;
 use crate::names;
 use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, Run, StepError};
 use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
@@ -34,6 +35,7 @@ const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 pub struct JobLauncher {
     owner: RunOwner,
     settings: Arc<JobSettings>,
+    workspace: Option<MountedWorkspace>,
     jobs: Api<Job>,
     config_maps: Api<ConfigMap>,
     pods: Api<Pod>,
@@ -52,7 +54,13 @@ impl JobLauncher {
     /// A launcher for `run`'s script steps: cheap to make for each reconcile.
     pub fn for_run(client: Client, settings: Arc<JobSettings>, run: &Run) -> Self {
         let owner = RunOwner::of(run);
+        let workspace = run
+            .status
+            .as_ref()
+            .and_then(|s| s.workspace.as_ref())
+            .and_then(|w| MountedWorkspace::of(w, &settings));
         JobLauncher {
+            workspace,
             jobs: Api::namespaced(client.clone(), &owner.namespace),
             config_maps: Api::namespaced(client.clone(), &owner.namespace),
             pods: Api::namespaced(client, &owner.namespace),
@@ -69,7 +77,13 @@ impl JobLauncher {
     /// The objects `work` becomes, without creating them.
     pub fn manifests(&self, work: &Work) -> Result<Manifests, LauncherError> {
         match &work.task {
-            Task::Script(step) => Ok(manifests(&self.owner, work, step, &self.settings)),
+            Task::Script(step) => Ok(manifests(
+                &self.owner,
+                work,
+                step,
+                &self.settings,
+                self.workspace.as_ref(),
+            )),
             other => Err(unavailable(
                 &WorkId::of(work),
                 "launched",
@@ -273,6 +287,23 @@ impl JobLauncher {
 }
 
 impl JobLauncher {
+    /// Creates `job` (a workspace's git Job) for the work `id` unless a Job
+    /// is there under its name already (the next observe checks whose).
+    pub async fn launch_job(&self, id: &WorkId, job: &Job) -> Result<(), LauncherError> {
+        create(&self.jobs, job)
+            .await
+            .map(|_| ())
+            .map_err(|e| unavailable(id, "launched", e.to_string()))
+    }
+
+    /// The pods of the Job of `id`, when it is this Run's (newest first).
+    pub async fn pods_of_work(&self, id: &WorkId) -> Result<Vec<Pod>, LauncherError> {
+        match self.own_job(id, "observed").await? {
+            Some(job) => self.pods_of(id, &job).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Gives a finished Job whose result is recorded the time it may stay
     /// (`ttlSecondsAfterFinished`, counted by Kubernetes from the Job's end;
     /// a Job that ended longer ago than that goes at once). The patch names

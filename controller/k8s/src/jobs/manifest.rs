@@ -14,6 +14,7 @@ use kube::Resource;
 
 use super::JobSettings;
 use super::task::{PodTask, paths};
+use super::workspace::MountedWorkspace;
 use crate::names;
 use coxswain_core::api::{Run, ScriptStep, StepError};
 use coxswain_core::engine::{Work, codes, step_error};
@@ -99,12 +100,14 @@ enum InputsProblem {
     TooLarge { bytes: usize, max: usize },
 }
 
-/// The ConfigMap and Job of `work`, a script step, for `owner`.
+/// The ConfigMap and Job of `work`, a script step, for `owner`, in the
+/// run's `workspace` when it has one.
 pub fn manifests(
     owner: &RunOwner,
     work: &Work,
     step: &ScriptStep,
     settings: &JobSettings,
+    workspace: Option<&MountedWorkspace>,
 ) -> Manifests {
     let id = WorkId::of(work);
     let name = names::job(&owner.name, &id);
@@ -119,6 +122,8 @@ pub fn manifests(
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         max_output: settings.max_output,
+        branch: workspace.map(|w| w.branch.clone()),
+        part_round: work.part.as_ref().map(|p| p.round),
         error: None,
     };
     let inputs = match checked_inputs(work, &task) {
@@ -130,7 +135,9 @@ pub fn manifests(
     };
     let config_map = config_map(owner, &name, &work.step, &task, &inputs);
     let digest = config_map_digest(&config_map);
-    let job = job(owner, &name, work, step, &inputs, &digest, settings);
+    let job = job(
+        owner, &name, work, step, &inputs, &digest, settings, workspace,
+    );
     Manifests { config_map, job }
 }
 
@@ -218,6 +225,7 @@ fn config_map(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn job(
     owner: &RunOwner,
     name: &str,
@@ -226,6 +234,7 @@ fn job(
     inputs: &[InputFile],
     digest: &str,
     settings: &JobSettings,
+    workspace: Option<&MountedWorkspace>,
 ) -> Job {
     let id = WorkId::of(work);
     let mut metadata = meta(owner, name, &work.step, "step");
@@ -261,7 +270,9 @@ fn job(
             ttl_seconds_after_finished: None,
             template: PodTemplateSpec {
                 metadata: Some(template_meta),
-                spec: Some(pod_spec(name, work, step, inputs, digest, settings)),
+                spec: Some(pod_spec(
+                    name, work, step, inputs, digest, settings, workspace,
+                )),
             },
             ..JobSpec::default()
         }),
@@ -269,6 +280,7 @@ fn job(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn pod_spec(
     config_map: &str,
     work: &Work,
@@ -276,6 +288,7 @@ fn pod_spec(
     inputs: &[InputFile],
     digest: &str,
     settings: &JobSettings,
+    workspace: Option<&MountedWorkspace>,
 ) -> PodSpec {
     let install = Container {
         name: INSTALL_CONTAINER.to_string(),
@@ -304,7 +317,7 @@ fn pod_spec(
             "--inputs-from".into(),
             config_map.into(),
         ]),
-        env: Some(env(work, step)),
+        env: Some(env(work, step, workspace)),
         working_dir: Some(paths::WORKSPACE.into()),
         volume_mounts: Some(vec![
             mount("coxswain-bin", paths::BIN_DIR, true),
@@ -321,26 +334,41 @@ fn pod_spec(
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     };
+    let mut volumes = volumes(config_map, inputs);
+    if let Some(workspace) = workspace {
+        for volume in volumes.iter_mut().filter(|v| v.name == "workspace") {
+            *volume = workspace.volume("workspace");
+        }
+    }
     PodSpec {
         restart_policy: Some("Never".into()),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(settings.run_as_user),
-            run_as_group: Some(settings.run_as_user),
-            seccomp_profile: Some(runtime_default()),
-            ..PodSecurityContext::default()
-        }),
+        security_context: Some(pod_security(settings, workspace.is_some())),
         init_containers: Some(vec![install]),
         containers: vec![main],
-        volumes: Some(volumes(config_map, inputs)),
+        volumes: Some(volumes),
+        affinity: workspace.and_then(MountedWorkspace::affinity),
         ..PodSpec::default()
     }
 }
 
+/// The pod's security context: not root, the runtime's seccomp profile,
+/// and with a workspace the volume's files in the pod user's group, so
+/// every pod of the run may write what another left.
+pub(super) fn pod_security(settings: &JobSettings, workspace: bool) -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(settings.run_as_user),
+        run_as_group: Some(settings.run_as_user),
+        fs_group: workspace.then_some(settings.run_as_user),
+        seccomp_profile: Some(runtime_default()),
+        ..PodSecurityContext::default()
+    }
+}
+
 /// What the "restricted" Pod Security Standard asks of every container.
-fn hardened() -> SecurityContext {
+pub(super) fn hardened() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {
@@ -360,7 +388,7 @@ fn runtime_default() -> SeccompProfile {
     }
 }
 
-fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: volume.into(),
         mount_path: path.into(),
@@ -423,7 +451,7 @@ fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
 /// The script's contract variables, then the step's own `env` (which wins,
 /// as locally). Kubernetes expands `$(NAME)` in values: every `$` is
 /// doubled, so a value reaches the script exactly as written.
-fn env(work: &Work, step: &ScriptStep) -> Vec<EnvVar> {
+fn env(work: &Work, step: &ScriptStep, workspace: Option<&MountedWorkspace>) -> Vec<EnvVar> {
     let since = work.run.since.clone().unwrap_or_default();
     let contract = [
         ("INPUTS", paths::INPUTS.to_string()),
@@ -444,9 +472,11 @@ fn env(work: &Work, step: &ScriptStep) -> Vec<EnvVar> {
         ("SINCE", since.clone()),
         ("LAST_RUN", since),
     ];
+    let branch = workspace.map(|w| ("BRANCH", w.branch.clone()));
     let overridden = |name: &str| step.env.iter().any(|v| v.name == name);
     let mut vars: Vec<EnvVar> = contract
         .into_iter()
+        .chain(branch)
         .filter(|(name, _)| !overridden(name))
         .map(|(name, value)| literal(name, &value))
         .collect();
@@ -471,7 +501,7 @@ fn env(work: &Work, step: &ScriptStep) -> Vec<EnvVar> {
     vars
 }
 
-fn literal(name: &str, value: &str) -> EnvVar {
+pub(super) fn literal(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
         value: Some(value.replace('$', "$$")),
@@ -553,6 +583,7 @@ mod tests {
             &work(step.clone(), input),
             &step,
             &JobSettings::default(),
+            None,
         )
     }
 

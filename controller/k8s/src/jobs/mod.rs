@@ -56,11 +56,15 @@ pub mod pod;
 mod settings;
 mod task;
 pub mod wire;
+pub mod workspace;
 
 pub use launcher::JobLauncher;
 pub use manifest::{
     INPUT_KEY_PREFIX, INSTALL_CONTAINER, Manifests, RunOwner, STEP_CONTAINER, TASK_KEY,
     config_map_digest, manifests,
 };
-pub use settings::{DEFAULT_MAX_OUTPUT, DEFAULT_RUN_AS_USER, IN_IMAGE_EXECUTABLE, JobSettings};
+pub use settings::{
+    AccessMode, DEFAULT_MAX_OUTPUT, DEFAULT_RUN_AS_USER, IN_IMAGE_EXECUTABLE, JobSettings,
+    WorkspaceSettings,
+};
 pub use task::{PodTask, inputs_digest, paths};

@@ -13,7 +13,7 @@ use super::task::{PodTask, paths};
 use super::wire::{self, WireResult};
 use coxswain_core::api::StepError;
 use coxswain_core::engine::{Failed, WorkResult, codes, step_error};
-use coxswain_steps::script::{Attempt, Echo, Echoes, Folders, LocalScript};
+use coxswain_steps::script::{Attempt, Echo, Echoes, Folders, LocalScript, SharedWorkspace};
 use coxswain_steps::secrets::MapSecrets;
 
 /// Why `step-exec install` failed.
@@ -123,9 +123,16 @@ pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) ->
         .iter()
         .map(|var| (var.name.clone(), env(&var.name).unwrap_or_default()))
         .collect();
-    let script = LocalScript::new(Arc::new(MapSecrets::new()))
+    let mut script = LocalScript::new(Arc::new(MapSecrets::new()))
         .with_stdout_limit(task.max_output)
         .with_echo(Arc::new(ContainerLog));
+    if let Some(branch) = &task.branch {
+        // The run's volume is mounted at `$WORKSPACE` already.
+        script = script.with_workspace(SharedWorkspace {
+            dir: None,
+            branch: branch.clone(),
+        });
+    }
     script
         .run_in(
             &task.step,
@@ -315,6 +322,8 @@ mod tests {
             since: None,
             timeout_ms: None,
             max_output: 64,
+            branch: None,
+            part_round: None,
             error: None,
         }
     }
@@ -330,6 +339,20 @@ mod tests {
             done.output,
             json!({"who": "fetch", "a": 3, "t": "s3cret", "files": ["out.txt"]})
         );
+    }
+
+    #[tokio::test]
+    async fn in_a_run_with_a_workspace_the_branch_is_set_and_outputs_are_kept_in_the_volume() {
+        let mut t = task(
+            r#"touch "$OUTPUTS/out.txt"; printf '{"branch":"%s","pwd":"%s"}' "$BRANCH" "$PWD""#,
+        );
+        t.branch = Some("coxswain/nightly".into());
+        let (_dir, paths) = pod_dirs(&t);
+        let done = run_task(&paths, |_| None).await.expect("done");
+        let kept = paths.workspace.join(".coxswain/outputs/fetch/3/out.txt");
+        assert!(kept.is_file(), "{}", kept.display());
+        assert_eq!(done.output["branch"], "coxswain/nightly");
+        assert_eq!(done.output["files"], json!([kept.display().to_string()]));
     }
 
     /// The digest the controller gives for the pod's task and inputs,

@@ -71,6 +71,90 @@ pub struct JobSettings {
         value_parser = parse_ttl
     )]
     pub ttl_after_finished: Ttl,
+    /// Runs' workspaces: their volumes and git Jobs.
+    #[command(flatten)]
+    pub workspace: WorkspaceSettings,
+}
+
+/// How a run's workspace is made on a cluster.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkspaceSettings {
+    /// Image of the Jobs that check out and push a workspace's repos: it
+    /// must have `git`. Default: the `--job-image`.
+    #[arg(
+        id = "workspace-image",
+        long = "workspace-image",
+        env = "COXSWAIN_WORKSPACE_IMAGE"
+    )]
+    pub image: Option<String>,
+    /// Size of a run's volume when its flow gives none (a Kubernetes
+    /// quantity such as `1Gi`).
+    #[arg(
+        id = "workspace-size", long = "workspace-size",
+        env = "COXSWAIN_WORKSPACE_SIZE",
+        default_value = DEFAULT_WORKSPACE_SIZE,
+        value_name = "QUANTITY"
+    )]
+    pub size: String,
+    /// The volumes' access mode: `ReadWriteOnce` places every pod of a run
+    /// on the node that holds its volume; `ReadWriteMany` (a class that
+    /// offers it) places them anywhere.
+    #[arg(
+        id = "workspace-access-mode",
+        long = "workspace-access-mode",
+        env = "COXSWAIN_WORKSPACE_ACCESS_MODE",
+        default_value = "ReadWriteOnce",
+        value_enum
+    )]
+    pub access_mode: AccessMode,
+    /// Seconds a run's volume may take to bind and its checkout pod to
+    /// start; past them the run fails with the reason Kubernetes gives
+    /// (no such storage class, no volume, a volume attached elsewhere).
+    #[arg(
+        id = "workspace-bind-timeout", long = "workspace-bind-timeout",
+        env = "COXSWAIN_WORKSPACE_BIND_TIMEOUT",
+        default_value_t = DEFAULT_BIND_TIMEOUT_SECONDS,
+        value_name = "SECONDS"
+    )]
+    pub bind_timeout_seconds: u64,
+}
+
+impl Default for WorkspaceSettings {
+    fn default() -> Self {
+        WorkspaceSettings {
+            image: None,
+            size: DEFAULT_WORKSPACE_SIZE.to_string(),
+            access_mode: AccessMode::ReadWriteOnce,
+            bind_timeout_seconds: DEFAULT_BIND_TIMEOUT_SECONDS,
+        }
+    }
+}
+
+/// A run's volume when its flow names no size.
+pub const DEFAULT_WORKSPACE_SIZE: &str = "1Gi";
+
+/// How long a run's volume may take to bind by default.
+pub const DEFAULT_BIND_TIMEOUT_SECONDS: u64 = 120;
+
+/// A volume's access mode, as Kubernetes spells it.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessMode {
+    /// One node mounts it: the run's pods are placed there.
+    #[value(name = "ReadWriteOnce")]
+    ReadWriteOnce,
+    /// Any node mounts it.
+    #[value(name = "ReadWriteMany")]
+    ReadWriteMany,
+}
+
+impl AccessMode {
+    /// As the claim's `accessModes` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessMode::ReadWriteOnce => "ReadWriteOnce",
+            AccessMode::ReadWriteMany => "ReadWriteMany",
+        }
+    }
 }
 
 impl Default for JobSettings {
@@ -81,6 +165,7 @@ impl Default for JobSettings {
             run_as_user: DEFAULT_RUN_AS_USER,
             max_output: DEFAULT_MAX_OUTPUT,
             ttl_after_finished: parse_ttl(DEFAULT_TTL_AFTER_FINISHED).unwrap_or(Ttl(None)),
+            workspace: WorkspaceSettings::default(),
         }
     }
 }
@@ -107,6 +192,11 @@ fn parse_ttl(text: &str) -> Result<Ttl, String> {
 }
 
 impl JobSettings {
+    /// Whether a run's pods go to its volume's node (a ReadWriteOnce volume).
+    pub fn pins_pods(&self) -> bool {
+        self.workspace.access_mode == AccessMode::ReadWriteOnce
+    }
+
     /// The executable the init container copies: as set, else this
     /// process's own outside a cluster, else [`IN_IMAGE_EXECUTABLE`].
     pub fn executable(&self) -> PathBuf {

@@ -56,6 +56,14 @@ pub struct PodTask {
     pub timeout_ms: Option<u64>,
     /// The most bytes the script may print on stdout.
     pub max_output: usize,
+    /// The run's branch (`$BRANCH`), in a run with a workspace: its volume
+    /// is then mounted at `$WORKSPACE` and what the attempt leaves in
+    /// `$OUTPUTS` is kept there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The round of a parallel step's part (its kept files' folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_round: Option<u32>,
     /// A failure found when the Job was made (inputs that cannot become
     /// files): the pod reports it as the attempt's result without running
     /// anything, so it reaches the run the way every result does.
@@ -72,8 +80,7 @@ impl PodTask {
             attempt: self.attempt,
             since: self.since.clone(),
             part_key: self.part_key.clone(),
-            // No workspace on a cluster yet, so no kept files to place.
-            part_round: None,
+            part_round: self.part_round,
         }
     }
 

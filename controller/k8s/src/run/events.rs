@@ -36,6 +36,23 @@ pub fn tampered(kind: &str, name: &str, reason: &str) -> Event {
     }
 }
 
+/// What became of a run's workspace (`WorkspaceCheckout`, `WorkspaceReady`,
+/// `WorkspacePush`, `WorkspacePushed`, `WorkspaceFailed`): a warning when
+/// `warning`.
+pub fn workspace(reason: &str, note: String, warning: bool) -> Event {
+    Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.into(),
+        note: Some(cut(note)),
+        action: "Workspace".into(),
+        secondary: None,
+    }
+}
+
 /// The warning that a run waits for its Flow, which does not exist (yet:
 /// Argo CD may sync it after the Run).
 pub fn flow_missing(reason: &str) -> Event {

@@ -25,6 +25,7 @@ pub mod in_controller;
 pub mod launchers;
 pub mod pin;
 pub mod status;
+pub mod workspace;
 pub mod written;
 
 use std::sync::Arc;
@@ -88,6 +89,13 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         Read::Ready { old, flow } => (*old, flow),
         Read::Done(action) => return Ok(action),
     };
+    let workspace = flow.spec().workspace.clone();
+    if let Some(workspace) = &workspace {
+        match workspace::before_steps(&ctx, &run, &old, workspace).await? {
+            workspace::Prepared::Ready => {}
+            workspace::Prepared::Done(action) => return Ok(action),
+        }
+    }
     let input = run
         .spec
         .input
@@ -110,7 +118,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let now = Timestamp::now();
     let fed = feed(&run, &mut machine, &seen, now);
     let plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
-    let wrote = match write(&ctx, &run, &mut machine, &old, now).await {
+    let wrote = match write(&ctx, &run, &mut machine, &old, workspace.as_ref(), now).await {
         Ok(written) => written,
         Err(Error::Tampered { object, reason }) => {
             tracing::warn!(run = %run.name_any(), %object, "{reason}");
@@ -393,15 +401,21 @@ fn take_answers(
     }
 }
 
-/// Writes the record once, when it changed; says whether it did.
+/// Writes the record once, when it changed; says whether it did. A run
+/// that ended and pushes its workspace's branch is written held for the
+/// push ([`RunStatus::hold_for_push`]).
 async fn write(
     ctx: &Context,
     run: &Run,
     machine: &mut RunMachine<'_>,
     old: &RunStatus,
+    workspace: Option<&coxswain_core::api::Workspace>,
     now: Timestamp,
 ) -> Result<Option<RunStatus>, Error> {
     let mut new = machine.record().clone();
+    if let Some(workspace) = workspace {
+        new.hold_for_push(workspace);
+    }
     status::set_conditions(&mut new, run.metadata.generation, now);
     if new == *old {
         return Ok(None);
@@ -745,6 +759,7 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
     );
     let approvals: Api<Approval> = Api::namespaced(ctx.client.clone(), &namespace);
     let closed = approvals::close_unanswered(&approvals, run, &reason).await?;
+    workspace::release(ctx, run).await?;
     if closed > 0 {
         tracing::info!(run = %run.name_any(), closed, "closed the unanswered approvals of an ended run");
     }

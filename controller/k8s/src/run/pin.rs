@@ -214,17 +214,6 @@ async fn snapshot_flow(
             )));
         }
     };
-    if flow.spec.workspace.is_some() {
-        // Until the controller makes volumes and checkouts (issue 21's
-        // cluster half), a run that would start its scripts without the
-        // checkouts they expect is refused instead.
-        return Ok(Err(Pinned::Refused(
-            codes::WORKSPACE,
-            format!(
-                "the flow `{flow_name}` declares a workspace, which this controller cannot make yet (`coxswain run` can); the run is not started rather than run its scripts without their checkouts"
-            ),
-        )));
-    }
     let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
     // Made already (by a reconcile whose record write was lost, or by
     // someone else): read before writing, since a create whose answer is

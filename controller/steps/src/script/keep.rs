@@ -30,8 +30,14 @@ pub fn keep_outputs(outputs: &Path, kept: &Path) -> Result<(), ScriptError> {
     match std::fs::rename(outputs, kept) {
         Ok(()) => Ok(()),
         // Another file system (`--workspace` elsewhere than the scratch
-        // space): copy instead.
-        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+        // space), or a mount point (`$OUTPUTS` in a step's pod is a volume
+        // of its own): copy instead.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::CrossesDevices | io::ErrorKind::ResourceBusy
+            ) =>
+        {
             copy_tree(outputs, kept).map_err(failed)
         }
         Err(e) => Err(failed(e)),

@@ -201,6 +201,9 @@ func supervise() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "harness: kube-apiserver at %s (%.1fs)\n", server, time.Since(start).Seconds())
+	if err := createDefaultStorageClass(ctx, kubeconfig); err != nil {
+		return err
+	}
 
 	if !*noKCM {
 		kc, err := startChild("kube-controller-manager", p("logs/kube-controller-manager.log"), kcmArgs(kubeconfig, creds))
@@ -217,6 +220,8 @@ func supervise() error {
 			}
 		}()
 	}
+	// Runs after the node has stopped its pods, before KCM and the apiserver stop.
+	defer removeProvisionedDirs(kubeconfig)
 	nodeDone := make(chan error, 1)
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer func() { stopNode(); <-nodeDone }()

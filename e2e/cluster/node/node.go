@@ -19,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -49,7 +51,15 @@ type Node struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
+
+	// The binder's caches (set in Run) and its lock: a pod is bound or
+	// marked unschedulable by one caller at a time.
+	bindMu      sync.Mutex
+	unscheduled corelisters.PodLister
+	claims      claimListers
 }
+
+var labelsEverything = labels.Everything()
 
 // New connects to the cluster; nothing is registered until Register.
 func New(cfg Config) (*Node, error) {
@@ -198,15 +208,28 @@ func (n *Node) heartbeat(ctx context.Context) {
 func (n *Node) Run(ctx context.Context) error {
 	go n.heartbeat(ctx)
 
-	// The binder: every unscheduled pod goes to this node.
-	unscheduled := informers.NewSharedInformerFactoryWithOptions(n.client, 0,
+	// The binder: every unscheduled pod goes to this node once its claims
+	// are bound (claims.go); the resync re-checks those still waiting.
+	unscheduled := informers.NewSharedInformerFactoryWithOptions(n.client, 10*time.Second,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 		}))
-	_, _ = unscheduled.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podInformer := unscheduled.Core().V1().Pods()
+	n.unscheduled = podInformer.Lister()
+	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { n.bind(ctx, obj.(*v1.Pod)) },
 		UpdateFunc: func(_, obj any) { n.bind(ctx, obj.(*v1.Pod)) },
 	})
+	storage := informers.NewSharedInformerFactory(n.client, 0)
+	claimInformer := storage.Core().V1().PersistentVolumeClaims()
+	n.claims = claimListers{claims: claimInformer.Lister(), classes: storage.Storage().V1().StorageClasses().Lister()}
+	_, _ = claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { n.claimChanged(ctx, obj.(*v1.PersistentVolumeClaim)) },
+		UpdateFunc: func(_, obj any) { n.claimChanged(ctx, obj.(*v1.PersistentVolumeClaim)) },
+	})
+	_ = storage.Storage().V1().StorageClasses().Informer()
+	storage.Start(ctx.Done())
+	storage.WaitForCacheSync(ctx.Done())
 	// This node's pods.
 	mine := informers.NewSharedInformerFactoryWithOptions(n.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -228,6 +251,7 @@ func (n *Node) Run(ctx context.Context) error {
 	mine.Start(ctx.Done())
 	<-ctx.Done()
 	unscheduled.Shutdown()
+	storage.Shutdown()
 	mine.Shutdown()
 
 	n.mu.Lock()
@@ -246,6 +270,14 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) bind(ctx context.Context, p *v1.Pod) {
 	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || len(p.Spec.SchedulingGates) > 0 ||
 		(p.Spec.SchedulerName != "" && p.Spec.SchedulerName != v1.DefaultSchedulerName) {
+		return
+	}
+	n.bindMu.Lock()
+	defer n.bindMu.Unlock()
+	if reason, wait := n.claimsBlock(ctx, p); reason != "" {
+		if !wait {
+			n.markUnschedulable(ctx, p, reason)
+		}
 		return
 	}
 	b := &v1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},

@@ -508,7 +508,7 @@ func (w *podWorker) runContainer(ctx context.Context, c *v1.Container, init bool
 			release()
 			return failStart("CreateContainerError", fmt.Errorf("mount point %s: %w", m.MountPath, err))
 		}
-		spec.Mounts = append(spec.Mounts, bindMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
+		spec.Mounts = append(spec.Mounts, bindMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly || w.volumeReadOnly(m.Name)})
 	}
 	tmp := c.TerminationMessagePath
 	if tmp == "" {

@@ -3,7 +3,8 @@ package node
 // volumes.go: materialises a pod's volumes as directories under the pod's
 // state dir — configMap, secret, emptyDir, downwardAPI and projected
 // (configMap, secret, downwardAPI, serviceAccountToken via TokenRequest).
-// hostPath volumes point at the host path itself. Other kinds are refused.
+// hostPath volumes point at the host path itself, persistentVolumeClaim
+// volumes at their PV's host directory (claims.go). Other kinds are refused.
 
 import (
 	"context"
@@ -218,6 +219,8 @@ func (w *podWorker) volumeSource(ctx context.Context, v *v1.Volume) (string, err
 	switch {
 	case v.EmptyDir != nil:
 		return dir, os.MkdirAll(dir, 0o777)
+	case v.PersistentVolumeClaim != nil:
+		return w.claimSource(ctx, v.PersistentVolumeClaim)
 	case v.HostPath != nil:
 		if v.HostPath.Type != nil && (*v.HostPath.Type == v1.HostPathDirectoryOrCreate) {
 			_ = os.MkdirAll(v.HostPath.Path, 0o755)

@@ -89,13 +89,6 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         Read::Ready { old, flow } => (*old, flow),
         Read::Done(action) => return Ok(action),
     };
-    let workspace = flow.spec().workspace.clone();
-    if let Some(workspace) = &workspace {
-        match workspace::before_steps(&ctx, &run, &old, workspace).await? {
-            workspace::Prepared::Ready => {}
-            workspace::Prepared::Done(action) => return Ok(action),
-        }
-    }
     let input = run
         .spec
         .input
@@ -107,6 +100,16 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
             return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, e.to_string())).await;
         }
     };
+    // The workspace's phases write from the record as the engine resumed
+    // it: pinned to the flow's digest, so the flow checked out for is the
+    // flow that runs.
+    let workspace = flow.spec().workspace.clone();
+    if let Some(workspace) = &workspace {
+        match workspace::before_steps(&ctx, &run, machine.state(), workspace).await? {
+            workspace::Prepared::Ready => {}
+            workspace::Prepared::Done(action) => return Ok(action),
+        }
+    }
     let launchers = Launchers::new(
         ctx.client.clone(),
         ctx.jobs.clone(),

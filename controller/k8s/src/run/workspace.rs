@@ -369,7 +369,9 @@ async fn push(
     let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
     let id = GitAct::Push.work_id(&owner.uid);
     let made = old.workspace.clone().unwrap_or_default();
-    if run.spec.cancel {
+    // A cancel that ended the run is no reason to stop its push (`push:
+    // always`); one that came during the push is.
+    if run.spec.cancel && ending != RunPhase::Cancelled {
         if let Err(e) = launcher.cancel(&id).await {
             tracing::debug!(error = %e, "could not stop the push Job");
         }

@@ -43,8 +43,11 @@ fn claim(name: &str, class: Option<&str>) -> PersistentVolumeClaim {
 }
 
 /// A pod spec (no retries) whose one container runs `script` with `sh -c`
-/// as our step Jobs run (uid 65532, non-root), with claim `claim` as volume
-/// `data` mounted at `/data` (`read_only`: the claim is mounted read-only).
+/// with the security context of our step Jobs (uid 65532, non-root; the
+/// stand-in node ignores it and runs the process as root, which is why the
+/// provisioner's 0750 root directory is writable), with claim `claim` as
+/// volume `data` mounted at `/data` (`read_only`: the claim is mounted
+/// read-only).
 fn pod_spec(script: &str, claim: &str, read_only: bool) -> Value {
     json!({
         "restartPolicy": "Never",
@@ -343,7 +346,8 @@ async fn pod_whose_claim_never_binds_stays_pending_and_never_runs() {
 async fn pod_runs_once_its_claim_is_bound_later() {
     let ns = TestNamespace::new().await.expect("namespace");
     let class = format!("manual-{}", ns.name());
-    ns.api::<PersistentVolumeClaim>()
+    let pvc = ns
+        .api::<PersistentVolumeClaim>()
         .create(&PostParams::default(), &claim("later", Some(&class)))
         .await
         .expect("create claim");
@@ -367,7 +371,9 @@ async fn pod_runs_once_its_claim_is_bound_later() {
     .expect("pod waits for its claim");
 
     // An administrator's PV, pre-bound to the claim: the PV controller binds
-    // them, and the node then takes the pod.
+    // them, and the node then takes the pod. (With the claim's uid in the
+    // claimRef the PV controller binds at once; without, at its next resync
+    // of claims, 15 s.)
     let dir = std::env::temp_dir().join(format!("coxswain-e2e-static-{}", ns.name()));
     std::fs::create_dir_all(&dir).expect("static PV directory");
     let pv_name = format!("static-{}", ns.name());
@@ -378,7 +384,7 @@ async fn pod_runs_once_its_claim_is_bound_later() {
             "capacity": {"storage": "1Mi"}, "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain", "storageClassName": class,
             "hostPath": {"path": dir.to_str().expect("utf-8 path")},
-            "claimRef": {"namespace": ns.name(), "name": "later"}
+            "claimRef": {"namespace": ns.name(), "name": "later", "uid": pvc.metadata.uid}
         }
     }))
     .expect("valid pv");

@@ -501,9 +501,48 @@ pub async fn release(ctx: &Context, run: &Run) -> Result<(), Error> {
     if keep {
         return Ok(());
     }
-    let claims: Api<PersistentVolumeClaim> =
-        Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
+    let namespace = run.namespace().unwrap_or_default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let found = claims
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading the claim {name}"), e))?;
+    if found.is_none_or(|c| c.metadata.uid.as_deref() != Some(uid)) {
+        return Ok(());
+    }
+    // Kubernetes keeps a claim while any pod that mounted it exists, a
+    // finished one too: the run's Jobs go first (their pods with them; the
+    // record keeps each attempt's last stderr lines).
+    delete_jobs(ctx, run, &namespace).await?;
     delete_claim(&claims, name, Some(uid.clone())).await
+}
+
+/// Deletes every Job of `run` (only those the Run controls).
+async fn delete_jobs(ctx: &Context, run: &Run, namespace: &str) -> Result<(), Error> {
+    use k8s_openapi::api::batch::v1::Job;
+    let uid = run.uid().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
+    let selector = format!("{}={uid}", names::RUN_UID_LABEL);
+    let list = jobs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| Error::kube(format!("listing the Jobs of run {}", run.name_any()), e))?;
+    for job in list.items.iter().filter(|j| names::controlled_by(*j, &uid)) {
+        let name = job.name_any();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: job.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match jobs.delete(&name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(Error::kube(format!("deleting the Job {name}"), e)),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes the claim `name` if it is still the object with `uid`.

@@ -616,6 +616,73 @@ mod tests {
     }
 
     #[test]
+    fn in_a_run_with_a_workspace_the_pod_mounts_its_claim_on_its_node() {
+        let step = script();
+        let mounted = MountedWorkspace {
+            claim: "nightly-x7k2-workspace-0011aabb".into(),
+            branch: "coxswain/nightly-x7k2".into(),
+            node: Some("node-3".into()),
+        };
+        let mut w = work(step.clone(), json!({}));
+        w.part = Some(coxswain_core::engine::PartRef {
+            index: 1,
+            key: "b".into(),
+            round: 2,
+        });
+        let m = manifests(&owner(), &w, &step, &JobSettings::default(), Some(&mounted));
+        let pod = pod(&m);
+        let volumes = pod.volumes.clone().expect("volumes");
+        let ws = volumes
+            .iter()
+            .find(|v| v.name == "workspace")
+            .expect("workspace");
+        assert_eq!(
+            ws.persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.as_str()),
+            Some("nightly-x7k2-workspace-0011aabb")
+        );
+        assert!(ws.empty_dir.is_none());
+        let env = pod.containers[0].env.clone().expect("env");
+        let branch = env.iter().find(|v| v.name == "BRANCH").expect("BRANCH");
+        assert_eq!(branch.value.as_deref(), Some("coxswain/nightly-x7k2"));
+        let node = pod
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|s| s.node_selector_terms[0].match_fields.clone());
+        assert!(format!("{node:?}").contains("node-3"), "{node:?}");
+        assert!(
+            pod.security_context
+                .as_ref()
+                .and_then(|s| s.fs_group)
+                .is_some()
+        );
+        let task: PodTask =
+            serde_json::from_str(&m.config_map.data.clone().expect("data")[TASK_KEY])
+                .expect("task");
+        assert_eq!(task.branch.as_deref(), Some("coxswain/nightly-x7k2"));
+        assert_eq!(task.part_round, Some(2));
+
+        // Without one: an emptyDir of its own, no branch, nowhere pinned.
+        let plain = build(json!({}));
+        let pod = super::tests::pod(&plain);
+        assert!(pod.affinity.is_none());
+        assert!(
+            pod.security_context
+                .as_ref()
+                .and_then(|s| s.fs_group)
+                .is_none()
+        );
+        let env = pod.containers[0].env.clone().expect("env");
+        assert!(env.iter().all(|v| v.name != "BRANCH"));
+    }
+
+    #[test]
     fn pods_meet_the_restricted_standard() {
         let m = build(json!({}));
         let pod = pod(&m);

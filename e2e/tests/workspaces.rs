@@ -1,0 +1,354 @@
+//! Workspaces on the cluster: a flow's repos checked out from a real git
+//! server (`git daemon`, and `git http-backend` behind lighttpd with basic
+//! auth) into a PersistentVolumeClaim the harness's real hostpath
+//! provisioner binds, shared by the run's script Jobs, its branch pushed
+//! back, the claim gone once the run is over. Driven with kubectl as people
+//! drive it.
+
+use std::time::Duration;
+
+use coxswain_e2e::{Setup, wait_for};
+use coxswain_test_support::git_server::{GitDaemon, GitHttp};
+use serde_json::{Value, json};
+
+const BOUND: Duration = Duration::from_secs(120);
+
+/// A Flow named `name` with `workspace` and `steps` (YAML indented for
+/// `spec:`).
+fn flow(name: &str, workspace: &str, steps: &str) -> String {
+    format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n  workspace:\n{workspace}  steps:\n{steps}"
+    )
+}
+
+/// The repo `app` at `url` from `main`, pushed on success.
+fn app(url: &str) -> String {
+    format!("    repos:\n      - {{name: app, url: \"{url}\", ref: main}}\n    push: onSuccess\n")
+}
+
+const EDIT_AND_READ: &str = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          test "$(git rev-parse --abbrev-ref HEAD)" = "$BRANCH"
+          echo changed >> README
+          git commit --quiet -am "edit on $BRANCH"
+          echo "the report" > "$OUTPUTS/report.txt"
+          printf '{"commit": "%s", "report": "report.txt"}' "$(git rev-parse HEAD)"
+        output:
+          fields: [{name: commit, type: string}, {name: report, type: file}]
+    - key: each
+      parallel:
+        items: $input.names
+        step:
+          input: {name: $item}
+          script:
+            source: |
+              set -e
+              printf '{"head": "%s", "readme": "%s"}' "$(git -C app rev-parse HEAD)" "$(tail -n1 app/README)"
+    - key: read
+      input: {report: $steps.edit.output.report}
+      script:
+        source: |
+          set -e
+          report=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/report")
+          printf '{"head": "%s", "readme": "%s", "report": "%s", "path": "%s"}' \
+            "$(git -C app rev-parse HEAD)" "$(tail -n1 app/README)" "$(cat "$report")" "$report"
+"#;
+
+/// The claims of run `run` in the namespace (by the run's label).
+fn claims(s: &Setup, run: &str) -> Vec<String> {
+    let out = s
+        .kubectl
+        .run(&[
+            "get",
+            "pvc",
+            "-n",
+            s.ns(),
+            "-l",
+            &format!("coxswain.dev/run={run}"),
+            "-o",
+            "name",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    out.lines().map(String::from).collect()
+}
+
+async fn claims_gone(s: &Setup, run: &str) {
+    wait_for("the run's claim to go", BOUND, || async {
+        Ok(claims(s, run).is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", claims(s, run), s.logs()));
+}
+
+async fn wait_run(s: &Setup, run: &str, phases: &[&str]) -> Value {
+    s.kubectl
+        .wait_run(s.ns(), run, phases, BOUND)
+        .await
+        .unwrap_or_else(|e| {
+            let now = s
+                .kubectl
+                .run(&["get", "run", run, "-n", s.ns(), "-o", "yaml"]);
+            panic!("{e}\n{now:?}\n{}", s.logs())
+        })
+}
+
+fn start(s: &Setup, flow: &str) -> String {
+    s.kubectl
+        .create_run(s.ns(), flow, &json!({}))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn a_step_commits_on_the_run_branch_later_steps_read_it_and_the_branch_is_pushed() {
+    let git = GitDaemon::start().expect("git daemon");
+    let repo = git.create_repo("app");
+    let s = Setup::new(&[]).await;
+    s.apply(&flow("edit", &app(&repo.url), EDIT_AND_READ));
+    // Two runs at once: each its own volume and branch.
+    let names = json!({"names": ["one", "two"]});
+    let started = || {
+        s.kubectl
+            .create_run(s.ns(), "edit", &names)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (a, b) = (started(), started());
+    for run in [&a, &b] {
+        let r = &wait_run(&s, run, &["Succeeded", "Failed"]).await["status"];
+        assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", s.logs());
+        let ws = &r["workspace"];
+        let branch = format!("coxswain/{run}");
+        assert_eq!(ws["branch"], branch.as_str(), "{ws}");
+        assert_eq!(ws["repos"][0]["name"], "app");
+        assert_eq!(ws["repos"][0]["ref"], "main");
+        assert_eq!(ws["repos"][0]["commit"], repo.commit.as_str());
+        assert_eq!(ws["node"], "e2e-node", "the checkout pod's node: {ws}");
+        let edited = r["steps"]["edit"]["output"]["commit"]
+            .as_str()
+            .expect("edit's commit")
+            .to_string();
+        assert_ne!(edited, repo.commit);
+        assert_eq!(ws["pushed"][0]["name"], "app");
+        assert_eq!(ws["pushed"][0]["commit"], edited.as_str());
+        // The server has the branch at the step's commit, on main's.
+        assert_eq!(git.branch("app", &branch).as_deref(), Some(edited.as_str()));
+        let log = git.log("app", &branch, "%H %s");
+        assert_eq!(
+            log,
+            format!("{edited} edit on {branch}\n{} first", repo.commit),
+            "git log {branch} on the server"
+        );
+        // Later steps, the parts of a fan-out too, saw the commit and the file.
+        for part in r["steps"]["each"]["parts"].as_array().expect("parts") {
+            assert_eq!(part["output"]["head"], edited.as_str(), "{part}");
+            assert_eq!(part["output"]["readme"], "changed", "{part}");
+        }
+        let read = &r["steps"]["read"]["output"];
+        assert_eq!(read["head"], edited.as_str());
+        assert_eq!(read["report"], "the report");
+        let kept = "/coxswain/workspace/.coxswain/outputs/edit/1/report.txt";
+        assert_eq!(r["steps"]["edit"]["output"]["report"], kept);
+        assert_eq!(read["path"], kept);
+        claims_gone(&s, run).await;
+    }
+    assert_ne!(
+        git.branch("app", &format!("coxswain/{a}")),
+        None,
+        "both branches pushed"
+    );
+    assert_eq!(
+        git.branch("app", "main").as_deref(),
+        Some(repo.commit.as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_bad_ref_fails_the_run_before_its_first_step_naming_the_repo() {
+    let git = GitDaemon::start().expect("git daemon");
+    let repo = git.create_repo("app");
+    let s = Setup::new(&[]).await;
+    let workspace = format!(
+        "    repos:\n      - {{name: app, url: \"{}\", ref: no-such-branch}}\n    keep: never\n",
+        repo.url
+    );
+    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
+    s.apply(&flow("badref", &workspace, steps));
+    let run = start(&s, "badref");
+    let r = &wait_run(&s, &run, &["Failed", "Succeeded"]).await["status"];
+    assert_eq!(r["phase"], "Failed", "{r:#}");
+    assert_eq!(r["error"]["code"], "workspace.failed", "{r:#}");
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(&format!(
+            "repo `app` ({}): fetching the ref `no-such-branch` failed",
+            repo.url
+        )),
+        "{message}"
+    );
+    assert!(r["steps"].get("never").is_none(), "no step ran: {r:#}");
+    claims_gone(&s, &run).await;
+}
+
+#[tokio::test]
+async fn credentials_come_from_the_repos_secret_and_wrong_ones_fail_the_run_unsaid() {
+    let server = GitHttp::start("robot", "s3cret-pw").expect("git over http");
+    let repo = server.create_repo("app");
+    let s = Setup::new(&[]).await;
+    let workspace = format!(
+        "    repos:\n      - {{name: app, url: \"{}\", ref: main, secretRef: {{name: git-app}}}}\n    push: onSuccess\n",
+        repo.url
+    );
+    let steps = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          echo more >> README
+          git commit --quiet -am "by the run"
+          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
+"#;
+    s.apply(&flow("authed", &workspace, steps));
+    let secret = |password: &str| {
+        s.kubectl
+            .run(&[
+                "create",
+                "secret",
+                "generic",
+                "git-app",
+                "-n",
+                s.ns(),
+                "--from-literal=username=robot",
+                &format!("--from-literal=password={password}"),
+                "--dry-run=client",
+                "-o",
+                "yaml",
+            ])
+            .and_then(|yaml| s.kubectl.apply(s.ns(), &yaml))
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    secret("s3cret-pw");
+    let run = start(&s, "authed");
+    let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
+    assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", s.logs());
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("commit");
+    let branch = format!("coxswain/{run}");
+    assert_eq!(server.branch("app", &branch).as_deref(), Some(edited));
+    assert_eq!(r["workspace"]["pushed"][0]["commit"], edited);
+
+    secret("wrong-pw");
+    let run = start(&s, "authed");
+    let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
+    assert_eq!(r["phase"], "Failed", "{r:#}");
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(message.starts_with("repo `app` ("), "{message}");
+    let whole = s
+        .kubectl
+        .run(&["get", "run", &run, "-n", s.ns(), "-o", "json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !whole.contains("wrong-pw") && !whole.contains("s3cret-pw"),
+        "{whole}"
+    );
+    claims_gone(&s, &run).await;
+}
+
+#[tokio::test]
+async fn a_claim_that_never_binds_fails_the_run_with_the_reason() {
+    let s = Setup::new(&["--workspace-bind-timeout", "3"]).await;
+    let workspace = "    storageClassName: no-such-class\n";
+    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
+    s.apply(&flow("unbound", workspace, steps));
+    let run = start(&s, "unbound");
+    let r = &wait_run(&s, &run, &["Failed", "Succeeded"]).await["status"];
+    assert_eq!(r["phase"], "Failed", "{r:#}");
+    assert_eq!(r["error"]["code"], "workspace.failed");
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("was not ready within 3 s: the claim is Pending (asking the storage class `no-such-class`)"),
+        "{message}"
+    );
+    let condition = r["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Succeeded"))
+        .expect("Succeeded condition");
+    assert_eq!(condition["message"], message);
+    // Said in an Event too.
+    let events = s
+        .kubectl
+        .run(&[
+            "get",
+            "events",
+            "-n",
+            s.ns(),
+            "--field-selector",
+            &format!("involvedObject.name={run},reason=WorkspaceFailed"),
+            "-o",
+            "json",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(events.contains("no-such-class"), "{events}");
+    claims_gone(&s, &run).await;
+}
+
+#[tokio::test]
+async fn a_run_deleted_mid_run_leaves_no_claim_and_a_killed_controller_checks_out_once() {
+    let git = GitDaemon::start().expect("git daemon");
+    let repo = git.create_repo("app");
+    let mut s = Setup::new(&[]).await;
+    let steps = "    - key: wait\n      script: {source: 'sleep 600'}\n";
+    s.apply(&flow("slow", &app(&repo.url), steps));
+    let run = start(&s, "slow");
+    // The controller is killed once the checkout Job exists, and started
+    // again: the same Job is taken up, no second one made.
+    let checkout_jobs = |s: &Setup| {
+        let out = s.kubectl.json(&[
+            "get",
+            "jobs",
+            "-n",
+            s.ns(),
+            "-l",
+            &format!("coxswain.dev/run={run},coxswain.dev/step=workspace-checkout"),
+            "-o",
+            "json",
+        ]);
+        out["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|j| {
+                        j["metadata"]["uid"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let first = wait_for("the checkout Job", BOUND, || async {
+        let jobs = checkout_jobs(&s);
+        Ok((!jobs.is_empty()).then_some(jobs))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.controllers[0].kill();
+    s.controllers[0].restart().expect("controller restarts");
+    wait_run(&s, &run, &["Running"]).await;
+    wait_for("the step's Job", BOUND, || async {
+        let r = s.get("run", &run);
+        Ok((r["status"]["steps"]["wait"]["status"] == "running").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{:#}\n{}", s.get("run", &run), s.logs()));
+    assert_eq!(checkout_jobs(&s), first, "one checkout Job, the first");
+    assert_eq!(claims(&s, &run).len(), 1);
+    s.kubectl
+        .run(&["delete", "run", &run, "-n", s.ns(), "--wait=true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    claims_gone(&s, &run).await;
+}

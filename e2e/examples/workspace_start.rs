@@ -85,6 +85,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         c / p,
         c - p
     );
+    demo(&kubectl, ns.name(), &git, &repo.url).await
+}
+
+/// A run that commits and pushes, and what it leaves: its
+/// `status.workspace` and the branch as `git log` on the server shows it.
+async fn demo(
+    kubectl: &Kubectl,
+    namespace: &str,
+    git: &GitDaemon,
+    url: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let flow = format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: demo}}\nspec:\n  workspace:\n    repos:\n      - {{name: big, url: \"{url}\", ref: main}}\n    push: onSuccess\n  steps:\n    - key: edit\n      script:\n        source: |\n          cd big && echo more >> README && git commit -qam \"edit on $BRANCH\" && echo '{{}}'\n"
+    );
+    kubectl.apply(namespace, &flow)?;
+    let run = kubectl.create_run(namespace, "demo", &json!({}))?;
+    let object = kubectl
+        .wait_run(
+            namespace,
+            &run,
+            &["Succeeded", "Failed"],
+            Duration::from_secs(300),
+        )
+        .await?;
+    println!(
+        "\nkubectl get run {run} -o jsonpath='{{.status.workspace}}':\n{}",
+        serde_json::to_string_pretty(&object["status"]["workspace"])?
+    );
+    let branch = format!("coxswain/{run}");
+    println!(
+        "\ngit log --format='%h %s' {branch} (on the server):\n{}",
+        git.log("big", &branch, "%h %s")
+    );
     Ok(())
 }
 

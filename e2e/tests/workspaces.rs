@@ -352,3 +352,46 @@ async fn a_run_deleted_mid_run_leaves_no_claim_and_a_killed_controller_checks_ou
         .unwrap_or_else(|e| panic!("{e}"));
     claims_gone(&s, &run).await;
 }
+
+#[tokio::test]
+async fn keep_on_failure_keeps_a_failed_runs_volume_until_the_run_is_deleted() {
+    let s = Setup::new(&[]).await;
+    let workspace = "    keep: onFailure\n";
+    let steps = r#"    - key: leave
+      script:
+        source: |
+          echo "for the post-mortem" > "$WORKSPACE/notes.txt"
+          exit 3
+"#;
+    s.apply(&flow("kept", workspace, steps));
+    let run = start(&s, "kept");
+    let r = &wait_run(&s, &run, &["Failed", "Succeeded"]).await["status"];
+    assert_eq!(r["phase"], "Failed", "{r:#}");
+    let volume = r["workspace"]["volume"]
+        .as_str()
+        .expect("volume")
+        .to_string();
+    // Kept: still there (and not being deleted) a while after the end.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let claim = s.get("pvc", &volume);
+    assert_eq!(
+        claim["metadata"]["deletionTimestamp"],
+        Value::Null,
+        "{claim:#}"
+    );
+    assert_eq!(claim["status"]["phase"], "Bound");
+    // Its file is there for whoever mounts the claim next.
+    let pv = claim["spec"]["volumeName"].as_str().expect("bound to a PV");
+    let path = s.get("pv", pv)["spec"]["hostPath"]["path"]
+        .as_str()
+        .expect("a hostPath PV")
+        .to_string();
+    assert_eq!(
+        std::fs::read_to_string(format!("{path}/notes.txt")).expect("the step's file"),
+        "for the post-mortem\n"
+    );
+    s.kubectl
+        .run(&["delete", "run", &run, "-n", s.ns(), "--wait=true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    claims_gone(&s, &run).await;
+}

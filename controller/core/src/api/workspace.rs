@@ -335,7 +335,6 @@ mod push_tests {
         let error = StepError {
             code: "workspace.failed".into(),
             message: "repo `docs`: refused".into(),
-            ..StepError::default()
         };
         run.workspace_pushed(pushed.clone(), Some(error));
         assert_eq!(run.phase, RunPhase::Failed);

@@ -124,18 +124,7 @@ fn run_git(act: GitAct, args: GitArgs) -> ExitCode {
     if let Err(e) = &result {
         eprintln!("{}", e.error.message);
     }
-    if let Err(e) = pod::report(&result, &args.termination_log, &mut std::io::stdout()) {
-        eprintln!(
-            "coxswain step-exec: cannot write the result to {}: {e}",
-            args.termination_log.display()
-        );
-        return ExitCode::from(2);
-    }
-    if result.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    report(&result, &args.termination_log)
 }
 
 fn run_step(args: RunArgs) -> ExitCode {
@@ -162,10 +151,20 @@ fn run_step(args: RunArgs) -> ExitCode {
     let Some(result) = runtime.block_on(until_sigterm(&paths)) else {
         return ExitCode::from(143);
     };
-    if let Err(e) = pod::report(&result, &paths.termination_log, &mut std::io::stdout()) {
+    report(&result, &paths.termination_log)
+}
+
+/// Hands `result` back through `termination_log` (and stdout when large);
+/// exits 0 when it succeeded, 1 when it failed, 2 when it could not be
+/// written.
+fn report(
+    result: &coxswain_core::engine::WorkResult,
+    termination_log: &std::path::Path,
+) -> ExitCode {
+    if let Err(e) = pod::report(result, termination_log, &mut std::io::stdout()) {
         eprintln!(
             "coxswain step-exec: cannot write the result to {}: {e}",
-            paths.termination_log.display()
+            termination_log.display()
         );
         return ExitCode::from(2);
     }

@@ -434,7 +434,11 @@ where
 /// Deletes `name`, only the object with `uid` (the one just read and
 /// checked; one made under its name since stays), with background
 /// propagation (a Job's pods go too); one already gone counts as deleted.
-async fn delete_exactly<K>(api: &Api<K>, name: &str, uid: Option<String>) -> Result<(), kube::Error>
+pub async fn delete_exactly<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

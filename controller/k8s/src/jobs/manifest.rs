@@ -179,13 +179,16 @@ fn checked_inputs(work: &Work, task: &PodTask) -> Result<Vec<InputFile>, StepErr
     Ok(files)
 }
 
-/// The labels of a child of the run for `step`, playing `role`.
-fn labels(owner: &RunOwner, step: &str, role: &str) -> BTreeMap<String, String> {
+/// The labels of a child of the run for `step` (none for the run as a
+/// whole), playing `role`.
+pub(super) fn labels(owner: &RunOwner, step: Option<&str>, role: &str) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
         (names::RUN_UID_LABEL.to_string(), owner.uid.clone()),
-        (names::STEP_LABEL.to_string(), names::step_label(step)),
         (names::ROLE_LABEL.to_string(), role.to_string()),
     ]);
+    if let Some(step) = step {
+        labels.insert(names::STEP_LABEL.to_string(), names::step_label(step));
+    }
     if owner.name.len() <= names::LABEL_MAX {
         labels.insert(names::RUN_NAME_LABEL.to_string(), owner.name.clone());
     }
@@ -196,7 +199,7 @@ fn meta(owner: &RunOwner, name: &str, step: &str, role: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         namespace: Some(owner.namespace.clone()),
-        labels: Some(labels(owner, step, role)),
+        labels: Some(labels(owner, Some(step), role)),
         owner_references: Some(vec![owner.reference()]),
         ..ObjectMeta::default()
     }
@@ -253,7 +256,7 @@ fn job(
     }
     metadata.annotations = Some(annotations);
     let template_meta = ObjectMeta {
-        labels: Some(labels(owner, &work.step, "step")),
+        labels: Some(labels(owner, Some(&work.step), "step")),
         ..ObjectMeta::default()
     };
     Job {

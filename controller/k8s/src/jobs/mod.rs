@@ -58,7 +58,7 @@ mod task;
 pub mod wire;
 pub mod workspace;
 
-pub use launcher::JobLauncher;
+pub use launcher::{JobLauncher, delete_exactly};
 pub use manifest::{
     INPUT_KEY_PREFIX, INSTALL_CONTAINER, Manifests, RunOwner, STEP_CONTAINER, TASK_KEY,
     config_map_digest, manifests,

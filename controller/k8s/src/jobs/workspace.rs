@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::JobSettings;
 use super::manifest::{
-    INSTALL_CONTAINER, RunOwner, STEP_CONTAINER, hardened, literal, mount, pod_security,
+    INSTALL_CONTAINER, RunOwner, STEP_CONTAINER, hardened, labels, literal, mount, pod_security,
 };
 use super::task::paths;
 use crate::names;
@@ -181,7 +181,7 @@ pub fn claim(
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(owner.namespace.clone()),
-            labels: Some(labels(owner, "workspace")),
+            labels: Some(labels(owner, None, "workspace")),
             owner_references: Some(vec![owner.reference()]),
             ..ObjectMeta::default()
         },
@@ -198,17 +198,6 @@ pub fn claim(
     }
 }
 
-fn labels(owner: &RunOwner, role: &str) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([
-        (names::RUN_UID_LABEL.to_string(), owner.uid.clone()),
-        (names::ROLE_LABEL.to_string(), role.to_string()),
-    ]);
-    if owner.name.len() <= names::LABEL_MAX {
-        labels.insert(names::RUN_NAME_LABEL.to_string(), owner.name.clone());
-    }
-    labels
-}
-
 /// The Job of `act` for the run, mounting `claim`, on `node` when pinned.
 pub fn git_job(
     owner: &RunOwner,
@@ -219,8 +208,7 @@ pub fn git_job(
     settings: &JobSettings,
 ) -> Job {
     let name = names::job(&owner.name, &act.work_id(&owner.uid));
-    let mut job_labels = labels(owner, "workspace");
-    job_labels.insert(names::STEP_LABEL.to_string(), act.key().to_string());
+    let job_labels = labels(owner, Some(act.key()), "workspace");
     let metadata = ObjectMeta {
         name: Some(name),
         namespace: Some(owner.namespace.clone()),

@@ -16,15 +16,15 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod};
-use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::{Context, events, refuse, status, write_record};
 use crate::error::Error;
-use crate::jobs::JobLauncher;
 use crate::jobs::RunOwner;
 use crate::jobs::workspace::{GitAct, GitTask, Pushed, claim, git_job};
+use crate::jobs::{JobLauncher, delete_exactly};
 use crate::names;
 use coxswain_core::api::{
     KeepPolicy, Run, RunPhase, RunStatus, StepError, Workspace, WorkspaceStatus,
@@ -529,18 +529,9 @@ async fn delete_jobs(ctx: &Context, run: &Run, namespace: &str) -> Result<(), Er
         .map_err(|e| Error::kube(format!("listing the Jobs of run {}", run.name_any()), e))?;
     for job in list.items.iter().filter(|j| names::controlled_by(*j, &uid)) {
         let name = job.name_any();
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: job.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        match jobs.delete(&name, &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(e) => return Err(Error::kube(format!("deleting the Job {name}"), e)),
-        }
+        delete_exactly(&jobs, &name, job.metadata.uid.clone())
+            .await
+            .map_err(|e| Error::kube(format!("deleting the Job {name}"), e))?;
     }
     Ok(())
 }
@@ -551,18 +542,9 @@ async fn delete_claim(
     name: &str,
     uid: Option<String>,
 ) -> Result<(), Error> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid,
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match claims.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(Error::kube(format!("deleting the claim {name}"), e)),
-    }
+    delete_exactly(claims, name, uid)
+        .await
+        .map_err(|e| Error::kube(format!("deleting the claim {name}"), e))
 }
 
 /// A commit's first 12 hex digits.

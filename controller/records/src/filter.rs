@@ -998,10 +998,23 @@ struct Compiler<'a> {
 type Gap = String;
 
 impl Compiler<'_> {
+    /// The placeholder of `p`, reusing one already made for the same value
+    /// (a constant appears in several predicates and arms).
     fn param(&mut self, p: Param) -> String {
         let cast = p.cast();
-        self.params.push(p);
-        format!("${}::{cast}", self.first_param + self.params.len() - 1)
+        let same = |q: &Param| match (q, &p) {
+            // By bits: -0.0 and 0.0 are one value to `==` but not the same.
+            (Param::Float(a), Param::Float(b)) => a.to_bits() == b.to_bits(),
+            (q, p) => q == p,
+        };
+        let i = match self.params.iter().position(same) {
+            Some(i) => i,
+            None => {
+                self.params.push(p);
+                self.params.len() - 1
+            }
+        };
+        format!("${}::{cast}", self.first_param + i)
     }
 
     /// An exact decimal as `numeric`: an `int8` parameter when it fits.

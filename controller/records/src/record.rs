@@ -66,10 +66,16 @@ pub struct Record {
     pub step: String,
 }
 
-/// A row that does not hold a record as [`SELECT_COLUMNS`] selects it.
+/// A row that does not hold a record as [`SELECT_COLUMNS`] selects it, or
+/// whose value serde_json cannot read back (a number past ±1.8e308 as
+/// `jsonb` prints it); the message names the cause, not only the column.
 #[derive(Debug, thiserror::Error)]
-#[error("reading a record from its row: {0}")]
+#[error("reading a record from its row: {err}{cause}", err = .0, cause = cause(.0))]
 pub struct RowError(#[from] tokio_postgres::Error);
+
+fn cause(e: &tokio_postgres::Error) -> String {
+    std::error::Error::source(e).map_or_else(String::new, |c| format!(": {c}"))
+}
 
 impl Record {
     /// Reads a row selected with [`SELECT_COLUMNS`], so the caller never

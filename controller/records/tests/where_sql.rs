@@ -124,7 +124,7 @@ fn scalar() -> impl Strategy<Value = Value> {
 }
 
 fn field() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["a", "b", "x", "0", "é"]).prop_map(str::to_string)
+    prop::sample::select(vec!["a", "b", "x", "0", "é", "it's"]).prop_map(str::to_string)
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -215,6 +215,7 @@ const PATHS: &[&str] = &[
     "$item.value[\"a\"]",
     "$item.value.a[0]",
     "$item.value.o[\"0\"]",
+    "$item.value.o[\"it's\"]",
     "$item.value",
     "$item.value.missing",
     "$item.key",
@@ -317,11 +318,16 @@ fn typed_cond() -> impl Strategy<Value = Cond> {
         "\"\"", "\"a\"", "\"b\"", "\"B\"", "\"é\"", "'😀'", "\"k1\"", "\"2026\"", "$input.s",
     ];
     prop_oneof![
-        (prop::sample::select(OPS), prop::sample::select(NUMBERS)).prop_map(|(op, c)| Cond::Cmp(
-            op,
-            Opd::Text("$item.value.n"),
-            Opd::Text(c)
-        )),
+        (
+            prop::sample::select(OPS),
+            prop::sample::select(vec![
+                "$item.value.n",
+                "$item.version",
+                "$item.value.tags[-1]"
+            ]),
+            prop::sample::select(NUMBERS),
+        )
+            .prop_map(|(op, p, c)| Cond::Cmp(op, Opd::Text(p), Opd::Text(c))),
         (
             prop::sample::select(OPS),
             prop::sample::select(vec![

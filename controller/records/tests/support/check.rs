@@ -93,7 +93,8 @@ pub struct Stats {
 /// select is what the evaluator answers, `candidates` is everything but the
 /// surely dropped, `undecided` exactly what none of the three selects, and
 /// when the filter is exact nothing is undecided. Also runs `keep` as a
-/// `WHERE` clause, as a lookup will.
+/// `WHERE` clause, as a lookup will. `SHOW_UNDECIDED=1` prints each record
+/// left undecided, `SHOW_GAPS=1` each condition with parts left to memory.
 pub async fn check(
     client: &Client,
     collection: &str,

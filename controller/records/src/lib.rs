@@ -15,6 +15,8 @@
 //! evaluation in memory, see that. The compiler reproduces the evaluator on
 //! the values as they come back.
 
+#![warn(missing_docs)]
+
 pub mod filter;
 pub mod record;
 

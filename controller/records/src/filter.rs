@@ -58,9 +58,14 @@
 //!   kinds: a whole number of 64 bits (compared exactly), a decimal of at
 //!   most 16 digits and 22 places (whose float serde_json computes exactly
 //!   as PostgreSQL's `float8` cast does: compared as `float8` against a float,
-//!   exactly against a whole number), and any other (decided only when it is
-//!   more than 1e-14 of itself away from the other side; else undecided).
-//!   Constants are exact: whole numbers as such, floats as `float8`.
+//!   exactly against a whole number), and any other (serde_json's float is
+//!   within 1e-15 of it: decided only when the two sides are more than 1e-14
+//!   of the larger apart and between 1e-307 and 1e308; else undecided).
+//!   Constants are exact: whole numbers as such, floats as `float8`. Two
+//!   numbers from the record compare the same way.
+//! - Lists and objects: equal to a constant holding no number exactly as
+//!   `jsonb` equality says; holding numbers, or both from the record, they
+//!   are decided only when their types differ.
 //! - Paths: `$record.value.k[0]` is `value -> 'k'` then the strict JSON path
 //!   `$[0]` (a key never matches in a list, a position only in a list —
 //!   `'true'::jsonb -> 0` would answer `true` — and negative positions count

@@ -236,6 +236,9 @@ pub enum Root {
     Index,
     /// `$run`: facts about the run itself.
     Run,
+    /// `$record`: one stored record, in a lookup's `where` and `orderBy`
+    /// (`{key, value, version, savedAt, run, step}`).
+    Record,
 }
 
 impl Root {
@@ -249,6 +252,7 @@ impl Root {
             Root::Item => "item",
             Root::Index => "index",
             Root::Run => "run",
+            Root::Record => "record",
         }
     }
 }

@@ -213,6 +213,7 @@ pub(crate) fn lookup<'s, S: Scope + ?Sized>(r: &Reference, scope: &'s S) -> Opti
         Root::Item => scope.root("item"),
         Root::Index => scope.root("index"),
         Root::Run => scope.root("run"),
+        Root::Record => scope.root("record"),
     }?;
     if let Some(f) = r.field {
         v = v.as_object()?.get(f.as_str())?;

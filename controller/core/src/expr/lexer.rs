@@ -75,7 +75,11 @@ fn is_step_key(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
-const ROOTS: &str = "$input, $steps, $previous, $loop, $item, $index or $run";
+const ROOTS: &str =
+    "$input, $steps, $previous, $loop, $item, $index or $run (and $record in a lookup)";
+
+/// The fields of a stored record, as `$record` reads it.
+pub(crate) const RECORD_FIELDS: [&str; 6] = ["key", "value", "version", "savedAt", "run", "step"];
 
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str) -> Self {
@@ -328,9 +332,12 @@ impl<'a> Lexer<'a> {
             "item" => Root::Item,
             "index" => Root::Index,
             "run" => Root::Run,
+            "record" => Root::Record,
             _ => {
                 let lower = name.to_ascii_lowercase();
-                let known = ["input", "steps", "previous", "loop", "item", "index", "run"];
+                let known = [
+                    "input", "steps", "previous", "loop", "item", "index", "run", "record",
+                ];
                 return if known.contains(&lower.as_str()) {
                     self.err(name_pos, format!("write `${lower}` in lowercase"))
                 } else {
@@ -404,6 +411,9 @@ impl<'a> Lexer<'a> {
             other => (other, None),
         };
         let mut path = Vec::new();
+        if root == Root::Record {
+            path.push(Segment::Key(self.record_field()?.to_string()));
+        }
         loop {
             match self.peek() {
                 Some('.') => {
@@ -467,6 +477,25 @@ impl<'a> Lexer<'a> {
     }
 
     /// Reads `.field` after a root whose next name is fixed.
+    /// The field after `$record` (a record is an object with fixed
+    /// fields; what follows them is the saved value's own path).
+    fn record_field(&mut self) -> Result<&'static str, SyntaxError> {
+        let what = "a record has `key`, `value`, `version`, `savedAt`, `run` and `step`";
+        if self.peek() != Some('.') {
+            return self.err(self.pos, what.to_string());
+        }
+        self.bump();
+        let at = self.pos;
+        let name = self.ident();
+        match RECORD_FIELDS.iter().find(|f| **f == name) {
+            Some(f) => Ok(f),
+            None if name.is_empty() => {
+                self.err(at, format!("expected a field name after `.`: {what}"))
+            }
+            None => self.err(at, format!("`{name}` isn't a field here: {what}")),
+        }
+    }
+
     fn fixed_field(
         &mut self,
         allowed: &[Field],

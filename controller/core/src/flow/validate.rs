@@ -161,6 +161,8 @@ struct Reader {
     in_part: bool,
     /// A loop whose body steps may all be read (its own `until`).
     sees_body_of: Option<usize>,
+    /// In a lookup's `where` or `orderBy`: `$record` is known.
+    in_lookup: bool,
 }
 
 struct Checker<'a, 'g, 'l> {
@@ -259,6 +261,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 in_loop: false,
                 in_part: false,
                 sees_body_of: None,
+                in_lookup: false,
             };
             self.check_value(reader, "", "output", output);
         }
@@ -330,6 +333,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             in_loop,
             in_part,
             sees_body_of: None,
+            in_lookup: false,
         };
         self.check_after(node);
         self.check_send_backs(node);
@@ -1165,6 +1169,12 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             Root::Loop if !reader.in_loop => {
                 self.report(key, field, "`$loop` is only known inside a loop", position)
             }
+            Root::Record if !reader.in_lookup => self.report(
+                key,
+                field,
+                "`$record` is only known in a lookup's `where` and `orderBy`",
+                position,
+            ),
             Root::Item | Root::Index if !reader.in_part => {
                 let message = format!(
                     "`${}` is only known inside a parallel step's part",

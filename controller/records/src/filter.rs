@@ -1705,6 +1705,55 @@ fn value_path(rest: &[Segment]) -> V {
     }
 }
 
+/// What an `orderBy` path reads, as SQL over the columns of
+/// [`crate::record::SCHEMA`] (the order itself is [`crate::order`]'s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Column {
+    /// A `jsonb` expression; SQL NULL where the path is missing.
+    Json(String),
+    /// A text column, never NULL.
+    Text(&'static str),
+    /// `version`.
+    Version,
+    /// `saved_at`: its order is the order of the `savedAt` text, and an
+    /// index can give it.
+    SavedAt,
+    /// A path that reads `null` for every record (`$record.nothing`,
+    /// `$record.key.x`), or the whole record (an object for every record):
+    /// all records tie.
+    Same,
+}
+
+/// The column an `orderBy` reference under `$record` reads, with the same
+/// paths as a condition ([`value_path`]).
+pub(crate) fn order_column(r: &Reference) -> Column {
+    let mut path: Vec<Segment> = Vec::new();
+    if let Some(f) = r.field() {
+        path.push(Segment::Key(f.as_str().to_string()));
+    }
+    path.extend(r.path().iter().cloned());
+    let Some((Segment::Key(first), rest)) = path.split_first() else {
+        return Column::Same;
+    };
+    if first == "value" {
+        return match value_path(rest) {
+            V::Json { sql, .. } => Column::Json(sql),
+            _ => Column::Same,
+        };
+    }
+    if !rest.is_empty() {
+        return Column::Same;
+    }
+    match first.as_str() {
+        "key" => Column::Text("key"),
+        "run" => Column::Text("run"),
+        "step" => Column::Text("step"),
+        "savedAt" => Column::SavedAt,
+        "version" => Column::Version,
+        _ => Column::Same,
+    }
+}
+
 fn text_vs_text(op: CompareOp, a: &str, b: &str) -> Tri {
     let collate = if is_order(op) { " COLLATE \"C\"" } else { "" };
     Tri::from_arm(Arm::cond(format!("{a}{collate} {} {b}", sql_op(op))))

@@ -16,20 +16,24 @@ macro_rules! saved_at_text {
     };
 }
 
-/// The table of records: one row per (collection, key), the newest version.
+/// The table of records: one row per (namespace, collection, key), the
+/// newest version.
 ///
 /// Every column is `NOT NULL`: the SQL the compiler writes relies on it (a
 /// text column is always text, `version` always a number). `value` may
-/// still hold JSON `null`.
+/// still hold JSON `null`. The text columns compare by their bytes
+/// (`COLLATE "C"`), whatever the database's collation, so the primary key's
+/// index gives the order of `orderBy: $record.key` (see [`crate::order`]).
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS records (
-    collection text NOT NULL,
-    key text NOT NULL,
+    namespace text COLLATE \"C\" NOT NULL,
+    collection text COLLATE \"C\" NOT NULL,
+    key text COLLATE \"C\" NOT NULL,
     value jsonb NOT NULL,
     version bigint NOT NULL,
     saved_at timestamptz NOT NULL,
-    run text NOT NULL,
-    step text NOT NULL,
-    PRIMARY KEY (collection, key)
+    run text COLLATE \"C\" NOT NULL,
+    step text COLLATE \"C\" NOT NULL,
+    PRIMARY KEY (namespace, collection, key)
 )";
 
 /// `saved_at` as the text `$record.savedAt` reads: UTC, microseconds
@@ -53,8 +57,9 @@ pub const SELECT_COLUMNS: &str = concat!(
 pub struct Record {
     /// The record's key within its collection.
     pub key: String,
-    /// What was saved, as read back from PostgreSQL (`jsonb` keeps numbers
-    /// as decimals: see the crate documentation).
+    /// What was saved, as read back: from PostgreSQL, `jsonb` keeps numbers
+    /// as decimals (see the crate documentation); from SQLite, exactly as
+    /// serde_json wrote it.
     pub value: Value,
     /// 1 for the first save of the key, one more for each save after it.
     pub version: i64,

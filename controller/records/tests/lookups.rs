@@ -174,7 +174,7 @@ async fn jsonb_gives_numbers_back_as_decimals() {
     // such a value (issue 23), or records become unreadable.
     client
         .execute(
-            "INSERT INTO records VALUES ('huge', 'max', $1, 1, now(), 'r', 's')",
+            "INSERT INTO records VALUES ('default', 'huge', 'max', $1, 1, now(), 'r', 's')",
             &[&json!(f64::MAX)],
         )
         .await

@@ -34,8 +34,8 @@ pub async fn insert(client: &Client, collection: &str, recs: &[Rec]) -> BTreeMap
     let steps: Vec<&str> = recs.iter().map(|r| r.step.as_str()).collect();
     client
         .execute(
-            "INSERT INTO records (collection, key, value, version, saved_at, run, step) \
-             SELECT $1, k, v, ver, 'epoch'::timestamptz + us * interval '1 microsecond', r, s \
+            "INSERT INTO records (namespace, collection, key, value, version, saved_at, run, step) \
+             SELECT 'default', $1, k, v, ver, 'epoch'::timestamptz + us * interval '1 microsecond', r, s \
              FROM unnest($2::text[], $3::jsonb[], $4::int8[], $5::int8[], $6::text[], $7::text[]) \
              AS t(k, v, ver, us, r, s)",
             &[

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod check;
+pub mod stores;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

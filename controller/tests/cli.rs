@@ -418,7 +418,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
     let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
     let expected = [
         "release: line 12, column 7: step draft: atempts: `atempts` is not a field of a step (did you mean `attempts`?)",
-        "release: line 13, column 60: step draft: input.notes[1]: unknown reference `$nots`; a reference starts with $input, $steps, $previous, $loop, $item, $index or $run",
+        "release: line 13, column 60: step draft: input.notes[1]: unknown reference `$nots`; a reference starts with $input, $steps, $previous, $loop, $item, $index or $run (and $record in a lookup)",
         "release: line 16, column 88: step draft: agent.reply.fields[1].type: `list` is not a field type; use one of string, number, integer, boolean, array, object",
         "release: line 18, column 15: step review: after[0]: no step has the key `drfat` (did you mean `draft`?)",
         "release: line 19, column 54: step review: input.final: `publish` runs later than this step, so its data cannot be read here; a step reads a later one only when both are inside the same loop",

@@ -105,6 +105,7 @@ fn work(step: MessageStep, uid: &str, attempt: u32) -> Work {
             since: None,
         },
         review: None,
+        lookups: Vec::new(),
     }
 }
 

@@ -123,6 +123,7 @@ fn work(run: &Run, step: &str, script: ScriptStep, input: Value) -> Work {
             since: Some("1700000000".into()),
         },
         review: None,
+        lookups: Vec::new(),
     }
 }
 

@@ -967,3 +967,118 @@ fn approvals_must_be_reachable() {
         "approvals: 2 needs mode review; in mode entry one person fills in the fields",
     );
 }
+
+// ---- stored records: save and lookup ----------------------------------------
+
+const FETCH: &str = "  - key: fetch\n    script: {source: x}\n";
+
+#[test]
+fn a_valid_save_and_lookup_have_no_problems() {
+    let problems = check(&format!(
+        r#"
+steps:
+{FETCH}  - key: remember
+    save: {{collection: tickets, key: $steps.fetch.output.id}}
+  - key: triage
+    lookup:
+      - name: similar
+        collection: tickets
+        where: '$record.value.component == $steps.fetch.output.component and $record.value.priority >= 2'
+        orderBy: $record.savedAt
+        descending: true
+        limit: 20
+    agent: {{prompt: Triage it., give: [fetch]}}
+  - key: post
+    lookup: [{{name: recent, collection: tickets}}]
+    http: {{url: "https://example.com/{{{{recent.json.0.key}}}}"}}
+"#
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn a_save_names_its_collection_like_a_key_and_needs_a_key() {
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: remember\n    save: {{collection: Tickets, key: $steps.fetch.output.id}}\n"
+    ));
+    assert_eq!(
+        assert_one(&problems, "remember", "save.collection", "lowercase"),
+        Some(1)
+    );
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: remember\n    save: {{collection: t, key: '', value: $steps.nope.output}}\n"
+    ));
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(problems[0].message.contains("needs a key"), "{problems:#?}");
+    assert!(
+        problems[1].message.contains("no step has the key `nope`"),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_where_is_checked_like_every_condition_with_its_positions() {
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    lookup: [{{name: s, collection: c, where: '$record.value.a == 1 AND $steps.fetch.output.b'}}]\n    script: {{source: x}}\n"
+    ));
+    let c = assert_one(&problems, "t", "lookup[0].where", "lowercase");
+    assert_eq!(c, Some(22));
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    lookup: [{{name: s, collection: c, where: '$record.valu == 1'}}]\n    script: {{source: x}}\n"
+    ));
+    assert_eq!(
+        assert_one(
+            &problems,
+            "t",
+            "lookup[0].where",
+            "`valu` isn't a field here"
+        ),
+        Some(9)
+    );
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    lookup: [{{name: s, collection: c, where: '$record.key == $steps.later.output'}}]\n    script: {{source: x}}\n  - key: later\n    script: {{source: x}}\n"
+    ));
+    assert_one(&problems, "t", "lookup[0].where", "runs later");
+}
+
+#[test]
+fn record_is_known_only_in_a_lookup() {
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    when: '$record.key == \"a\"'\n    script: {{source: x}}\n"
+    ));
+    assert_eq!(
+        assert_one(&problems, "t", "when", "only known in a lookup"),
+        Some(1)
+    );
+}
+
+#[test]
+fn lookup_names_are_their_own() {
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    input: {{s: $input.x}}\n    lookup: [{{name: s, collection: c}}, {{name: fetch, collection: c}}, {{name: u, collection: c}}, {{name: u, collection: c}}]\n    script: {{source: x}}\n"
+    ));
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(problems[0].message.contains("input already has `s`"));
+    assert!(problems[1].message.contains("`fetch` is a step key"));
+    assert!(problems[2].message.contains("two lookups are named `u`"));
+}
+
+#[test]
+fn order_by_limit_and_the_step_kind_are_checked() {
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    lookup: [{{name: s, collection: c, orderBy: $input.x, limit: 1001}}]\n    script: {{source: x}}\n"
+    ));
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].message.contains("under `$record`"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].message.contains("between 1 and 1000"),
+        "{problems:#?}"
+    );
+    let problems = check(&format!(
+        "steps:\n{FETCH}  - key: t\n    lookup: [{{name: s, collection: c}}]\n    condition: {{when: 'true'}}\n"
+    ));
+    assert_one(&problems, "t", "lookup", "not on a condition step");
+}

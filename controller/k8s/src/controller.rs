@@ -42,6 +42,9 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
     let me = Me::new(client.clone(), &settings);
     let (metrics, health) = (Metrics::new(), Health::new());
     ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
+    // Migrations run before anything reads or writes a record; a database
+    // newer than this build stops the controller here, saying so.
+    let records = crate::records::connect(&settings.records).await?;
     // Every replica answers admission, the standbys too: the API server
     // calls whichever the Service picks.
     let admission = if settings.admission.enabled() {
@@ -81,6 +84,7 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
         settings.clone(),
         metrics.clone(),
         health.clone(),
+        records,
         on_quit(quitting.clone()),
     );
     let flows = {
@@ -264,9 +268,10 @@ async fn reconcile_runs(
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    records: Option<coxswain_records::Store>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
-    let (ctx, finishes) = context(client.clone(), settings.clone(), metrics.clone())?;
+    let (ctx, finishes) = context(client.clone(), settings.clone(), metrics.clone(), records)?;
     let (finished_tx, finished_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(route_finishes(finishes, ctx.routes.clone(), finished_tx));
     let jobs: Api<Job> = scoped(&client, settings.namespace.as_deref());
@@ -413,6 +418,7 @@ fn context(
     client: Client,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
+    records: Option<coxswain_records::Store>,
 ) -> Result<(Arc<Context>, Finishes), StartError> {
     let policy = net_policy(&settings)?;
     let agent = LocalConfig::from_env(AgentFlags {
@@ -428,6 +434,7 @@ fn context(
         policy,
         settings.max_in_controller,
         metrics.clone(),
+        crate::records::records(records.as_ref()),
     );
     let (in_controller, finishes) = InProcess::new(Arc::new(executors));
     let reporter = Reporter {
@@ -447,6 +454,7 @@ fn context(
         metrics,
         jobs: Arc::new(settings_jobs),
         written: Default::default(),
+        records,
     });
     Ok((ctx, finishes))
 }

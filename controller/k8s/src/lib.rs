@@ -18,6 +18,7 @@ pub mod jobs;
 pub mod names;
 pub mod offload;
 pub mod ops;
+pub mod records;
 pub mod run;
 pub mod settings;
 

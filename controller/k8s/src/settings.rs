@@ -51,6 +51,9 @@ pub struct Settings {
     /// Conversation commands: flows started from chat rooms.
     #[command(flatten)]
     pub chat: ChatSettings,
+    /// Stored records and the run archive: the PostgreSQL database.
+    #[command(flatten)]
+    pub records: crate::records::RecordsSettings,
 }
 
 /// Conversation commands.

@@ -8,6 +8,7 @@ mod eval;
 mod graph;
 mod lint;
 mod read;
+mod records;
 mod render;
 mod run;
 mod step_exec;
@@ -31,6 +32,8 @@ struct Cli {
 enum Command {
     /// Run a flow on this machine: scripts as processes, people at the terminal.
     Run(run::Args),
+    /// List or delete the stored records of this machine (what `save` steps saved).
+    Records(records::Args),
     /// Check flows in YAML files or directories, as the admission webhook would.
     Lint(lint::Args),
     /// Evaluate one expression against a JSON context.
@@ -55,6 +58,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Records(args) => records::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Render(args) => render::run(args),

@@ -13,6 +13,7 @@ use coxswain_core::engine::CompiledFlow;
 use coxswain_core::flow::{Limits, RunsOn, check_input, workspace_warnings};
 use coxswain_steps::agent::{Mode, Provider};
 use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
+use coxswain_steps::records::Records;
 use coxswain_steps::script::SharedWorkspace;
 use coxswain_steps::secrets::EnvSecrets;
 use coxswain_steps::workspace::{Repos, WorkspaceError, temp_folder};
@@ -68,6 +69,9 @@ pub struct Args {
     /// workspace: nothing is cloned, no branch made, nothing pushed.
     #[arg(long, value_name = "DIR", conflicts_with = "keep_workspace")]
     workspace: Option<PathBuf>,
+    /// Where saves go, lookups read and the finished run is archived.
+    #[command(flatten)]
+    records: super::records::Place,
 }
 
 fn parse_provider(s: &str) -> Result<Provider, String> {
@@ -88,7 +92,7 @@ enum Output {
 /// the flow, the input or a `--decide` answer is invalid (nothing ran).
 pub fn run(args: Args) -> ExitCode {
     match prepare(&args) {
-        Ok((spec, input)) => execute(&args, &spec, input),
+        Ok((name, spec, input)) => execute(&args, &name, &spec, input),
         Err(message) => {
             eprintln!("{message}");
             ExitCode::from(2)
@@ -96,7 +100,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn prepare(args: &Args) -> Result<(coxswain_core::api::FlowSpec, Value), CliError> {
+fn prepare(args: &Args) -> Result<(String, coxswain_core::api::FlowSpec, Value), CliError> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let raw = match args.input.strip_prefix('@') {
         Some(path) => super::read::read_text(path.as_ref(), "input")?,
@@ -113,10 +117,10 @@ fn prepare(args: &Args) -> Result<(coxswain_core::api::FlowSpec, Value), CliErro
         }
     }
     super::decide::check_answers(&flow.steps, &args.decide)?;
-    Ok((flow, input))
+    Ok((name, flow, input))
 }
 
-fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> ExitCode {
+fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: Value) -> ExitCode {
     let file = args.file.display();
     let limits = Limits {
         runs_on: RunsOn::Local,
@@ -174,10 +178,30 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
     let cancel = async {
         let _ = tokio::signal::ctrl_c().await;
     };
+    // A flow that saves or looks up needs the database; any other run is
+    // archived there when it can be, and runs all the same when not.
+    let store = match runtime.block_on(args.records.open()) {
+        Ok(store) => Some(store),
+        Err(e) if uses_records(spec) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            if !args.quiet {
+                eprintln!("warning: the run will not be archived: {e}");
+            }
+            None
+        }
+    };
+    let records = store.clone().map(Records::new).unwrap_or_default();
+    let executors = executors.with_records(records.clone());
     let start = Start {
         run: local_run(),
         workspace: None,
+        records,
     };
+    let run_info = start.run.clone();
+    let archived_input = input.clone();
     let state = match &spec.workspace {
         None => runtime.block_on(run_started(
             &flow,
@@ -200,6 +224,12 @@ fn execute(args: &Args, spec: &coxswain_core::api::FlowSpec, input: Value) -> Ex
             cancel,
         )),
     };
+    if let Some(store) = &store {
+        let archived = super::records::local_archive(name, &run_info, &archived_input, &state);
+        if let Err(e) = runtime.block_on(store.archive(&archived)) {
+            eprintln!("warning: the run could not be archived: {e}");
+        }
+    }
     warn_unused(&approver);
     // Text mode prints the output of a run that succeeded, and nothing
     // otherwise: a failed run's `null` would read like a result.
@@ -355,4 +385,15 @@ fn warn_unused(approver: &CommandLineApprover) {
     for (step, answer) in approver.unused() {
         eprintln!("warning: --decide {step}={answer} was never used: no step asked for it");
     }
+}
+
+/// Whether a step of the flow (or a parallel part) saves or looks up.
+fn uses_records(spec: &coxswain_core::api::FlowSpec) -> bool {
+    fn step(s: &coxswain_core::api::Step) -> bool {
+        s.save.is_some()
+            || !s.lookup.is_empty()
+            || s.parallel.as_ref().is_some_and(|p| step(&p.step))
+            || s.loop_.as_ref().is_some_and(|l| l.steps.iter().any(step))
+    }
+    spec.steps.iter().any(step)
 }

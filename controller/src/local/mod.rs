@@ -15,6 +15,7 @@ use coxswain_core::engine::{
 use coxswain_steps::Executor;
 use coxswain_steps::in_process::InProcess;
 use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
+use coxswain_steps::records::{LookupFailed, Records};
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -41,6 +42,8 @@ pub struct Start {
     pub run: RunInfo,
     /// Its workspace, made already, for a flow with one.
     pub workspace: Option<WorkspaceStatus>,
+    /// Where its lookups read (its saves go through the executor).
+    pub records: Records,
 }
 
 /// The record of a run that failed before its first step (its workspace
@@ -80,7 +83,7 @@ where
 {
     let start = Start {
         run: local_run(),
-        workspace: None,
+        ..Start::default()
     };
     run_started(flow, input, start, executor, approver, progress, cancel).await
 }
@@ -99,8 +102,8 @@ where
     E: Executor + 'static,
     C: std::future::Future<Output = ()>,
 {
-    let mut machine = RunMachine::new(flow, input, start.run);
-    if let Some(workspace) = start.workspace {
+    let mut machine = RunMachine::new(flow, input, start.run.clone());
+    if let Some(workspace) = start.workspace.clone() {
         machine.set_workspace(workspace);
     }
     let (launcher, mut finishes) = InProcess::new(executor);
@@ -147,6 +150,9 @@ where
             for work in &plan.stop {
                 stop(&launcher, progress, &WorkId::of(work)).await;
                 driver.gone(work);
+            }
+            for work in &plan.lookups {
+                events.push(Input::Event(looked_up(&start.records, work).await));
             }
             for work in plan.launch {
                 if let Err(e) = launcher.launch(&work).await {
@@ -229,6 +235,21 @@ impl Driver {
     /// `work` no longer runs.
     fn gone(&mut self, work: &Work) {
         self.running.retain(|w| !same_attempt(w, work));
+    }
+}
+
+/// Runs the lookups of `work` and says what they found; locally a database
+/// that cannot answer fails the attempt (there is no later reconcile).
+async fn looked_up(records: &Records, work: &Work) -> Event {
+    let found = records.look_up(work).await.map_err(|e| match e {
+        LookupFailed::Step(error) => error,
+        LookupFailed::Unavailable(reason) => step_error(codes::RECORDS, reason),
+    });
+    Event::LookedUp {
+        step: work.step.clone(),
+        part: work.part.as_ref().map(|p| p.index),
+        attempt: work.attempt,
+        found,
     }
 }
 

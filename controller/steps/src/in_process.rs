@@ -268,6 +268,7 @@ mod tests {
                 ..Default::default()
             },
             review: None,
+            lookups: Vec::new(),
         }
     }
 

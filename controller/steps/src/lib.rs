@@ -86,6 +86,7 @@ pub mod launch;
 pub mod local;
 pub mod message;
 pub mod net;
+pub mod records;
 pub mod script;
 pub mod secrets;
 pub mod workspace;

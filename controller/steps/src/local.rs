@@ -14,6 +14,7 @@ use super::Executor;
 use super::agent::{AgentConfig, AgentExecutor, ConfigError, Mode, Provider, SetupError};
 use super::http::HttpExecutor;
 use super::message::{MessageError, MessageExecutor};
+use super::records::Records;
 use super::script::LocalScript;
 use super::secrets::EnvSecrets;
 
@@ -83,6 +84,7 @@ pub struct LocalExecutors {
     http: HttpExecutor,
     message: MessageExecutor,
     agent: AgentExecutor,
+    records: Records,
 }
 
 impl LocalExecutors {
@@ -94,7 +96,14 @@ impl LocalExecutors {
             http: HttpExecutor::new(secrets.clone())?,
             message: MessageExecutor::new(secrets)?,
             agent: AgentExecutor::new(config.agent)?,
+            records: Records::unavailable("no records database is open for this run"),
         })
+    }
+
+    /// Saves go to `records` (`coxswain run --records`).
+    pub fn with_records(mut self, records: Records) -> Self {
+        self.records = records;
+        self
     }
 
     /// Copies each script attempt's output to what `echo` opens, as it
@@ -120,6 +129,7 @@ impl Executor for LocalExecutors {
                 Task::Http(_) => self.http.run(work).await,
                 Task::Message(_) => self.message.run(work).await,
                 Task::Agent(_) => self.agent.run(work).await,
+                Task::Save(_) => self.records.run(work).await,
             }
         };
         dispatch.instrument(attempt_span(work)).await
@@ -145,6 +155,7 @@ fn kind_name(task: &Task) -> &'static str {
         Task::Script(_) => "script",
         Task::Http(_) => "http",
         Task::Message(_) => "message",
+        Task::Save(_) => "save",
     }
 }
 
@@ -227,6 +238,7 @@ mod tests {
                 since: None,
             },
             review: None,
+            lookups: Vec::new(),
         }
     }
 

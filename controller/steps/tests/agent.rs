@@ -135,6 +135,7 @@ fn work(fields: Option<Vec<Field>>, input: Value, given: Vec<Given>) -> Work {
         data: Default::default(),
         run: Default::default(),
         review: None,
+        lookups: Vec::new(),
     }
 }
 

@@ -32,9 +32,9 @@ pub use run::{
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,
-    HttpBody, HttpHeader, HttpStep, JoinStep, LoopStep, MatrixTarget, MessageStep, NameValue,
-    OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, ScriptOutput, ScriptStep,
-    SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
+    HttpBody, HttpHeader, HttpStep, JoinStep, Lookup, LoopStep, MatrixTarget, MessageStep,
+    NameValue, OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, SaveStep, ScriptOutput,
+    ScriptStep, SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
 };
 
 pub use workspace::{

@@ -502,6 +502,12 @@ pub struct Attempt {
     /// otherwise outgrow what etcd stores). Status, times, error and usage stay.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trimmed: bool,
+    /// What the step's lookups found for this attempt, by lookup name (each
+    /// a JSON array of records), recorded before the work started: the
+    /// records may change later, so what the attempt saw is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_object")]
+    pub lookups: Option<serde_json::Map<String, Value>>,
 }
 
 /// Tokens an agent attempt used, as the provider reported them.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// One step of a flow: its place in the graph, its data, its failure policy
 /// and exactly one kind (`agent`, `script`, `http`, `message`, `condition`,
-/// `approval`, `join`, `parallel` or `loop`).
+/// `approval`, `join`, `parallel`, `loop` or `save`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Step {
@@ -58,6 +58,11 @@ pub struct Step {
     /// target and every step after it run again as new attempts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub send_back: Vec<SendBack>,
+    /// Stored records the step receives, each as an input of its own name
+    /// (a JSON array, maybe empty), read from the database just before each
+    /// attempt; on agent, script, http and message steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lookup: Vec<Lookup>,
 
     /// Asks a model (any OpenAI-compatible Chat Completions endpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,6 +91,67 @@ pub struct Step {
     /// Runs its steps pass after pass until a condition holds.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "loop")]
     pub loop_: Option<LoopStep>,
+    /// Stores a value under a key in a collection, for later runs to look up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save: Option<SaveStep>,
+}
+
+/// Saves one record: an upsert by key whose version grows by one. The
+/// step's output is `{collection, key, version, created}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SaveStep {
+    /// The collection, named like a step key; collections belong to the
+    /// namespace (a flow never reads another namespace's records).
+    pub collection: String,
+    /// The record's key: one reference (`$steps.fetch.output.id`) or literal
+    /// text. A reference must lead to text or a number.
+    pub key: String,
+    /// What to store: JSON in which a string starting with `$` is one
+    /// reference, like a step's `input` (`$steps.fetch.output`). Default: the
+    /// previous step's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub value: Option<Value>,
+}
+
+/// One query for stored records, handed to the step as the input `name`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lookup {
+    /// The input's name, like a step key; unique among the step's lookups,
+    /// its input's keys and the flow's step keys.
+    pub name: String,
+    /// The collection to read (in the run's namespace).
+    pub collection: String,
+    /// A condition over `$record` (`{key, value, version, savedAt, run,
+    /// step}`) and the run's data; every record when left out.
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub where_: Option<String>,
+    /// A reference under `$record` to sort by (`$record.savedAt`); by key
+    /// when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_by: Option<String>,
+    /// Sorts from the largest value down.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub descending: bool,
+    /// The most records to hand over: 1 to 1000, 100 when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i32>,
+}
+
+impl Lookup {
+    /// Records handed over when `limit` is left out.
+    pub const DEFAULT_LIMIT: u32 = 100;
+    /// The largest `limit`.
+    pub const MAX_LIMIT: u32 = 1000;
+
+    /// The limit with its default applied.
+    pub fn limit(&self) -> u32 {
+        self.limit.map_or(Self::DEFAULT_LIMIT, |l| {
+            l.clamp(1, Self::MAX_LIMIT as i32) as u32
+        })
+    }
 }
 
 /// The kind of a step, borrowed from its one kind field.
@@ -109,6 +175,8 @@ pub enum StepKind<'a> {
     Parallel(&'a ParallelStep),
     /// A `loop` step.
     Loop(&'a LoopStep),
+    /// A `save` step.
+    Save(&'a SaveStep),
 }
 
 impl StepKind<'_> {
@@ -124,6 +192,7 @@ impl StepKind<'_> {
             StepKind::Join(_) => "join",
             StepKind::Parallel(_) => "parallel",
             StepKind::Loop(_) => "loop",
+            StepKind::Save(_) => "save",
         }
     }
 }
@@ -159,6 +228,9 @@ impl Step {
         }
         if let Some(k) = &self.loop_ {
             kinds.push(StepKind::Loop(k));
+        }
+        if let Some(k) = &self.save {
+            kinds.push(StepKind::Save(k));
         }
         kinds
     }

@@ -140,6 +140,19 @@ pub struct CompiledStep<'a> {
     pub continue_on_failure: bool,
     /// The step's named exits.
     pub exits: Option<Vec<String>>,
+    /// A save's key and value (`None`: the previous step's output).
+    pub save: Option<(ValueTemplate, Option<ValueTemplate>)>,
+    /// The step's lookups, each `where` parsed.
+    pub lookups: Vec<CompiledLookup<'a>>,
+}
+
+/// One lookup of a step, its condition parsed once.
+#[derive(Debug)]
+pub struct CompiledLookup<'a> {
+    /// The lookup as written.
+    pub spec: &'a crate::api::Lookup,
+    /// Its `where`.
+    pub where_: Option<Expr>,
 }
 
 impl<'a> Compiled<'a> {
@@ -250,6 +263,15 @@ impl<'a> CompiledStep<'a> {
                 .filter_map(|(_, _, v)| v.as_ref())
                 .flat_map(|v| v.references()),
         );
+        if let Some((key, value)) = &self.save {
+            references.extend(key.references());
+            references.extend(value.iter().flat_map(|v| v.references()));
+        }
+        references.extend(
+            self.lookups
+                .iter()
+                .flat_map(|l| l.where_.iter().flat_map(|e| e.references())),
+        );
         keys.extend(self.placeholder_keys.iter().map(String::as_str));
         if let Some(part) = &self.part {
             part.collect_reads(references, keys);
@@ -292,8 +314,21 @@ fn compile_step(step: &Step) -> Result<CompiledStep<'_>, StepProblem> {
         timeout: step.timeout.as_deref().and_then(|t| parse_duration(t).ok()),
         continue_on_failure: step.on_failure == Some(OnFailure::Continue),
         exits: exits(step),
+        save: None,
+        lookups: Vec::new(),
     };
+    for lookup in &step.lookup {
+        compiled.lookups.push(CompiledLookup {
+            spec: lookup,
+            where_: lookup.where_.as_deref().map(parse).transpose()?,
+        });
+    }
     match step.kind() {
+        Some(StepKind::Save(save)) => {
+            let key = expr::parse_value(&serde_json::Value::String(save.key.clone()))
+                .map_err(|e| problem(key, &e[0].message))?;
+            compiled.save = Some((key, save.value.as_ref().map(value).transpose()?));
+        }
         Some(StepKind::Condition(c)) => {
             if let Some(when) = &c.when {
                 compiled.condition.push(("true".into(), parse(when)?));

@@ -21,6 +21,6 @@ pub use machine::{
 };
 pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
 pub use work::{
-    AgentTask, ChangeRequest, DataView, Done, Failed, Given, PartRef, RunInfo, Task, Work,
-    WorkResult, codes, step_error,
+    AgentTask, ChangeRequest, DataView, Done, Failed, Given, LookupWork, PartRef, RunInfo,
+    SaveTask, Task, Work, WorkResult, codes, step_error,
 };

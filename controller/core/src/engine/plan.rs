@@ -95,6 +95,11 @@ pub struct Plan {
     /// Attempts to start: the record says they run and nobody runs them;
     /// those the engine just asked for first, in its order.
     pub launch: Vec<Work>,
+    /// Attempts that may start only once their lookups ran
+    /// ([`Work::lookups_due`]): the driver runs the lookups and hands the
+    /// engine [`Event::LookedUp`](super::Event::LookedUp); nothing is
+    /// launched for them yet.
+    pub lookups: Vec<Work>,
     /// Of the attempts known to run ([`Seen::running`]), by position, those
     /// the record still says run (none once over); see [`Plan::running`].
     pub kept: Vec<usize>,
@@ -127,7 +132,11 @@ impl Plan {
         let refs = machine.running_refs();
         let wanted: HashSet<WorkKey<'_>> = refs.iter().map(|r| r.key).collect();
         let known: HashSet<WorkKey<'_>> = seen.running.iter().map(WorkKey::of).collect();
-        plan.launch = to_launch(actions, machine, &refs, &wanted, &known);
+        let (launch, lookups) = to_launch(actions, machine, &refs, &wanted, &known)
+            .into_iter()
+            .partition(|w| !w.lookups_due());
+        plan.launch = launch;
+        plan.lookups = lookups;
         plan.kept = (0..seen.running.len())
             .filter(|&i| wanted.contains(&WorkKey::of(&seen.running[i])))
             .collect();
@@ -206,7 +215,11 @@ fn to_launch(
     let mut launch: Vec<Work> = Vec::new();
     let mut taken: HashSet<WorkKey<'_>> = HashSet::new();
     for action in actions {
-        if let Action::Run(asked) = action {
+        // Work asked for before its lookups were recorded is built again
+        // below, from the record as it stands.
+        if let Action::Run(asked) = action
+            && !asked.lookups_due()
+        {
             let key = WorkKey::of(asked);
             if wanted.contains(&key) && !known.contains(&key) && taken.insert(key) {
                 launch.push((**asked).clone());

@@ -39,6 +39,75 @@ pub struct Work {
     /// decided and asked (a script reads it in `$INPUTS/review`; an agent
     /// gets the same in its prompt, from [`AgentTask::change_request`]).
     pub review: Option<ChangeRequest>,
+    /// The step's queries for stored records. Once each has its
+    /// [`LookupWork::found`], the records are in `input` and in `data`
+    /// under the lookup's name; until then the work may not start
+    /// ([`Work::lookups_due`]).
+    pub lookups: Vec<LookupWork>,
+}
+
+/// One query for stored records, as the step asked it and, once the driver
+/// ran it and the engine recorded it, what it found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LookupWork {
+    /// The input's name.
+    pub name: String,
+    /// The collection, in the run's namespace.
+    pub collection: String,
+    /// The condition over `$record` and the run's data (`data` holds what
+    /// its other references read).
+    pub where_: Option<String>,
+    /// A reference under `$record` to sort by.
+    pub order_by: Option<String>,
+    /// Largest first.
+    pub descending: bool,
+    /// The most records.
+    pub limit: u32,
+    /// The records found, a JSON array, once recorded in the attempt.
+    pub found: Option<Value>,
+}
+
+/// A save, with its key and value read from the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaveTask {
+    /// The collection, in the run's namespace.
+    pub collection: String,
+    /// The key as the reference gave it (text or a number is a key;
+    /// [`SaveTask::key_text`] says what else is wrong).
+    pub key: Value,
+    /// What to store.
+    pub value: Value,
+}
+
+impl SaveTask {
+    /// The key as text: text as it is, a number as written; anything else
+    /// fails the attempt saying what the key was.
+    pub fn key_text(&self) -> Result<String, StepError> {
+        match &self.key {
+            Value::String(s) if !s.is_empty() => Ok(s.clone()),
+            Value::Number(n) => Ok(n.to_string()),
+            other => Err(step_error(
+                codes::EXPRESSION,
+                format!(
+                    "a record's key must be non-empty text or a number; the save's key is {}",
+                    match other {
+                        Value::String(_) => "empty text".to_string(),
+                        Value::Null => "null (the reference led nowhere)".to_string(),
+                        v => format!("{} `{v}`", crate::expr::Val::from_json(v).type_name()),
+                    }
+                ),
+            )),
+        }
+    }
+}
+
+impl Work {
+    /// Whether a lookup still waits to be run and recorded: the driver
+    /// runs it ([`crate::engine::Event::LookedUp`]) instead of starting the
+    /// work.
+    pub fn lookups_due(&self) -> bool {
+        self.lookups.iter().any(|l| l.found.is_none())
+    }
 }
 
 impl Work {
@@ -82,6 +151,8 @@ pub enum Task {
     Http(HttpStep),
     /// Post a message.
     Message(MessageStep),
+    /// Store a record (the driver's records database).
+    Save(SaveTask),
 }
 
 impl Task {
@@ -244,6 +315,9 @@ pub mod codes {
     pub const AGENT_UNAVAILABLE: &str = "agent.unavailable";
     /// A secret could not be read.
     pub const SECRET: &str = "workflow.secret_error";
+    /// The records database could not save or look up (unreachable, or
+    /// none configured); the message says which.
+    pub const RECORDS: &str = "records.failed";
     /// Too many send-backs along one arrow.
     pub const SEND_BACK_LIMIT: &str = "workflow.send_back_limit";
     /// A loop needed more passes than allowed.

@@ -31,6 +31,15 @@ impl Expr {
     pub fn node(&self) -> &Node {
         &self.root
     }
+
+    /// The reference, when the expression is exactly one (a lookup's
+    /// `orderBy` must be).
+    pub fn as_reference(&self) -> Option<&Reference> {
+        match self.root.kind {
+            NodeKind::Ref(i) => self.refs.get(i),
+            _ => None,
+        }
+    }
 }
 
 /// One node of the tree with the character where it starts.

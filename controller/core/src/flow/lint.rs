@@ -665,7 +665,7 @@ mod tests {
                 // Read as `source`, the misspelt key is checked as one.
                 "line 13, column 7: step publish: script: give either `source` or `command`, not both",
                 "line 14, column 9: step publish: script.sorce: `sorce` is not a field of `script` (did you mean `source`?)",
-                "line 16, column 7: step publish: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `loop`, `message`, `onFailure`, `parallel`, `script`, `sendBack`, `timeout`, `when`",
+                "line 16, column 7: step publish: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `lookup`, `loop`, `message`, `onFailure`, `parallel`, `save`, `script`, `sendBack`, `timeout`, `when`",
             ]
         );
     }
@@ -756,7 +756,7 @@ mod tests {
             found,
             [
                 "line 5, column 20: schedule.cron: `* *` has 2 fields; a cron schedule has five: minute, hour, day of month, month, day of week",
-                "line 9, column 25: step draft: input.b[1]: unknown reference `$nope`; a reference starts with $input, $steps, $previous, $loop, $item, $index or $run",
+                "line 9, column 25: step draft: input.b[1]: unknown reference `$nope`; a reference starts with $input, $steps, $previous, $loop, $item, $index or $run (and $record in a lookup)",
                 "line 13, column 37: step draft: script.output.fields[0].type: `bool` is not a field type; use one of string, number, integer, boolean, array, object",
                 "line 15, column 15: step review: after[0]: no step has the key `drat` (did you mean `draft`?)",
                 "line 17, column 25: step review: approval.decisions[1]: the decision `Changes` must start with a lowercase letter",
@@ -778,7 +778,7 @@ mod tests {
         assert_eq!(
             lines(&text),
             [
-                "line 6, column 16: step a: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `loop`, `message`, `onFailure`, `parallel`, `script`, `sendBack`, `timeout`, `when`",
+                "line 6, column 16: step a: bogus: `bogus` is not a field of a step; its fields are `after`, `agent`, `approval`, `attempts`, `backoff`, `condition`, `description`, `http`, `input`, `join`, `key`, `lookup`, `loop`, `message`, `onFailure`, `parallel`, `save`, `script`, `sendBack`, `timeout`, `when`",
                 "line 7, column 7: steps[1]: invalid type: string \"just text\", expected a mapping",
                 "line 8, column 55: step b: input.x: no step has the key `nope`",
             ]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::api::{
-    ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, LoopStep, MessageStep,
-    ParallelStep, ReplyFormat, ScriptStep, Step, StepKind, StepProblem,
+    ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, Lookup, LoopStep,
+    MessageStep, ParallelStep, ReplyFormat, SaveStep, ScriptStep, Step, StepKind, StepProblem,
 };
 use crate::expr::{self, Reference, Root};
 use crate::template::{self, Place};
@@ -181,6 +181,9 @@ struct Checker<'a, 'g, 'l> {
     /// so whether they may is not judged: that would only repeat the bad
     /// `after` as false problems further on.
     unsure: Vec<bool>,
+    /// The lookups of the step being checked: its placeholders may read
+    /// them by name (`{{similar.json…}}`).
+    lookup_names: Vec<String>,
 }
 
 impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
@@ -205,6 +208,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             at: None,
             limits,
             unsure,
+            lookup_names: Vec::new(),
         }
     }
 
@@ -349,7 +353,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             [] => self.report(
                 key,
                 &f("kind"),
-                "the step has no kind; give exactly one of agent, script, http, message, condition, approval, join, parallel or loop",
+                "the step has no kind; give exactly one of agent, script, http, message, save, condition, approval, join, parallel or loop",
                 None,
             ),
             [_] => {}
@@ -365,6 +369,11 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         if let Some(input) = &step.input {
             self.check_value(reader, key, &f("input"), input);
         }
+        self.check_lookups(reader, key, prefix, step);
+        let outer_lookups = std::mem::replace(
+            &mut self.lookup_names,
+            step.lookup.iter().map(|l| l.name.clone()).collect(),
+        );
         if let Some(attempts) = step.attempts
             && !(1..=self.limits.max_attempts).contains(&attempts)
         {
@@ -438,6 +447,117 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 }
                 StepKind::Parallel(p) => self.check_parallel(reader, key, prefix, p),
                 StepKind::Loop(l) => self.check_loop(reader, key, prefix, l),
+                StepKind::Save(save) => self.check_save(reader, key, prefix, save),
+            }
+        }
+        self.lookup_names = outer_lookups;
+    }
+
+    /// A save names its collection like a step key; its key is one
+    /// reference or literal text, its value JSON with references.
+    fn check_save(&mut self, reader: Reader, key: &str, prefix: &str, save: &SaveStep) {
+        let f = |name: &str| format!("{prefix}save.{name}");
+        if let Some((character, message)) = name_problem(&save.collection, "collection name") {
+            self.report(key, &f("collection"), message, character);
+        }
+        if save.key.is_empty() {
+            self.report(
+                key,
+                &f("key"),
+                "a save needs a key: a reference or text",
+                None,
+            );
+        } else {
+            self.check_value(reader, key, &f("key"), &Value::String(save.key.clone()));
+        }
+        if let Some(value) = &save.value {
+            self.check_value(reader, key, &f("value"), value);
+        }
+    }
+
+    /// Each lookup: on a step that takes inputs, named apart from the
+    /// step's other inputs and every step key (so `{{NAME.…}}` and
+    /// `$INPUTS/NAME` mean the lookup), a collection name, a `where` over
+    /// `$record` and what the step may read, an `orderBy` under `$record`,
+    /// a limit in bounds.
+    fn check_lookups(&mut self, reader: Reader, key: &str, prefix: &str, step: &Step) {
+        if step.lookup.is_empty() {
+            return;
+        }
+        let takes_inputs = matches!(
+            step.kind(),
+            None | Some(
+                StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_)
+            )
+        );
+        if !takes_inputs {
+            let kind = step.kind().map_or("", |k| k.name());
+            let message = format!(
+                "a lookup stands on an agent, script, http or message step, not on a {kind} step"
+            );
+            return self.report(key, &format!("{prefix}lookup"), message, None);
+        }
+        let input_keys: Vec<&str> = match &step.input {
+            Some(Value::Object(map)) => map.keys().map(String::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let mut seen = HashSet::new();
+        let in_lookup = Reader {
+            in_lookup: true,
+            ..reader
+        };
+        for (i, lookup) in step.lookup.iter().enumerate() {
+            let f = |name: &str| format!("{prefix}lookup[{i}].{name}");
+            if let Some((character, message)) = name_problem(&lookup.name, "lookup name") {
+                self.report(key, &f("name"), message, character);
+            } else if !seen.insert(lookup.name.as_str()) {
+                let message = format!("two lookups are named `{}`", lookup.name);
+                self.report(key, &f("name"), message, None);
+            } else if input_keys.contains(&lookup.name.as_str()) {
+                let message = format!(
+                    "the step's input already has `{}`; a lookup needs a name of its own",
+                    lookup.name
+                );
+                self.report(key, &f("name"), message, None);
+            } else if self.graph.find(&lookup.name).is_some() {
+                let message = format!(
+                    "`{}` is a step key of this flow; name the lookup otherwise, so `{{{{{}.…}}}}` means one thing",
+                    lookup.name, lookup.name
+                );
+                self.report(key, &f("name"), message, None);
+            } else if RESERVED_KEYS.contains(&lookup.name.as_str()) {
+                let message = format!("`{}` is reserved; choose another name", lookup.name);
+                self.report(key, &f("name"), message, Some(1));
+            }
+            if let Some((character, message)) = name_problem(&lookup.collection, "collection name")
+            {
+                self.report(key, &f("collection"), message, character);
+            }
+            if let Some(condition) = &lookup.where_ {
+                self.check_expr(in_lookup, key, &f("where"), condition);
+            }
+            if let Some(order) = &lookup.order_by {
+                match expr::parse(order) {
+                    Err(e) => self.report(key, &f("orderBy"), e.message, Some(e.position)),
+                    Ok(parsed) => match parsed.as_reference() {
+                        Some(r) if *r.root() == Root::Record => {}
+                        _ => self.report(
+                            key,
+                            &f("orderBy"),
+                            "orderBy is one reference under `$record`, as in `$record.savedAt` or `$record.value.priority`",
+                            Some(1),
+                        ),
+                    },
+                }
+            }
+            if let Some(limit) = lookup.limit
+                && !(1..=Lookup::MAX_LIMIT as i32).contains(&limit)
+            {
+                let message = format!(
+                    "limit is {limit}; it must be between 1 and {}",
+                    Lookup::MAX_LIMIT
+                );
+                self.report(key, &f("limit"), message, None);
             }
         }
     }
@@ -1029,16 +1149,18 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             return true; // no kind, or several: check_step says so
         };
         match kind {
-            StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) => {
-                true
-            }
+            StepKind::Agent(_)
+            | StepKind::Script(_)
+            | StepKind::Http(_)
+            | StepKind::Message(_)
+            | StepKind::Save(_) => true,
             StepKind::Condition(_)
             | StepKind::Approval(_)
             | StepKind::Join(_)
             | StepKind::Loop(_)
             | StepKind::Parallel(_) => {
                 let message = format!(
-                    "a parallel part runs an agent, script, http or message step, not a {} step",
+                    "a parallel part runs an agent, script, http, message or save step, not a {} step",
                     kind.name()
                 );
                 self.report(key, &format!("{inner}{}", kind.name()), message, None);
@@ -1148,7 +1270,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             self.report(key, field, e.message, Some(e.position));
         }
         for placeholder in parsed.placeholders() {
-            if !placeholder.reads_input() {
+            if !placeholder.reads_input() && !self.lookup_names.contains(&placeholder.key) {
                 self.check_step_read(
                     reader,
                     key,

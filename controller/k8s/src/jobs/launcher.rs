@@ -471,5 +471,6 @@ fn kind(task: &Task) -> &'static str {
         Task::Script(_) => "script",
         Task::Http(_) => "http",
         Task::Message(_) => "message",
+        Task::Save(_) => "save",
     }
 }

@@ -547,6 +547,7 @@ mod tests {
                 since: Some("1700000000".into()),
             },
             review: None,
+            lookups: Vec::new(),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Agent, http and message steps run inside the controller, as tasks, with
+//! Agent, http, message and save steps run inside the controller, as tasks, with
 //! the same executors as `coxswain run`. Secrets come from the Run's own
 //! namespace, so each namespace gets its executors (built on first use).
 
@@ -16,6 +16,7 @@ use coxswain_steps::http::HttpExecutor;
 use coxswain_steps::local::attempt_span;
 use coxswain_steps::message::MessageExecutor;
 use coxswain_steps::net::NetPolicy;
+use coxswain_steps::records::Records;
 use coxswain_steps::{Executor, SecretError, SecretFuture, Secrets};
 
 /// The executors for the steps the controller runs itself, with a limit on
@@ -28,6 +29,7 @@ pub struct InController {
     by_namespace: Mutex<HashMap<String, Arc<NamespaceExecutors>>>,
     slots: Semaphore,
     metrics: Arc<crate::ops::Metrics>,
+    records: Records,
 }
 
 /// The http and message executors reading Secrets of one namespace.
@@ -45,6 +47,7 @@ impl InController {
         policy: NetPolicy,
         max_running: usize,
         metrics: Arc<crate::ops::Metrics>,
+        records: Records,
     ) -> Self {
         let (agent, agent_problem) = match agent
             .and_then(|c| AgentExecutor::with_policy(c, policy.clone()).map_err(|e| e.to_string()))
@@ -60,6 +63,7 @@ impl InController {
             by_namespace: Mutex::new(HashMap::new()),
             slots: Semaphore::new(max_running.max(1)),
             metrics,
+            records,
         }
     }
 
@@ -106,6 +110,7 @@ impl InController {
                     .run(work)
                     .await
             }
+            Task::Save(_) => self.records.run(work).await,
             Task::Script(_) => Err(Failed::from(step_error(
                 codes::INTERNAL,
                 "a script step reached the in-controller executors; scripts run as Jobs",

@@ -45,6 +45,7 @@ use coxswain_core::engine::{
 };
 use coxswain_steps::in_process::InProcess;
 use coxswain_steps::launch::{Observation, WorkId};
+use coxswain_steps::records::LookupFailed;
 
 use in_controller::InController;
 use launchers::Launchers;
@@ -76,6 +77,9 @@ pub struct Context {
     pub jobs: Arc<crate::jobs::JobSettings>,
     /// The Runs written and not yet brought back by the watch.
     pub written: written::Written,
+    /// The records database (saves, lookups, the run archive), when one
+    /// is configured.
+    pub records: Option<coxswain_records::Store>,
 }
 
 /// How long a Run whose Flow does not exist yet waits before looking again.
@@ -119,8 +123,15 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     );
     let seen = gather(&ctx, &run, &machine, &launchers).await?;
     let now = Timestamp::now();
-    let fed = feed(&run, &mut machine, &seen, now);
-    let plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
+    let mut fed = feed(&run, &mut machine, &seen, now);
+    let mut plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
+    if !plan.lookups.is_empty() {
+        // Lookups run now, after the saves just taken in, so the one write
+        // below records both the attempt and what it found.
+        let more = look_up(&ctx, &run, &mut machine, &plan.lookups, now).await;
+        fed.actions.extend(more);
+        plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
+    }
     let wrote = match write(&ctx, &run, &mut machine, &old, workspace.as_ref(), now).await {
         Ok(written) => written,
         Err(Error::Tampered { object, reason }) => {
@@ -258,7 +269,8 @@ async fn gather(
     let mut running = Vec::new();
     // A cancel ends the run before any result could be taken in.
     if !run.spec.cancel {
-        for work in &before {
+        // Work waiting for its lookups was never launched.
+        for work in before.iter().filter(|w| !w.lookups_due()) {
             match launchers.observe(work).await {
                 Ok(Observation::Running) => running.push(work.clone()),
                 Ok(seen) => observed.push((work.clone(), seen)),
@@ -337,6 +349,41 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp
         fed.actions.extend(machine.handle(Event::Tick, now));
     }
     fed
+}
+
+/// Runs the lookups of the attempts about to start and hands the engine
+/// what they found; a database that cannot answer now leaves the attempt
+/// waiting for the next reconcile (the plan lists it again), anything else
+/// fails the attempt.
+async fn look_up(
+    ctx: &Context,
+    run: &Run,
+    machine: &mut RunMachine<'_>,
+    due: &[Work],
+    now: Timestamp,
+) -> Vec<engine::Action> {
+    let records = crate::records::records(ctx.records.as_ref());
+    let mut actions = Vec::new();
+    for work in due {
+        let found = match records.look_up(work).await {
+            Ok(found) => Ok(found),
+            Err(LookupFailed::Step(error)) => Err(error),
+            Err(LookupFailed::Unavailable(reason)) => {
+                tracing::warn!(run = %run.name_any(), step = %work.step, "{reason}; trying again");
+                continue;
+            }
+        };
+        actions.extend(machine.handle(
+            Event::LookedUp {
+                step: work.step.clone(),
+                part: work.part.as_ref().map(|p| p.index),
+                attempt: work.attempt,
+                found,
+            },
+            now,
+        ));
+    }
+    actions
 }
 
 /// Hands the engine the answers written on the Approvals of the attempts
@@ -579,6 +626,10 @@ async fn ask(
 /// while Jobs run (a pod stuck before it starts, on an image that cannot be
 /// pulled or a missing Secret, does not change its Job).
 fn look_again(plan: &Plan, running: &[Work]) -> Action {
+    if !plan.lookups.is_empty() {
+        // The records database could not answer: ask it again soon.
+        return Action::requeue(crate::settings::ERROR_REQUEUE);
+    }
     let jobs_run = plan.running(running).any(Launchers::runs_as_job);
     let wake = plan.wake.map(|at| {
         Duration::try_from(at.duration_since(Timestamp::now()))

@@ -98,6 +98,7 @@ mod tests {
                 since: None,
             },
             review: None,
+            lookups: Vec::new(),
         }
     }
 

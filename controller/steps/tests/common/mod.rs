@@ -43,6 +43,7 @@ pub fn work(task: Task, input: Value, steps: &[(&str, Value, &str)]) -> Work {
             since: None,
         },
         review: None,
+        lookups: Vec::new(),
     }
 }
 

@@ -32,6 +32,60 @@ impl RunMachine<'_> {
             feedback,
         )
     }
+    // ---- lookups ------------------------------------------------------------
+
+    /// Records what the lookups of the current attempt found and starts its
+    /// work; a failure to look up fails the attempt like any failure (and
+    /// it is tried again while `attempts` allow). Stale news is ignored.
+    pub(in crate::engine) fn looked_up(
+        &mut self,
+        key: &str,
+        part: Option<usize>,
+        attempt: u32,
+        found: Result<Map<String, Value>, StepError>,
+    ) {
+        let found = match found {
+            Ok(found) => found,
+            Err(error) => return self.finished(key, part, attempt, Err(Failed::from(error))),
+        };
+        let Some(node) = self.flow.node(key) else {
+            return;
+        };
+        let Some(record) = self.state.steps.get(key) else {
+            return;
+        };
+        let waiting = |status, retry: &Option<String>, attempts: &[Attempt]| {
+            status == StepStatus::Running
+                && retry.is_none()
+                && attempts.len() as u32 == attempt
+                && attempts.last().is_some_and(|a| a.lookups.is_none())
+        };
+        let work = match part {
+            Some(i) => {
+                let Some(p) = record.parts.get(i) else { return };
+                if !waiting(p.status, &p.retry_at, &p.attempts) {
+                    return;
+                }
+                if let Some(last) = self.record_mut(node).parts[i].attempts.last_mut() {
+                    last.lookups = Some(found);
+                }
+                self.part_work(node, i)
+            }
+            None => {
+                if !waiting(record.status, &record.retry_at, &record.attempts) {
+                    return;
+                }
+                if let Some(last) = self.record_mut(node).attempts.last_mut() {
+                    last.lookups = Some(found);
+                }
+                self.step_work(node, attempt)
+            }
+        };
+        if let Some(work) = work {
+            self.actions.push(Action::Run(Box::new(work)));
+        }
+    }
+
     // ---- results ------------------------------------------------------------
 
     pub(in crate::engine) fn finished(
@@ -268,6 +322,7 @@ pub(super) fn trim_old_attempts(attempts: &mut [Attempt]) {
         old.text = None;
         old.feedback = None;
         old.log = None;
+        old.lookups = None;
         old.trimmed = true;
     }
 }

@@ -9,24 +9,33 @@ use super::RunMachine;
 use crate::api::{StepKind, StepStatus};
 use crate::engine::compiled::CompiledStep;
 use crate::engine::scope::{EvalScope, StepViews};
-use crate::engine::work::{AgentTask, ChangeRequest, DataView, Given, PartRef, Task, Work};
+use crate::engine::work::{
+    AgentTask, ChangeRequest, DataView, Given, LookupWork, PartRef, SaveTask, Task, Work,
+};
+use crate::expr::Root;
 
 impl RunMachine<'_> {
     // ---- work -----------------------------------------------------------------
 
     pub(in crate::engine) fn step_work(&self, node: usize, attempt: u32) -> Option<Work> {
         let compiled = &self.flow.steps[node];
-        let task = self.task(node, compiled)?;
-        let data = if task.has_placeholders() {
-            self.data_view(node, None, &compiled.placeholder_keys)
+        let task = self.task(node, None, compiled)?;
+        let record = self.state.steps.get(self.flow.key(node));
+        let found = record
+            .and_then(|r| r.attempts.get((attempt as usize).checked_sub(1)?))
+            .and_then(|a| a.lookups.as_ref());
+        let lookups = lookup_work(compiled, found);
+        let mut data = if task.has_placeholders() || !lookups.is_empty() {
+            self.data_view(node, None, &data_keys(compiled))
         } else {
             DataView::default()
         };
         let scope = self.scope(node, None);
-        let input = match &compiled.input {
+        let mut input = match &compiled.input {
             Some(t) => t.resolve(&scope),
             None => self.default_input(node),
         };
+        hand_over(&lookups, &mut input, &mut data);
         Some(Work {
             step: self.flow.key(node).to_string(),
             part: None,
@@ -38,6 +47,7 @@ impl RunMachine<'_> {
             data,
             run: self.run.clone(),
             review: self.change_request(node),
+            lookups,
         })
     }
 
@@ -45,17 +55,20 @@ impl RunMachine<'_> {
         let inner = self.flow.steps[node].part.as_deref()?;
         let record = self.state.steps.get(self.flow.key(node))?;
         let p = record.parts.get(part)?;
-        let task = self.task(node, inner)?;
-        let data = if task.has_placeholders() {
-            self.data_view(node, Some(part), &inner.placeholder_keys)
+        let task = self.task(node, Some(part), inner)?;
+        let found = p.attempts.last().and_then(|a| a.lookups.as_ref());
+        let lookups = lookup_work(inner, found);
+        let mut data = if task.has_placeholders() || !lookups.is_empty() {
+            self.data_view(node, Some(part), &data_keys(inner))
         } else {
             DataView::default()
         };
         let scope = self.scope(node, Some(part));
-        let input = match &inner.input {
+        let mut input = match &inner.input {
             Some(t) => t.resolve(&scope),
             None => p.item.clone().unwrap_or(Value::Null),
         };
+        hand_over(&lookups, &mut input, &mut data);
         Some(Work {
             step: self.flow.key(node).to_string(),
             part: Some(PartRef {
@@ -71,11 +84,33 @@ impl RunMachine<'_> {
             data,
             run: self.run.clone(),
             review: self.change_request(node),
+            lookups,
         })
     }
 
-    pub(in crate::engine) fn task(&self, node: usize, compiled: &CompiledStep<'_>) -> Option<Task> {
+    pub(in crate::engine) fn task(
+        &self,
+        node: usize,
+        part: Option<usize>,
+        compiled: &CompiledStep<'_>,
+    ) -> Option<Task> {
         Some(match compiled.step.kind()? {
+            StepKind::Save(save) => {
+                let (key, value) = compiled.save.as_ref()?;
+                let scope = self.scope(node, part);
+                let value = match value {
+                    Some(v) => v.resolve(&scope),
+                    None => match self.previous_node(node) {
+                        Some(previous) => self.output_of(self.flow.key(previous)),
+                        None => Value::Null,
+                    },
+                };
+                Task::Save(SaveTask {
+                    collection: save.collection.clone(),
+                    key: key.resolve(&scope),
+                    value,
+                })
+            }
             StepKind::Script(s) => Task::Script(s.clone()),
             StepKind::Http(h) => Task::Http(h.clone()),
             StepKind::Message(m) => Task::Message(m.clone()),
@@ -256,5 +291,74 @@ impl RunMachine<'_> {
             .steps
             .get(self.flow.key(l))
             .and_then(|r| r.iteration)
+    }
+}
+
+/// The step's lookups as work, each with what the attempt's record says it
+/// found (`None` until the driver ran it).
+fn lookup_work(
+    compiled: &CompiledStep<'_>,
+    found: Option<&serde_json::Map<String, Value>>,
+) -> Vec<LookupWork> {
+    compiled
+        .lookups
+        .iter()
+        .map(|l| LookupWork {
+            name: l.spec.name.clone(),
+            collection: l.spec.collection.clone(),
+            where_: l.spec.where_.clone(),
+            order_by: l.spec.order_by.clone(),
+            descending: l.spec.descending,
+            limit: l.spec.limit(),
+            found: found.and_then(|f| f.get(&l.spec.name)).cloned(),
+        })
+        .collect()
+}
+
+/// The step keys the work's data must hold: those its placeholders read
+/// and those its lookups' conditions read.
+fn data_keys(compiled: &CompiledStep<'_>) -> Vec<String> {
+    let mut keys = compiled.placeholder_keys.clone();
+    for l in &compiled.lookups {
+        for r in l.where_.iter().flat_map(|e| e.references()) {
+            if let Root::Step { key } = r.root() {
+                keys.push(key.clone());
+            }
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Hands what the lookups found to the step: one input of each lookup's
+/// name (an object input gains the names; `null` becomes an object of
+/// them; any other input moves under `input`), and the same under the name
+/// in `data`, where `{{NAME.json…}}` placeholders read it.
+fn hand_over(lookups: &[LookupWork], input: &mut Value, data: &mut DataView) {
+    let found: Vec<(&str, &Value)> = lookups
+        .iter()
+        .filter_map(|l| Some((l.name.as_str(), l.found.as_ref()?)))
+        .collect();
+    if found.is_empty() {
+        return;
+    }
+    let map = match input {
+        Value::Object(map) => map,
+        Value::Null => {
+            *input = Value::Object(Default::default());
+            input.as_object_mut().expect("made an object above")
+        }
+        other => {
+            *other = json!({"input": other.take()});
+            other.as_object_mut().expect("made an object above")
+        }
+    };
+    for (name, value) in found {
+        map.insert(name.to_string(), value.clone());
+        data.steps.insert(
+            name.to_string(),
+            json!({"status": "completed", "output": value, "text": null, "error": null}),
+        );
     }
 }

@@ -11,6 +11,8 @@ mod composites;
 #[cfg(test)]
 mod depth_tests;
 mod part_keys;
+#[cfg(test)]
+mod records_tests;
 mod schedule;
 mod send_back;
 mod settle;
@@ -59,6 +61,19 @@ pub enum Event {
         attempt: u32,
         /// What it produced.
         result: WorkResult,
+    },
+    /// The driver ran the lookups of an attempt whose work said
+    /// [`Work::lookups_due`]: what each found (a JSON array of records) by
+    /// lookup name, or why they could not run (the attempt fails).
+    LookedUp {
+        /// The step's key.
+        step: String,
+        /// The part, for a parallel step.
+        part: Option<usize>,
+        /// The attempt number the work carried.
+        attempt: u32,
+        /// What was found, or why not.
+        found: Result<Map<String, Value>, StepError>,
     },
     /// Time passed (a retry may be due).
     Tick,
@@ -310,6 +325,12 @@ impl<'f> RunMachine<'f> {
                 attempt,
                 result,
             } => self.finished(&step, part, attempt, result),
+            Event::LookedUp {
+                step,
+                part,
+                attempt,
+                found,
+            } => self.looked_up(&step, part, attempt, found),
             Event::Tick => {}
             Event::Cancel => self.stop(
                 RunPhase::Cancelled,
@@ -663,7 +684,13 @@ pub(super) fn compact(v: &Value) -> String {
 fn runs_work(step: &CompiledStep<'_>) -> bool {
     matches!(
         step.step.kind(),
-        Some(StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) | StepKind::Agent(_))
+        Some(
+            StepKind::Script(_)
+                | StepKind::Http(_)
+                | StepKind::Message(_)
+                | StepKind::Agent(_)
+                | StepKind::Save(_)
+        )
     )
 }
 

@@ -122,7 +122,11 @@ impl RunMachine<'_> {
             }
             StepKind::Loop(_) => self.begin_loop(node),
             StepKind::Parallel(_) => self.begin_parallel(node),
-            StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_) => {
+            StepKind::Agent(_)
+            | StepKind::Script(_)
+            | StepKind::Http(_)
+            | StepKind::Message(_)
+            | StepKind::Save(_) => {
                 self.record_mut(node).round_start_now();
                 self.start_attempt(node)
             }

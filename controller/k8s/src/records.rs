@@ -1,0 +1,87 @@
+//! The records database on a cluster: PostgreSQL, named by a setting the
+//! chart fills from a Secret. Saves and lookups of Runs go there, and every
+//! Run that ends is archived there (see [`crate::run`]).
+//!
+//! The controller connects at start and migrates the schema (under an
+//! advisory lock, so replicas starting together take turns); a database
+//! migrated by a newer Coxswain stops it with a message saying so. Without
+//! a database, flows that save or look up are refused by admission, and a
+//! Run that reaches such a step anyway fails it naming the setting.
+
+use coxswain_records::{PgSettings, Store};
+use coxswain_steps::records::Records;
+
+use crate::error::StartError;
+
+/// What a Run meets when no database is configured, naming the chart value
+/// and the flag.
+pub const NOT_CONFIGURED: &str = "no records database is configured: set `records.database` in \
+     the chart (the controller's --records-database, COXSWAIN_RECORDS_DATABASE) to a PostgreSQL URL";
+
+/// Where records and archived Runs live.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RecordsSettings {
+    /// The PostgreSQL database for stored records and the run archive, as a
+    /// URL (`postgres://user:password@host:5432/coxswain`). Without it, flows
+    /// that `save` or `lookup` are refused and no Run is archived.
+    #[arg(
+        long = "records-database",
+        env = "COXSWAIN_RECORDS_DATABASE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+    /// The most records one lookup evaluates in memory when its `where`
+    /// cannot all be compiled to SQL; past it the step fails saying so.
+    #[arg(
+        long = "records-max-candidates",
+        env = "COXSWAIN_RECORDS_MAX_CANDIDATES",
+        default_value_t = 10_000
+    )]
+    pub max_candidates: usize,
+    /// Connections to the database kept open at most.
+    #[arg(
+        long = "records-connections",
+        env = "COXSWAIN_RECORDS_CONNECTIONS",
+        default_value_t = 8
+    )]
+    pub max_connections: usize,
+}
+
+impl RecordsSettings {
+    /// Whether a database is configured (admission refuses flows that save
+    /// or look up when not).
+    pub fn configured(&self) -> bool {
+        self.database
+            .as_deref()
+            .is_some_and(|d| !d.trim().is_empty())
+    }
+}
+
+/// Connects and migrates, when a database is configured.
+pub async fn connect(settings: &RecordsSettings) -> Result<Option<Store>, StartError> {
+    let Some(url) = settings
+        .database
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let pg = PgSettings {
+        max_candidates: settings.max_candidates,
+        max_connections: settings.max_connections.max(1),
+    };
+    let store = Store::connect_postgres(url, pg)
+        .await
+        .map_err(|e| StartError::Setting(format!("--records-database: {e}")))?;
+    tracing::info!("records database connected and migrated");
+    Ok(Some(store))
+}
+
+/// The saves and lookups of Runs: the store, or the reason there is none.
+pub fn records(store: Option<&Store>) -> Records {
+    match store {
+        Some(store) => Records::new(store.clone()),
+        None => Records::unavailable(NOT_CONFIGURED),
+    }
+}

@@ -81,7 +81,7 @@
 //! text (validated when the flow is saved) and are written as quoted SQL
 //! literals, so an expression index or the planner can match them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
@@ -184,6 +184,13 @@ pub struct Filter {
     /// Parts left to memory, with their reasons (empty when every part
     /// compiled; a compiled part may still leave some records undecided).
     pub not_compiled: Vec<NotCompiled>,
+    /// True for every record the evaluator keeps or fails on (and maybe
+    /// others): built from the index-friendly parts of `and`/`or` (an
+    /// equality's `value @> …`, `key = …`), `TRUE` when no part narrows. A
+    /// lookup that must read the failing or undecided records adds it to
+    /// that query, so a selective equality beside a part SQL cannot decide
+    /// still reads through an index.
+    pub narrow: String,
 }
 
 impl Filter {
@@ -304,8 +311,13 @@ pub fn compile(
         params: Vec::new(),
         gaps: Vec::new(),
         aliases: 0,
+        seen: HashMap::new(),
     };
     let t = c.truth(expr.node())?;
+    let mut narrow = c.narrow(expr.node());
+    if narrow.len() > MAX_SQL_BYTES {
+        narrow = P::True;
+    }
     Ok(Filter {
         keep: t.yes.text(),
         drop: t.no.text(),
@@ -313,6 +325,7 @@ pub fn compile(
         params: c.params,
         exact: t.decided,
         not_compiled: c.gaps,
+        narrow: narrow.text(),
     })
 }
 
@@ -997,6 +1010,9 @@ struct Compiler<'a> {
     params: Vec<Param>,
     gaps: Vec<NotCompiled>,
     aliases: usize,
+    /// What [`Compiler::truth`] found for each part (by address in the
+    /// tree), for [`Compiler::narrow`].
+    seen: HashMap<*const Node, Tri>,
 }
 
 /// Why a part is left to memory.
@@ -1094,7 +1110,38 @@ impl Compiler<'_> {
                 }
             }
         };
-        Ok(self.bounded(node, t))
+        let t = self.bounded(node, t);
+        self.seen.insert(node as *const Node, t.clone());
+        Ok(t)
+    }
+
+    /// A predicate true for every record on which the evaluator answers
+    /// `true` or fails on `node` ([`Filter::narrow`]):
+    ///
+    /// - a decided part: where it is surely true or surely fails;
+    /// - `a or b`: narrow(a) ∨ narrow(b) (true or failing needs one side
+    ///   true or failing);
+    /// - `a and b`: narrow(a), and narrow(b) too when `a` can never fail (`b`
+    ///   decides whenever `a` is true);
+    /// - anything else (`not`, an undecided part): every record.
+    fn narrow(&self, node: &Node) -> P {
+        let seen = |n: &Node| self.seen.get(&(n as *const Node));
+        match &node.kind {
+            NodeKind::And(a, b) => {
+                let na = self.narrow(a);
+                if seen(a).is_some_and(|t| t.infallible) {
+                    na.and(self.narrow(b))
+                } else {
+                    na
+                }
+            }
+            NodeKind::Or(a, b) => self.narrow(a).or(self.narrow(b)),
+            NodeKind::Not(_) => P::True,
+            _ => match seen(node) {
+                Some(t) if t.decided => t.yes.clone().or(t.err.clone()),
+                _ => P::True,
+            },
+        }
     }
 
     fn arg(&mut self, args: &[Node], i: usize) -> Result<Opnd, CompileError> {

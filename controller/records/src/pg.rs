@@ -607,11 +607,18 @@ async fn lookup(
         // Exact: only a failing record matters, one is enough. Otherwise
         // also every record SQL cannot decide, up to the bound (and one
         // more, to know it was passed).
+        // `narrow` holds every failing or undecided record, and an index
+        // may answer it.
         let (pred, limit) = if f.exact {
-            (format!("COALESCE({}, FALSE)", f.fail), 1)
+            (format!("{} AND COALESCE({}, FALSE)", f.narrow, f.fail), 1)
         } else {
             (
-                format!("(COALESCE({}, FALSE) OR {})", f.fail, f.undecided()),
+                format!(
+                    "{} AND (COALESCE({}, FALSE) OR {})",
+                    f.narrow,
+                    f.fail,
+                    f.undecided()
+                ),
                 max_candidates + 1,
             )
         };

@@ -718,3 +718,27 @@ async fn opening_migrates_once_and_again_is_harmless() {
         }
     }
 }
+
+/// The engine runs lookups and saves in spawned tasks: every call's future
+/// must be `Send` (a compile-time check; never run).
+#[allow(dead_code)]
+fn every_call_can_run_in_a_spawned_task(
+    store: &Store,
+    q: &coxswain_records::Lookup<'_>,
+    s: &Saving,
+    r: &ArchivedRun,
+) {
+    fn send<T: Send>(_: T) {}
+    send(store.lookup(q));
+    send(store.save(s));
+    send(store.delete("a", "b", "c"));
+    send(store.archive(r));
+    send(store.is_archived("u"));
+    send(store.archived_run("a", "b"));
+    send(store.list_runs(&RunQuery::default()));
+    send(Store::open_sqlite(std::path::Path::new("x")));
+    send(Store::connect_postgres(
+        "x",
+        coxswain_records::PgSettings::default(),
+    ));
+}

@@ -86,6 +86,10 @@ pub struct Stats {
     pub undecided: usize,
     /// Records SQL decided.
     pub decided: usize,
+    /// Records `narrow` selects (the others it proved dropped).
+    pub narrowed_in: usize,
+    /// Conditions whose `narrow` is not `TRUE`.
+    pub narrowing: usize,
 }
 
 /// Compiles `cond` (`$item` is the record, `$input` the run's input) and
@@ -114,6 +118,7 @@ pub async fn check(
         let _ = writeln!(s, "keep: {}", filter.keep);
         let _ = writeln!(s, "drop: {}", filter.drop);
         let _ = writeln!(s, "fail: {}", filter.fail);
+        let _ = writeln!(s, "narrow: {}", filter.narrow);
         let _ = writeln!(s, "params: {:?}", filter.params);
         let _ = writeln!(
             s,
@@ -128,7 +133,8 @@ pub async fn check(
     params.extend(filter.typed_params());
     let sql = format!(
         "SELECT key, COALESCE({k}, FALSE), COALESCE({d}, FALSE), COALESCE({f}, FALSE), \
-         COALESCE({c}, FALSE), COALESCE({u}, FALSE) FROM records WHERE collection = $1",
+         COALESCE({c}, FALSE), COALESCE({u}, FALSE), COALESCE({n}, FALSE) FROM records WHERE collection = $1",
+        n = filter.narrow,
         k = filter.keep,
         d = filter.drop,
         f = filter.fail,
@@ -168,11 +174,18 @@ pub async fn check(
     }
     stats.conditions += 1;
     stats.exact += usize::from(filter.exact);
+    stats.narrowing += usize::from(filter.narrow != "TRUE");
     stats.with_gaps += usize::from(!filter.not_compiled.is_empty());
     for row in &rows {
         let key: String = row.get(0);
-        let (keep, drop, fail, cand, und): (bool, bool, bool, bool, bool) =
-            (row.get(1), row.get(2), row.get(3), row.get(4), row.get(5));
+        let (keep, drop, fail, cand, und, narrow): (bool, bool, bool, bool, bool, bool) = (
+            row.get(1),
+            row.get(2),
+            row.get(3),
+            row.get(4),
+            row.get(5),
+            row.get(6),
+        );
         let record = &records[&key];
         let scope = json!({ "input": input, "item": record });
         let truth = match expr.eval_bool(&scope) {
@@ -196,6 +209,14 @@ pub async fn check(
             || (fail && truth != Outcome::Fail)
         {
             return Err(bad("SQL decided otherwise"));
+        }
+        if truth != Outcome::Drop && !narrow {
+            return Err(bad(
+                "narrow leaves out a record the evaluator keeps or fails on",
+            ));
+        }
+        if narrow {
+            stats.narrowed_in += 1;
         }
         let decided = keep || drop || fail;
         if filter.exact && !decided {

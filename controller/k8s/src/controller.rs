@@ -53,6 +53,7 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
                 client.clone(),
                 &settings.admission,
                 settings.namespace.as_deref(),
+                settings.records.configured(),
             )
             .await?,
         )

@@ -46,6 +46,24 @@ pub struct RecordsSettings {
         default_value_t = 8
     )]
     pub max_connections: usize,
+    /// Delete finished Runs from the cluster this long after they ended,
+    /// once archived (a Flow's `retention.finishedRuns` wins), as a
+    /// duration such as `1h` or `7d`. Default: keep them.
+    #[arg(
+        long = "retention-finished-runs",
+        env = "COXSWAIN_RETENTION_FINISHED_RUNS",
+        value_name = "DURATION",
+        value_parser = retention
+    )]
+    pub finished_runs: Option<std::time::Duration>,
+}
+
+fn retention(text: &str) -> Result<std::time::Duration, String> {
+    match coxswain_core::flow::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("a retention must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl RecordsSettings {

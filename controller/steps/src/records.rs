@@ -8,7 +8,7 @@
 //! says [`Work::lookups_due`] and hands the answer to the engine, which
 //! records it in the attempt.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use coxswain_core::engine::{Done, Failed, LookupWork, Task, Work, WorkResult, codes, step_error};
 use coxswain_core::expr::{self, Expr};
@@ -93,7 +93,7 @@ impl Records {
                 format!("saving `{}` in `{}`: {e}", saving.key, saving.collection),
             )
         })?;
-        let output = serde_json::to_value(&saved).unwrap_or_else(|_| json!(null));
+        let output = serde_json::to_value(&saved).unwrap_or(Value::Null);
         Ok(Done::output(output))
     }
 }

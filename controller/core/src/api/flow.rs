@@ -64,9 +64,25 @@ pub struct FlowSpec {
     /// shares at `$WORKSPACE`, on a branch of the run's own (`$BRANCH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<super::Workspace>,
+    /// How long the cluster keeps this flow's finished Runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
     /// The steps, in order. Unless a step says `after`, it comes after the one
     /// listed before it.
     pub steps: Vec<Step>,
+}
+
+/// How long finished Runs stay in the cluster. A Run is deleted (its Jobs,
+/// ConfigMaps and Approvals with it) only once it is archived in the
+/// records database, and never without one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Retention {
+    /// Keep a finished Run this long after it ended, as a duration such as
+    /// `1h` or `7d` (default: the controller's `--retention-finished-runs`,
+    /// else forever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_runs: Option<String>,
 }
 
 /// A timetable for a flow.

@@ -23,7 +23,9 @@ mod workspace;
 pub use approval::{
     Approval, ApprovalAnswer, ApprovalSpec, ApprovalState, ApprovalStatus, DecidedBy,
 };
-pub use flow::{Command, ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Schedule, StepProblem};
+pub use flow::{
+    Command, ConcurrencyPolicy, Flow, FlowSpec, FlowStatus, Retention, Schedule, StepProblem,
+};
 pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
 pub use run::{

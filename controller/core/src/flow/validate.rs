@@ -289,6 +289,23 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 self.report("", &problem.path, problem.message, None);
             }
         }
+        if let Some(text) = spec
+            .retention
+            .as_ref()
+            .and_then(|r| r.finished_runs.as_ref())
+        {
+            let field = "retention.finishedRuns";
+            match parse_duration(text) {
+                Err(error) => self.report("", field, error.to_string(), None),
+                Ok(d) if d.is_zero() => self.report(
+                    "",
+                    field,
+                    "a retention must be longer than zero; leave it out to keep finished Runs",
+                    None,
+                ),
+                Ok(_) => {}
+            }
+        }
     }
 
     /// How many entries the flow's steps make in a Run's record: one per

@@ -24,6 +24,9 @@ pub struct Reviewer {
     pub client: kube::Client,
     /// The user whose writes are the controller's (it creates Approvals).
     pub controller_user: String,
+    /// Whether the controller has a records database: without one, flows
+    /// that save or look up are refused.
+    pub records: bool,
 }
 
 /// One request as a kind's rules read it: who asks, what for, and the

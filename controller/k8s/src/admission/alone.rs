@@ -26,6 +26,15 @@ pub struct WebhookSettings {
     /// Where and how admission is served.
     #[command(flatten)]
     pub admission: AdmissionSettings,
+    /// The controller's records database (only whether one is set matters
+    /// here: without one, flows that save or look up are refused).
+    #[arg(
+        long = "records-database",
+        env = "COXSWAIN_RECORDS_DATABASE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub records_database: Option<String>,
 }
 
 /// Serves admission until SIGTERM or SIGINT.
@@ -47,8 +56,17 @@ pub async fn run_alone(settings: WebhookSettings) -> Result<(), AdmissionError> 
     let client = kube::Client::try_default().await.map_err(|e| {
         AdmissionError::kube("connecting to the cluster (KUBECONFIG or in-cluster)", e)
     })?;
-    let admission =
-        super::start(client, &settings.admission, settings.namespace.as_deref()).await?;
+    let records = settings
+        .records_database
+        .as_deref()
+        .is_some_and(|d| !d.trim().is_empty());
+    let admission = super::start(
+        client,
+        &settings.admission,
+        settings.namespace.as_deref(),
+        records,
+    )
+    .await?;
     let signal = stop.await;
     tracing::info!(%signal, "stopping the webhook");
     admission.stop();

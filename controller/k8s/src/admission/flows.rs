@@ -52,6 +52,42 @@ pub enum FlowProblem {
         /// The Secret and where the flow binds it.
         secret: BoundSecret,
     },
+    /// A save or lookup in a cluster whose controller has no records
+    /// database.
+    #[error(
+        "step {step}: {field}: this cluster has no records database to {what}; set `records.database` in the chart (the controller's --records-database)",
+        what = if .field.starts_with("save") { "save into" } else { "look up in" }
+    )]
+    NoRecords {
+        /// The step that saves or looks up.
+        step: String,
+        /// `save`, or `lookup[i]`.
+        field: String,
+    },
+}
+
+/// The steps (parts and loop bodies too) that save or look up, with the
+/// field that does.
+fn record_users(steps: &[coxswain_core::api::Step]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for step in steps {
+        let key = &step.key;
+        if step.save.is_some() {
+            found.push((key.clone(), "save".to_string()));
+        }
+        for i in 0..step.lookup.len() {
+            found.push((key.clone(), format!("lookup[{i}]")));
+        }
+        if let Some(p) = &step.parallel {
+            for (_, field) in record_users(std::slice::from_ref(&*p.step)) {
+                found.push((key.clone(), format!("parallel.step.{field}")));
+            }
+        }
+        if let Some(l) = &step.loop_ {
+            found.extend(record_users(&l.steps));
+        }
+    }
+    found
 }
 
 /// `step KEY: `, or nothing for a flow-level field.
@@ -69,7 +105,7 @@ impl Admit for Flow {
             return Ok(());
         };
         review(
-            &reviewer.client,
+            reviewer,
             &request.namespace(),
             request.name(),
             &new.spec,
@@ -97,7 +133,7 @@ impl Admit for Flow {
 
 /// Checks a Flow being created or updated by `user`.
 pub async fn review(
-    client: &kube::Client,
+    reviewer: &Reviewer,
     namespace: &str,
     name: &str,
     spec: &FlowSpec,
@@ -108,10 +144,18 @@ pub async fn review(
         // Only metadata changed (labels, finalizers): nothing to check.
         return Ok(());
     }
+    let client = &reviewer.client;
     let mut problems: Vec<FlowProblem> = validate(spec)
         .into_iter()
         .map(FlowProblem::Invalid)
         .collect();
+    if !reviewer.records {
+        problems.extend(
+            record_users(&spec.steps)
+                .into_iter()
+                .map(|(step, field)| FlowProblem::NoRecords { step, field }),
+        );
+    }
     let username = user.username.as_deref().unwrap_or("");
     let mut asked: Vec<(String, bool)> = Vec::new();
     for secret in bound_secrets(spec) {

@@ -241,6 +241,7 @@ pub async fn start(
     client: Client,
     settings: &AdmissionSettings,
     namespace: Option<&str>,
+    records: bool,
 ) -> Result<Admission, AdmissionError> {
     let plan = plan(settings, namespace, &client)?;
     let controller_user = match &settings.webhook_controller_user {
@@ -261,6 +262,7 @@ pub async fn start(
     let app = review::router(Arc::new(admit::Reviewer {
         client: client.clone(),
         controller_user: controller_user.clone(),
+        records,
     }));
     tokio::spawn(async move {
         if let Err(e) = server.serve(app.into_make_service()).await {

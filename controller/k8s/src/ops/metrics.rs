@@ -25,6 +25,8 @@ pub struct Metrics {
     in_controller: IntGauge,
     agent_tokens: IntCounterVec,
     status_writes: IntCounter,
+    runs_archived: IntCounter,
+    runs_retired: IntCounter,
     status_bytes: Histogram,
     leader: IntGauge,
 }
@@ -149,6 +151,22 @@ impl Metrics {
                 IntCounter::new("coxswain_status_writes_total", "Writes of a Run's status.")
                     .expect("valid counter"),
             ),
+            runs_archived: registered(
+                r,
+                IntCounter::new(
+                    "coxswain_runs_archived_total",
+                    "Runs that ended and were written to the records database.",
+                )
+                .expect("valid counter"),
+            ),
+            runs_retired: registered(
+                r,
+                IntCounter::new(
+                    "coxswain_runs_deleted_by_retention_total",
+                    "Finished Runs deleted from the cluster once archived and past their retention.",
+                )
+                .expect("valid counter"),
+            ),
             status_bytes: registered(
                 r,
                 histogram(
@@ -197,6 +215,16 @@ impl Metrics {
     /// [`crate::Error::metric_label`] gives.
     pub fn reconcile_failed(&self, label: &'static str) {
         self.reconcile_errors.with_label_values(&[label]).inc();
+    }
+
+    /// Counts a Run written to the archive.
+    pub fn run_archived(&self) {
+        self.runs_archived.inc();
+    }
+
+    /// Counts a finished Run deleted by retention.
+    pub fn run_deleted_by_retention(&self) {
+        self.runs_retired.inc();
     }
 
     /// Counts a run that reached `phase` (call once, when it finishes).

@@ -20,6 +20,7 @@
 //!    its restart, from the record alone.
 
 pub mod approvals;
+mod archive;
 pub mod events;
 pub mod in_controller;
 pub mod launchers;
@@ -181,7 +182,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         // its work finds that work here.
         ctx.written.forget(run);
         stop_leftovers(ctx, run).await?;
-        return Ok(Read::Done(Action::await_change()));
+        return archive::after_end(ctx, run).await.map(Read::Done);
     }
     // The record with the values that were moved out of the status put back.
     let old = match ctx.offloader.load(run).await {

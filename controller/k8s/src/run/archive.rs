@@ -1,0 +1,143 @@
+//! What happens to a Run once it ended: it is archived in the records
+//! database (the Run object with every value moved out of its status put
+//! back), and, once its retention is up, deleted from the cluster — its
+//! Jobs, ConfigMaps and Approvals with it, by their owner references.
+//!
+//! Nothing is deleted that the database does not hold: the archive is
+//! asked for the Run's uid just before the delete, and the delete itself
+//! carries the uid as a precondition, so a Run re-made under the same name
+//! is never the one that goes. Without a database nothing is archived and
+//! nothing is deleted.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use coxswain_core::api::{Run, RunStatus};
+use coxswain_core::flow::parse_duration;
+use coxswain_records::{ArchivedRun, Store};
+
+use super::Context;
+use super::pin::{self, Pinned};
+use crate::error::Error;
+use crate::settings::ERROR_REQUEUE;
+
+/// Archives `run`, which ended, when it is not yet, then deletes it if its
+/// retention is up; says when to look again (at the end of its retention).
+pub async fn after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
+    let Some(store) = &ctx.records else {
+        return Ok(Action::await_change());
+    };
+    let Some(uid) = run.uid() else {
+        return Ok(Action::await_change());
+    };
+    match store.is_archived(&uid).await {
+        Ok(true) => {}
+        Ok(false) => {
+            let record = ctx.offloader.load(run).await?;
+            if let Err(e) = store.archive(&archived(run, &record)).await {
+                tracing::warn!(run = %run.name_any(), error = %e, "could not archive the run; trying again");
+                return Ok(Action::requeue(ERROR_REQUEUE));
+            }
+            ctx.metrics.run_archived();
+            tracing::debug!(run = %run.name_any(), "archived");
+        }
+        Err(e) => {
+            tracing::warn!(run = %run.name_any(), error = %e, "could not ask the archive; trying again");
+            return Ok(Action::requeue(ERROR_REQUEUE));
+        }
+    }
+    let Some(keep) = retention(ctx, run).await else {
+        return Ok(Action::await_change());
+    };
+    let ended = run
+        .status
+        .as_ref()
+        .and_then(|s| s.finished_at.as_deref())
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    let Some(ended) = ended else {
+        return Ok(Action::await_change());
+    };
+    let left = Duration::try_from(ended.duration_until(Timestamp::now()))
+        .map(|waited| keep.saturating_sub(waited))
+        .unwrap_or(keep);
+    if !left.is_zero() {
+        return Ok(Action::requeue(left));
+    }
+    delete(ctx, store, run, &uid).await
+}
+
+/// Deletes the Run of uid `uid` once the archive confirms it holds it.
+async fn delete(ctx: &Context, store: &Store, run: &Run, uid: &str) -> Result<Action, Error> {
+    match store.is_archived(uid).await {
+        Ok(true) => {}
+        Ok(false) | Err(_) => return Ok(Action::requeue(ERROR_REQUEUE)),
+    }
+    let api: Api<Run> = Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&run.name_any(), &params).await {
+        Ok(_) => {
+            ctx.metrics.run_deleted_by_retention();
+            tracing::info!(run = %run.name_any(), "deleted by retention (archived)");
+            Ok(Action::await_change())
+        }
+        // Gone already, or another Run under the name now.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::await_change()),
+        Err(source) => Err(Error::Kube {
+            action: format!("deleting the finished run {}", run.name_any()),
+            source,
+        }),
+    }
+}
+
+/// How long the run's flow keeps finished Runs: its pinned snapshot's
+/// `retention.finishedRuns`, else the controller's default.
+async fn retention(ctx: &Context, run: &Run) -> Option<Duration> {
+    let digest = run.status.as_ref().and_then(|s| s.flow_digest.as_deref());
+    let from_flow = match pin::pinned_flow(&ctx.client, &ctx.flows, run, digest).await {
+        Ok(Pinned::Flow(flow)) => flow
+            .spec()
+            .retention
+            .as_ref()
+            .and_then(|r| r.finished_runs.as_deref())
+            .and_then(|t| parse_duration(t).ok()),
+        _ => None,
+    };
+    from_flow.or(ctx.settings.records.finished_runs)
+}
+
+/// The archive's copy of `run`, with `record` (values put back) as its
+/// status.
+fn archived(run: &Run, record: &RunStatus) -> ArchivedRun {
+    let mut whole = run.clone();
+    whole.status = Some(record.clone());
+    whole.metadata.managed_fields = None;
+    ArchivedRun {
+        namespace: run.namespace().unwrap_or_default(),
+        name: run.name_any(),
+        uid: run.uid().unwrap_or_default(),
+        flow: run.spec.flow_ref.name.clone(),
+        phase: format!("{:?}", record.phase),
+        created: run
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .or_else(|| record.started_at.clone())
+            .unwrap_or_default(),
+        finished: record.finished_at.clone(),
+        flow_digest: record.flow_digest.clone(),
+        run: serde_json::to_value(&whole).unwrap_or_default(),
+        offloaded: serde_json::json!({}),
+    }
+}

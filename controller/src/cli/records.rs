@@ -19,7 +19,12 @@ pub struct Place {
     /// The records database (SQLite) saves go to, lookups read and finished
     /// runs are archived in (default: `$XDG_DATA_HOME/coxswain/records.sqlite3`,
     /// or `~/.local/share/coxswain/records.sqlite3`).
-    #[arg(long = "records", env = "COXSWAIN_RECORDS", value_name = "PATH")]
+    #[arg(
+        long = "records",
+        env = "COXSWAIN_RECORDS",
+        value_name = "PATH",
+        global = true
+    )]
     pub path: Option<PathBuf>,
 }
 

@@ -1,0 +1,527 @@
+//! The local records path end to end, with the real binary: `coxswain run`
+//! saving into and looking up from a SQLite file, `coxswain records list`
+//! and `delete`, and `coxswain lint` on a lookup's `where`. Every command
+//! names its records file (`--records` in a temporary folder) and runs with
+//! `XDG_DATA_HOME` and `HOME` pointed into that folder too, so nothing here
+//! can touch the user's own records.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+/// A temporary folder holding the records file and the flow files.
+struct Place {
+    dir: tempfile::TempDir,
+}
+
+impl Place {
+    fn new() -> Place {
+        Place {
+            dir: tempfile::Builder::new()
+                .prefix("coxswain-records-cli-")
+                .tempdir()
+                .expect("temp dir"),
+        }
+    }
+
+    fn records(&self) -> String {
+        self.dir.path().join("r.sqlite3").display().to_string()
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("write file");
+        path.display().to_string()
+    }
+
+    /// `coxswain ARGS` with the environment kept away from the user's data.
+    fn coxswain(&self, args: &[&str]) -> Output {
+        isolated(self.dir.path(), args)
+    }
+
+    /// `coxswain records --records FILE ARGS`.
+    fn records_cmd(&self, args: &[&str]) -> Output {
+        let records = self.records();
+        let mut all = vec!["records", "--records", records.as_str()];
+        all.extend_from_slice(args);
+        self.coxswain(&all)
+    }
+
+    /// `coxswain run FLOW --records FILE --input INPUT --output json -q`.
+    fn run(&self, flow: &str, input: &Value) -> Output {
+        let input = input.to_string();
+        let records = self.records();
+        self.coxswain(&[
+            "run",
+            flow,
+            "--records",
+            &records,
+            "--input",
+            &input,
+            "--output",
+            "json",
+            "--quiet",
+        ])
+    }
+}
+
+fn isolated(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(args)
+        .env_remove("COXSWAIN_RECORDS")
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("HOME", home)
+        .output()
+        .expect("coxswain runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The record a `coxswain run --output json` printed, after checking its
+/// exit code.
+fn record(o: &Output, code: i32) -> Value {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(o),
+        stderr(o)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is one JSON object ({e}): {}\n{}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
+/// A flow: `fetch` echoes its input `ticket` back as output, `remember`
+/// saves it into `tickets` under its id, and `triage` looks up the
+/// collection before the save and prints the file the lookup became.
+const TICKETS: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: tickets}
+spec:
+  steps:
+    - key: triage
+      lookup:
+        - name: similar
+          collection: tickets
+          where: '$record.value.component == $input.ticket.component and $record.value.priority >= 2'
+          orderBy: $record.savedAt
+          descending: true
+          limit: 20
+      script:
+        source: |
+          cat "$INPUTS/similar"
+    - key: fetch
+      script:
+        source: |
+          cat "$INPUTS/ticket"
+      input: {ticket: $input.ticket}
+    - key: remember
+      save: {collection: tickets, key: $steps.fetch.output.id, value: $steps.fetch.output}
+"#;
+
+fn ticket(id: &str, component: &str, priority: i64) -> Value {
+    json!({"ticket": {"id": id, "component": component, "priority": priority}})
+}
+
+/// What the lookup's file held, as the `triage` script printed it.
+fn similar_file(record: &Value) -> Value {
+    let text = record["steps"]["triage"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("triage printed text: {record}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("the file is JSON ({e}): {text}"))
+}
+
+#[test]
+fn a_second_run_looks_up_what_the_first_saved_and_an_empty_collection_is_an_empty_array() {
+    let place = Place::new();
+    let flow = place.file("tickets.yaml", TICKETS);
+
+    let first = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    assert_eq!(
+        similar_file(&first),
+        json!({"data": []}),
+        "nothing saved yet: the lookup's file holds an empty array"
+    );
+    assert_eq!(
+        first["steps"]["triage"]["attempts"][0]["lookups"]["similar"],
+        json!([]),
+        "the attempt records the lookup: {first}"
+    );
+
+    // Started right after the first returned: read-your-writes.
+    let second = record(&place.run(&flow, &ticket("T-2", "db", 2)), 0);
+    let seen = similar_file(&second);
+    let seen = seen["data"].as_array().expect("an array under data");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["key"], "T-1");
+    assert_eq!(
+        seen[0]["value"],
+        json!({"id": "T-1", "component": "db", "priority": 3})
+    );
+    assert_eq!(seen[0]["version"], 1);
+    assert_eq!(seen[0]["step"], "remember");
+    assert!(
+        seen[0]["run"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("local-")),
+        "the record names the run that saved it: {}",
+        seen[0]
+    );
+
+    // A third run of another component sees nothing; one of `db` sees both,
+    // newest first, and not a record of priority 1.
+    let other = record(&place.run(&flow, &ticket("T-3", "web", 5)), 0);
+    assert_eq!(similar_file(&other), json!({"data": []}));
+    let _low = record(&place.run(&flow, &ticket("T-4", "db", 1)), 0);
+    let fourth = record(&place.run(&flow, &ticket("T-5", "db", 9)), 0);
+    let keys: Vec<&str> = fourth["steps"]["triage"]["attempts"][0]["lookups"]["similar"]
+        .as_array()
+        .expect("lookups recorded")
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["T-2", "T-1"]);
+}
+
+#[test]
+fn saving_the_same_key_again_adds_a_version() {
+    let place = Place::new();
+    let flow = place.file("tickets.yaml", TICKETS);
+    let first = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    assert_eq!(
+        first["steps"]["remember"]["output"],
+        json!({"collection": "tickets", "key": "T-1", "version": 1, "created": true})
+    );
+    let second = record(&place.run(&flow, &ticket("T-1", "db", 4)), 0);
+    assert_eq!(
+        second["steps"]["remember"]["output"],
+        json!({"collection": "tickets", "key": "T-1", "version": 2, "created": false})
+    );
+    // One record, the second value.
+    let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
+    assert_eq!(all[0]["version"], 2);
+    assert_eq!(all[0]["value"]["priority"], 4);
+}
+
+#[test]
+fn a_where_that_fails_on_a_record_fails_the_step_naming_the_record() {
+    let place = Place::new();
+    let save = place.file(
+        "save.yaml",
+        r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: save}
+spec:
+  steps:
+    - key: remember
+      save: {collection: notes, key: $input.key, value: $input.value}
+"#,
+    );
+    let read = place.file(
+        "read.yaml",
+        r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: read}
+spec:
+  steps:
+    - key: look
+      lookup:
+        - {name: found, collection: notes, where: 'len($record.value.tags) > 0'}
+      script:
+        source: cat "$INPUTS/found"
+"#,
+    );
+    record(
+        &place.run(&save, &json!({"key": "good", "value": {"tags": ["a"]}})),
+        0,
+    );
+    record(
+        &place.run(
+            &save,
+            &json!({"key": "untagged", "value": {"title": "no tags"}}),
+        ),
+        0,
+    );
+    let failed = record(&place.run(&read, &json!({})), 1);
+    assert_eq!(failed["phase"], "Failed", "{failed}");
+    let look = &failed["steps"]["look"];
+    assert_eq!(look["status"], "failed", "{look}");
+    let error = look["error"].to_string();
+    assert!(error.contains("`untagged`"), "names the record: {error}");
+    assert!(error.contains("`notes`"), "names the collection: {error}");
+    assert!(
+        !error.contains("`good`"),
+        "names only the failing one: {error}"
+    );
+}
+
+#[test]
+fn records_list_prints_a_table_or_json_filtered_and_limited() {
+    let place = Place::new();
+    let flow = place.file("tickets.yaml", TICKETS);
+    for (id, component, priority) in [("T-1", "db", 3), ("T-2", "web", 1), ("T-3", "db", 5)] {
+        record(&place.run(&flow, &ticket(id, component, priority)), 0);
+    }
+
+    let o = place.records_cmd(&["list", "tickets"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and three records: {text}");
+    for column in ["KEY", "VERSION", "SAVED", "RUN/STEP", "VALUE"] {
+        assert!(lines[0].contains(column), "{text}");
+    }
+    // Newest first by default.
+    let keys: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(keys, ["T-3", "T-2", "T-1"], "{text}");
+    assert!(lines[1].contains("/remember"), "{text}");
+    assert!(lines[1].contains(r#""priority":5"#), "{text}");
+
+    let o = place.records_cmd(&[
+        "list",
+        "tickets",
+        "--where",
+        r#"$record.value.component == "db""#,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let found: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let keys: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["T-3", "T-1"], "{found}");
+    for field in ["key", "value", "version", "savedAt", "run", "step"] {
+        assert!(
+            found[0].get(field).is_some(),
+            "a record has {field}: {found}"
+        );
+    }
+
+    let o = place.records_cmd(&[
+        "list",
+        "tickets",
+        "--order-by",
+        "$record.value.priority",
+        "--limit",
+        "2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let found: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let keys: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["T-2", "T-1"], "lowest priority first, two: {found}");
+
+    // An empty collection: only the header, and a note on stderr.
+    let o = place.records_cmd(&["list", "nothing"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("no records in `nothing`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = place.records_cmd(&["list", "nothing", "-o", "json"]);
+    assert_eq!(stdout(&o).trim(), "[]");
+}
+
+#[test]
+fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
+    let place = Place::new();
+    let o = place.records_cmd(&[
+        "list",
+        "tickets",
+        "--where",
+        "$record.value.priority >= 2 AND true",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--where: character 29"),
+        "names where `AND` starts: {}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("`and`"), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+
+    let o = place.records_cmd(&["list", "tickets", "--where", "$steps.fetch.output == 1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only `$record`"), "{}", stderr(&o));
+
+    let o = place.records_cmd(&["list", "tickets", "--limit", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn records_delete_exits_0_for_a_record_and_1_for_none() {
+    let place = Place::new();
+    let flow = place.file("tickets.yaml", TICKETS);
+    record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    record(&place.run(&flow, &ticket("T-2", "db", 3)), 0);
+
+    let o = place.records_cmd(&["delete", "tickets", "T-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("deleted `T-1`"), "{}", stderr(&o));
+
+    let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
+    let left: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(left.as_array().map(Vec::len), Some(1), "{left}");
+    assert_eq!(left[0]["key"], "T-2");
+
+    let o = place.records_cmd(&["delete", "tickets", "T-1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no record `T-1`"), "{}", stderr(&o));
+
+    // Another namespace's record of the same key is not this one.
+    let o = place.records_cmd(&["delete", "-n", "team-a", "tickets", "T-2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+
+    // Saved again after a delete, a key starts over.
+    let again = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    assert_eq!(
+        again["steps"]["remember"]["output"],
+        json!({"collection": "tickets", "key": "T-1", "version": 1, "created": true})
+    );
+}
+
+#[test]
+fn records_reads_the_file_named_by_the_environment() {
+    let place = Place::new();
+    let flow = place.file("tickets.yaml", TICKETS);
+    record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["records", "list", "tickets", "-o", "json"])
+        .env("COXSWAIN_RECORDS", place.records())
+        .env("XDG_DATA_HOME", place.dir.path().join("data"))
+        .env("HOME", place.dir.path())
+        .output()
+        .expect("coxswain runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let found: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(found[0]["key"], "T-1", "{found}");
+
+    // Without a setting, the file lives under XDG_DATA_HOME.
+    let o = place.coxswain(&[
+        "run",
+        &flow,
+        "--input",
+        &ticket("T-9", "db", 3).to_string(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let default: PathBuf = place.dir.path().join("data/coxswain/records.sqlite3");
+    assert!(default.exists(), "{} was made", default.display());
+}
+
+#[test]
+fn lint_names_the_line_and_column_of_a_bad_where() {
+    let place = Place::new();
+    for (bad, message) in [
+        (
+            "$record.value.component == \"db\" AND $record.value.priority >= 2",
+            "write `and` in lowercase, not `AND`",
+        ),
+        ("$record.valu.priority >= 2", "`valu` isn't a field here"),
+    ] {
+        let flow = place.file(
+            "bad.yaml",
+            &format!(
+                r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: bad}}
+spec:
+  steps:
+    - key: look
+      lookup:
+        - name: similar
+          collection: tickets
+          where: '{bad}'
+      script:
+        source: cat "$INPUTS/similar"
+"#
+            ),
+        );
+        let o = place.coxswain(&["lint", &flow]);
+        assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        // `where: '` ends 18 characters into line 10; the column is the
+        // problem's character in the file.
+        let at = bad.find("AND").unwrap_or_else(|| bad.find("valu").unwrap());
+        let column = 18 + at + 1;
+        assert!(
+            all.contains(&format!("line 10, column {column}")),
+            "{bad}: line and column: {all}"
+        );
+        assert!(all.contains("lookup[0].where"), "{all}");
+        assert!(all.contains(message), "{all}");
+    }
+}
+
+#[test]
+fn a_flow_that_saves_without_a_records_file_exits_2_saying_why() {
+    let place = Place::new();
+    let flow = place.file("tickets.yaml", TICKETS);
+    let input = ticket("T-1", "db", 3).to_string();
+    let o = place.coxswain(&[
+        "run",
+        &flow,
+        "--records",
+        "/proc/nope/x.sqlite3",
+        "--input",
+        &input,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("opening the records database /proc/nope/x.sqlite3"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&o), "", "nothing ran");
+
+    // A flow that neither saves nor looks up runs all the same, with a
+    // warning that it is not archived.
+    let plain = place.file(
+        "plain.yaml",
+        r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: plain}
+spec:
+  steps:
+    - key: hi
+      script: {source: echo hi}
+"#,
+    );
+    let o = place.coxswain(&["run", &plain, "--records", "/proc/nope/x.sqlite3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: the run will not be archived"),
+        "{}",
+        stderr(&o)
+    );
+}

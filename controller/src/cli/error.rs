@@ -127,6 +127,10 @@ pub enum CliError {
         /// What the file system said.
         source: std::io::Error,
     },
+    /// `graph --archived`: the run is not archived, or the archive cannot
+    /// be read.
+    #[error("{0}")]
+    Archive(String),
     /// `--decide` answers that cannot be used, one message each.
     #[error("{}", .0.join("\n"))]
     Answers(Vec<String>),

@@ -26,6 +26,17 @@ pub struct Args {
     /// whole Run object (its `status` is read). `-` reads standard input.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Draw the archived run of this name: its `status` is the record (the
+    /// flow still comes from FILE: the archive keeps the Run, not its flow).
+    #[arg(long, value_name = "NAME", conflicts_with = "record")]
+    archived: Option<String>,
+    /// Where `--archived` reads: the local records file and/or a database.
+    #[command(flatten)]
+    archive: super::runs::Archive,
+    /// The archived run's namespace (default: `local` in the records file,
+    /// `default` in the database).
+    #[arg(long, short = 'n', requires = "archived")]
+    namespace: Option<String>,
     /// The diagram language.
     #[arg(long, value_enum, default_value = "mermaid")]
     format: DiagramFormat,
@@ -53,10 +64,15 @@ pub fn run(args: Args) -> ExitCode {
 
 fn diagram(args: &Args) -> Result<String, CliError> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
-    let record = args.record.as_deref().map(read_record).transpose()?;
-    if let (Some(record), Some(path)) = (&record, &args.record) {
+    let record = match (&args.record, &args.archived) {
+        (Some(path), _) => Some((read_record(path)?, path.clone())),
+        (None, Some(run)) => Some(archived_record(args, run, &name, &flow)?),
+        (None, None) => None,
+    };
+    if let Some((record, path)) = &record {
         check_belongs(record, &flow.steps, &name, path)?;
     }
+    let record = record.map(|(record, _)| record);
     let format = match args.format {
         DiagramFormat::Mermaid => Format::Mermaid,
         DiagramFormat::Dot => Format::Dot,
@@ -101,6 +117,41 @@ fn moved_values(record: &RunStatus, format: Format) -> String {
         .collect()
 }
 
+/// The status of an archived run, named for messages as `archived run
+/// NAMESPACE/NAME`. A run of another flow name or digest than the file's is
+/// drawn all the same, with a warning: the steps may have changed since.
+fn archived_record(
+    args: &Args,
+    name: &str,
+    flow_name: &str,
+    flow: &coxswain_core::api::FlowSpec,
+) -> Result<(RunStatus, PathBuf), CliError> {
+    let archived = super::runs::archived_run(&args.archive, args.namespace.as_deref(), name)
+        .map_err(CliError::Archive)?;
+    let path = PathBuf::from(format!(
+        "archived run {}/{}",
+        archived.namespace, archived.name
+    ));
+    if archived.flow != flow_name {
+        eprintln!(
+            "warning: {} is a run of flow `{}`, not of `{flow_name}` (the flow drawn, from {})",
+            path.display(),
+            archived.flow,
+            args.file.display()
+        );
+    }
+    let status = status_of(archived.run, path.clone())?;
+    let digest = coxswain_core::flow::flow_digest(flow);
+    if let Some(ran) = status.flow_digest.as_deref().filter(|d| *d != digest) {
+        eprintln!(
+            "warning: {} ran a flow of digest {ran}; the flow in {} has {digest}: drawn all the same",
+            path.display(),
+            args.file.display()
+        );
+    }
+    Ok((status, path))
+}
+
 fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
     let text = if path.as_os_str() == "-" {
         super::read::read_stdin("record")
@@ -112,6 +163,11 @@ fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
         Ok(value) => value,
         Err(source) => return Err(CliError::RecordNotJson { path, source }),
     };
+    status_of(value, path)
+}
+
+/// A record, or a whole Run object's status, read as a run's record.
+fn status_of(value: Value, path: PathBuf) -> Result<RunStatus, CliError> {
     let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
         match value.get("status") {
             Some(status) => status.clone(),

@@ -11,6 +11,7 @@ mod read;
 mod records;
 mod render;
 mod run;
+mod runs;
 mod step_exec;
 mod webhook;
 
@@ -34,6 +35,8 @@ enum Command {
     Run(run::Args),
     /// List or delete the stored records of this machine (what `save` steps saved).
     Records(records::Args),
+    /// List or show Runs, live on the cluster and archived (locally, or a cluster's database).
+    Runs(runs::Args),
     /// Check flows in YAML files or directories, as the admission webhook would.
     Lint(lint::Args),
     /// Evaluate one expression against a JSON context.
@@ -59,6 +62,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Records(args) => records::run(args),
+        Command::Runs(args) => runs::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Render(args) => render::run(args),

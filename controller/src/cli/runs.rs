@@ -829,7 +829,7 @@ mod tests {
             (
                 r.phase.as_str(),
                 r.started.as_deref(),
-                r.finished,
+                r.finished.as_deref(),
                 r.flow.as_str()
             ),
             ("Pending", Some("2026-01-01T00:00:00Z"), None, "tickets")

@@ -12,7 +12,8 @@
 //!
 //! The server is `COXSWAIN_POSTGRES_URL`, or the one `e2e/postgres/up`
 //! starts. Everything happens in a schema of its own, dropped at the end.
-//! `BENCH_RECORDS` and `BENCH_LOOKUPS` change the sizes.
+//! `BENCH_RECORDS`, `BENCH_LOOKUPS`, `BENCH_SAVES` and `BENCH_RUNS` change
+//! the sizes; `BENCH_KEEP=1` keeps the schema to look at.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -422,6 +423,10 @@ async fn main() {
     );
 
     drop(store);
+    if std::env::var_os("BENCH_KEEP").is_some() {
+        eprintln!("kept schema {schema} (BENCH_KEEP)");
+        return;
+    }
     admin
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .await

@@ -1118,7 +1118,7 @@ impl Compiler<'_> {
     /// A predicate true for every record on which the evaluator answers
     /// `true` or fails on `node` ([`Filter::narrow`]):
     ///
-    /// - a decided part: where it is surely true or surely fails;
+    /// - a decided part that never fails: where it is surely true;
     /// - `a or b`: narrow(a) ∨ narrow(b) (true or failing needs one side
     ///   true or failing);
     /// - `a and b`: narrow(a), and narrow(b) too when `a` can never fail (`b`
@@ -1137,8 +1137,11 @@ impl Compiler<'_> {
             }
             NodeKind::Or(a, b) => self.narrow(a).or(self.narrow(b)),
             NodeKind::Not(_) => P::True,
+            // Only where it never fails: there `yes` is an equality an index
+            // may answer; `yes ∨ err` of a part that can fail would only
+            // repeat the part.
             _ => match seen(node) {
-                Some(t) if t.decided => t.yes.clone().or(t.err.clone()),
+                Some(t) if t.decided && t.err == P::False => t.yes.clone(),
                 _ => P::True,
             },
         }

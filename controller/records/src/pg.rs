@@ -604,31 +604,53 @@ async fn lookup(
     if let Some(f) = filter
         && (f.fail != "FALSE" || !f.exact)
     {
-        // Exact: only a failing record matters, one is enough. Otherwise
-        // also every record SQL cannot decide, up to the bound (and one
-        // more, to know it was passed).
-        // `narrow` holds every failing or undecided record, and an index
-        // may answer it.
-        let (pred, limit) = if f.exact {
-            (format!("{} AND COALESCE({}, FALSE)", f.narrow, f.fail), 1)
+        // The records the evaluator must see: those SQL says fail, and
+        // (not exact) those it cannot decide — everything neither kept nor
+        // dropped. `narrow` holds them all, and an index may answer it.
+        let open = if f.exact {
+            format!("COALESCE({}, FALSE)", f.fail)
         } else {
-            (
-                format!(
-                    "{} AND (COALESCE({}, FALSE) OR {})",
-                    f.narrow,
-                    f.fail,
-                    f.undecided()
-                ),
-                max_candidates + 1,
+            format!(
+                "NOT (COALESCE({}, FALSE) OR COALESCE({}, FALSE))",
+                f.keep, f.drop
             )
         };
-        let sql = format!(
+        let from = format!(
             "SELECT {SELECT_COLUMNS}, COALESCE({fail}, FALSE) AS failing FROM records \
-             WHERE namespace = $1 AND collection = $2 AND {pred} ORDER BY key COLLATE \"C\" LIMIT {limit}",
+             WHERE namespace = $1 AND collection = $2 AND {narrow} AND {open}",
             fail = f.fail,
+            narrow = f.narrow,
         );
-        let rows = tx.query_typed(&sql, &params).await?;
-        if !f.exact && rows.len() > max_candidates && !rows.iter().any(|r| r.get("failing")) {
+        // Unordered first (no index order to follow: the whole collection
+        // is usually read once, and nothing found): one row is enough when
+        // exact, the bound and one more otherwise.
+        let limit = if f.exact { 1 } else { max_candidates + 1 };
+        let mut rows = tx
+            .query_typed(&format!("{from} LIMIT {limit}"), &params)
+            .await?;
+        let first_failing = rows
+            .iter()
+            .position(|r| r.get::<_, bool>("failing"))
+            .map(|i| rows.swap_remove(i));
+        if let Some(failing) = first_failing {
+            // Some record fails: the first by key is the one to name, as
+            // the SQLite store names it.
+            rows = tx
+                .query_typed(
+                    &format!(
+                        "{from} ORDER BY key COLLATE \"C\" LIMIT {}",
+                        max_candidates + 1
+                    ),
+                    &params,
+                )
+                .await?;
+            if !rows.iter().any(|r| r.get::<_, bool>("failing")) {
+                // More undecided records than the bound come before it by
+                // key: they are evaluated, then the one found fails the
+                // lookup (never an answer without it).
+                rows.push(failing);
+            }
+        } else if rows.len() > max_candidates {
             return Ok(Err(too_many(q, f, max_candidates)));
         }
         for row in &rows {
@@ -643,6 +665,7 @@ async fn lookup(
                 break;
             }
         }
+        suspects.sort_by(|(a, _), (b, _)| a.key.as_bytes().cmp(b.key.as_bytes()));
     }
     tx.commit().await?;
     Ok(Ok(Found { kept, suspects }))

@@ -40,11 +40,13 @@ impl Place {
         isolated(self.dir.path(), args)
     }
 
-    /// `coxswain records --records FILE ARGS`.
+    /// `coxswain records ARGS --records FILE` (the option after the
+    /// subcommand, as people write it).
     fn records_cmd(&self, args: &[&str]) -> Output {
         let records = self.records();
-        let mut all = vec!["records", "--records", records.as_str()];
+        let mut all = vec!["records"];
         all.extend_from_slice(args);
+        all.extend(["--records", records.as_str()]);
         self.coxswain(&all)
     }
 
@@ -385,7 +387,9 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
     record(&place.run(&flow, &ticket("T-2", "db", 3)), 0);
 
-    let o = place.records_cmd(&["delete", "tickets", "T-1"]);
+    // `--records` before the subcommand works as well as after it.
+    let records = place.records();
+    let o = place.coxswain(&["records", "--records", &records, "delete", "tickets", "T-1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("deleted `T-1`"), "{}", stderr(&o));
 

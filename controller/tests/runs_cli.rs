@@ -184,8 +184,9 @@ fn runs_list_shows_local_runs_newest_first_with_their_phases() {
         (rows[0][1].as_str(), rows[0][2].as_str()),
         ("bad", "Failed")
     );
-    let rows = table(&place.runs(&["list", "--phase", "failed", "--flow", "good"]));
-    assert!(rows.is_empty(), "{rows:?}");
+    let o = place.runs(&["list", "--phase", "failed", "--flow", "good"]);
+    assert!(table(&o).is_empty(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("no runs found"), "{}", stderr(&o));
     let rows = table(&place.runs(&["list", "--limit", "1"]));
     assert_eq!(rows.len(), 1);
     // Another namespace has none; every namespace has them all.

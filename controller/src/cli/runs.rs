@@ -582,7 +582,12 @@ async fn list(args: &Args, filter: &Filter, output: ListOutput) -> Result<ExitCo
             let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
             println!("{text}");
         }
-        ListOutput::Text => print!("{}", table(&rows)),
+        ListOutput::Text => {
+            print!("{}", table(&rows));
+            if rows.is_empty() {
+                eprintln!("no runs found");
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

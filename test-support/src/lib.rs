@@ -8,5 +8,6 @@
 )]
 pub mod conformance_driver;
 pub mod git_server;
+pub mod postgres;
 pub mod recording_proxy;
 pub mod when_gone;

@@ -190,13 +190,15 @@ fn int_vs_float(i: i128, f: f64) -> Ordering {
 
 /// The `ORDER BY` list for a column in the order of the module docs.
 pub(crate) fn sql(column: &Column, descending: bool) -> String {
+    // Columns named with the table: a bare `saved_at` in ORDER BY would be
+    // the select list's `savedAt` text of that name, which no index gives.
     let dir = if descending { " DESC" } else { "" };
-    let key = format!("key COLLATE \"C\"{dir}");
+    let key = format!("records.key COLLATE \"C\"{dir}");
     match column {
         Column::Same => key,
-        Column::SavedAt => format!("saved_at{dir}, {key}"),
-        Column::Version => format!("version{dir}, {key}"),
-        Column::Text(c) => format!("{c} COLLATE \"C\"{dir}, {key}"),
+        Column::SavedAt => format!("records.saved_at{dir}, {key}"),
+        Column::Version => format!("records.version{dir}, {key}"),
+        Column::Text(c) => format!("records.{c} COLLATE \"C\"{dir}, {key}"),
         Column::Json(x) => format!(
             "(CASE jsonb_typeof({x}) WHEN 'number' THEN 1 WHEN 'string' THEN 2 \
              WHEN 'boolean' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 5 ELSE 0 END){dir}, \

@@ -1,15 +1,16 @@
 //! `coxswain runs list/get` and `coxswain graph --archived` with the real
 //! binary, over archives: the local records file `coxswain run` archives
 //! into, and a PostgreSQL archive (a real server, `e2e/postgres/up` or
-//! `COXSWAIN_POSTGRES_URL`, a fresh database per test, dropped after).
+//! `COXSWAIN_POSTGRES_URL`, a fresh database per test, dropped after:
+//! `coxswain_test_support::postgres::FreshDatabase`).
 //! Every command runs with `HOME`, `XDG_DATA_HOME` and `KUBECONFIG` pointed
 //! into a temporary folder: no user data and no cluster is read.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use coxswain_records::{ArchivedRun, PgSettings, Store};
+use coxswain_test_support::postgres::FreshDatabase;
 use serde_json::{Value, json};
 
 struct Place {
@@ -425,87 +426,9 @@ fn graph_draws_an_archived_run_from_the_records_file() {
 // ---------------------------------------------------------------------------
 // PostgreSQL
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The server's URL: the environment's, or the last line `up` prints.
-fn postgres_url() -> String {
-    static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        if let Ok(url) = std::env::var("COXSWAIN_POSTGRES_URL") {
-            return url;
-        }
-        let up = workspace_root().join("e2e/postgres/up");
-        let out = Command::new(&up)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", up.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({})",
-            up.display(),
-            out.status
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout.lines().last().unwrap_or_default();
-        line.strip_prefix("COXSWAIN_POSTGRES_URL=")
-            .unwrap_or_else(|| panic!("{} printed {stdout:?}", up.display()))
-            .to_string()
-    })
-    .clone()
-}
-
-/// A database of its own on the server, dropped when the value is.
-struct Database {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Database {
-    fn new() -> Database {
-        let admin = postgres_url();
-        let name = format!("coxswain_runs_cli_{:016x}", rand::random::<u64>());
-        block_on(async {
-            let client = connect(&admin).await;
-            client
-                .batch_execute(&format!("CREATE DATABASE {name}"))
-                .await
-                .expect("create database");
-        });
-        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
-        let url = format!("{base}/{name}");
-        Database { admin, name, url }
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let (admin, name) = (self.admin.clone(), self.name.clone());
-        block_on(async move {
-            let client = connect(&admin).await;
-            let _ = client
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .await;
-        });
-    }
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client
-}
-
 #[test]
 fn runs_list_and_get_read_a_clusters_postgresql_archive() {
-    let db = Database::new();
+    let db = FreshDatabase::new("coxswain_runs_cli");
     block_on(async {
         let store = Store::connect_postgres(&db.url, PgSettings::default())
             .await

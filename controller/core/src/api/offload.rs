@@ -47,8 +47,9 @@ pub const PREVIEW_PREFIX: &str = "[moved out of the status: ";
 const PREVIEW_CHARS: usize = 120;
 
 /// The record's fields that hold free JSON (a step's output, a part's item,
-/// reviewed work): moved whole, never looked into.
-const VALUE_FIELDS: [&str; 3] = ["output", "item", "reviewed"];
+/// reviewed work, what an attempt's lookups found): moved whole, never
+/// looked into.
+const VALUE_FIELDS: [&str; 4] = ["output", "item", "reviewed", "lookups"];
 
 /// The stored record's field listing the moved values.
 pub const VALUES_FIELD: &str = "values";

@@ -505,9 +505,11 @@ pub struct Attempt {
     /// What the step's lookups found for this attempt, by lookup name (each
     /// a JSON array of records), recorded before the work started: the
     /// records may change later, so what the attempt saw is kept.
+    /// Free JSON, so a large one moves out of the status whole, as an
+    /// output does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::api::schema::any_object")]
-    pub lookups: Option<serde_json::Map<String, Value>>,
+    #[schemars(schema_with = "crate::api::schema::any_json")]
+    pub lookups: Option<Value>,
 }
 
 /// Tokens an agent attempt used, as the provider reported them.

@@ -357,3 +357,29 @@ proptest! {
         prop_assert_eq!(&stored(&back), &original);
     }
 }
+
+#[test]
+fn what_a_lookup_found_moves_whole_and_the_record_still_reads() {
+    let records: Vec<Value> = (0..200)
+        .map(|i| json!({"key": format!("t{i}"), "value": {"n": i, "title": "x".repeat(40)}, "version": 1}))
+        .collect();
+    let mut triage = step(json!("ok"));
+    triage.attempts[0].lookups = Some(json!({"similar": records}));
+    let record = record_with(vec![("triage", triage)]);
+    let original = stored(&record);
+    let split = split(original.clone(), &Limits::default(), &name).expect("split");
+    let moved = split.moved().expect("values list");
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0].path, "/steps/triage/attempts/0/lookups");
+    // The stored record, with its preview, still reads as a record.
+    let preview: RunStatus = serde_json::from_value(split.status.clone()).expect("reads");
+    let shown = preview.steps["triage"].attempts[0].lookups.clone();
+    assert!(
+        shown
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.starts_with(PREVIEW_PREFIX)),
+        "{shown:?}"
+    );
+    assert_eq!(join(split.status, &split.contents).expect("join"), original);
+}

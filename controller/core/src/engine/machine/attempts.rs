@@ -67,7 +67,7 @@ impl RunMachine<'_> {
                     return;
                 }
                 if let Some(last) = self.record_mut(node).parts[i].attempts.last_mut() {
-                    last.lookups = Some(found);
+                    last.lookups = Some(Value::Object(found));
                 }
                 self.part_work(node, i)
             }
@@ -76,7 +76,7 @@ impl RunMachine<'_> {
                     return;
                 }
                 if let Some(last) = self.record_mut(node).attempts.last_mut() {
-                    last.lookups = Some(found);
+                    last.lookups = Some(Value::Object(found));
                 }
                 self.step_work(node, attempt)
             }

@@ -296,10 +296,7 @@ impl RunMachine<'_> {
 
 /// The step's lookups as work, each with what the attempt's record says it
 /// found (`None` until the driver ran it).
-fn lookup_work(
-    compiled: &CompiledStep<'_>,
-    found: Option<&serde_json::Map<String, Value>>,
-) -> Vec<LookupWork> {
+fn lookup_work(compiled: &CompiledStep<'_>, found: Option<&Value>) -> Vec<LookupWork> {
     compiled
         .lookups
         .iter()

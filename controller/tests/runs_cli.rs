@@ -97,7 +97,20 @@ fn json_of(o: &Output) -> Value {
 
 fn flow(name: &str, script: &str) -> String {
     format!(
-        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n  steps:\n    - key: first\n      script: {{source: 'jq -cn \"{{n: 1}}\"'}}\n    - key: second\n      script: {{source: '{script}'}}\n"
+        r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: {name}}}
+spec:
+  steps:
+    - key: first
+      script:
+        source: |
+          echo '{{"n": 1}}'
+    - key: second
+      script:
+        source: |
+          {script}
+"#
     )
 }
 

@@ -541,6 +541,49 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "{rows:?}"
     );
 
+    // graph --archived reads the database too.
+    let tickets = place.file("tickets.yaml", &flow("tickets", "echo ok"));
+    let o = place.coxswain(&[
+        "graph",
+        &tickets,
+        "--archived",
+        "a-1",
+        "--database",
+        &url,
+        "--format",
+        "dot",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("digraph"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(r#"label="first\nscript · completed""#),
+        "{}",
+        stdout(&o)
+    );
+    let o = place.coxswain(&["graph", &tickets, "--archived", "t-1", "--database", &url]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "in namespace team-a only: {}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("namespace default of the database"),
+        "{}",
+        stderr(&o)
+    );
+    let o = place.coxswain(&[
+        "graph",
+        &tickets,
+        "--archived",
+        "t-1",
+        "--database",
+        &url,
+        "-n",
+        "team-a",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
     // A database that cannot be reached is an error, not an empty list.
     let o = place.coxswain(&[
         "runs",

@@ -565,7 +565,7 @@ fn a_200_step_flow_validates() {
 }
 
 #[test]
-fn a_parallel_part_is_an_agent_script_http_or_message_step() {
+fn a_parallel_part_is_an_agent_script_http_message_or_save_step() {
     let refused = [
         ("condition: {when: 'true'}", "condition"),
         ("approval: {decisions: [ok]}", "approval"),
@@ -588,7 +588,7 @@ fn a_parallel_part_is_an_agent_script_http_or_message_step() {
             "fan",
             &format!("parallel.step.{kind}"),
             &format!(
-                "a parallel part runs an agent, script, http or message step, not a {kind} step"
+                "a parallel part runs an agent, script, http, message or save step, not a {kind} step"
             ),
         );
     }
@@ -597,6 +597,7 @@ fn a_parallel_part_is_an_agent_script_http_or_message_step() {
         "agent: {prompt: x}",
         "http: {url: 'https://x.example'}",
         "message: {text: hi, webhook: {url: 'https://x.example'}}",
+        "save: {collection: seen, key: $item}",
     ] {
         let problems = check(&format!(
             "steps:\n  - key: fan\n    parallel:\n      parts: [{{key: a}}]\n      step: {{{part}}}\n"

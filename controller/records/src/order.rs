@@ -19,8 +19,8 @@
 //!
 //! The same order is written twice: [`compare`] in Rust (the SQLite store
 //! sorts with it, and the PostgreSQL store merges what SQL kept with what
-//! memory kept with it) and [`sql`] as an `ORDER BY` list for PostgreSQL. A
-//! test checks on generated records that the two agree.
+//! memory kept with it) and [`OrderBy::sql`] as an `ORDER BY` list for
+//! PostgreSQL. A test checks on generated records that the two agree.
 //!
 //! Numbers compare as the records hold them once read back (see the crate
 //! documentation for what `jsonb` does to numbers), while SQL orders

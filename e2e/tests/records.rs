@@ -357,3 +357,55 @@ async fn admission_refuses_a_bad_where_naming_its_place() {
     assert!(refused.contains("lowercase"), "{refused}");
     assert!(refused.contains("(character 58)"), "{refused}");
 }
+
+#[tokio::test]
+async fn an_approval_shows_what_its_lookup_found() {
+    let db = FreshDatabase::new("e2e_review");
+    let s = Setup::new(&["--records-database", db.url.as_str()]).await;
+    s.apply(
+        r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: review}
+spec:
+  steps:
+    - key: draft
+      input: {topic: $input.topic}
+      script: {source: cat "$INPUTS/topic"}
+    - key: remember
+      save: {collection: drafts, key: $input.id}
+    - key: review
+      lookup:
+        - {name: earlier, collection: drafts, where: '$record.value == $steps.draft.output', orderBy: $record.key}
+      approval: {decisions: [approve], show: [draft]}
+"#,
+    );
+    let run = start(&s, "review", &json!({"id": "d1", "topic": "db"}));
+    let name = s.kubectl.approval_name(s.ns(), &run, "review", 1);
+    let asked = wait_for("the Approval to be asked", BOUND, || async {
+        let out = s
+            .kubectl
+            .run(&[
+                "get",
+                "approval",
+                &name,
+                "-n",
+                s.ns(),
+                "--ignore-not-found",
+                "-o",
+                "json",
+            ])
+            .map_err(coxswain_e2e::Error::Start)?;
+        Ok((!out.trim().is_empty())
+            .then(|| serde_json::from_str::<Value>(&out).unwrap_or_default()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let shown = &asked["spec"]["show"];
+    assert_eq!(keys(&shown["earlier"]), ["d1"], "{asked:#}");
+    assert_eq!(shown["draft"], json!("db"), "{asked:#}");
+    let run = s.get("run", &run);
+    assert_eq!(
+        run["status"]["steps"]["review"]["attempts"][0]["lookups"]["earlier"],
+        shown["earlier"]
+    );
+}

@@ -87,6 +87,8 @@ fn check_one(
         allow_self_approval: approval.allow_self_approval,
         approvals: approval.required_approvals(),
         sends_back: Vec::new(),
+        lookups: Vec::new(),
+        data: Default::default(),
     };
     parse_answer(&request, answer)?;
     Ok(())

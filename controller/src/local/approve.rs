@@ -264,6 +264,8 @@ mod tests {
             allow_self_approval: false,
             approvals: 1,
             sends_back: Vec::new(),
+            lookups: Vec::new(),
+            data: Default::default(),
         }
     }
 

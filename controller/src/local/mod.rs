@@ -154,6 +154,15 @@ where
             for work in &plan.lookups {
                 events.push(Input::Event(looked_up(&start.records, work).await));
             }
+            for request in &plan.ask_lookups {
+                let found = start.records.look_up_for(request, &start.run).await;
+                events.push(Input::Event(Event::LookedUp {
+                    step: request.step.clone(),
+                    part: None,
+                    attempt: request.attempt,
+                    found: found.map_err(into_step_error),
+                }));
+            }
             for work in plan.launch {
                 if let Err(e) = launcher.launch(&work).await {
                     events.push(launch_failed(&work, e));
@@ -241,15 +250,20 @@ impl Driver {
 /// Runs the lookups of `work` and says what they found; locally a database
 /// that cannot answer fails the attempt (there is no later reconcile).
 async fn looked_up(records: &Records, work: &Work) -> Event {
-    let found = records.look_up(work).await.map_err(|e| match e {
-        LookupFailed::Step(error) => error,
-        LookupFailed::Unavailable(reason) => step_error(codes::RECORDS, reason),
-    });
+    let found = records.look_up(work).await.map_err(into_step_error);
     Event::LookedUp {
         step: work.step.clone(),
         part: work.part.as_ref().map(|p| p.index),
         attempt: work.attempt,
         found,
+    }
+}
+
+/// Locally a database that cannot answer fails the attempt.
+fn into_step_error(e: LookupFailed) -> StepError {
+    match e {
+        LookupFailed::Step(error) => error,
+        LookupFailed::Unavailable(reason) => step_error(codes::RECORDS, reason),
     }
 }
 

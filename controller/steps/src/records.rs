@@ -10,7 +10,10 @@
 
 use serde_json::{Map, Value};
 
-use coxswain_core::engine::{Done, Failed, LookupWork, Task, Work, WorkResult, codes, step_error};
+use coxswain_core::engine::{
+    ApprovalRequest, DataView, Done, Failed, LookupWork, RunInfo, Task, Work, WorkResult, codes,
+    step_error,
+};
 use coxswain_core::expr::{self, Expr};
 use coxswain_records::{Lookup, LookupError, Saving, Store, StoreError};
 
@@ -58,12 +61,31 @@ impl Records {
     /// answers what each found (a JSON array of records) by name; the first
     /// that fails fails them all, with a message naming the lookup.
     pub async fn look_up(&self, work: &Work) -> Result<Map<String, Value>, LookupFailed> {
+        self.look_up_all(&work.lookups, &work.data, &work.run).await
+    }
+
+    /// [`Records::look_up`] for a person step: the lookups of `request`,
+    /// whose found records are shown to the person.
+    pub async fn look_up_for(
+        &self,
+        request: &ApprovalRequest,
+        run: &RunInfo,
+    ) -> Result<Map<String, Value>, LookupFailed> {
+        self.look_up_all(&request.lookups, &request.data, run).await
+    }
+
+    async fn look_up_all(
+        &self,
+        lookups: &[LookupWork],
+        data: &DataView,
+        run: &RunInfo,
+    ) -> Result<Map<String, Value>, LookupFailed> {
         let store = self.get().map_err(LookupFailed::Step)?;
         let mut found = Map::new();
-        for lookup in &work.lookups {
+        for lookup in lookups {
             let records = match &lookup.found {
                 Some(done) => done.clone(),
-                None => one_lookup(store, work, lookup).await?,
+                None => one_lookup(store, data, run, lookup).await?,
             };
             found.insert(lookup.name.clone(), records);
         }
@@ -117,7 +139,8 @@ pub enum LookupFailed {
 
 async fn one_lookup(
     store: &Store,
-    work: &Work,
+    data: &DataView,
+    run: &RunInfo,
     lookup: &LookupWork,
 ) -> Result<Value, LookupFailed> {
     let fail = |code: &str, message: String| {
@@ -138,10 +161,10 @@ async fn one_lookup(
         None => None,
     };
     let query = Lookup {
-        namespace: &work.run.namespace,
+        namespace: &run.namespace,
         collection: &lookup.collection,
         condition: condition.as_ref(),
-        scope: &work.data,
+        scope: data,
         order_by,
         descending: lookup.descending,
         limit: lookup.limit as usize,

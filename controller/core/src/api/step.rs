@@ -60,7 +60,8 @@ pub struct Step {
     pub send_back: Vec<SendBack>,
     /// Stored records the step receives, each as an input of its own name
     /// (a JSON array, maybe empty), read from the database just before each
-    /// attempt; on agent, script, http and message steps.
+    /// attempt; on agent, script, http, message and approval steps (an
+    /// approval shows them beside its `show`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lookup: Vec<Lookup>,
 

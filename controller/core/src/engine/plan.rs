@@ -105,6 +105,10 @@ pub struct Plan {
     pub kept: Vec<usize>,
     /// Approvals to create: the record waits for them and none was asked.
     pub ask: Vec<ApprovalRequest>,
+    /// Approvals that may be asked only once their step's lookups ran
+    /// ([`ApprovalRequest::lookups_due`]): the driver runs the lookups and
+    /// hands the engine [`Event::LookedUp`](super::Event::LookedUp).
+    pub ask_lookups: Vec<ApprovalRequest>,
     /// Answers to write back on their Approvals.
     pub settle: Vec<Settle>,
     /// Open Approvals nobody waits for any more (their attempt ended
@@ -147,10 +151,12 @@ impl Plan {
             .filter(|a| !waiting.iter().any(|w| AskRef::from(w) == **a))
             .cloned()
             .collect();
-        plan.ask = waiting
+        let (ask, ask_lookups) = waiting
             .into_iter()
             .filter(|w| !seen.asked.contains(&AskRef::from(w)))
-            .collect();
+            .partition(|w| !w.lookups_due());
+        plan.ask = ask;
+        plan.ask_lookups = ask_lookups;
         plan.wake = machine.next_wake();
         plan
     }

@@ -504,13 +504,17 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let takes_inputs = matches!(
             step.kind(),
             None | Some(
-                StepKind::Agent(_) | StepKind::Script(_) | StepKind::Http(_) | StepKind::Message(_)
+                StepKind::Agent(_)
+                    | StepKind::Script(_)
+                    | StepKind::Http(_)
+                    | StepKind::Message(_)
+                    | StepKind::Approval(_)
             )
         );
         if !takes_inputs {
             let kind = step.kind().map_or("", |k| k.name());
             let message = format!(
-                "a lookup stands on an agent, script, http or message step, not on a {kind} step"
+                "a lookup stands on an agent, script, http, message or approval step, not on a {kind} step"
             );
             return self.report(key, &format!("{prefix}lookup"), message, None);
         }

@@ -670,6 +670,8 @@ mod tests {
             allow_self_approval: false,
             approvals: 2,
             sends_back: vec!["changes".into()],
+            lookups: Vec::new(),
+            data: Default::default(),
         };
         let by = |user: &str, decision: &str, feedback: Option<&str>| {
             serde_json::from_value::<coxswain_core::api::ApprovalAnswer>(json!({

@@ -126,10 +126,11 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let now = Timestamp::now();
     let mut fed = feed(&run, &mut machine, &seen, now);
     let mut plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
-    if !plan.lookups.is_empty() {
+    if !plan.lookups.is_empty() || !plan.ask_lookups.is_empty() {
         // Lookups run now, after the saves just taken in, so the one write
         // below records both the attempt and what it found.
-        let more = look_up(&ctx, &run, &mut machine, &plan.lookups, now).await;
+        let mut more = look_up(&ctx, &run, &mut machine, &plan.lookups, now).await;
+        more.extend(look_up_for_people(&ctx, &run, &mut machine, &plan.ask_lookups, now).await);
         fed.actions.extend(more);
         plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
     }
@@ -387,6 +388,40 @@ async fn look_up(
     actions
 }
 
+/// [`look_up`] for person steps: what their lookups find is shown on
+/// the Approval, asked once it is recorded.
+async fn look_up_for_people(
+    ctx: &Context,
+    run: &Run,
+    machine: &mut RunMachine<'_>,
+    due: &[engine::ApprovalRequest],
+    now: Timestamp,
+) -> Vec<engine::Action> {
+    let records = crate::records::records(ctx.records.as_ref());
+    let facts = run_info(run);
+    let mut actions = Vec::new();
+    for request in due {
+        let found = match records.look_up_for(request, &facts).await {
+            Ok(found) => Ok(found),
+            Err(LookupFailed::Step(error)) => Err(error),
+            Err(LookupFailed::Unavailable(reason)) => {
+                tracing::warn!(run = %run.name_any(), step = %request.step, "{reason}; trying again");
+                continue;
+            }
+        };
+        actions.extend(machine.handle(
+            Event::LookedUp {
+                step: request.step.clone(),
+                part: None,
+                attempt: request.attempt,
+                found,
+            },
+            now,
+        ));
+    }
+    actions
+}
+
 /// Hands the engine the answers written on the Approvals of the attempts
 /// still waiting; an Approval Coxswain did not make fails its attempt.
 fn take_answers(
@@ -627,7 +662,7 @@ async fn ask(
 /// while Jobs run (a pod stuck before it starts, on an image that cannot be
 /// pulled or a missing Secret, does not change its Job).
 fn look_again(plan: &Plan, running: &[Work]) -> Action {
-    if !plan.lookups.is_empty() {
+    if !plan.lookups.is_empty() || !plan.ask_lookups.is_empty() {
         // The records database could not answer: ask it again soon.
         return Action::requeue(crate::settings::ERROR_REQUEUE);
     }

@@ -78,21 +78,45 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn ask(&mut self, node: usize) {
         let attempt = self.push_attempt(node, None);
         self.set_status(node, StepStatus::Waiting);
-        if let Some(request) = self.request(node, attempt) {
+        if let Some(request) = self.request(node, attempt)
+            && !request.lookups_due()
+        {
             self.actions.push(Action::Ask(request));
         }
     }
 
-    /// What the person deciding `node`'s attempt is asked.
-    fn request(&self, node: usize, attempt: u32) -> Option<ApprovalRequest> {
-        let Some(StepKind::Approval(a)) = self.flow.steps[node].step.kind() else {
+    /// What the person deciding `node`'s attempt is asked: the outputs it
+    /// shows, and what its lookups found under their names.
+    pub(in crate::engine) fn request(&self, node: usize, attempt: u32) -> Option<ApprovalRequest> {
+        let compiled = &self.flow.steps[node];
+        let Some(StepKind::Approval(a)) = compiled.step.kind() else {
             return None;
         };
+        let found = self
+            .state
+            .steps
+            .get(self.flow.key(node))
+            .and_then(|r| r.attempts.get((attempt as usize).checked_sub(1)?))
+            .and_then(|a| a.lookups.as_ref());
+        let lookups = super::build_work::lookup_work(compiled, found);
+        let mut show: BTreeMap<String, Value> = self.outputs_of(&a.show).into_iter().collect();
+        let data = if lookups.is_empty() {
+            Default::default()
+        } else {
+            self.data_view(node, None, &super::build_work::data_keys(compiled))
+        };
+        for l in &lookups {
+            if let Some(found) = &l.found {
+                show.insert(l.name.clone(), found.clone());
+            }
+        }
         Some(ApprovalRequest {
+            lookups,
+            data,
             step: self.flow.key(node).to_string(),
             attempt,
             mode: a.mode,
-            show: self.outputs_of(&a.show).into_iter().collect(),
+            show,
             decisions: a.decisions.clone(),
             fields: a.fields.clone(),
             approvers: a.approvers.clone(),

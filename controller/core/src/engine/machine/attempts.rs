@@ -55,7 +55,7 @@ impl RunMachine<'_> {
             return;
         };
         let waiting = |status, retry: &Option<String>, attempts: &[Attempt]| {
-            status == StepStatus::Running
+            matches!(status, StepStatus::Running | StepStatus::Waiting)
                 && retry.is_none()
                 && attempts.len() as u32 == attempt
                 && attempts.last().is_some_and(|a| a.lookups.is_none())
@@ -77,6 +77,13 @@ impl RunMachine<'_> {
                 }
                 if let Some(last) = self.record_mut(node).attempts.last_mut() {
                     last.lookups = Some(Value::Object(found));
+                }
+                if record_is_approval(self.flow.steps[node].step) {
+                    // A person step: ask, now that what it shows is known.
+                    if let Some(request) = self.request(node, attempt) {
+                        self.actions.push(Action::Ask(request));
+                    }
+                    return;
                 }
                 self.step_work(node, attempt)
             }
@@ -576,4 +583,8 @@ mod tests {
         let spread = retry_time(now, base, 3, 1023).expect("in range");
         assert_eq!(spread.duration_since(now).as_millis(), 24_995);
     }
+}
+
+fn record_is_approval(step: &crate::api::Step) -> bool {
+    matches!(step.kind(), Some(StepKind::Approval(_)))
 }

@@ -296,7 +296,7 @@ impl RunMachine<'_> {
 
 /// The step's lookups as work, each with what the attempt's record says it
 /// found (`None` until the driver ran it).
-fn lookup_work(compiled: &CompiledStep<'_>, found: Option<&Value>) -> Vec<LookupWork> {
+pub(super) fn lookup_work(compiled: &CompiledStep<'_>, found: Option<&Value>) -> Vec<LookupWork> {
     compiled
         .lookups
         .iter()
@@ -314,7 +314,7 @@ fn lookup_work(compiled: &CompiledStep<'_>, found: Option<&Value>) -> Vec<Lookup
 
 /// The step keys the work's data must hold: those its placeholders read
 /// and those its lookups' conditions read.
-fn data_keys(compiled: &CompiledStep<'_>) -> Vec<String> {
+pub(super) fn data_keys(compiled: &CompiledStep<'_>) -> Vec<String> {
     let mut keys = compiled.placeholder_keys.clone();
     for l in &compiled.lookups {
         for r in l.where_.iter().flat_map(|e| e.references()) {

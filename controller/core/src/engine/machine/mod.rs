@@ -155,6 +155,20 @@ pub struct ApprovalRequest {
     pub approvals: u32,
     /// The decisions that send work back (taken on one answer).
     pub sends_back: Vec<String>,
+    /// The step's lookups: what each found is shown under its name in
+    /// `show`; until then ([`ApprovalRequest::lookups_due`]) the driver
+    /// runs them instead of asking.
+    pub lookups: Vec<super::work::LookupWork>,
+    /// What the lookups' conditions read of the run (empty without lookups).
+    pub data: super::work::DataView,
+}
+
+impl ApprovalRequest {
+    /// Whether a lookup still waits to be run and recorded: the person is
+    /// asked only once it is.
+    pub fn lookups_due(&self) -> bool {
+        self.lookups.iter().any(|l| l.found.is_none())
+    }
 }
 
 /// Why a record cannot be resumed with the flow given.

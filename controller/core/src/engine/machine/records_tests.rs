@@ -292,3 +292,61 @@ steps:
         "part 0 still waits"
     );
 }
+
+#[test]
+fn a_person_is_asked_once_the_lookups_of_the_approval_are_recorded() {
+    let yaml = r#"
+steps:
+  - key: draft
+    script: {source: x}
+  - key: review
+    lookup:
+      - {name: earlier, collection: drafts, where: '$record.value.topic == $steps.draft.output.topic'}
+    approval: {decisions: [approve, changes], show: [draft]}
+"#;
+    let flow = CompiledFlow::new(spec(yaml)).expect("valid");
+    let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
+    machine.handle(Event::Start, at(0));
+    let actions = machine.handle(done("draft", 1, json!({"topic": "db"})), at(1));
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Ask(_))),
+        "nobody is asked before the lookup ran: {actions:?}"
+    );
+    let pending = machine.pending_approvals();
+    assert!(pending[0].lookups_due());
+    assert_eq!(
+        pending[0].data.steps["draft"]["output"],
+        json!({"topic": "db"})
+    );
+    let earlier = json!([{"key": "d1", "value": {"topic": "db"}}]);
+    let actions = machine.handle(
+        Event::LookedUp {
+            step: "review".into(),
+            part: None,
+            attempt: 1,
+            found: Ok(found(&[("earlier", earlier.clone())])),
+        },
+        at(2),
+    );
+    let asked: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Ask(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "{actions:?}");
+    assert_eq!(asked[0].show["earlier"], earlier);
+    assert_eq!(asked[0].show["draft"], json!({"topic": "db"}));
+    // Rebuilt from the record, the request shows the same.
+    let again = RunMachine::resume(
+        &flow,
+        json!({}),
+        RunInfo::default(),
+        machine.state().clone(),
+    )
+    .expect("same flow");
+    let pending = again.pending_approvals();
+    assert!(!pending[0].lookups_due());
+    assert_eq!(pending[0].show["earlier"], earlier);
+}

@@ -103,7 +103,7 @@ impl RunMachine<'_> {
         let data = if lookups.is_empty() {
             Default::default()
         } else {
-            self.data_view(node, None, &super::build_work::data_keys(compiled))
+            Box::new(self.data_view(node, None, &super::build_work::data_keys(compiled)))
         };
         for l in &lookups {
             if let Some(found) = &l.found {

@@ -506,6 +506,10 @@ pub(in crate::engine) fn too_deep(what: &str, value: &Value) -> Option<StepError
     })
 }
 
+fn record_is_approval(step: &crate::api::Step) -> bool {
+    matches!(step.kind(), Some(StepKind::Approval(_)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,8 +587,4 @@ mod tests {
         let spread = retry_time(now, base, 3, 1023).expect("in range");
         assert_eq!(spread.duration_since(now).as_millis(), 24_995);
     }
-}
-
-fn record_is_approval(step: &crate::api::Step) -> bool {
-    matches!(step.kind(), Some(StepKind::Approval(_)))
 }

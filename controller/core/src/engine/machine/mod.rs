@@ -160,7 +160,7 @@ pub struct ApprovalRequest {
     /// runs them instead of asking.
     pub lookups: Vec<super::work::LookupWork>,
     /// What the lookups' conditions read of the run (empty without lookups).
-    pub data: super::work::DataView,
+    pub data: Box<super::work::DataView>,
 }
 
 impl ApprovalRequest {

@@ -29,8 +29,8 @@ pub use flow::{
 pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
 pub use run::{
-    Arrow, Attempt, FlowRef, MAX_VALUE_BYTES, PartRecord, ReviewNote, Run, RunPhase, RunSpec,
-    RunStatus, StartedBy, StepError, StepRecord, StepStatus, TokenUsage,
+    Arrow, Attempt, CopiedFrom, FlowRef, MAX_VALUE_BYTES, PartRecord, RerunOf, ReviewNote, Run,
+    RunFrom, RunPhase, RunSpec, RunStatus, StartedBy, StepError, StepRecord, StepStatus, TokenUsage,
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,

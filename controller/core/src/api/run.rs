@@ -46,6 +46,37 @@ pub struct RunSpec {
     /// Set to true to cancel the run: running work is stopped, phase `Cancelled`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel: bool,
+    /// Rerun an ended run from one of its steps: the new run runs the old
+    /// run's pinned flow (its snapshot, not today's Flow), keeps the old
+    /// record of every step that is neither `step` nor after it, and runs
+    /// `step` and what follows anew. `flowRef` must name the old run's flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<RunFrom>,
+}
+
+/// Where a rerun starts: an ended Run of the same namespace and one of its
+/// steps.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunFrom {
+    /// The ended Run's name, in this Run's namespace.
+    pub run: String,
+    /// The step key to run again, with every step after it.
+    pub step: String,
+}
+
+/// The run a rerun came from, as the controller found it when the rerun
+/// started: the uid pins that very Run, so a Run made again later under the
+/// same name is never read in its place.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CopiedFrom {
+    /// The old Run's name (locally: the record file's run name or path).
+    pub run: String,
+    /// The old Run's `metadata.uid` (locally: the record's flow digest
+    /// is checked instead, and this is empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
 }
 
 /// Names a flow.
@@ -176,6 +207,25 @@ pub struct RunStatus {
     /// that says so. Empty in a record put back together (and locally).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<super::offload::MovedValue>,
+    /// For a rerun (`spec.from`): the old run it was seeded from, by name
+    /// and uid, and the step it reran from. Set once, when the record is
+    /// seeded; later passes check the old run by this uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<RerunOf>,
+}
+
+/// The run a rerun was seeded from and the step it started again at.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RerunOf {
+    /// The old Run's name.
+    pub run: String,
+    /// The old Run's `metadata.uid` (empty locally, where the record file
+    /// is checked by its flow digest instead).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// The step run again (with every step after it).
+    pub step: String,
 }
 
 impl RunStatus {
@@ -411,6 +461,10 @@ pub struct StepRecord {
     /// The change request the next attempt answers, after a send-back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewNote>,
+    /// In a rerun (`spec.from`): this record was copied whole from the old
+    /// run named here (the step did not run again in this run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_from: Option<CopiedFrom>,
 }
 
 fn is_zero(n: &i32) -> bool {

@@ -222,6 +222,7 @@ pub fn command_run(flow: &Flow, heard: &Heard, prompt: &str) -> Run {
                 "thread": heard.thread_root,
             })),
             cancel: false,
+            from: None,
         },
         status: None,
     }

@@ -129,6 +129,7 @@ pub fn scheduled_run(flow: &Flow, slot: Timestamp, since: Option<Timestamp>, me:
             flow_ref: FlowRef { name },
             input: flow.spec.schedule.as_ref().and_then(|s| s.input.clone()),
             cancel: false,
+            from: None,
         },
         status: None,
     }

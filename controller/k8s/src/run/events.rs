@@ -562,6 +562,7 @@ mod tests {
                 flow_ref: coxswain_core::api::FlowRef { name: "f".into() },
                 input: None,
                 cancel: false,
+                from: None,
             },
         );
         run.metadata.namespace = Some("ns".into());

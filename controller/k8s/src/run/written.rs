@@ -117,6 +117,7 @@ mod tests {
                 flow_ref: FlowRef { name: "f".into() },
                 input: None,
                 cancel: false,
+                from: None,
             },
         );
         run.metadata.uid = Some("uid-1".into());

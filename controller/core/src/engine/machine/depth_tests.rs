@@ -181,6 +181,7 @@ fn run_at_the_bound() -> Run {
             flow_ref: FlowRef { name: "f".into() },
             input: Some(deep.clone()),
             cancel: false,
+            from: None,
         },
     );
     run.metadata.namespace = Some("team".into());

@@ -79,3 +79,4 @@ pub mod portable_yaml;
 pub mod scope;
 pub mod template;
 pub mod text;
+pub mod view;

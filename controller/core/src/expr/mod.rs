@@ -27,6 +27,7 @@ pub use ast::{
 };
 pub use error::{EvalError, SyntaxError, ValueError};
 pub use eval::Val;
+pub(crate) use eval::lookup;
 pub use lexer::MAX_CHARS;
 pub use parser::{MAX_DEPTH, parse};
 pub use value::{ValueTemplate, parse_value, parse_value_at};

@@ -174,7 +174,7 @@ fn step_box(
     let status = found.map_or(StepStatus::Pending, |r| r.status).as_str();
     let parts = found
         .filter(|r| !r.parts.is_empty())
-        .map(|r| count_parts(r));
+        .map(count_parts);
     let error = found
         .and_then(|r| r.error.as_ref())
         .map(|e| first_line(&e.message));

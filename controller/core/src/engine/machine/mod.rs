@@ -556,9 +556,13 @@ impl RunMachine<'_> {
         }
         self.state.phase = RunPhase::Running;
         self.state.started_at = Some(self.now_text.clone());
-        let top: Vec<usize> = self.flow.graph.lists[0].clone();
-        for node in top {
-            self.state.due.insert(self.flow.key(node).to_string());
+        // A rerun's record was seeded with what runs again (`rerun_from`):
+        // its copied steps stay as they are.
+        if self.state.rerun_of.is_none() {
+            let top: Vec<usize> = self.flow.graph.lists[0].clone();
+            for node in top {
+                self.state.due.insert(self.flow.key(node).to_string());
+            }
         }
         self.candidates = self.flow.graph.lists[0].clone();
     }

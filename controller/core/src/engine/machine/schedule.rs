@@ -100,6 +100,9 @@ impl RunMachine<'_> {
             record.reason = None;
             record.retry_at = None;
             record.iteration = iteration;
+            // A step copied into a rerun that runs again (sent back to) is
+            // this run's own from now on.
+            record.copied_from = None;
         }
         let compiled = &self.flow.steps[node];
         if let Some(when) = &compiled.when {

@@ -42,9 +42,12 @@ pub struct Args {
     format: DiagramFormat,
 }
 
+/// The diagram language (`--format`), shared with `kubectl coxswain graph`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum DiagramFormat {
+pub(super) enum DiagramFormat {
+    /// Mermaid.
     Mermaid,
+    /// Graphviz DOT.
     Dot,
 }
 
@@ -73,12 +76,19 @@ fn diagram(args: &Args) -> Result<String, CliError> {
         check_belongs(record, &flow.steps, &name, path)?;
     }
     let record = record.map(|(record, _)| record);
-    let format = match args.format {
+    Ok(drawing(&flow.steps, record.as_ref(), args.format))
+}
+
+/// The diagram of `steps`, with what happened on a run when given its
+/// record; values moved out of the record are listed at the end (and
+/// noted on stderr). `kubectl coxswain graph` draws a live Run with it.
+pub(super) fn drawing(steps: &[Step], record: Option<&RunStatus>, format: DiagramFormat) -> String {
+    let format = match format {
         DiagramFormat::Mermaid => Format::Mermaid,
         DiagramFormat::Dot => Format::Dot,
     };
-    let mut diagram = draw(&flow.steps, record.as_ref(), format);
-    if let Some(record) = &record {
+    let mut diagram = draw(steps, record, format);
+    if let Some(record) = record {
         diagram.push_str(&moved_values(record, format));
         if !record.values.is_empty() {
             eprintln!(
@@ -88,7 +98,7 @@ fn diagram(args: &Args) -> Result<String, CliError> {
             );
         }
     }
-    Ok(diagram)
+    diagram
 }
 
 /// Comment lines naming each value the controller moved out of the Run's

@@ -7,6 +7,7 @@ mod error;
 mod eval;
 mod graph;
 mod lint;
+mod plugin;
 mod read;
 mod records;
 mod render;
@@ -51,6 +52,9 @@ enum Command {
     Controller(Box<controller::Args>),
     /// Serve admission alone: check Flows, Runs and Approvals as the API server stores them.
     Webhook(webhook::Args),
+    /// The kubectl plugin (`kubectl coxswain …` once linked as `kubectl-coxswain`):
+    /// start, watch, approve and wait on runs of a cluster.
+    Kubectl(plugin::Args),
     /// Inside a script step's pod: run the script and hand its result back.
     #[command(hide = true)]
     StepExec(step_exec::Args),
@@ -58,6 +62,10 @@ enum Command {
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> ExitCode {
+    if plugin::called_as_plugin() {
+        let cli = <plugin::PluginCli as Parser>::parse();
+        return plugin::run(cli.into_args());
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::run(args),
@@ -70,6 +78,7 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => graph::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Webhook(args) => webhook::run(args),
+        Command::Kubectl(args) => plugin::run(args),
         Command::StepExec(args) => step_exec::run(args),
     }
 }

@@ -1,0 +1,174 @@
+//! `start --watch`, `watch RUN` and `wait RUN`: a watch on one Run (no
+//! polling) until it ends. The live view prints each step's transitions as
+//! `coxswain run` does locally (the same printer), then the run's outcome
+//! and, when it succeeded, its output on stdout.
+
+use std::process::ExitCode;
+
+use futures::TryStreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::cluster::Cluster;
+use super::error::PluginError;
+use crate::local::Progress;
+use coxswain_core::api::{Run, RunPhase, RunStatus, StepRecord};
+
+/// Watches the Run `name` until it ends, handing every version of it to
+/// `seen`; returns the Run as it ended.
+pub async fn until_over(
+    cluster: &Cluster,
+    name: &str,
+    mut seen: impl FnMut(&Run),
+) -> Result<Run, PluginError> {
+    // A get first: a Run that is not there, or not readable, is said at
+    // once (the watcher would retry for ever).
+    let first = cluster.run(name).await?;
+    seen(&first);
+    if phase(&first).is_over() {
+        return Ok(first);
+    }
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = Box::pin(watcher(cluster.runs(), config).default_backoff());
+    loop {
+        let event = match events.try_next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => return Err(PluginError::Client("the watch ended".into())),
+            Err(e) => match PluginError::from(e) {
+                // Rights or the resource gone: retrying cannot help.
+                PluginError::Server(s) if matches!(s.code, 401 | 403 | 404) => {
+                    return Err(PluginError::Server(s));
+                }
+                // A dropped connection: the watcher starts again.
+                _ => continue,
+            },
+        };
+        match event {
+            watcher::Event::Apply(run) | watcher::Event::InitApply(run) => {
+                seen(&run);
+                if phase(&run).is_over() {
+                    return Ok(run);
+                }
+            }
+            watcher::Event::Delete(_) => return Err(PluginError::RunDeleted(name.to_string())),
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+}
+
+/// Where a Run stands (`Pending` before the controller wrote a status).
+pub fn phase(run: &Run) -> RunPhase {
+    run.status.as_ref().map(|s| s.phase).unwrap_or_default()
+}
+
+/// The live view of the Run `name` until it ends: exit 0 when it
+/// succeeded, 1 when it failed or was cancelled, 2 when it could not be
+/// watched.
+pub async fn live(cluster: &Cluster, name: &str) -> ExitCode {
+    let mut progress = Progress::new(false);
+    let watched = until_over(cluster, name, |run| {
+        if let Some(status) = &run.status {
+            progress.changed(status, &in_order(status));
+        }
+    })
+    .await;
+    match watched {
+        Ok(run) => {
+            let status = run.status.unwrap_or_default();
+            progress.finished(&status);
+            outcome(&status)
+        }
+        Err(e) => {
+            progress.suspend();
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints a succeeded run's output on stdout; the exit code of its phase.
+fn outcome(status: &RunStatus) -> ExitCode {
+    if status.phase != RunPhase::Succeeded {
+        return ExitCode::FAILURE;
+    }
+    let output = status.result().cloned().unwrap_or_default();
+    match serde_json::to_string_pretty(&output) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("cannot print the output: {e}"),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The step keys in the order their latest change happened, so one status
+/// write that completed `a` and started `b` prints `a` first.
+fn in_order(status: &RunStatus) -> Vec<String> {
+    let mut keys: Vec<(&str, &String)> = status
+        .steps
+        .iter()
+        .map(|(key, record)| (last_change(record), key))
+        .collect();
+    keys.sort();
+    keys.into_iter().map(|(_, key)| key.clone()).collect()
+}
+
+fn last_change(record: &StepRecord) -> &str {
+    record
+        .finished_at
+        .as_deref()
+        .or(record.started_at.as_deref())
+        .unwrap_or("")
+}
+
+/// `wait RUN`: exit 0 when the run succeeded, 1 when it failed or was
+/// cancelled (with its error), 2 on a timeout or when it cannot be watched.
+pub async fn wait(cluster: &Cluster, name: &str, timeout: Option<&str>) -> ExitCode {
+    let bound = match timeout.map(coxswain_core::flow::parse_duration) {
+        None => None,
+        Some(Ok(bound)) => Some(bound),
+        Some(Err(e)) => {
+            eprintln!("--timeout: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let last = std::cell::Cell::new(RunPhase::Pending);
+    let watched = until_over(cluster, name, |run| last.set(phase(run)));
+    let ended = match bound {
+        Some(bound) => {
+            let ended = tokio::time::timeout(bound, watched).await;
+            ended.unwrap_or_else(|_| {
+                Err(PluginError::TimedOut {
+                    run: name.to_string(),
+                    waited: timeout.unwrap_or_default().to_string(),
+                    phase: format!("{:?}", last.get()),
+                })
+            })
+        }
+        None => watched.await,
+    };
+    let status = match ended {
+        Ok(run) => run.status.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match status.phase {
+        RunPhase::Succeeded => {
+            println!("run.coxswain.dev/{name} succeeded");
+            ExitCode::SUCCESS
+        }
+        phase => {
+            let word = if phase == RunPhase::Cancelled {
+                "was cancelled"
+            } else {
+                "failed"
+            };
+            let why = status
+                .error
+                .as_ref()
+                .map(|e| format!(": {}: {}", e.code, e.message))
+                .unwrap_or_default();
+            eprintln!("run.coxswain.dev/{name} {word}{why}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -76,7 +76,9 @@ pub fn place(graph: &FlowGraph<'_>) -> Places {
         })
         .collect();
     let columns = grid.next_free.iter().copied().max().unwrap_or(0).max(1);
-    let rows = u32::try_from(grid.next_free.len()).unwrap_or(u32::MAX).max(1);
+    let rows = u32::try_from(grid.next_free.len())
+        .unwrap_or(u32::MAX)
+        .max(1);
     Places {
         at,
         width: 2 * MARGIN + columns * (BOX_WIDTH + GAP_X) - GAP_X + BACK_ROOM,

@@ -12,9 +12,9 @@ mod moved;
 #[cfg(test)]
 mod tests;
 
-use serde::Serialize;
 use crate::api::{RunStatus, Step, StepRecord, StepStatus};
 use crate::flow::FlowGraph;
+use serde::Serialize;
 
 pub use layout::{BOX_HEIGHT, BOX_WIDTH};
 pub use moved::{Moved, moved_along};
@@ -172,9 +172,7 @@ fn step_box(
     let kind = node.step.kind().map_or("step", |k| k.name()).to_string();
     let found = record.flatten();
     let status = found.map_or(StepStatus::Pending, |r| r.status).as_str();
-    let parts = found
-        .filter(|r| !r.parts.is_empty())
-        .map(count_parts);
+    let parts = found.filter(|r| !r.parts.is_empty()).map(count_parts);
     let error = found
         .and_then(|r| r.error.as_ref())
         .map(|e| first_line(&e.message));

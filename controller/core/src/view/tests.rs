@@ -97,7 +97,11 @@ fn a_taken_arrow_says_which_value_moved_and_a_skipped_one_why_not() {
     assert_eq!(
         moved,
         [
-            ("$steps.fetch.output", "input.all", r#"{"id":7,"title":"Disk full"}"#),
+            (
+                "$steps.fetch.output",
+                "input.all",
+                r#"{"id":7,"title":"Disk full"}"#
+            ),
             ("$steps.fetch.output.title", "input.title", r#""Disk full""#),
         ]
     );
@@ -112,7 +116,12 @@ fn a_taken_arrow_says_which_value_moved_and_a_skipped_one_why_not() {
     let back = arrow("review.changes->draft");
     assert_eq!(back.kind, ArrowKind::SendBack);
     assert_eq!(back.state, ArrowState::NotTaken);
-    assert!(back.why.as_deref().unwrap_or("").contains("never chose `changes`"));
+    assert!(
+        back.why
+            .as_deref()
+            .unwrap_or("")
+            .contains("never chose `changes`")
+    );
 }
 
 #[test]
@@ -129,8 +138,15 @@ fn a_send_back_taken_twice_is_bold_with_its_count_and_bends_apart() {
         .find(|a| a.kind == ArrowKind::SendBack)
         .expect("a send-back");
     assert_eq!((back.state, back.count), (ArrowState::Taken, Some(2)));
-    let review = picture.steps.iter().find(|s| s.key == "review").expect("review");
-    assert_eq!(back.points[0], [review.x + BOX_WIDTH, review.y + BOX_HEIGHT / 2]);
+    let review = picture
+        .steps
+        .iter()
+        .find(|s| s.key == "review")
+        .expect("review");
+    assert_eq!(
+        back.points[0],
+        [review.x + BOX_WIDTH, review.y + BOX_HEIGHT / 2]
+    );
     assert!(back.points[1][1] < back.points[0][1], "it goes back up");
 }
 
@@ -157,10 +173,19 @@ steps:
         .collect();
     let run = record(json!({"steps": {"each": {"status": "running", "parts": parts}}}));
     let picture = picture(&flow, Some(&run));
-    let each = picture.steps.iter().find(|s| s.key == "each").expect("each");
+    let each = picture
+        .steps
+        .iter()
+        .find(|s| s.key == "each")
+        .expect("each");
     assert_eq!(
         each.parts,
-        Some(PartCount { total: 1000, completed: 800, failed: 100, running: 100 })
+        Some(PartCount {
+            total: 1000,
+            completed: 800,
+            failed: 100,
+            running: 100
+        })
     );
     assert!(each.label.contains("1000 parts: 800 completed, 100 failed"));
 }

@@ -98,6 +98,17 @@ pub enum CliError {
         /// What does not fit.
         source: serde_json::Error,
     },
+    /// `coxswain run --from REC --step KEY` that cannot rerun that record
+    /// with the flow given (another flow, a run not ended, no such step).
+    #[error("cannot rerun {} from `{step}`: {source}", path.display())]
+    Rerun {
+        /// The record file.
+        path: PathBuf,
+        /// The step asked for.
+        step: String,
+        /// What is wrong.
+        source: coxswain_core::engine::RerunError,
+    },
     /// A record that names steps the flow does not have.
     #[error("record {} is not a run of flow {flow}: it names steps the flow does not have: {names}", path.display())]
     RecordStrangeSteps {

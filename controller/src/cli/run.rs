@@ -8,8 +8,8 @@ use super::CliError;
 use crate::local::{
     CommandLineApprover, Progress, Start, failed_before_start, local_run, run_started,
 };
-use coxswain_core::api::{RunPhase, RunStatus, Workspace, WorkspaceStatus};
-use coxswain_core::engine::CompiledFlow;
+use coxswain_core::api::{CopiedFrom, RunPhase, RunStatus, Workspace, WorkspaceStatus};
+use coxswain_core::engine::{CompiledFlow, rerun_from};
 use coxswain_core::flow::{Limits, RunsOn, check_input, workspace_warnings};
 use coxswain_steps::agent::{Mode, Provider};
 use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
@@ -72,6 +72,15 @@ pub struct Args {
     /// Where saves go, lookups read and the finished run is archived.
     #[command(flatten)]
     records: super::records::Place,
+    /// Rerun an ended run from `--step`: REC is its record (what
+    /// `--output json` printed, or a whole Run object). Its steps that do not
+    /// follow KEY keep their records and do not run again; FILE must hold
+    /// the flow it ran (same digest). Give the run's `--input` again.
+    #[arg(long, value_name = "REC.json", requires = "step")]
+    from: Option<PathBuf>,
+    /// The step a rerun (`--from`) starts again at, with what follows it.
+    #[arg(long, value_name = "KEY", requires = "from")]
+    step: Option<String>,
 }
 
 fn parse_provider(s: &str) -> Result<Provider, String> {
@@ -132,6 +141,13 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
             for p in problems {
                 eprintln!("{file}: {p}");
             }
+            return ExitCode::from(2);
+        }
+    };
+    let seed = match rerun_seed(args, &flow) {
+        Ok(seed) => seed,
+        Err(message) => {
+            eprintln!("{message}");
             return ExitCode::from(2);
         }
     };
@@ -199,6 +215,7 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
         run: local_run(),
         workspace: None,
         records,
+        seed,
     };
     let run_info = start.run.clone();
     let archived_input = input.clone();
@@ -388,6 +405,48 @@ fn warn_unused(approver: &CommandLineApprover) {
 }
 
 /// Whether a step of the flow (or a parallel part) saves or looks up.
+/// For `--from REC --step KEY`: the rerun's starting record, seeded from
+/// the old record (which must be an ended run of this very flow).
+fn rerun_seed(args: &Args, flow: &CompiledFlow) -> Result<Option<RunStatus>, CliError> {
+    let (Some(path), Some(step)) = (&args.from, &args.step) else {
+        return Ok(None);
+    };
+    let text = super::read::read_text(path, "record")?;
+    let value: Value = serde_json::from_str(&text).map_err(|source| CliError::RecordNotJson {
+        path: path.clone(),
+        source,
+    })?;
+    let old = old_status(value, path)?;
+    let from = CopiedFrom {
+        run: path.display().to_string(),
+        uid: String::new(),
+    };
+    rerun_from(flow.get(), &old, step, from)
+        .map(Some)
+        .map_err(|source| CliError::Rerun {
+            path: path.clone(),
+            step: step.clone(),
+            source,
+        })
+}
+
+/// A record, or a whole Run object's status, read as the old run's record.
+fn old_status(value: Value, path: &std::path::Path) -> Result<RunStatus, CliError> {
+    let path = path.to_path_buf();
+    let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
+        match value.get("status") {
+            Some(status) => status.clone(),
+            None => return Err(CliError::RecordNoStatus { path }),
+        }
+    } else {
+        value
+    };
+    if status.get("phase").is_none() {
+        return Err(CliError::RecordNoPhase { path });
+    }
+    serde_json::from_value(status).map_err(|source| CliError::RecordShape { path, source })
+}
+
 fn uses_records(spec: &coxswain_core::api::FlowSpec) -> bool {
     fn step(s: &coxswain_core::api::Step) -> bool {
         s.save.is_some()

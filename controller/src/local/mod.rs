@@ -44,6 +44,10 @@ pub struct Start {
     pub workspace: Option<WorkspaceStatus>,
     /// Where its lookups read (its saves go through the executor).
     pub records: Records,
+    /// A rerun's starting record (`coxswain run --from REC --step KEY`),
+    /// seeded by [`coxswain_core::engine::rerun_from`]: its copied steps
+    /// do not run again.
+    pub seed: Option<RunStatus>,
 }
 
 /// The record of a run that failed before its first step (its workspace
@@ -64,6 +68,37 @@ pub fn failed_before_start(
     machine.record();
     progress.finished(machine.state());
     machine.into_state()
+}
+
+/// The machine a run starts with: a new one, or for a rerun one resumed
+/// from its seed (the copied steps named on the terminal). A seed made
+/// with another flow ends the run before it starts, with that error.
+fn machine_for<'f>(
+    flow: &'f CompiledFlow,
+    input: Value,
+    start: &Start,
+    progress: &mut Progress,
+) -> Result<RunMachine<'f>, Box<RunStatus>> {
+    let Some(seed) = start.seed.clone() else {
+        return Ok(RunMachine::new(flow, input, start.run.clone()));
+    };
+    let copied: Vec<&str> = seed
+        .steps
+        .iter()
+        .filter(|(_, r)| r.copied_from.is_some())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !copied.is_empty() {
+        progress.note(&format!("copied from the old run: {}", copied.join(", ")));
+    }
+    RunMachine::resume(flow, input.clone(), start.run.clone(), seed).map_err(|e| {
+        let plain = Start {
+            seed: None,
+            ..start.clone()
+        };
+        let error = step_error(codes::FLOW_INVALID, e.to_string());
+        Box::new(failed_before_start(flow, input, plain, error, progress))
+    })
 }
 
 /// Runs a flow to its end and returns its record. `cancel` resolves when the
@@ -102,7 +137,10 @@ where
     E: Executor + 'static,
     C: std::future::Future<Output = ()>,
 {
-    let mut machine = RunMachine::new(flow, input, start.run.clone());
+    let mut machine = match machine_for(flow, input, &start, progress) {
+        Ok(machine) => machine,
+        Err(record) => return *record,
+    };
     if let Some(workspace) = start.workspace.clone() {
         machine.set_workspace(workspace);
     }

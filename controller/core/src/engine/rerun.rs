@@ -19,6 +19,8 @@
 //! - Send-backs are not arrows: a rerunning approval may send work back to
 //!   a copied step, which then runs again (and is no longer marked copied).
 //!   The counts of send-backs leaving a rerunning step start again at zero.
+//! - A flow with a workspace is not rerun from a step: the copied steps'
+//!   changes to the checkouts went with the old run's workspace.
 //! - `arrowCounts` keep the passes into copied steps; the counts into
 //!   rerunning steps start again, so `arrows[]` (rebuilt from the seeded
 //!   record) shows the copied part of the graph as it was.
@@ -56,6 +58,17 @@ pub enum RerunError {
     /// The old record names no flow digest, so the flow cannot be matched.
     #[error("run `{run}` names no flow digest in its record, so its flow cannot be known")]
     Unpinned {
+        /// The old run.
+        run: String,
+    },
+    /// The flow has a workspace: the copied steps' changes to its checkouts
+    /// are gone with the old run's workspace, so the steps after them
+    /// would work on checkouts without them.
+    #[error(
+        "run `{run}` ran a flow with a workspace, which cannot be rerun from a step: the \
+         copied steps' changes to the checkouts are not kept; start a new run instead"
+    )]
+    Workspace {
         /// The old run.
         run: String,
     },
@@ -156,6 +169,9 @@ fn check_old(flow: &Compiled<'_>, old: &RunStatus, run: &str) -> Result<(), Reru
             run: run.to_string(),
             record: digest.clone(),
             flow: flow.digest.clone(),
+        }),
+        Some(_) if flow.spec.workspace.is_some() => Err(RerunError::Workspace {
+            run: run.to_string(),
         }),
         Some(_) => Ok(()),
     }

@@ -359,6 +359,10 @@ fn a_rerun_is_refused_with_what_is_wrong() {
     assert!(matches!(err, RerunError::Unpinned { .. }), "{err}");
     let succeeded = ended(&flow, &[]);
     assert_eq!(first_failed_step(flow.get(), &succeeded), None);
+    let with_workspace = compile(&format!("workspace: {{}}\n{LINE}"));
+    let old = ended(&with_workspace, &["c"]);
+    let err = rerun_from(with_workspace.get(), &old, "c", old_run()).expect_err("refused");
+    assert!(matches!(err, RerunError::Workspace { .. }), "{err}");
 }
 
 #[test]

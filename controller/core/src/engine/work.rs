@@ -343,6 +343,10 @@ pub mod codes {
     /// inputs, a Job, an Approval) exists under the expected name but is not
     /// the one it made: someone else wrote it, so nothing runs from it.
     pub const TAMPERED: &str = "workflow.tampered";
+    /// A rerun (`spec.from`) cannot start from the run and step it names
+    /// (the run is gone, has not ended, ran another flow or input, or has
+    /// no such step).
+    pub const RERUN: &str = "workflow.rerun_refused";
 }
 
 /// Builds a [`StepError`].

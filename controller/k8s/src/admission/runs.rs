@@ -7,7 +7,8 @@ use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use coxswain_core::api::{Flow, Run, StepProblem};
+use coxswain_core::api::{CopiedFrom, Flow, Run, RunFrom, StepProblem};
+use coxswain_core::engine::{RerunError, rerun_from};
 use coxswain_core::flow::{
     InputProblem, MAX_JSON_DEPTH, StartProblem, check_start, json_depth, one_line,
 };
@@ -15,6 +16,8 @@ use coxswain_core::flow::{
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 use super::reserved;
 use crate::names::CREATED_BY_ANNOTATION;
+use crate::run::pin::{self, FlowCache, Pinned};
+use crate::run::rerun;
 
 /// Why a Run is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,6 +94,17 @@ pub enum RunRefusal {
         /// The fields changed: `flowRef`, `input`.
         changed: Vec<&'static str>,
     },
+    /// A rerun (`spec.from`) whose old Run cannot be rerun from that step.
+    #[error(transparent)]
+    Rerun(#[from] crate::run::rerun::SourceProblem),
+    /// The flow the old Run pinned could not be read, so its steps are unknown.
+    #[error("spec.from: the flow the Run `{run}` ran cannot be read: {reason}")]
+    RerunFlowUnreadable {
+        /// The old Run.
+        run: String,
+        /// Why.
+        reason: String,
+    },
     /// An update takes `cancel` back.
     #[error("a cancelled Run stays cancelled; create a new Run instead")]
     Uncancelled,
@@ -155,20 +169,7 @@ pub fn stamp_creator(run: &Run, user: &str) -> Result<Vec<Value>, RunRefusal> {
 /// passes: its Flow exists and is valid, and its input fits the Flow's
 /// schema ([`check_start`], which the controller's pin asks again).
 pub fn check_created(run: &Run, flow: Option<&Flow>, user: &str) -> Result<(), RunRefusal> {
-    match run.annotations().get(CREATED_BY_ANNOTATION) {
-        Some(by) if by == user => {}
-        _ => {
-            return Err(RunRefusal::CreatorNotStamped {
-                user: user.to_string(),
-            });
-        }
-    }
-    if let Some(input) = &run.spec.input {
-        let depth = json_depth(input);
-        if depth > MAX_JSON_DEPTH {
-            return Err(RunRefusal::TooDeep { depth });
-        }
-    }
+    check_creator_and_depth(run, user)?;
     let flow_name = &run.spec.flow_ref.name;
     let Some(flow) = flow else {
         return Err(RunRefusal::NoFlow {
@@ -186,6 +187,26 @@ pub fn check_created(run: &Run, flow: Option<&Flow>, user: &str) -> Result<(), R
             problems,
         },
     })
+}
+
+/// The checks every created Run passes, a rerun's too: its creator is
+/// stamped truthfully and its input nests no deeper than [`MAX_JSON_DEPTH`].
+fn check_creator_and_depth(run: &Run, user: &str) -> Result<(), RunRefusal> {
+    match run.annotations().get(CREATED_BY_ANNOTATION) {
+        Some(by) if by == user => {}
+        _ => {
+            return Err(RunRefusal::CreatorNotStamped {
+                user: user.to_string(),
+            });
+        }
+    }
+    if let Some(input) = &run.spec.input {
+        let depth = json_depth(input);
+        if depth > MAX_JSON_DEPTH {
+            return Err(RunRefusal::TooDeep { depth });
+        }
+    }
+    Ok(())
 }
 
 /// Checks a Run being updated: only `cancel` may change in its spec (and
@@ -206,6 +227,9 @@ pub fn check_update(old: &Run, new: &Run) -> Result<(), RunRefusal> {
     if old.spec.input != new.spec.input {
         changed.push("input");
     }
+    if old.spec.from != new.spec.from {
+        changed.push("from");
+    }
     if !changed.is_empty() {
         return Err(RunRefusal::SpecChanged { changed });
     }
@@ -219,8 +243,12 @@ fn shown(value: Option<&String>) -> String {
     value.map_or("absent".into(), |v| format!("`{v}`"))
 }
 
-/// Checks a Run being created, reading its Flow.
+/// Checks a Run being created, reading its Flow (a rerun: its old Run).
 pub async fn review_create(client: &kube::Client, run: &Run, user: &str) -> Result<(), Refusal> {
+    if let Some(from) = &run.spec.from {
+        check_creator_and_depth(run, user)?;
+        return review_rerun(client, run, from).await;
+    }
     let namespace = run.namespace().unwrap_or_default();
     let flows: Api<Flow> = Api::namespaced(client.clone(), &namespace);
     let flow = flows
@@ -231,6 +259,57 @@ pub async fn review_create(client: &kube::Client, run: &Run, user: &str) -> Resu
             source,
         })?;
     Ok(check_created(run, flow.as_ref(), user)?)
+}
+
+/// Checks a rerun being created: the old Run exists in the namespace, ran
+/// the same Flow with the same input, has ended, and `step` is a step of
+/// the flow it pinned (read from its snapshot, checked by digest). Today's
+/// Flow is not read: a rerun runs the old run's snapshot.
+async fn review_rerun(client: &kube::Client, run: &Run, from: &RunFrom) -> Result<(), Refusal> {
+    let old = rerun::old_run(client, run, from)
+        .await
+        .map_err(|source| CannotAsk::Run {
+            run: from.run.clone(),
+            source,
+        })?
+        .map_err(RunRefusal::from)?;
+    rerun::check_source(run, &old).map_err(RunRefusal::from)?;
+    let status = old.status.clone().unwrap_or_default();
+    let source = CopiedFrom {
+        run: old.name_any(),
+        uid: old.uid().unwrap_or_default(),
+    };
+    // Not ended, or never pinned: refused before its snapshot is looked for.
+    let Some(digest) = status
+        .flow_digest
+        .as_deref()
+        .filter(|_| status.phase.is_over())
+    else {
+        let why = match status.phase.is_over() {
+            false => RerunError::NotEnded {
+                run: source.run,
+                phase: status.phase,
+            },
+            true => RerunError::Unpinned { run: source.run },
+        };
+        return Err(RunRefusal::from(rerun::SourceProblem::from(why)).into());
+    };
+    let unreadable = |reason: String| RunRefusal::RerunFlowUnreadable {
+        run: old.name_any(),
+        reason,
+    };
+    let cache = FlowCache::default();
+    let flow = match pin::pinned_flow(client, &cache, &old, Some(digest)).await {
+        Ok(Pinned::Flow(flow)) => flow,
+        Ok(Pinned::Refused(_, reason) | Pinned::NotYet(reason)) => {
+            return Err(unreadable(reason).into());
+        }
+        Ok(Pinned::Tampered { reason, .. }) => return Err(unreadable(reason).into()),
+        Err(e) => return Err(unreadable(e.to_string()).into()),
+    };
+    rerun_from(flow.get(), &status, &from.step, source)
+        .map(drop)
+        .map_err(|e| RunRefusal::from(rerun::SourceProblem::from(e)).into())
 }
 
 #[cfg(test)]
@@ -335,5 +414,36 @@ mod tests {
             .insert(CREATED_BY_ANNOTATION.into(), "boss".into());
         let error = check_update(&old, &moved).expect_err("moved").to_string();
         assert!(error.contains("never changes (it was `ana`"), "{error}");
+    }
+
+    #[test]
+    fn a_rerun_names_the_same_flow_and_input_and_its_from_never_changes() {
+        let old = created_by("ana", json!({"brief": "a"}));
+        let mut again = old.clone();
+        again.spec.from = Some(RunFrom {
+            run: "r".into(),
+            step: "a".into(),
+        });
+        assert_eq!(rerun::check_source(&again, &old), Ok(()));
+        let mut other_input = again.clone();
+        other_input.spec.input = Some(json!({"brief": "b"}));
+        let error = rerun::check_source(&other_input, &old)
+            .expect_err("other input")
+            .to_string();
+        assert!(
+            error.contains("spec.input differs from the input of the Run `r`"),
+            "{error}"
+        );
+        let mut other_flow = again.clone();
+        other_flow.spec.flow_ref.name = "g".into();
+        let error = rerun::check_source(&other_flow, &old)
+            .expect_err("other flow")
+            .to_string();
+        assert!(
+            error.contains("spec.flowRef names the Flow `g`, but the Run `r` ran the Flow `f`"),
+            "{error}"
+        );
+        let error = check_update(&again, &old).expect_err("from").to_string();
+        assert!(error.contains("changes from"), "{error}");
     }
 }

@@ -25,6 +25,7 @@ pub mod events;
 pub mod in_controller;
 pub mod launchers;
 pub mod pin;
+pub mod rerun;
 pub mod status;
 pub mod workspace;
 pub mod written;
@@ -195,6 +196,9 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         }
         Err(e) => return Err(e),
     };
+    if let Some(from) = run.spec.from.as_ref().filter(|_| old.flow_digest.is_none()) {
+        return start_rerun(ctx, run, &old, from).await;
+    }
     let pinned = pin::pinned_flow(&ctx.client, &ctx.flows, run, old.flow_digest.as_deref()).await?;
     let flow = match pinned {
         Pinned::Flow(flow) => flow,
@@ -225,6 +229,28 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         old: Box::new(old),
         flow,
     })
+}
+
+/// A rerun's first reconcile (`spec.from`, nothing pinned yet): its record
+/// seeded from the old run's, with the old run's pinned flow; or the run
+/// refused, saying why.
+async fn start_rerun(
+    ctx: &Context,
+    run: &Run,
+    old: &RunStatus,
+    from: &coxswain_core::api::RunFrom,
+) -> Result<Read, Error> {
+    let error = match rerun::seed(ctx, run, from).await? {
+        rerun::Seeded::Ready { status, flow } => return Ok(Read::Ready { old: status, flow }),
+        rerun::Seeded::Refused(reason) => step_error(codes::RERUN, reason),
+        rerun::Seeded::Tampered { object, reason } => {
+            tracing::warn!(run = %run.name_any(), configmap = %object, "{reason}");
+            ctx.events
+                .publish(run, vec![events::tampered("ConfigMap", &object, &reason)]);
+            step_error(codes::TAMPERED, reason)
+        }
+    };
+    refuse(ctx, run, old, error).await.map(Read::Done)
 }
 
 /// What the reconcile saw of the Run's children before stepping the engine.
@@ -328,7 +354,10 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp
         finished: Vec::new(),
         answers: Vec::new(),
     };
-    let fresh = machine.state().phase == RunPhase::Pending && machine.state().steps.is_empty();
+    // A rerun's seeded record holds its copied steps and starts all the same.
+    let state = machine.state();
+    let fresh =
+        state.phase == RunPhase::Pending && (state.steps.is_empty() || state.rerun_of.is_some());
     if fresh {
         fed.actions.extend(machine.handle(Event::Start, now));
     }

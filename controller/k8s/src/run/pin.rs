@@ -221,26 +221,7 @@ async fn snapshot_flow(
     if let Some(existing) = read(snapshots, &name).await? {
         return Ok(adopt(&existing, &name, compiled, flow_name));
     }
-    let snapshot = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(namespace.clone()),
-            owner_references: run.controller_owner_ref(&()).map(|o| vec![o]),
-            labels: Some(names::child_labels(run, "flow")),
-            annotations: Some(BTreeMap::from([(
-                names::GENERATION_ANNOTATION.to_string(),
-                generation.to_string(),
-            )])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            SNAPSHOT_KEY.to_string(),
-            serde_json::to_string(&flow.spec)
-                .map_err(|e| Error::Corrupt(format!("the flow cannot be written as JSON: {e}")))?,
-        )])),
-        immutable: Some(true),
-        ..Default::default()
-    };
+    let snapshot = snapshot_object(run, &name, &flow.spec, generation)?;
     match snapshots.create(&PostParams::default(), &snapshot).await {
         Ok(_) => Ok(Ok(compiled)),
         // A snapshot of this very flow exists: another reconcile (or a
@@ -255,6 +236,80 @@ async fn snapshot_flow(
             };
             Ok(adopt(&existing, &name, compiled, flow_name))
         }
+        Err(e) => Err(Error::kube(
+            format!("writing the flow snapshot {namespace}/{name}"),
+            e,
+        )),
+    }
+}
+
+/// The snapshot ConfigMap `name` of `run`, holding `spec`, owned by the run.
+fn snapshot_object(
+    run: &Run,
+    name: &str,
+    spec: &FlowSpec,
+    generation: i64,
+) -> Result<ConfigMap, Error> {
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: run.namespace(),
+            owner_references: run.controller_owner_ref(&()).map(|o| vec![o]),
+            labels: Some(names::child_labels(run, "flow")),
+            annotations: Some(BTreeMap::from([(
+                names::GENERATION_ANNOTATION.to_string(),
+                generation.to_string(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            SNAPSHOT_KEY.to_string(),
+            serde_json::to_string(spec)
+                .map_err(|e| Error::Corrupt(format!("the flow cannot be written as JSON: {e}")))?,
+        )])),
+        immutable: Some(true),
+        ..Default::default()
+    })
+}
+
+/// For a rerun: `flow` (the old run's pinned flow) copied into a snapshot
+/// `run` owns, so the rerun goes on with it after the old run and its
+/// snapshot are deleted. A ConfigMap already under that name is taken only
+/// when it holds exactly this flow.
+pub async fn copy_snapshot(
+    client: &kube::Client,
+    run: &Run,
+    flow: &CompiledFlow,
+) -> Result<Result<(), Pinned>, Error> {
+    let namespace = run.namespace().unwrap_or_default();
+    let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let digest = &flow.get().digest;
+    let name = names::flow_snapshot(&run.name_any(), digest);
+    let check = |existing: &ConfigMap| match from_snapshot(existing) {
+        Ok(found) if found.get().digest == *digest => Ok(()),
+        Ok(found) => Err(tampered(
+            &name,
+            format!(
+                "holds the flow {}, not the flow {digest} of the run it reruns",
+                found.get().digest
+            ),
+        )),
+        Err(why) => Err(tampered(&name, why)),
+    };
+    if let Some(existing) = read(&snapshots, &name).await? {
+        return Ok(check(&existing));
+    }
+    let generation = flow.get().generation.unwrap_or_default();
+    let snapshot = snapshot_object(run, &name, flow.spec(), generation)?;
+    match snapshots.create(&PostParams::default(), &snapshot).await {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) if status.code == 409 => match read(&snapshots, &name).await?
+        {
+            Some(existing) => Ok(check(&existing)),
+            None => Err(Error::Corrupt(format!(
+                "the flow snapshot {namespace}/{name} went away while it was read"
+            ))),
+        },
         Err(e) => Err(Error::kube(
             format!("writing the flow snapshot {namespace}/{name}"),
             e,

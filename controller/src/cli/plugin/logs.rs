@@ -21,6 +21,9 @@ use coxswain_k8s::names;
 /// The container running the script in a step's pod.
 const CONTAINER: &str = "step";
 
+/// How long followed logs may go on once their steps ended.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What `logs` was asked for.
 pub struct Ask<'a> {
     /// The run.
@@ -82,19 +85,21 @@ pub async fn logs(cluster: &Cluster, ask: &Ask<'_>) -> Result<(), PluginError> {
         prefix,
         works: HashMap::new(),
         printed: HashSet::new(),
+        had_pods: HashSet::new(),
         followers: tokio::task::JoinSet::new(),
     };
     if ask.follow && !settled(&run, ask.step) {
         reader.follow(ask.run).await?;
     }
-    let shown = reader.sweep().await?;
-    while reader.followers.join_next().await.is_some() {}
-    print_tails(
-        &status_now(cluster, ask.run).await?,
-        ask.step,
-        &shown,
-        prefix,
-    );
+    reader.sweep().await?;
+    // The steps ended: their pods' logs end too. A stream the node never
+    // closes is not waited on for ever.
+    let drained = async { while reader.followers.join_next().await.is_some() {} };
+    if tokio::time::timeout(DRAIN, drained).await.is_err() {
+        reader.followers.abort_all();
+    }
+    let status = status_now(cluster, ask.run).await?;
+    print_tails(&status, ask.step, &reader.had_pods, prefix);
     Ok(())
 }
 
@@ -132,6 +137,8 @@ struct Reader<'a> {
     works: HashMap<String, Work>,
     /// Pods (by uid) whose log was printed or is being followed.
     printed: HashSet<String>,
+    /// The steps whose pods were read: the others' logs come from the record.
+    had_pods: HashSet<String>,
     followers: tokio::task::JoinSet<()>,
 }
 
@@ -183,9 +190,8 @@ impl Reader<'_> {
             .cloned())
     }
 
-    /// Prints the whole log of every pod not printed yet, oldest first;
-    /// returns the steps (labels) that had a pod.
-    async fn sweep(&mut self) -> Result<HashSet<String>, PluginError> {
+    /// Prints the whole log of every pod not printed yet, oldest first.
+    async fn sweep(&mut self) -> Result<(), PluginError> {
         self.learn_jobs().await?;
         let mut pods = self
             .cluster
@@ -194,12 +200,10 @@ impl Reader<'_> {
             .await?
             .items;
         pods.sort_by_key(|p| p.creation_timestamp().map(|t| t.0));
-        let mut shown = HashSet::new();
         for pod in pods {
             let Some(work) = self.work_of(&pod).await? else {
                 continue;
             };
-            shown.insert(work.step.clone());
             let uid = pod.uid().unwrap_or_default();
             if self.printed.contains(&uid) || !started(&pod) {
                 continue;
@@ -216,19 +220,18 @@ impl Reader<'_> {
             {
                 Ok(text) => {
                     self.printed.insert(uid);
+                    self.had_pods.insert(work.step.clone());
                     let label = self.prefix.then(|| work.label());
                     for line in text.lines() {
                         print_line(label.as_deref(), line);
                     }
                 }
                 // Gone since it was listed: its record's tail stands in.
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    shown.remove(&work.step);
-                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(shown)
+        Ok(())
     }
 
     /// Follows each step pod as it starts, until the steps asked for end.
@@ -275,6 +278,7 @@ impl Reader<'_> {
             return Ok(());
         };
         self.printed.insert(uid);
+        self.had_pods.insert(work.step.clone());
         let api: Api<Pod> = self.cluster.api();
         let name = pod.name_any();
         let label = self.prefix.then(|| work.label());

@@ -380,3 +380,49 @@ fn a_rerun_of_a_rerun_keeps_where_each_record_first_came_from() {
     assert_eq!(seed.steps["a"].copied_from, Some(old_run()));
     assert_eq!(seed.steps["b"].copied_from, Some(newer));
 }
+
+#[test]
+fn the_first_failed_step_is_the_one_that_failed_not_one_stopped_with_the_run() {
+    let flow = compile(
+        "
+steps:
+  - {key: a, script: {source: x}}
+  - {key: b, script: {source: x}, after: [a]}
+  - {key: c, script: {source: x}, after: [a]}
+",
+    );
+    // b still runs when c fails: b is stopped (failed, cancelled), c failed.
+    let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+    let mut actions = machine.handle(Event::Start, at(0));
+    let Some(Action::Run(a)) = actions.pop() else {
+        panic!("a runs first")
+    };
+    let started = machine.handle(
+        Event::Finished {
+            step: a.step,
+            part: None,
+            attempt: 1,
+            result: Ok(Done::output(json!(1))),
+        },
+        at(1),
+    );
+    assert_eq!(started.len(), 2, "{started:?}");
+    machine.handle(
+        Event::Finished {
+            step: "c".into(),
+            part: None,
+            attempt: 1,
+            result: Err(Failed::from(step_error(codes::SCRIPT, "exit 1"))),
+        },
+        at(2),
+    );
+    let old = machine.record().clone();
+    assert_eq!(old.phase, RunPhase::Failed);
+    assert_eq!(old.steps["b"].status, StepStatus::Failed);
+    assert_eq!(first_failed_step(flow.get(), &old).as_deref(), Some("c"));
+    // Rerun from c: b, stopped with the run, runs again as well.
+    let (mut ran, new) = rerun(&flow, &old, "c");
+    ran.sort();
+    assert_eq!(ran, ["b", "c"]);
+    assert_eq!(new.phase, RunPhase::Succeeded);
+}

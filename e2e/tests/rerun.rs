@@ -1,0 +1,215 @@
+//! Rerun from a step on the real API server (`Run.spec.from`), through the
+//! real kubectl with admission served: a Run whose last step failed is
+//! rerun from that step, succeeds, and no Job is made for the steps before
+//! it (their records are copied, marked with the old Run's name and uid);
+//! the copied large value lives in ConfigMaps the new Run owns, so deleting
+//! the old Run loses nothing. Admission refuses a rerun of a missing Run,
+//! of one that has not ended, and from a step its flow does not have.
+//!
+//! The scripts run on the stand-in node, which sees the host's files: the
+//! last step fails until the test writes a flag file.
+
+mod admission;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use admission::{ALICE, BOUND, assert_refused, setup_with};
+use coxswain_e2e::wait_for;
+use serde_json::{Value, json};
+
+const RUNS: &str = "runs.coxswain.dev";
+
+/// A flow: a 20 KB output (moved out of the status), a small one, and a
+/// last step that fails until `DIR/ok` exists.
+fn flow(dir: &std::path::Path) -> String {
+    format!(
+        r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {{name: rerun}}
+spec:
+  steps:
+    - key: big
+      script: {{source: "head -c 20000 /dev/zero | tr '\\0' 'a'"}}
+    - key: first
+      script: {{source: 'echo "{{\"n\": 7}}"'}}
+    - key: last
+      script: {{source: 'test -f {dir}/ok || {{ echo no ok file >&2; exit 3; }}; echo "{{\"done\": true}}"'}}
+"#,
+        dir = dir.display()
+    )
+}
+
+const WAITS: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: waits}
+spec:
+  steps:
+    - key: ask
+      approval: {decisions: [approve]}
+"#;
+
+/// A Run of `flow` rerunning `run` from `step`, with `input`.
+fn rerun_of(flow: &str, run: &str, step: &str, input: Value) -> String {
+    json!({
+        "apiVersion": "coxswain.dev/v1alpha1", "kind": "Run",
+        "metadata": {"generateName": format!("{flow}-again-")},
+        "spec": {"flowRef": {"name": flow}, "input": input, "from": {"run": run, "step": step}},
+    })
+    .to_string()
+}
+
+fn created_name(out: &str) -> String {
+    out.trim()
+        .trim_start_matches("run.coxswain.dev/")
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_before_it() {
+    // Finished Jobs stay, so the test counts every Job each run made.
+    let s = setup_with(false, &["--job-ttl-after-finished", "never"]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The pods run as another user: they must see into the folder.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    s.apply(&flow(dir.path()));
+    s.apply(WAITS);
+    let input = json!({"brief": "x"});
+
+    let old = s
+        .create_run_as(&ALICE, "rerun", input.clone())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let failed = wait_phase(&s, &old, &["Failed", "Succeeded"]).await;
+    assert_eq!(failed["status"]["phase"], "Failed", "{}", failed["status"]);
+    assert_eq!(failed["status"]["steps"]["last"]["status"], "failed");
+    let old_uid = failed["metadata"]["uid"].as_str().expect("uid").to_string();
+    assert_eq!(jobs_of(&s, &old).len(), 3, "one Job per script step");
+
+    // Admission's refusals, as kubectl prints them.
+    assert_refused(
+        create(&s, &rerun_of("rerun", "nope", "last", input.clone())),
+        RUNS,
+        &["spec.from.run: there is no Run `nope` in namespace"],
+    );
+    assert_refused(
+        create(&s, &rerun_of("rerun", &old, "nope", input.clone())),
+        RUNS,
+        &["`nope` is not a step of the flow run `", "` ran"],
+    );
+    assert_refused(
+        create(&s, &rerun_of("rerun", &old, "last", json!({"brief": "y"}))),
+        RUNS,
+        &["spec.input differs from the input of the Run"],
+    );
+    let waiting = s
+        .create_run_as(&ALICE, "waits", json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_phase(&s, &waiting, &["Waiting"]).await;
+    assert_refused(
+        create(&s, &rerun_of("waits", &waiting, "ask", json!({}))),
+        RUNS,
+        &["has not ended (phase Waiting)"],
+    );
+
+    std::fs::write(dir.path().join("ok"), "").expect("flag");
+    std::fs::set_permissions(
+        dir.path().join("ok"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .expect("chmod");
+    let again = create(&s, &rerun_of("rerun", &old, "last", input.clone()))
+        .map(|out| created_name(&out))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = wait_phase(&s, &again, &["Failed", "Succeeded"]).await;
+    let status = &done["status"];
+    assert_eq!(status["phase"], "Succeeded", "{status}\n{}", s.logs());
+    let jobs = jobs_of(&s, &again);
+    assert_eq!(jobs.len(), 1, "only `last` runs again: {jobs:?}");
+    for key in ["big", "first"] {
+        assert_eq!(status["steps"][key]["copiedFrom"]["run"], old.as_str());
+        assert_eq!(status["steps"][key]["copiedFrom"]["uid"], old_uid.as_str());
+    }
+    assert!(status["steps"]["last"].get("copiedFrom").is_none());
+    assert_eq!(status["steps"]["last"]["output"]["done"], true);
+    assert_eq!(status["rerunOf"]["uid"], old_uid.as_str());
+    assert_eq!(status["flowDigest"], failed["status"]["flowDigest"]);
+    assert_eq!(status["steps"]["first"]["output"]["n"], 7);
+
+    // The big value was moved out again, into ConfigMaps the new Run owns:
+    // deleting the old Run (as retention would) takes nothing of it.
+    let moved = moved_config_maps(status, "/steps/big/text");
+    assert!(!moved.is_empty(), "{}", status["values"]);
+    for name in &moved {
+        let cm = s.get("configmap", name);
+        assert_eq!(cm["metadata"]["ownerReferences"][0]["name"], again.as_str());
+    }
+    s.kubectl
+        .run(&["delete", "run", &old, "-n", s.ns(), "--wait=true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_for("the old run's Jobs to go", BOUND, || async {
+        Ok(jobs_of(&s, &old).is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = s.get("run", &again);
+    assert_eq!(after["status"]["phase"], "Succeeded");
+    for name in &moved {
+        let cm = s.get("configmap", name);
+        assert_eq!(cm["metadata"]["ownerReferences"][0]["name"], again.as_str());
+    }
+    // A rerun of a Run that is gone is refused by name.
+    assert_refused(
+        create(&s, &rerun_of("rerun", &old, "last", input)),
+        RUNS,
+        &[&format!("there is no Run `{old}`")],
+    );
+}
+
+/// `kubectl create` of `run` as alice; the output or kubectl's error.
+fn create(s: &admission::Admission, run: &str) -> Result<String, String> {
+    s.kubectl_as(&ALICE, &["create", "-f", "-", "-o", "name"], Some(run))
+}
+
+async fn wait_phase(s: &admission::Admission, run: &str, phases: &[&str]) -> Value {
+    match s.kubectl.wait_run(s.ns(), run, phases, BOUND).await {
+        Ok(object) => object,
+        Err(e) => panic!(
+            "{e}\nrun: {}\ncontroller log:\n{}",
+            s.get("run", run),
+            s.logs()
+        ),
+    }
+}
+
+/// The Jobs made for `run`, by its name label.
+fn jobs_of(s: &admission::Admission, run: &str) -> Vec<String> {
+    let out = s
+        .kubectl
+        .run(&[
+            "get",
+            "jobs",
+            "-n",
+            s.ns(),
+            "-l",
+            &format!("coxswain.dev/run={run}"),
+            "-o",
+            "name",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    out.lines().map(String::from).collect()
+}
+
+/// The ConfigMaps holding the value moved out from `path`.
+fn moved_config_maps(status: &Value, path: &str) -> Vec<String> {
+    status["values"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["path"] == path)
+        .flat_map(|v| v["configMaps"].as_array().cloned().unwrap_or_default())
+        .filter_map(|n| n.as_str().map(String::from))
+        .collect()
+}

@@ -83,6 +83,27 @@ spec:
       script: {source: "echo '{\"published\": true}'"}
 "#;
 
+/// A flow whose second step fails until a file exists (the pods of the
+/// stand-in node are processes of this machine).
+const FLAKY: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: flaky}
+spec:
+  input:
+    type: object
+    required: [marker]
+    properties: {marker: {type: string}}
+  steps:
+    - key: prepare
+      script: {source: "echo '{\"ok\": true}'"}
+    - key: check
+      input: {marker: $input.marker}
+      script:
+        source: |
+          marker=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/marker")
+          if [ -f "$marker" ]; then echo '{"fixed": true}'; else echo "no $marker yet" >&2; exit 1; fi
+"#;
+
 /// What one plugin command printed and how it exited.
 struct Said {
     code: Option<i32>,
@@ -459,4 +480,57 @@ async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came()
     let said = plugin(&s, &["approve", &run, "--decision", "approve"]);
     said.exits(1);
     assert!(said.err.contains("has no open Approval"), "{}", said.err);
+}
+
+#[tokio::test]
+async fn retry_reruns_a_failed_run_from_its_failed_step() {
+    let s = Setup::new(&[]).await;
+    s.apply(FLAKY);
+    let dir = coxswain_e2e::workspace_root().join("target/e2e");
+    std::fs::create_dir_all(&dir).expect("target/e2e");
+    let marked = tempfile::tempdir_in(&dir).expect("a temp dir");
+    let marker = marked.path().join("fixed");
+    let input = serde_json::json!({"marker": marker.display().to_string()}).to_string();
+    let old = created(plugin(&s, &["start", "flaky", "--input", &input]).exits(0));
+    plugin(&s, &["wait", &old, "--timeout", "60s"]).exits(1);
+    let said = plugin(&s, &["retry", &old, "--from", "nosuch"]);
+    said.exits(1);
+    assert!(said.err.contains("has no step `nosuch`"), "{}", said.err);
+
+    std::fs::write(&marker, "").expect("the marker");
+    let said = plugin(&s, &["retry", &old, "--watch"]);
+    let out = said.exits(0);
+    assert!(
+        out.contains(&format!("(a rerun of {old} from step check)")),
+        "{out}"
+    );
+    assert!(out.contains("\"fixed\": true"), "{out}");
+    let new = out
+        .lines()
+        .find_map(|l| l.strip_prefix("run.coxswain.dev/")?.split(' ').next())
+        .expect("the rerun's name")
+        .to_string();
+    let tree = plugin(&s, &["get", &new]).exits(0).to_string();
+    assert!(
+        tree.contains("prepare  ✓ completed") && tree.contains(&format!("(copied from run {old})")),
+        "{tree}"
+    );
+    // Only the step rerun got a Job.
+    let jobs = s.kubectl.json(&[
+        "get",
+        "jobs",
+        "-n",
+        s.ns(),
+        "-l",
+        &format!("coxswain.dev/run={new}"),
+        "-o",
+        "json",
+    ]);
+    let steps: Vec<&str> = jobs["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["metadata"]["labels"]["coxswain.dev/step"].as_str())
+        .collect();
+    assert_eq!(steps, ["check"], "{jobs}");
 }

@@ -70,6 +70,9 @@ pub enum PluginError {
         /// Where it stood.
         phase: String,
     },
+    /// `retry`: the run cannot be rerun (not ended, no such step, nothing failed).
+    #[error("{0}")]
+    Retry(String),
     /// `graph`: the run's flow cannot be read.
     #[error("{0}")]
     Flow(String),

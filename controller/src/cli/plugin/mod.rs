@@ -4,7 +4,7 @@
 //! with kubectl's own `-n`, `--context` and `--kubeconfig`.
 //!
 //! Exit codes: commands that report how a run ended (`start --watch`,
-//! `watch`, `wait`) exit 0 when it succeeded, 1 when it failed or was
+//! `retry --watch`, `watch`, `wait`) exit 0 when it succeeded, 1 when it failed or was
 //! cancelled and 2 when they could not tell; the others exit 0 when done
 //! and 1 on an error (an admission refusal among them).
 
@@ -13,6 +13,7 @@ mod cluster;
 mod error;
 mod flow;
 mod logs;
+mod retry;
 mod start;
 mod tree;
 mod watch;
@@ -106,6 +107,18 @@ enum Command {
         /// The Run's name.
         run: String,
     },
+    /// Rerun an ended run from a step (default: the first that failed); the
+    /// steps before it keep the old run's record.
+    Retry {
+        /// The ended Run's name.
+        run: String,
+        /// The step to run again, with every step after it.
+        #[arg(long, value_name = "STEP")]
+        from: Option<String>,
+        /// Show the new run's progress until it ends, then its output.
+        #[arg(long, short = 'w')]
+        watch: bool,
+    },
     /// Draw a run's graph (Mermaid or DOT) with what happened on it.
     Graph {
         /// The Run's name.
@@ -150,7 +163,10 @@ pub fn run(args: Args) -> ExitCode {
 async fn dispatch(args: Args) -> ExitCode {
     let reports_a_run = matches!(
         args.command,
-        Command::Watch { .. } | Command::Wait { .. } | Command::Start { watch: true, .. }
+        Command::Watch { .. }
+            | Command::Wait { .. }
+            | Command::Start { watch: true, .. }
+            | Command::Retry { watch: true, .. }
     );
     let failed = if reports_a_run {
         ExitCode::from(2)
@@ -182,6 +198,15 @@ async fn command(cluster: &Cluster, command: Command) -> Result<ExitCode, Plugin
         Command::Start { flow, input, watch } => {
             let name = start::start(cluster, &flow, input.as_deref()).await?;
             println!("run.coxswain.dev/{name} created");
+            if watch {
+                watch::live(cluster, &name).await
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Command::Retry { run, from, watch } => {
+            let (name, step) = retry::retry(cluster, &run, from.as_deref()).await?;
+            println!("run.coxswain.dev/{name} created (a rerun of {run} from step {step})");
             if watch {
                 watch::live(cluster, &name).await
             } else {

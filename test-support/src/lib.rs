@@ -2,6 +2,7 @@
 //! crate of their own (dev-only, never published) so each target depends on
 //! them by name instead of including their files by path.
 
+pub mod browser;
 #[allow(
     missing_docs,
     reason = "its fields and helpers are named for the case files' keys"

@@ -211,15 +211,18 @@ async fn start_watch_get_logs_graph_and_wait_on_a_run_that_succeeds() {
     assert!(tree.contains("   └─ [b]  ✓ completed"), "{tree}");
 
     // Logs of one step, bare; of every step, each line under its step.
+    // The pod's log: the script's stderr, and its stdout (the result).
     let said = plugin(&s, &["logs", &run, "greet"]);
-    assert_eq!(said.exits(0).trim(), "hello from the plugin, Ada");
+    let log = said.exits(0);
+    assert!(log.contains("hello from the plugin, Ada"), "{log}");
+    assert!(!log.contains(" │ "), "one step: no prefix: {log}");
     let all = plugin(&s, &["logs", &run]).exits(0).to_string();
     assert!(all.contains("greet │ hello from the plugin, Ada"), "{all}");
     assert!(all.contains("fan[a] │ part at work"), "{all}");
     assert!(all.contains("fan[b] │ part at work"), "{all}");
     // Following a step that ended prints its log and returns.
     let said = plugin(&s, &["logs", &run, "greet", "-f"]);
-    assert_eq!(said.exits(0).trim(), "hello from the plugin, Ada");
+    assert_eq!(said.exits(0), log);
     let said = plugin(&s, &["logs", &run, "nosuch"]);
     said.exits(1);
     assert!(said.err.contains("has no step `nosuch`"), "{}", said.err);
@@ -513,7 +516,8 @@ async fn retry_reruns_a_failed_run_from_its_failed_step() {
     let tree = plugin(&s, &["get", &new]).exits(0).to_string();
     assert!(
         tree.contains("prepare  ✓ completed") && tree.contains(&format!("(copied from run {old})")),
-        "{tree}"
+        "{tree}\n{}",
+        s.get("run", &new)
     );
     // Only the step rerun got a Job.
     let jobs = s.kubectl.json(&[

@@ -119,6 +119,9 @@ fn step_line(key: &str, record: &StepRecord) -> Line {
         record.started_at.as_deref(),
         record.finished_at.as_deref(),
     ));
+    if let Some(copied) = &record.copied_from {
+        text.push_str(&format!(" (copied from run {})", copied.run));
+    }
     if let Some(e) = &record.error {
         text.push_str(&format!(": {}: {}", e.code, first_line(&e.message)));
     }

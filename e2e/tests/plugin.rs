@@ -443,6 +443,31 @@ async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came()
         said.err
     );
 
+    // A live view of the waiting run says how to answer, and ends with it.
+    let mut watching = Command::new(coxswain_bin().expect("built"))
+        .args(["kubectl", "watch", &run, "-n", s.ns()])
+        .env("KUBECONFIG", s.kubectl.kubeconfig())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("watch");
+    let stderr = watching.stderr.take().expect("stderr");
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line.clone());
+            all.push(line);
+        }
+        all.join("\n")
+    });
+    let hint = format!("answer with: kubectl coxswain approve {run} review --decision …");
+    let deadline = Instant::now() + BOUND;
+    while let Ok(line) = seen.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        if line.contains(&hint) {
+            break;
+        }
+    }
     let said = plugin(
         &s,
         &[
@@ -458,6 +483,22 @@ async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came()
     assert!(said.exits(0).contains("answered (run"), "{}", said.out);
     let said = plugin(&s, &["wait", &run, "--timeout", "60s"]);
     said.exits(0);
+    let mut watched = Said::of(watching.wait_with_output().expect("watch ended"));
+    watched.err = reader.join().expect("stderr read");
+    assert!(
+        watched.exits(0).contains("\"published\": true"),
+        "{}",
+        watched.out
+    );
+    for line in [
+        "… review waits for a person",
+        &hint,
+        "✓ review completed → approve",
+        "✓ publish completed in ",
+        "run succeeded in ",
+    ] {
+        assert!(watched.err.contains(line), "{line:?} in:\n{}", watched.err);
+    }
     let approvals = s.kubectl.json(&[
         "get",
         "approvals",

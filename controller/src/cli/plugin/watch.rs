@@ -3,15 +3,17 @@
 //! `coxswain run` does locally (the same printer), then the run's outcome
 //! and, when it succeeded, its output on stdout.
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use futures::TryStreamExt;
+use jiff::Timestamp;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::cluster::Cluster;
 use super::error::PluginError;
 use crate::local::Progress;
-use coxswain_core::api::{Run, RunPhase, RunStatus, StepRecord};
+use coxswain_core::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
 
 /// Watches the Run `name` until it ends, handing every version of it to
 /// `seen`; returns the Run as it ended.
@@ -65,9 +67,15 @@ pub fn phase(run: &Run) -> RunPhase {
 /// watched.
 pub async fn live(cluster: &Cluster, name: &str) -> ExitCode {
     let mut progress = Progress::new(false);
+    let mut hinted = BTreeSet::new();
     let watched = until_over(cluster, name, |run| {
         if let Some(status) = &run.status {
             progress.changed(status, &in_order(status));
+            let hints = hint_answers(name, status, &mut hinted);
+            if !hints.is_empty() {
+                progress.suspend();
+                eprint!("{hints}");
+            }
         }
     })
     .await;
@@ -101,7 +109,7 @@ fn outcome(status: &RunStatus) -> ExitCode {
 /// The step keys in the order their latest change happened, so one status
 /// write that completed `a` and started `b` prints `a` first.
 fn in_order(status: &RunStatus) -> Vec<String> {
-    let mut keys: Vec<(&str, &String)> = status
+    let mut keys: Vec<(Option<Timestamp>, &String)> = status
         .steps
         .iter()
         .map(|(key, record)| (last_change(record), key))
@@ -110,12 +118,30 @@ fn in_order(status: &RunStatus) -> Vec<String> {
     keys.into_iter().map(|(_, key)| key.clone()).collect()
 }
 
-fn last_change(record: &StepRecord) -> &str {
+/// When the step last started or ended, as a time (texts of different
+/// precisions do not sort as times).
+fn last_change(record: &StepRecord) -> Option<Timestamp> {
     record
         .finished_at
         .as_deref()
         .or(record.started_at.as_deref())
-        .unwrap_or("")
+        .and_then(|t| t.parse().ok())
+}
+
+/// Under a step that starts waiting for a person, how to answer it here:
+/// the lines to print (none when no step started waiting).
+fn hint_answers(name: &str, status: &RunStatus, hinted: &mut BTreeSet<String>) -> String {
+    let mut hints = String::new();
+    for (key, record) in &status.steps {
+        if record.status != StepStatus::Waiting {
+            hinted.remove(key);
+        } else if hinted.insert(key.clone()) {
+            hints.push_str(&format!(
+                "    answer with: kubectl coxswain approve {name} {key} --decision …\n"
+            ));
+        }
+    }
+    hints
 }
 
 /// `wait RUN`: exit 0 when the run succeeded, 1 when it failed or was

@@ -885,3 +885,186 @@ async fn kubectl_reads_the_rendered_chart_as_yaml_1_2_does() {
         let _ = std::fs::remove_file(&file);
     }
 }
+
+/// The run viewer is off by default: nothing of it is rendered.
+#[test]
+fn the_run_viewer_is_not_installed_by_default() {
+    let render = Render::new("coxswain-system", &[]);
+    let of_the_viewer: Vec<String> = render
+        .docs()
+        .iter()
+        .filter(|d| {
+            d["metadata"]["labels"]["app.kubernetes.io/component"] == "ui"
+                || d["metadata"]["name"] == "coxswain-ui"
+        })
+        .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+        .collect();
+    assert!(of_the_viewer.is_empty(), "{of_the_viewer:?}");
+    assert_eq!(render.all("Deployment").len(), 1, "only the controller");
+}
+
+/// With `ui.enabled` the viewer runs `coxswain ui --auth token` on its
+/// port as its own ServiceAccount, hardened as the controller is, probed on
+/// /healthz, behind a Service that selects its pods and none of the
+/// controller's (nor the controller's Services its pods).
+#[test]
+fn the_run_viewer_serves_tokens_on_its_port_as_an_account_of_its_own() {
+    let render = Render::new(
+        "team-a",
+        &[
+            "ui.enabled=true",
+            "ui.port=9494",
+            "ui.service.type=LoadBalancer",
+        ],
+    );
+    let deployment = render
+        .named("Deployment", "coxswain-ui")
+        .expect("its Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "coxswain-ui");
+    assert_eq!(
+        pod["automountServiceAccountToken"], true,
+        "the in-cluster CA"
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(container["command"], json!(["/usr/local/bin/coxswain"]));
+    assert_eq!(
+        container["args"],
+        json!(["ui", "--listen", "0.0.0.0:9494", "--auth", "token"])
+    );
+    assert_eq!(
+        container["ports"],
+        json!([{"name": "http", "containerPort": 9494, "protocol": "TCP"}])
+    );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            container[probe]["httpGet"],
+            json!({"path": "/healthz", "port": "http"}),
+            "{probe}"
+        );
+    }
+    let controller = render.controller_deployment();
+    let controller_pod = &controller["spec"]["template"]["spec"];
+    assert_eq!(container["image"], controller_pod["containers"][0]["image"]);
+    assert_eq!(pod["securityContext"], controller_pod["securityContext"]);
+    assert_eq!(
+        container["securityContext"],
+        controller_pod["containers"][0]["securityContext"]
+    );
+
+    let account = render
+        .named("ServiceAccount", "coxswain-ui")
+        .expect("its ServiceAccount");
+    assert_eq!(account["metadata"]["namespace"], "team-a");
+    let service = render.named("Service", "coxswain-ui").expect("its Service");
+    assert_eq!(service["spec"]["type"], "LoadBalancer");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http", "port": 9494, "targetPort": "http", "protocol": "TCP"}])
+    );
+    let selects = |selector: &Value, labels: &Value| {
+        selector
+            .as_object()
+            .expect("a selector")
+            .iter()
+            .all(|(k, v)| &labels[k] == v)
+    };
+    let viewer_pods = &deployment["spec"]["template"]["metadata"]["labels"];
+    let controller_pods = &controller["spec"]["template"]["metadata"]["labels"];
+    assert!(selects(&service["spec"]["selector"], viewer_pods));
+    assert!(!selects(&service["spec"]["selector"], controller_pods));
+    for other in render.all("Service") {
+        if other["metadata"]["name"] != "coxswain-ui" {
+            assert!(
+                !selects(&other["spec"]["selector"], viewer_pods),
+                "{} selects the viewer",
+                other["metadata"]["name"]
+            );
+        }
+    }
+
+    // No binding names the viewer's account.
+    for kind in ["RoleBinding", "ClusterRoleBinding"] {
+        for binding in render.all(kind) {
+            assert!(
+                !binding["subjects"].to_string().contains("coxswain-ui"),
+                "{kind} {} binds the viewer",
+                binding["metadata"]["name"]
+            );
+        }
+    }
+
+    let own_image = Render::new(
+        "team-a",
+        &["ui.enabled=true", "ui.image=registry.example/viewer:1"],
+    );
+    let deployment = own_image
+        .named("Deployment", "coxswain-ui")
+        .expect("its Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example/viewer:1"
+    );
+    for (set, field) in [
+        ("ui.port=0", "/ui/port"),
+        ("ui.service.type=External", "/ui/service/type"),
+        ("ui.replica=2", "ui"),
+    ] {
+        let err = Render::try_new("team-a", &["ui.enabled=true", set]).expect_err(set);
+        assert!(err.contains(field), "{set}: {err}");
+    }
+}
+
+/// The run viewer acts only with the tokens people sign in with: the API
+/// server lets its own account read or change no Flow, Run, Approval or
+/// Secret, in its namespace or any other, in either scope, while the
+/// controller's account, installed alongside, may (so the answers come from
+/// the chart's RBAC as applied, not from a check that always says no).
+#[tokio::test]
+async fn the_run_viewers_account_may_read_or_change_nothing() {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    for scope in ["cluster", "namespace"] {
+        let home = TestNamespace::new().await.expect("namespace");
+        let ns = Some(home.name());
+        let render = Render::new(
+            home.name(),
+            &[
+                "ui.enabled=true",
+                &format!("scope={scope}"),
+                "flowSecrets[0].names={publisher}",
+            ],
+        );
+        let installed = Installed::rbac(&render).await;
+        let accounts = kubectl
+            .run(&["get", "serviceaccounts", "-n", home.name(), "-o", "name"])
+            .expect("accounts");
+        assert!(
+            accounts.lines().any(|l| l == "serviceaccount/coxswain-ui"),
+            "{scope}: the viewer's account was applied: {accounts}"
+        );
+        assert!(
+            installed.can_i("list", "runs.coxswain.dev", ns),
+            "{scope}: the controller's account may list Runs"
+        );
+        let viewer = format!("system:serviceaccount:{}:coxswain-ui", home.name());
+        let mut allowed = Vec::new();
+        for resource in [
+            "flows.coxswain.dev",
+            "runs.coxswain.dev",
+            "approvals.coxswain.dev",
+            "secrets",
+            "secrets/publisher",
+        ] {
+            for verb in ["get", "list", "watch", "create", "patch"] {
+                for namespace in [ns, None] {
+                    if installed.can_i_as(&viewer, verb, resource, namespace) {
+                        allowed.push(format!("{verb} {resource} in {namespace:?}"));
+                    }
+                }
+            }
+        }
+        assert!(allowed.is_empty(), "{scope}: the viewer may {allowed:?}");
+    }
+}

@@ -164,3 +164,27 @@ key only from a Secret. */}}
       key: {{ $a.apiKeySecret.key }}
 {{- end }}
 {{- end }}
+
+{{/* The run viewer (`coxswain ui`, values `ui.*`): its objects' name, its
+pods' labels (component `ui`, so no controller Service or budget selects
+them), its image (the controller's unless `ui.image`). */}}
+{{- define "coxswain.uiName" -}}
+{{- printf "%s-ui" (include "coxswain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "coxswain.uiSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "coxswain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: ui
+{{- end }}
+
+{{- define "coxswain.uiLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "coxswain.uiSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "coxswain.uiImage" -}}
+{{- default (include "coxswain.image" .) .Values.ui.image }}
+{{- end }}

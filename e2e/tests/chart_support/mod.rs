@@ -93,6 +93,27 @@ impl Render {
         }
     }
 
+    /// The rendered object of `kind` named `name`, if there is one.
+    pub fn named(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.all(kind)
+            .into_iter()
+            .find(|d| d["metadata"]["name"] == name)
+    }
+
+    /// The controller's Deployment (with `ui.enabled` the run viewer's is
+    /// another).
+    pub fn controller_deployment(&self) -> &Value {
+        let controllers: Vec<&Value> = self
+            .all("Deployment")
+            .into_iter()
+            .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "controller")
+            .collect();
+        match controllers.as_slice() {
+            [one] => one,
+            other => panic!("{} controller Deployments", other.len()),
+        }
+    }
+
     /// The release namespace it was rendered into.
     pub fn namespace(&self) -> &str {
         &self.namespace
@@ -100,7 +121,7 @@ impl Render {
 
     /// The release's objects' name (the Deployment's, the Lease's).
     pub fn fullname(&self) -> String {
-        self.one("Deployment")["metadata"]["name"]
+        self.controller_deployment()["metadata"]["name"]
             .as_str()
             .expect("named")
             .to_string()
@@ -113,7 +134,7 @@ impl Render {
 
     /// The ServiceAccount the Deployment runs as.
     pub fn service_account(&self) -> String {
-        self.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+        self.controller_deployment()["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
             .expect("a service account")
             .to_string()
@@ -121,7 +142,7 @@ impl Render {
 
     /// The controller container's `env`, as rendered.
     pub fn deployment_env(&self) -> Vec<Value> {
-        self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+        self.controller_deployment()["spec"]["template"]["spec"]["containers"][0]["env"]
             .as_array()
             .cloned()
             .unwrap_or_default()
@@ -272,11 +293,23 @@ impl Installed {
     /// `TYPE[/NAME]`, with `:SUBRESOURCE` after the type) in `namespace`
     /// (`None`: in all namespaces, or a cluster-scoped resource).
     pub fn can_i(&self, verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+        self.can_i_as(&self.user, verb, resource, namespace)
+    }
+
+    /// As [`Installed::can_i`], for another `user` (the run viewer's
+    /// account, `system:serviceaccount:NS:NAME`).
+    pub fn can_i_as(
+        &self,
+        user: &str,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> bool {
         let (target, subresource) = match resource.split_once(':') {
             Some((target, sub)) => (target, Some(sub)),
             None => (resource, None),
         };
-        let mut args = vec!["auth", "can-i", verb, target, "--as", &self.user];
+        let mut args = vec!["auth", "can-i", verb, target, "--as", user];
         let sub;
         if let Some(s) = subresource {
             sub = format!("--subresource={s}");

@@ -351,6 +351,37 @@ async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
         said.err
     );
 
+    // Without admission an answer that does not fit is written; the
+    // controller refuses it, and approve waits for its word.
+    s.apply(REVIEW);
+    let review = created(plugin(&s, &["start", "review"]).exits(0));
+    s.kubectl
+        .wait_run(s.ns(), &review, &["Waiting"], BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    wait_for("the approval", BOUND, || async {
+        let said = plugin(&s, &["approve", &review, "--decision", "maybe"]);
+        Ok((!said.err.contains("no open Approval")).then_some(said))
+    })
+    .await
+    .map(|said| {
+        said.exits(1);
+        assert!(
+            said.err
+                .contains("the answer was not taken: `maybe` is not a decision of step `review`"),
+            "{}",
+            said.err
+        );
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let said = plugin(&s, &["approve", &review, "--decision", "approve"]);
+    assert!(
+        said.exits(0).ends_with("; the run took it in\n"),
+        "{}",
+        said.out
+    );
+    plugin(&s, &["wait", &review, "--timeout", "60s"]).exits(0);
+
     // A run that sleeps: wait times out (2), logs -f follows it, cancel
     // ends it, and wait says so (1).
     let sleepy = created(plugin(&s, &["start", "sleepy"]).exits(0));

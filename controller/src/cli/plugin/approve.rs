@@ -2,8 +2,10 @@
 //! run, made as kubectl makes them, so admission judges them as it judges
 //! the person's own `kubectl patch` (and its refusal is printed as it came).
 
+use futures::TryStreamExt;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
 use super::cluster::{Cluster, uid};
@@ -64,13 +66,71 @@ pub async fn approve(cluster: &Cluster, answer: &Answer<'_>) -> Result<String, P
     } else {
         json!({"spec": fields})
     };
-    cluster
+    let written = cluster
         .api::<Approval>()
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    Ok(format!(
+    let answered = format!(
         "approval.coxswain.dev/{name} answered (run {}, step {})",
         answer.run, approval.spec.step
+    );
+    if approval.spec.required_approvals() > 1 {
+        return Ok(answered);
+    }
+    // Without admission an answer that does not fit is written, and only
+    // the controller says it was not taken: wait for its word, briefly.
+    let verdict = tokio::time::timeout(VERDICT_WAIT, verdict(cluster, &written)).await;
+    match verdict {
+        Ok(Ok(None)) => Ok(format!("{answered}; the run took it in")),
+        Ok(Ok(Some(why))) => Err(PluginError::Approval(format!(
+            "approval.coxswain.dev/{name}: the answer was not taken: {why}"
+        ))),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            eprintln!(
+                "note: the controller has not taken the answer in yet; \
+                 `kubectl get approval {name} -n {}` shows where it stands",
+                cluster.namespace
+            );
+            Ok(answered)
+        }
+    }
+}
+
+/// How long `approve` waits for the controller to take the answer in.
+const VERDICT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Watches the Approval after the answer was written (`written`) until the
+/// controller judged it: `None` when taken, else why it was not (refused,
+/// or closed because the run ended).
+async fn verdict(cluster: &Cluster, written: &Approval) -> Result<Option<String>, PluginError> {
+    let name = written.name_any();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = Box::pin(watcher(cluster.api::<Approval>(), config).default_backoff());
+    let before = written.resource_version();
+    while let Some(event) = events.try_next().await? {
+        let (watcher::Event::Apply(now) | watcher::Event::InitApply(now)) = event else {
+            continue;
+        };
+        // Only a status written after the answer judges it.
+        if now.resource_version() == before {
+            continue;
+        }
+        let status = now.status.clone().unwrap_or_default();
+        match status.state {
+            Some(ApprovalState::Taken) => return Ok(None),
+            Some(ApprovalState::Refused) => {
+                return Ok(Some(status.refused.unwrap_or_else(|| "refused".into())));
+            }
+            Some(ApprovalState::Closed) => {
+                return Ok(Some(status.closed.unwrap_or_else(|| "closed".into())));
+            }
+            _ if status.consumed => return Ok(None),
+            _ => {}
+        }
+    }
+    Err(PluginError::Client(
+        "the watch of the Approval ended".into(),
     ))
 }
 

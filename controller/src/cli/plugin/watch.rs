@@ -107,9 +107,10 @@ fn outcome(status: &RunStatus) -> ExitCode {
 }
 
 /// The step keys in the order their latest change happened, so one status
-/// write that completed `a` and started `b` prints `a` first.
+/// write that completed `a` and started `b` prints `a` first (also when
+/// both happened at the same recorded instant).
 fn in_order(status: &RunStatus) -> Vec<String> {
-    let mut keys: Vec<(Option<Timestamp>, &String)> = status
+    let mut keys: Vec<(Change, &String)> = status
         .steps
         .iter()
         .map(|(key, record)| (last_change(record), key))
@@ -118,15 +119,27 @@ fn in_order(status: &RunStatus) -> Vec<String> {
     keys.into_iter().map(|(_, key)| key.clone()).collect()
 }
 
-/// When the step last started or ended, as a time (texts of different
-/// precisions do not sort as times).
-fn last_change(record: &StepRecord) -> Option<Timestamp> {
-    record
-        .finished_at
-        .as_deref()
-        .or(record.started_at.as_deref())
-        .and_then(|t| t.parse().ok())
+/// When the step last changed, as a time (texts of different precisions
+/// do not sort as times), whether that change was a start, and when the
+/// step started: of two steps that ended at once, the one that started
+/// first ended first.
+/// A skipped step (never started) comes after the steps that ended then.
+fn last_change(record: &StepRecord) -> Change {
+    let time = |t: Option<&str>| t.and_then(|t| t.parse().ok());
+    let started = time(record.started_at.as_deref());
+    let start = (started.is_none(), started);
+    match record.status {
+        StepStatus::Running | StepStatus::Waiting => (started, true, start),
+        _ => (
+            time(record.finished_at.as_deref()).or(started),
+            false,
+            start,
+        ),
+    }
 }
+
+/// When, whether a start, and (never started, when started).
+type Change = (Option<Timestamp>, bool, (bool, Option<Timestamp>));
 
 /// Under a step that starts waiting for a person, how to answer it here:
 /// the lines to print (none when no step started waiting).

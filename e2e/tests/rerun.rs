@@ -15,7 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use admission::{ALICE, BOUND, assert_refused, setup_with};
-use coxswain_e2e::wait_for;
+use coxswain_e2e::{Setup, wait_for};
 use serde_json::{Value, json};
 
 const RUNS: &str = "runs.coxswain.dev";
@@ -113,6 +113,9 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
         &["has not ended (phase Waiting)"],
     );
 
+    // Today's Flow fails at `last` for good: the rerun runs the old run's
+    // pinned snapshot, not this.
+    s.apply(&flow(dir.path()).replace("test -f", "exit 9; test -f"));
     std::fs::write(dir.path().join("ok"), "").expect("flag");
     std::fs::set_permissions(
         dir.path().join("ok"),
@@ -166,6 +169,37 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
         RUNS,
         &[&format!("there is no Run `{old}`")],
     );
+}
+
+#[tokio::test]
+async fn without_admission_the_controller_refuses_a_rerun_of_a_run_that_is_not_there() {
+    let s = Setup::new(&[]).await;
+    s.apply(WAITS);
+    let out = s
+        .kubectl
+        .run_with_stdin(
+            &["create", "-n", s.ns(), "-f", "-", "-o", "name"],
+            Some(&rerun_of("waits", "gone", "ask", json!({}))),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = created_name(&out);
+    let done = match s
+        .kubectl
+        .wait_run(s.ns(), &run, &["Failed", "Succeeded"], BOUND)
+        .await
+    {
+        Ok(done) => done,
+        Err(e) => panic!("{e}\n{}", s.logs()),
+    };
+    let error = &done["status"]["error"];
+    assert_eq!(error["code"], "workflow.rerun_refused", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("there is no Run `gone`")),
+        "{error}"
+    );
+    assert!(done["status"].get("steps").is_none(), "nothing ran");
 }
 
 /// `kubectl create` of `run` as alice; the output or kubectl's error.

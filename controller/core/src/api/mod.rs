@@ -30,7 +30,8 @@ pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
 pub use run::{
     Arrow, Attempt, CopiedFrom, FlowRef, MAX_VALUE_BYTES, PartRecord, RerunOf, ReviewNote, Run,
-    RunFrom, RunPhase, RunSpec, RunStatus, StartedBy, StepError, StepRecord, StepStatus, TokenUsage,
+    RunFrom, RunPhase, RunSpec, RunStatus, StartedBy, StepError, StepRecord, StepStatus,
+    TokenUsage,
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,

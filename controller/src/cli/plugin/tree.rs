@@ -48,7 +48,8 @@ fn heading(run: &Run, status: &RunStatus) -> String {
         took(status.started_at.as_deref(), status.finished_at.as_deref()),
     );
     if let Some(e) = &status.error {
-        out.push_str(&format!("  {}: {}\n", e.code, e.message));
+        let message = e.message.trim_end().replace('\n', "\n    ");
+        out.push_str(&format!("  {}: {message}\n", e.code));
     }
     out
 }

@@ -270,6 +270,42 @@ async fn start_watch_get_logs_graph_and_wait_on_a_run_that_succeeds() {
         "{}",
         said.out
     );
+
+    // Without -n, the context's namespace; --context picks the context.
+    let own = bin.path().join("kubeconfig");
+    std::fs::copy(s.kubectl.kubeconfig(), &own).expect("a kubeconfig of the test's own");
+    let own_arg = own.display().to_string();
+    let context = s
+        .kubectl
+        .run(&["config", "current-context"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let context = context.trim();
+    s.kubectl
+        .run(&[
+            "config",
+            "set-context",
+            context,
+            "--namespace",
+            s.ns(),
+            "--kubeconfig",
+            &own_arg,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bare = |args: &[&str]| {
+        Said::of(
+            Command::new(coxswain_bin().expect("built"))
+                .arg("kubectl")
+                .args(args)
+                .env("KUBECONFIG", &own)
+                .output()
+                .expect("coxswain kubectl"),
+        )
+    };
+    assert_eq!(bare(&["get", &run]).exits(0), tree);
+    assert_eq!(bare(&["get", &run, "--context", context]).exits(0), tree);
+    let said = bare(&["get", &run, "--context", "nosuch"]);
+    said.exits(1);
+    assert!(said.err.contains("nosuch"), "{}", said.err);
 }
 
 /// The real kubectl with `PATH` led by `bin` and the test cluster's

@@ -211,3 +211,30 @@ pub async fn wait(cluster: &Cluster, name: &str, timeout: Option<&str>) -> ExitC
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_writes_transitions_print_in_the_order_they_happened() {
+        let status: RunStatus = serde_json::from_value(serde_json::json!({
+            "phase": "Running",
+            "steps": {
+                "a_skipped": {"status": "skipped", "finishedAt": "2026-01-01T00:00:02.5Z"},
+                "b_started": {"status": "running", "startedAt": "2026-01-01T00:00:02.5Z"},
+                "c_checked": {"status": "completed",
+                    "startedAt": "2026-01-01T00:00:02.5Z", "finishedAt": "2026-01-01T00:00:02.5Z"},
+                "d_first": {"status": "completed",
+                    "startedAt": "2026-01-01T00:00:01Z", "finishedAt": "2026-01-01T00:00:02.500Z"},
+                "e_early": {"status": "completed",
+                    "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:02Z"}
+            }
+        }))
+        .expect("a status");
+        assert_eq!(
+            in_order(&status),
+            ["e_early", "d_first", "c_checked", "a_skipped", "b_started"]
+        );
+    }
+}

@@ -32,7 +32,7 @@ spec:
         source: |
           name=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/name")
           echo "hello from the plugin, $name" >&2
-          printf '{"greeting": "hi %s"}' "$name"
+          printf '{"greeting": "hi %s"}\n' "$name"
     - key: fan
       parallel:
         parts: [{key: a, label: First}, {key: b}]
@@ -214,10 +214,17 @@ async fn start_watch_get_logs_graph_and_wait_on_a_run_that_succeeds() {
     // The pod's log: the script's stderr, and its stdout (the result).
     let said = plugin(&s, &["logs", &run, "greet"]);
     let log = said.exits(0);
-    assert!(log.contains("hello from the plugin, Ada"), "{log}");
+    assert!(
+        log.lines().any(|l| l == "hello from the plugin, Ada"),
+        "{log}"
+    );
     assert!(!log.contains(" │ "), "one step: no prefix: {log}");
     let all = plugin(&s, &["logs", &run]).exits(0).to_string();
-    assert!(all.contains("greet │ hello from the plugin, Ada"), "{all}");
+    assert!(
+        all.lines()
+            .any(|l| l == "greet │ hello from the plugin, Ada"),
+        "{all}"
+    );
     assert!(all.contains("fan[a] │ part at work"), "{all}");
     assert!(all.contains("fan[b] │ part at work"), "{all}");
     // Following a step that ended prints its log and returns.

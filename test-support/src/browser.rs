@@ -144,6 +144,17 @@ fn on_selector(selector: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// How often an element the page replaced between finding and using it is
+/// found again: a live page redraws whenever its data changes.
+const STALE_TRIES: usize = 5;
+
+impl BrowserError {
+    /// Whether the element was replaced by the page after it was found.
+    fn is_stale(&self) -> bool {
+        matches!(self, BrowserError::Command { error, .. } if error == "stale element reference")
+    }
+}
+
 /// A headless Chromium with one WebDriver session, and its driver process.
 pub struct Browser {
     client: reqwest::Client,
@@ -262,16 +273,40 @@ impl Browser {
     /// Clicks the first element matching `css` (scrolled into view first,
     /// as a person would).
     pub async fn click(&self, css: &str) -> Result<(), BrowserError> {
-        let id = self.find(css).await?;
-        self.post(&format!("/element/{id}/click"), json!({}), Some(css))
-            .await?;
-        Ok(())
+        for _ in 0..STALE_TRIES {
+            let id = self.find(css).await?;
+            match self
+                .post(&format!("/element/{id}/click"), json!({}), Some(css))
+                .await
+            {
+                Err(e) if e.is_stale() => continue,
+                other => return other.map(|_| ()),
+            }
+        }
+        Err(self.still_stale(css).await)
     }
 
     /// The visible text of the first element matching `css`.
     pub async fn text(&self, css: &str) -> Result<String, BrowserError> {
-        let id = self.find(css).await?;
-        self.element_text(css, &id).await
+        for _ in 0..STALE_TRIES {
+            let id = self.find(css).await?;
+            match self.element_text(css, &id).await {
+                Err(e) if e.is_stale() => continue,
+                other => return other,
+            }
+        }
+        Err(self.still_stale(css).await)
+    }
+
+    /// The error for an element the page kept replacing while it was read.
+    async fn still_stale(&self, css: &str) -> BrowserError {
+        BrowserError::NoElement {
+            selector: format!("{css} (replaced by the page on each of {STALE_TRIES} reads)"),
+            url: self
+                .url()
+                .await
+                .unwrap_or_else(|e| format!("(unknown: {e})")),
+        }
     }
 
     /// Empties the input matching `css` and types `text` into it.

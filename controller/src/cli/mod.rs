@@ -14,6 +14,7 @@ mod render;
 mod run;
 mod runs;
 mod step_exec;
+mod ui;
 mod webhook;
 
 use std::process::ExitCode;
@@ -50,6 +51,8 @@ enum Command {
     Graph(graph::Args),
     /// Run Flows and Runs on Kubernetes (the kubeconfig's cluster, or in-cluster).
     Controller(Box<controller::Args>),
+    /// Serve the run viewer: runs drawn live, steps and arrows explained, approvals answered as you.
+    Ui(ui::Args),
     /// Serve admission alone: check Flows, Runs and Approvals as the API server stores them.
     Webhook(webhook::Args),
     /// The kubectl plugin (`kubectl coxswain …` once linked as `kubectl-coxswain`):
@@ -78,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => graph::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Webhook(args) => webhook::run(args),
+        Command::Ui(args) => ui::run(args),
         Command::Kubectl(args) => plugin::run(args),
         Command::StepExec(args) => step_exec::run(args),
     }

@@ -1,0 +1,106 @@
+//! A script step's log: what its pods printed, read as the caller; once
+//! the pods are gone, the last lines each attempt's record kept.
+//!
+//! Pods are taken by their owners, not their labels: a pod counts only
+//! when a Job the Run controls controls it, so a pod someone labelled
+//! like a step's cannot put words in its log.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use coxswain_k8s::names::{RUN_NAME_LABEL, STEP_LABEL, controlled_by};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, LogParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::Shared;
+use crate::error::ApiError;
+use crate::runs::get_run;
+
+/// The container a script runs in.
+const STEP_CONTAINER: &str = "step";
+
+/// `GET …/runs/{name}/steps/{key}/log`: `{"pods": [{pod, text}], "attempts":
+/// [{number, text, cut}]}`.
+pub async fn log(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, name, key)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let client = shared.access.client(&headers)?;
+    let run = get_run(&client, &ns, &name).await?;
+    let uid = run.uid().unwrap_or_default();
+    let selector = format!("{RUN_NAME_LABEL}={name},{STEP_LABEL}={key}");
+    let params = ListParams::default().labels(&selector);
+    let (pods, note) = match from_pods(&client, &ns, &params, &uid).await {
+        Ok(pods) => (pods, None),
+        // Someone who may read the Run but not its Jobs or pods still
+        // reads what the record kept.
+        Err(ApiError::Kube { code: 403, message }) => (Vec::new(), Some(message)),
+        Err(e) => return Err(e),
+    };
+    let attempts: Vec<Value> = run
+        .status
+        .as_ref()
+        .and_then(|s| s.steps.get(&key))
+        .map(|record| {
+            record
+                .attempts
+                .iter()
+                .chain(record.parts.iter().flat_map(|p| p.attempts.iter()))
+                .filter_map(|a| {
+                    let log = a.log.as_ref()?;
+                    Some(json!({"number": a.number, "text": log.text, "cut": log.cut}))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Json(
+        json!({ "step": key, "pods": pods, "attempts": attempts, "note": note }),
+    ))
+}
+
+/// What the step's pods (those of Jobs the Run controls) printed, oldest first.
+async fn from_pods(
+    client: &kube::Client,
+    ns: &str,
+    params: &ListParams,
+    run_uid: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let ours: BTreeSet<String> = jobs
+        .list(params)
+        .await?
+        .items
+        .iter()
+        .filter(|j| controlled_by(*j, run_uid))
+        .filter_map(|j| j.uid())
+        .collect();
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut pods: Vec<Pod> = pods_api
+        .list(params)
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| ours.iter().any(|job| controlled_by(p, job)))
+        .collect();
+    pods.sort_by_key(|p| p.creation_timestamp().map(|t| t.0));
+    let mut out = Vec::new();
+    for pod in &pods {
+        let params = LogParams {
+            container: Some(STEP_CONTAINER.into()),
+            ..LogParams::default()
+        };
+        let text = match pods_api.logs(&pod.name_any(), &params).await {
+            Ok(text) => text,
+            Err(e) => format!("(the log cannot be read: {})", ApiError::from(e)),
+        };
+        out.push(json!({ "pod": pod.name_any(), "text": text }));
+    }
+    Ok(out)
+}

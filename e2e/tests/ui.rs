@@ -1,0 +1,539 @@
+//! The run viewer (`coxswain ui`) in a real headless Chromium against the
+//! e2e cluster, as people use it: open a run, click an arrow and read the
+//! value that moved along it, click a failed step and read its error and
+//! its log, answer an Approval as its approver (taken, stamped with their
+//! name) and as someone else (the webhook's refusal shown as it came).
+//! With `--auth kubeconfig` the viewer is the kubeconfig's user (here a
+//! kubeconfig impersonating each person); with `--auth token` each person
+//! signs in with a ServiceAccount token, and one who may not read the
+//! namespace sees nothing of it. Screenshots go to `target/ui-screenshots/`.
+
+mod admission;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use admission::{ALICE, Admission, BOUND, setup};
+use coxswain_e2e::{coxswain_bin, wait_for};
+use coxswain_test_support::browser::Browser;
+use serde_json::{Value, json};
+
+/// Longest wait for the page to show something.
+const SHOWN: Duration = Duration::from_secs(30);
+
+const PIPELINE: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: pipeline}
+spec:
+  steps:
+    - key: fetch
+      script:
+        source: |
+          echo '{"title": "Disk full on db-3", "id": 7}'
+    - key: draft
+      input: {title: $steps.fetch.output.title}
+      script:
+        source: |
+          echo "drafting from $(cat "$INPUTS/title")" >&2
+          echo '{"text": "A draft"}'
+    - key: check
+      script:
+        source: |
+          echo "checking: the disk is still full" >&2
+          exit 3
+    - key: report
+      script: {source: "echo '{}'"}
+"#;
+
+const REVIEW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: review}
+spec:
+  steps:
+    - key: draft
+      script: {source: "echo '{\"notes\": \"the release notes, v1\"}'"}
+    - key: review
+      approval:
+        show: [draft]
+        instructions: Check the notes before they go out.
+        decisions: [approve, changes]
+        approvers: {users: [bob]}
+"#;
+
+/// Reading Jobs, pods and their logs, for alice.
+const LOG_READER: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: log-reader}
+rules:
+  - {apiGroups: [batch], resources: [jobs], verbs: [get, list]}
+  - {apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-reads-logs}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: log-reader}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+"#;
+
+/// A `coxswain ui` process, killed when dropped.
+struct Ui {
+    child: Child,
+    url: String,
+}
+
+impl Ui {
+    /// Starts the viewer with `kubeconfig` and `--auth auth`, on a free
+    /// port, opening on `ns`; waits for the address it prints.
+    fn start(kubeconfig: &Path, auth: &str, ns: &str) -> Ui {
+        let mut child = Command::new(coxswain_bin().expect("the coxswain binary"))
+            .args(["ui", "--listen", "127.0.0.1:0", "--auth", auth, "-n", ns])
+            .env("KUBECONFIG", kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("coxswain ui starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let url = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(rest) = line.split_once("serving on ").map(|(_, r)| r) {
+                        break rest.trim().trim_end_matches('/').to_string();
+                    }
+                }
+                other => panic!("coxswain ui ended before serving: {other:?}"),
+            }
+        };
+        // Keep reading, so a chatty viewer never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Ui { child, url }
+    }
+
+    fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A copy of the test's kubeconfig that impersonates `user` (kubectl's
+/// `as`), so the viewer acts as that person with no token of their own.
+fn kubeconfig_as(s: &Admission, user: &str, dir: &Path) -> PathBuf {
+    let raw = s
+        .kubectl
+        .run(&["config", "view", "--raw", "--flatten", "-o", "json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut config: Value = serde_json::from_str(&raw).expect("kubeconfig JSON");
+    for entry in config["users"].as_array_mut().expect("users") {
+        entry["user"]["as"] = json!(user);
+    }
+    let path = dir.join(format!("kubeconfig-{user}"));
+    std::fs::write(&path, config.to_string()).expect("write kubeconfig");
+    path
+}
+
+fn screenshots() -> PathBuf {
+    let dir = coxswain_e2e::workspace_root().join("target/ui-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+async fn wait_phase(s: &Admission, run: &str, phase: &str) {
+    wait_for(&format!("run {run} {phase}"), BOUND, || async {
+        let got = s
+            .kubectl
+            .run(&[
+                "get",
+                "run",
+                run,
+                "-n",
+                s.ns(),
+                "-o",
+                "jsonpath={.status.phase}",
+            ])
+            .unwrap_or_default();
+        Ok((got == phase).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+}
+
+#[tokio::test]
+async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
+    let s = setup().await;
+    // Alice may read the step's pods and their logs, as a team's members
+    // usually may.
+    s.kubectl
+        .apply(s.ns(), LOG_READER)
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.apply_as(&ALICE, PIPELINE)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = s
+        .create_run_as(&ALICE, "pipeline", json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_phase(&s, &run, "Failed").await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ui = Ui::start(
+        &kubeconfig_as(&s, "alice", dir.path()),
+        "kubeconfig",
+        s.ns(),
+    );
+    let browser = Browser::start().await.expect("chromium");
+    browser
+        .goto(&ui.at(&format!("/namespaces/{}/runs/{run}", s.ns())))
+        .await
+        .expect("open the run");
+    browser
+        .wait_for(r#"[data-step="check"][data-status="failed"]"#, SHOWN)
+        .await
+        .expect("the graph");
+    assert_eq!(browser.text("[data-phase]").await.expect("phase"), "Failed");
+
+    // The arrow from fetch to draft: the title moved, whole, with its size.
+    browser
+        .click(r#"[data-arrow="fetch->draft"] .handle"#)
+        .await
+        .expect("click the arrow");
+    browser
+        .wait_for("[data-moved-value]", SHOWN)
+        .await
+        .expect("the arrow's panel");
+    let moved = browser
+        .text("[data-moved-value]")
+        .await
+        .expect("moved value");
+    assert_eq!(moved, r#""Disk full on db-3""#);
+    let panel = browser.text("#panel").await.expect("panel");
+    assert!(panel.contains("$steps.fetch.output.title"), "{panel}");
+    assert!(panel.contains("input.title"), "{panel}");
+    assert!(panel.contains("19 B"), "{panel}");
+    browser
+        .screenshot(&screenshots().join("run-arrow.png"))
+        .await
+        .expect("screenshot");
+
+    // The default input: the previous step's output.
+    browser
+        .click(r#"[data-arrow="draft->check"] .handle"#)
+        .await
+        .expect("click");
+    browser
+        .wait_for(
+            r#"#panel[data-arrow-panel="draft->check"] [data-arrow-state]"#,
+            SHOWN,
+        )
+        .await
+        .expect("panel");
+    let panel = browser.text("#panel").await.expect("panel");
+    assert!(
+        panel.contains("previous output"),
+        "the default input: {panel}"
+    );
+    assert!(panel.contains(r#""text": "A draft""#), "{panel}");
+
+    // An arrow nothing moved along says why.
+    browser
+        .click(r#"[data-arrow="check->report"] .handle"#)
+        .await
+        .expect("click");
+    browser
+        .wait_for(
+            r#"#panel[data-arrow-panel="check->report"] [data-why]"#,
+            SHOWN,
+        )
+        .await
+        .expect("panel");
+    let why = browser.text("[data-why]").await.expect("why");
+    assert_eq!(why, "Why nothing moved: `check` failed");
+
+    // The failed step: its error, and the log its script wrote.
+    browser
+        .click(r#"[data-step="check"]"#)
+        .await
+        .expect("click the step");
+    browser
+        .wait_for("[data-step-error]", SHOWN)
+        .await
+        .expect("the step's panel");
+    let error = browser.text("[data-step-error]").await.expect("error");
+    assert!(error.contains('3'), "the exit status in {error}");
+    browser
+        .wait_for("[data-log-text]", SHOWN)
+        .await
+        .expect("the log");
+    let log = browser.text("[data-log-text]").await.expect("log");
+    assert!(log.contains("checking: the disk is still full"), "{log}");
+    let source = browser.text("[data-log]").await.expect("log box");
+    assert!(
+        source.contains("pod pipeline-"),
+        "read from the pod: {source}"
+    );
+    browser
+        .screenshot(&screenshots().join("run-failed-step.png"))
+        .await
+        .expect("screenshot");
+}
+
+#[tokio::test]
+async fn an_approval_is_answered_by_its_approver_and_refused_to_anyone_else() {
+    let s = setup().await;
+    s.apply_as(&ALICE, REVIEW).unwrap_or_else(|e| panic!("{e}"));
+    let run = s
+        .create_run_as(&ALICE, "review", json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let approval = s.approval(&run, "review").await;
+    let name = approval["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let page = format!("/namespaces/{}/runs/{run}", s.ns());
+    let dir = tempfile::tempdir().expect("temp dir");
+
+    // Eve may read the run but may not decide: the webhook says so, and
+    // the page shows its words.
+    let eve = Ui::start(&kubeconfig_as(&s, "eve", dir.path()), "kubeconfig", s.ns());
+    let browser = Browser::start().await.expect("chromium");
+    browser.goto(&eve.at(&page)).await.expect("open the run");
+    let form = format!(r#"form[data-approval="{name}"]"#);
+    browser
+        .wait_for(&form, SHOWN)
+        .await
+        .expect("the approval form");
+    let shown = browser.text(&form).await.expect("form text");
+    assert!(
+        shown.contains("Check the notes before they go out."),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("the release notes, v1"),
+        "what it shows: {shown}"
+    );
+    assert!(shown.contains("users `bob`"), "who may decide: {shown}");
+    browser
+        .click(&format!(r#"{form} input[value="approve"]"#))
+        .await
+        .expect("pick");
+    browser
+        .click(&format!("{form} button[type=submit]"))
+        .await
+        .expect("submit");
+    browser
+        .wait_for("[data-refusal]", SHOWN)
+        .await
+        .expect("the refusal");
+    let refusal = browser.text("[data-refusal]").await.expect("refusal");
+    assert!(refusal.contains("admission webhook"), "{refusal}");
+    assert!(
+        refusal.contains("`eve` may not decide step `review`"),
+        "{refusal}"
+    );
+    drop(browser);
+
+    // Bob decides: the answer is his, and the run goes on.
+    let bob = Ui::start(&kubeconfig_as(&s, "bob", dir.path()), "kubeconfig", s.ns());
+    let browser = Browser::start().await.expect("chromium");
+    browser.goto(&bob.at(&page)).await.expect("open the run");
+    browser
+        .wait_for(&form, SHOWN)
+        .await
+        .expect("the approval form");
+    browser
+        .click(&format!(r#"{form} input[value="approve"]"#))
+        .await
+        .expect("pick");
+    browser
+        .fill(&format!("{form} textarea[name=feedback]"), "Ship it.")
+        .await
+        .expect("feedback");
+    browser
+        .screenshot(&screenshots().join("approval-form.png"))
+        .await
+        .expect("screenshot");
+    browser
+        .click(&format!("{form} button[type=submit]"))
+        .await
+        .expect("submit");
+    browser
+        .wait_for("[data-accepted]", SHOWN)
+        .await
+        .expect("accepted");
+    let said = browser.text("[data-accepted]").await.expect("accepted");
+    assert_eq!(said, "Answered as bob.");
+    let stored = s.get("approval", &name);
+    assert_eq!(stored["spec"]["decidedBy"]["username"], "bob", "{stored}");
+    assert_eq!(stored["spec"]["feedback"], "Ship it.", "{stored}");
+    wait_phase(&s, &run, "Succeeded").await;
+    // The live page follows the run to its end without a reload.
+    browser
+        .wait_for(r#"[data-phase="Succeeded"]"#, SHOWN)
+        .await
+        .expect("the page shows the run succeeded");
+}
+
+/// A ServiceAccount's token, from the TokenRequest API.
+fn token(s: &Admission, account: &str) -> String {
+    s.kubectl
+        .run(&["create", "token", account, "-n", s.ns()])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string()
+}
+
+#[tokio::test]
+async fn signed_in_with_a_token_a_person_sees_only_what_they_may_read() {
+    let s = setup().await;
+    let accounts = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: viewer}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: outsider}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: viewer-uses-coxswain}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: coxswain-user}}
+subjects:
+  - {{kind: ServiceAccount, name: viewer, namespace: {ns}}}
+"#,
+        ns = s.ns()
+    );
+    s.kubectl
+        .apply(s.ns(), &accounts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.apply_as(&ALICE, PIPELINE)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = s
+        .create_run_as(&ALICE, "pipeline", json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ui = Ui::start(s.kubectl.kubeconfig(), "token", s.ns());
+
+    // Without a token, the API answers 401 and uses no credentials of its own.
+    let http = reqwest::Client::new();
+    let runs = ui.at(&format!("/api/v1/namespaces/{}/runs", s.ns()));
+    let anonymous = http.get(&runs).send().await.expect("GET");
+    assert_eq!(anonymous.status().as_u16(), 401);
+
+    // The outsider signs in and sees the API server's refusal, no run.
+    let browser = Browser::start().await.expect("chromium");
+    let list = format!("/namespaces/{}/runs", s.ns());
+    browser.goto(&ui.at(&list)).await.expect("open");
+    browser
+        .wait_for("textarea#token", SHOWN)
+        .await
+        .expect("the sign-in page");
+    browser
+        .fill("textarea#token", &token(&s, "outsider"))
+        .await
+        .expect("token");
+    browser
+        .click("form[action='/sign-in'] button[type=submit]")
+        .await
+        .expect("sign in");
+    browser
+        .wait_for_text("[data-error]", "forbidden", SHOWN)
+        .await
+        .expect("a refusal");
+    let error = browser.text("[data-error]").await.expect("error");
+    assert!(error.contains("forbidden"), "{error}");
+    assert!(
+        error.contains(&format!("system:serviceaccount:{}:outsider", s.ns())),
+        "{error}"
+    );
+    let rows = browser
+        .eval("return document.querySelectorAll('[data-run]').length")
+        .await
+        .expect("rows");
+    assert_eq!(rows, json!(0));
+
+    // The viewer's token shows the run, live.
+    browser
+        .goto(&ui.at("/sign-in"))
+        .await
+        .expect("sign-in page");
+    browser
+        .wait_for("textarea#token", SHOWN)
+        .await
+        .expect("the sign-in page");
+    browser
+        .fill("textarea#token", &token(&s, "viewer"))
+        .await
+        .expect("token");
+    browser
+        .click("form[action='/sign-in'] button[type=submit]")
+        .await
+        .expect("sign in");
+    browser.goto(&ui.at(&list)).await.expect("open");
+    browser
+        .wait_for(&format!(r#"[data-run="{run}"]"#), SHOWN)
+        .await
+        .expect("the run listed");
+    browser
+        .wait_for(
+            &format!(r#"[data-run="{run}"] [data-phase="Failed"]"#),
+            BOUND,
+        )
+        .await
+        .expect("it fails, live");
+    assert_eq!(
+        browser.text("#whoami").await.expect("whoami"),
+        format!("system:serviceaccount:{}:viewer", s.ns())
+    );
+}
+
+#[tokio::test]
+async fn with_a_kubeconfig_it_answers_only_loopback_names_and_writes_with_its_header() {
+    let s = setup().await;
+    let ui = Ui::start(s.kubectl.kubeconfig(), "kubeconfig", s.ns());
+    let http = reqwest::Client::new();
+    let runs = ui.at(&format!("/api/v1/namespaces/{}/runs", s.ns()));
+    let ok = http.get(&runs).send().await.expect("GET");
+    assert_eq!(ok.status().as_u16(), 200);
+    // A page of another site that resolved its name to 127.0.0.1.
+    let rebound = http
+        .get(&runs)
+        .header("host", "attacker.example:8484")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(rebound.status().as_u16(), 421);
+    // A cross-site form posts without the viewer's header.
+    let answer = ui.at(&format!("/api/v1/namespaces/{}/approvals/x/answer", s.ns()));
+    let forged = http
+        .post(&answer)
+        .header("content-type", "application/json")
+        .body(r#"{"decision": "approve"}"#)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(forged.status().as_u16(), 403);
+    let missing = http
+        .post(&answer)
+        .header("content-type", "application/json")
+        .header("x-coxswain", "1")
+        .body(r#"{"decision": "approve"}"#)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(
+        missing.status().as_u16(),
+        404,
+        "past the guard, the approval is looked up"
+    );
+}

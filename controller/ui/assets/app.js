@@ -252,7 +252,7 @@ function drawRun(page, run) {
       el("dt", { text: "Phase" }), el("dd", { class: "phase phase-" + run.phase, "data-phase": run.phase, text: run.phase }),
       el("dt", { text: "Progress" }), el("dd", { text: (run.progress || "") + (run.currentStep ? " · at " + run.currentStep : "") }),
       el("dt", { text: "Started" }), el("dd", { text: run.startedAt || "not yet" }),
-      el("dt", { text: "Finished" }), el("dd", { text: run.finishedAt || "" }),
+      run.finishedAt ? [el("dt", { text: "Finished" }), el("dd", { text: run.finishedAt })] : null,
       run.rerunOf ? [el("dt", { text: "Rerun of" }), el("dd", {}, el("a", { href: "/namespaces/" + ns + "/runs/" + encodeURIComponent(run.rerunOf.run || run.rerunOf.name || ""), text: run.rerunOf.run || run.rerunOf.name || "" }))] : null),
     run.error ? el("p", { class: "error", role: "alert", "data-run-error": "", text: run.error.message || pretty(run.error) }) : null,
     run.output !== undefined && run.output !== null ? el("details", {}, el("summary", { text: "Output" }), el("pre", { text: pretty(run.output) })) : null,
@@ -278,7 +278,7 @@ function drawPicture(picture, page) {
 }
 
 function marker(id, color) {
-  return svg("marker", { id, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
+  return svg("marker", { id, viewBox: "0 0 10 10", refX: "9", refY: "5", markerUnits: "userSpaceOnUse", markerWidth: "11", markerHeight: "11", orient: "auto-start-reverse" },
     svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: color }));
 }
 

@@ -19,6 +19,7 @@
 //!    waiting steps. A controller killed before this phase does it after
 //!    its restart, from the record alone.
 
+pub mod answer;
 pub mod approvals;
 mod archive;
 pub mod events;

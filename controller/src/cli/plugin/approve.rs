@@ -40,36 +40,14 @@ pub async fn approve(cluster: &Cluster, answer: &Answer<'_>) -> Result<String, P
     }
     let run = cluster.run(answer.run).await?;
     let approval = open_approval(cluster, &run, answer.step).await?;
-    let mut fields = serde_json::Map::new();
-    if let Some(decision) = answer.decision {
-        fields.insert("decision".into(), json!(decision));
-    }
-    if let Some(feedback) = answer.feedback {
-        fields.insert("feedback".into(), json!(feedback));
-    }
-    if let Some(response) = response {
-        fields.insert("response".into(), response);
-    }
     let name = approval.name_any();
-    let patch = if approval.spec.required_approvals() > 1 {
-        // Each person adds an entry at the end of `answers`: the list as
-        // read plus this one, written only over the version read.
-        let mut answers = serde_json::to_value(approval.spec.answers.clone().unwrap_or_default())
-            .unwrap_or_else(|_| json!([]));
-        if let Some(list) = answers.as_array_mut() {
-            list.push(Value::Object(fields));
-        }
-        json!({
-            "metadata": {"resourceVersion": approval.resource_version()},
-            "spec": {"answers": answers},
-        })
-    } else {
-        json!({"spec": fields})
+    let given = coxswain_k8s::run::answer::Answer {
+        decision: answer.decision.map(str::to_string),
+        feedback: answer.feedback.map(str::to_string),
+        response,
     };
-    let written = cluster
-        .api::<Approval>()
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    let written =
+        coxswain_k8s::run::answer::write(&cluster.api::<Approval>(), &approval, &given).await?;
     let answered = format!(
         "approval.coxswain.dev/{name} answered (run {}, step {})",
         answer.run, approval.spec.step

@@ -162,7 +162,9 @@ fn archived_record(
     Ok((status, path))
 }
 
-fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
+/// A run's record read from `path` (`-`: stdin): what `coxswain run
+/// --output json` printed, or a whole Run object. Shared with `coxswain ui`.
+pub(super) fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
     let text = if path.as_os_str() == "-" {
         super::read::read_stdin("record")
     } else {
@@ -176,8 +178,9 @@ fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
     status_of(value, path)
 }
 
-/// A record, or a whole Run object's status, read as a run's record.
-fn status_of(value: Value, path: PathBuf) -> Result<RunStatus, CliError> {
+/// A record, or a whole Run object's status, read as a run's record
+/// (shared with `coxswain run --from`).
+pub(super) fn status_of(value: Value, path: PathBuf) -> Result<RunStatus, CliError> {
     let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
         match value.get("status") {
             Some(status) => status.clone(),

@@ -432,19 +432,7 @@ fn rerun_seed(args: &Args, flow: &CompiledFlow) -> Result<Option<RunStatus>, Cli
 
 /// A record, or a whole Run object's status, read as the old run's record.
 fn old_status(value: Value, path: &std::path::Path) -> Result<RunStatus, CliError> {
-    let path = path.to_path_buf();
-    let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
-        match value.get("status") {
-            Some(status) => status.clone(),
-            None => return Err(CliError::RecordNoStatus { path }),
-        }
-    } else {
-        value
-    };
-    if status.get("phase").is_none() {
-        return Err(CliError::RecordNoPhase { path });
-    }
-    serde_json::from_value(status).map_err(|source| CliError::RecordShape { path, source })
+    super::graph::status_of(value, path.to_path_buf())
 }
 
 fn uses_records(spec: &coxswain_core::api::FlowSpec) -> bool {

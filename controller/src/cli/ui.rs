@@ -1,10 +1,14 @@
 //! `coxswain ui`: the run viewer, acting as you (your kubeconfig) on a
-//! laptop, or as whoever signs in with a token on a cluster.
+//! laptop, or as whoever signs in with a token on a cluster; or, with
+//! `--flow`/`--record`, showing runs made on this machine (no cluster).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use coxswain_ui::{Access, Settings};
+
+mod local;
 
 /// Options of `coxswain ui`.
 #[derive(clap::Args, Debug)]
@@ -26,6 +30,18 @@ pub struct Args {
     /// The namespace pages open on (default: the kubeconfig context's).
     #[arg(long, short = 'n')]
     namespace: Option<String>,
+    /// Local mode (no cluster): a flow file whose flows draw the local
+    /// runs (each run with the flow of the digest it ran). Repeat it.
+    #[arg(long, value_name = "FILE")]
+    flow: Vec<PathBuf>,
+    /// Local mode: a run's record file (what `coxswain run --output json`
+    /// printed, or a whole Run object), shown in namespace `local` along
+    /// with the runs of the records file. Repeat it.
+    #[arg(long, value_name = "REC.json")]
+    record: Vec<PathBuf>,
+    /// In local mode, the records file whose archived runs are shown too.
+    #[command(flatten)]
+    records: super::records::Place,
 }
 
 /// `--auth`.
@@ -43,6 +59,9 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), String> {
+    if !args.flow.is_empty() || !args.record.is_empty() {
+        return serve_local(args).await;
+    }
     let (access, namespace) = match args.auth {
         Auth::Kubeconfig => Access::kubeconfig().await,
         Auth::Token => Access::token().await,
@@ -58,10 +77,35 @@ async fn serve(args: Args) -> Result<(), String> {
         listen: args.listen,
         access,
         namespace: args.namespace.unwrap_or(namespace),
+        local: None,
     };
+    listen(settings).await
+}
+
+/// Local mode: the runs of `--record` files and of the records file, drawn
+/// with the `--flow` files' flows, on loopback only.
+async fn serve_local(args: Args) -> Result<(), String> {
+    if !args.listen.ip().is_loopback() {
+        return Err(format!(
+            "--listen {} is not a loopback address: local mode shows your records to whoever reaches it",
+            args.listen
+        ));
+    }
+    let shown = local::load(&args.flow, &args.record, &args.records).await?;
+    let settings = Settings {
+        listen: args.listen,
+        access: Access::Local,
+        namespace: coxswain_ui::LOCAL_NAMESPACE.into(),
+        local: Some(shown),
+    };
+    listen(settings).await
+}
+
+async fn listen(settings: Settings) -> Result<(), String> {
+    let addr = settings.listen;
     coxswain_ui::serve(settings, |addr| {
         eprintln!("coxswain ui: serving on http://{addr}/");
     })
     .await
-    .map_err(|e| format!("cannot serve on {}: {e}", args.listen))
+    .map_err(|e| format!("cannot serve on {addr}: {e}"))
 }

@@ -42,6 +42,8 @@ pub enum Access {
     /// Each request's bearer token, on the cluster `base` points at (its
     /// own credentials are never used).
     Token(Box<Config>),
+    /// No cluster at all: local mode shows runs made on this machine.
+    Local,
 }
 
 /// Why the viewer cannot start with the access asked for.
@@ -90,6 +92,10 @@ impl Access {
                 };
                 Client::try_from(config).map_err(|e| ApiError::Internal(e.to_string()))
             }
+            Access::Local => Err(ApiError::BadRequest(
+                "this viewer shows local runs (coxswain ui --flow/--record) and reaches no cluster"
+                    .into(),
+            )),
         }
     }
 }
@@ -119,10 +125,12 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 /// [`WRITE_HEADER`] (the sign-in form excepted: it carries no credentials
 /// but the one it sets).
 pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if matches!(shared.access, Access::Kubeconfig(_)) && !loopback_host(request.headers()) {
+    if matches!(shared.access, Access::Kubeconfig(_) | Access::Local)
+        && !loopback_host(request.headers())
+    {
         return (
             StatusCode::MISDIRECTED_REQUEST,
-            "coxswain ui acts with your kubeconfig and answers only for localhost or 127.0.0.1",
+            "coxswain ui acts with your kubeconfig (or shows your local runs) and answers only for localhost or 127.0.0.1",
         )
             .into_response();
     }
@@ -208,12 +216,22 @@ pub async fn whoami(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    if matches!(shared.access, Access::Local) {
+        let name = std::env::var("USER").unwrap_or_else(|_| "you".into());
+        return Ok(Json(json!({
+            "username": format!("{name} (local runs)"),
+            "groups": [],
+            "namespace": crate::local::NAMESPACE,
+            "auth": "local",
+        })));
+    }
     let client = shared.access.client(&headers)?;
     let mut user = review(client).await?;
     user["namespace"] = json!(shared.namespace);
     user["auth"] = json!(match shared.access {
         Access::Kubeconfig(_) => "kubeconfig",
         Access::Token(_) => "token",
+        Access::Local => "local",
     });
     Ok(Json(user))
 }

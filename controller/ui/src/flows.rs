@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use coxswain_core::api::Flow;
+use coxswain_core::api::{Flow, FlowSpec};
 use coxswain_core::flow::validate;
 use coxswain_core::view;
 use kube::api::ListParams;
@@ -22,23 +22,29 @@ pub async fn list(
     Path(ns): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(local) = &shared.local {
+        return local.flows(&ns).map(Json);
+    }
     let client = shared.access.client(&headers)?;
     let api: Api<Flow> = Api::namespaced(client, &ns);
     let mut flows = api.list(&ListParams::default()).await?.items;
     flows.sort_by_key(|f| f.name_any());
     let rows: Vec<Value> = flows
         .iter()
-        .map(|flow| {
-            let problems = validate(&flow.spec);
-            json!({
-                "name": flow.name_any(),
-                "steps": flow.spec.steps.len(),
-                "valid": problems.is_empty(),
-                "problems": problems,
-            })
-        })
+        .map(|flow| flow_row(&flow.name_any(), &flow.spec))
         .collect();
     Ok(Json(json!({ "namespace": ns, "flows": rows })))
+}
+
+/// A flow as the Flows page lists it.
+pub fn flow_row(name: &str, spec: &FlowSpec) -> Value {
+    let problems = validate(spec);
+    json!({
+        "name": name,
+        "steps": spec.steps.len(),
+        "valid": problems.is_empty(),
+        "problems": problems,
+    })
 }
 
 /// `GET /api/v1/namespaces/{ns}/flows/{name}`: its problems and its picture.
@@ -47,18 +53,26 @@ pub async fn one(
     Path((ns, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(local) = &shared.local {
+        return local.flow(&ns, &name).map(Json);
+    }
     let client = shared.access.client(&headers)?;
     let api: Api<Flow> = Api::namespaced(client, &ns);
     let flow = api.get_opt(&name).await?.ok_or_else(|| {
         ApiError::NotFound(format!("flow {name} does not exist in namespace {ns}"))
     })?;
-    let problems = validate(&flow.spec);
-    Ok(Json(json!({
+    Ok(Json(flow_page(&name, &ns, &flow.spec)))
+}
+
+/// A flow's page: its problems and its picture with nothing run yet.
+pub fn flow_page(name: &str, ns: &str, spec: &FlowSpec) -> Value {
+    let problems = validate(spec);
+    json!({
         "name": name,
         "namespace": ns,
         "valid": problems.is_empty(),
         "problems": problems,
-        "digest": coxswain_core::flow::flow_digest(&flow.spec),
-        "picture": view::picture(&flow.spec.steps, None),
-    })))
+        "digest": coxswain_core::flow::flow_digest(spec),
+        "picture": view::picture(&spec.steps, None),
+    })
 }

@@ -16,6 +16,7 @@ mod approvals;
 mod error;
 mod flows;
 mod live;
+mod local;
 mod logs;
 mod pages;
 mod runs;
@@ -28,6 +29,7 @@ use axum::routing::{get, post};
 
 pub use access::{Access, AccessError};
 pub use error::ApiError;
+pub use local::{Local, LocalFlow, NAMESPACE as LOCAL_NAMESPACE};
 
 /// Where the viewer listens and whose credentials it uses.
 pub struct Settings {
@@ -37,6 +39,9 @@ pub struct Settings {
     pub access: Access,
     /// The namespace pages open on (the kubeconfig context's, or `default`).
     pub namespace: String,
+    /// Local mode: the runs and flows shown instead of a cluster's (with
+    /// [`Access::Local`]).
+    pub local: Option<Local>,
 }
 
 /// What every handler shares: how to reach the API server as the caller.
@@ -44,6 +49,8 @@ struct Shared {
     access: Access,
     namespace: String,
     flows: coxswain_k8s::run::pin::FlowCache,
+    /// Local mode: each handler answers from here instead of the cluster.
+    local: Option<Local>,
 }
 
 /// Serves the viewer until the process is stopped; `ready` gets the bound
@@ -58,6 +65,7 @@ pub async fn serve(
         access: settings.access,
         namespace: settings.namespace,
         flows: Default::default(),
+        local: settings.local,
     });
     axum::serve(listener, router(shared)).await
 }
@@ -76,7 +84,11 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/namespaces/{ns}/runs/{name}/values", get(runs::value))
         .route(
             "/namespaces/{ns}/approvals/{name}/answer",
-            post(approvals::answer),
+            if shared.local.is_some() {
+                post(local::answer)
+            } else {
+                post(approvals::answer)
+            },
         )
         .route("/namespaces/{ns}/flows", get(flows::list))
         .route("/namespaces/{ns}/flows/{name}", get(flows::one));

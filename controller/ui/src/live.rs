@@ -77,6 +77,14 @@ pub fn run(
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
-fn json_event(name: &str, data: &serde_json::Value) -> Event {
+/// `events`, then nothing but keep-alives: a local viewer's stream, whose
+/// files are read once at start and not watched.
+pub fn once(events: Vec<Event>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let events = stream::iter(events.into_iter().map(Ok)).chain(stream::pending());
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// An event named `name` carrying `data`.
+pub fn json_event(name: &str, data: &serde_json::Value) -> Event {
     Event::default().event(name).data(data.to_string())
 }

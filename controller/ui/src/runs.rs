@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use coxswain_core::api::{Flow, Run, RunStatus};
+use coxswain_core::api::{Flow, Run, RunStatus, Step};
 use coxswain_core::engine::CompiledFlow;
 use coxswain_core::view::{self, Picture};
 use coxswain_k8s::offload::{OffloadSettings, Offloader};
@@ -72,6 +72,9 @@ pub async fn list(
     Query(query): Query<WatchQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    if let Some(local) = &shared.local {
+        return local.list(&ns, query.watch);
+    }
     let client = shared.access.client(&headers)?;
     let api: Api<Run> = Api::namespaced(client, &ns);
     if query.watch {
@@ -81,16 +84,21 @@ pub async fn list(
         return Ok(crate::live::runs(api).into_response());
     }
     let runs = api.list(&ListParams::default()).await?;
-    let mut rows: Vec<RunRow> = runs.items.iter().map(RunRow::of).collect();
+    Ok(Json(json!({ "namespace": ns, "runs": rows_of(&runs.items) })).into_response())
+}
+
+/// The rows of `runs`, newest first.
+pub fn rows_of(runs: &[Run]) -> Vec<RunRow> {
+    let mut rows: Vec<RunRow> = runs.iter().map(RunRow::of).collect();
     rows.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
-    Ok(Json(json!({ "namespace": ns, "runs": rows })).into_response())
+    rows
 }
 
 /// `?watch=true`.
 #[derive(Deserialize, Default)]
 pub struct WatchQuery {
     #[serde(default)]
-    watch: bool,
+    pub watch: bool,
 }
 
 /// One run as its page shows it.
@@ -122,6 +130,9 @@ pub async fn one(
     Query(query): Query<WatchQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    if let Some(local) = &shared.local {
+        return local.one(&ns, &name, query.watch);
+    }
     let client = shared.access.client(&headers)?;
     if query.watch {
         get_run(&client, &ns, &name).await?;
@@ -139,21 +150,36 @@ pub async fn page(shared: &Shared, client: &Client, run: &Run) -> Result<RunPage
         Err(ApiError::Conflict(why)) => (None, Some(why)),
         Err(e) => return Err(e),
     };
-    Ok(RunPage {
-        row: RunRow::of(run),
-        namespace: run.namespace().unwrap_or_default(),
-        uid: run.uid().unwrap_or_default(),
-        error: status
-            .and_then(|s| s.error.as_ref())
-            .and_then(|e| serde_json::to_value(e).ok()),
-        output: status.and_then(|s| s.output.clone()),
-        rerun_of: status
-            .and_then(|s| serde_json::to_value(s).ok())
-            .and_then(|s| s.get("rerunOf").cloned()),
-        flow_problem,
-        picture,
-        approvals: approvals::open(client, run).await?,
-    })
+    let approvals = approvals::open(client, run).await?;
+    Ok(RunPage::new(run, picture, flow_problem, approvals))
+}
+
+impl RunPage {
+    /// The page of `run` drawn as `picture` (or not, for `flow_problem`),
+    /// with the Approvals it waits on.
+    pub fn new(
+        run: &Run,
+        picture: Option<Picture>,
+        flow_problem: Option<String>,
+        approvals: Vec<OpenApproval>,
+    ) -> Self {
+        let status = run.status.as_ref();
+        RunPage {
+            row: RunRow::of(run),
+            namespace: run.namespace().unwrap_or_default(),
+            uid: run.uid().unwrap_or_default(),
+            error: status
+                .and_then(|s| s.error.as_ref())
+                .and_then(|e| serde_json::to_value(e).ok()),
+            output: status.and_then(|s| s.output.clone()),
+            rerun_of: status
+                .and_then(|s| serde_json::to_value(s).ok())
+                .and_then(|s| s.get("rerunOf").cloned()),
+            flow_problem,
+            picture,
+            approvals,
+        }
+    }
 }
 
 /// The Run `name`, or 404 saying where it was looked for.
@@ -230,35 +256,44 @@ pub async fn step(
     Path((ns, name, key)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(local) = &shared.local {
+        let (run, steps) = local.run_and_steps(&ns, &name)?;
+        return step_detail(run, steps, &key).map(Json);
+    }
     let client = shared.access.client(&headers)?;
     let run = get_run(&client, &ns, &name).await?;
     let flow = flow_of(&shared, &client, &run).await?;
-    let spec = flow.spec();
-    let graph = coxswain_core::flow::FlowGraph::new(&spec.steps);
+    step_detail(&run, &flow.spec().steps, &key).map(Json)
+}
+
+/// A step as written and all it did in `run`, drawn with `steps`.
+pub fn step_detail(run: &Run, steps: &[Step], key: &str) -> Result<Value, ApiError> {
+    let name = run.name_any();
+    let graph = coxswain_core::flow::FlowGraph::new(steps);
     let node = graph
-        .find(&key)
+        .find(key)
         .map(|n| &graph.nodes[n])
         .ok_or_else(|| ApiError::NotFound(format!("run {name}'s flow has no step `{key}`")))?;
-    let record = run.status.as_ref().and_then(|s| s.steps.get(&key));
+    let record = run.status.as_ref().and_then(|s| s.steps.get(key));
     let into: Vec<_> = run
         .status
         .as_ref()
         .map(|status| {
-            view::picture(&spec.steps, Some(status))
+            view::picture(steps, Some(status))
                 .arrows
                 .into_iter()
                 .filter(|a| a.to == key)
                 .collect()
         })
         .unwrap_or_default();
-    Ok(Json(json!({
+    Ok(json!({
         "key": key,
         "kind": node.step.kind().map_or("step", |k| k.name()),
         "location": node.location,
         "step": node.step,
         "record": record,
         "arrowsIn": into,
-    })))
+    }))
 }
 
 /// `GET …/runs/{name}/arrows/{id}`: the arrow with each value that moved
@@ -268,13 +303,23 @@ pub async fn arrow(
     Path((ns, name, id)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(local) = &shared.local {
+        let (run, steps) = local.run_and_steps(&ns, &name)?;
+        let record = run.status.clone().unwrap_or_default();
+        return arrow_line(&name, steps, &record, &id).map(Json);
+    }
     let client = shared.access.client(&headers)?;
     let run = get_run(&client, &ns, &name).await?;
     let flow = flow_of(&shared, &client, &run).await?;
     let record = whole_record(&client, &run).await?;
-    let line = view::arrow_in_full(&flow.spec().steps, &record, &id)
+    arrow_line(&name, &flow.spec().steps, &record, &id).map(Json)
+}
+
+/// The arrow `id` of run `name` with each value that moved along it whole.
+fn arrow_line(name: &str, steps: &[Step], record: &RunStatus, id: &str) -> Result<Value, ApiError> {
+    let line = view::arrow_in_full(steps, record, id)
         .ok_or_else(|| ApiError::NotFound(format!("run {name} has no arrow `{id}`")))?;
-    Ok(Json(json!(line)))
+    Ok(json!(line))
 }
 
 /// `?path=/steps/KEY/output`.
@@ -291,9 +336,15 @@ pub async fn value(
     Query(query): Query<ValueQuery>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let client = shared.access.client(&headers)?;
-    let run = get_run(&client, &ns, &name).await?;
-    let record = whole_record(&client, &run).await?;
+    let record = match &shared.local {
+        // A local run's record is whole: nothing was moved out of it.
+        Some(local) => local.run(&ns, &name)?.status.clone().unwrap_or_default(),
+        None => {
+            let client = shared.access.client(&headers)?;
+            let run = get_run(&client, &ns, &name).await?;
+            whole_record(&client, &run).await?
+        }
+    };
     let whole = serde_json::to_value(&record).map_err(|e| ApiError::Internal(e.to_string()))?;
     let found = whole.pointer(&query.path).cloned().ok_or_else(|| {
         ApiError::NotFound(format!("run {name}'s record has nothing at {}", query.path))

@@ -318,3 +318,21 @@ async fn an_arrow_shows_what_moved_in_the_browser() {
     assert_eq!(moved, json!({"count": 1}));
     browser.close().await.expect("close");
 }
+
+#[test]
+fn a_file_that_is_no_record_stops_the_start_saying_which() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{}").expect("write");
+    let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
+        .args(["ui", "--listen", "127.0.0.1:0", "--record"])
+        .arg(&bad)
+        .output()
+        .expect("coxswain ui");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&bad.display().to_string()) && err.contains("no `phase`"),
+        "{err}"
+    );
+}

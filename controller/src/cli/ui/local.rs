@@ -72,7 +72,13 @@ async fn archived(place: &Place) -> Result<Vec<Run>, String> {
         Ok(path) if path.exists() => path,
         // Without a records file (or a place for one) there is nothing
         // archived; --record files are shown all the same.
-        _ => return Ok(Vec::new()),
+        Ok(path) => {
+            if place.path.is_some() {
+                eprintln!("note: there is no records file at {}", path.display());
+            }
+            return Ok(Vec::new());
+        }
+        Err(_) => return Ok(Vec::new()),
     };
     let store = Store::open_sqlite(&path)
         .await

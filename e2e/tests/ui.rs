@@ -537,3 +537,60 @@ async fn with_a_kubeconfig_it_answers_only_loopback_names_and_writes_with_its_he
         "past the guard, the approval is looked up"
     );
 }
+
+#[tokio::test]
+async fn a_run_of_a_thousand_steps_is_drawn_whole_and_answers_a_click() {
+    let s = setup().await;
+    let mut flow = String::from(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: big}\nspec:\n  steps:\n    - key: gate\n      approval: {decisions: [go], allowSelfApproval: true}\n",
+    );
+    for i in 1..1000 {
+        flow.push_str(&format!(
+            "    - {{key: s{i}, condition: {{when: \"true\"}}}}\n"
+        ));
+    }
+    s.apply_as(&ALICE, &flow).unwrap_or_else(|e| panic!("{e}"));
+    let run = s
+        .create_run_as(&ALICE, "big", json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_phase(&s, &run, "Waiting").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ui = Ui::start(
+        &kubeconfig_as(&s, "alice", dir.path()),
+        "kubeconfig",
+        s.ns(),
+    );
+    let browser = Browser::start().await.expect("chromium");
+    browser
+        .goto(&ui.at(&format!("/namespaces/{}/runs/{run}", s.ns())))
+        .await
+        .expect("open the run");
+    browser
+        .wait_for(r#"[data-step="s999"][data-status="pending"]"#, SHOWN)
+        .await
+        .expect("the last step drawn");
+    let drawn = browser
+        .eval("return document.querySelectorAll('[data-step]').length")
+        .await
+        .expect("count");
+    assert_eq!(drawn, json!(1000));
+    browser
+        .click(r#"[data-step="s999"]"#)
+        .await
+        .expect("click the last step");
+    browser
+        .wait_for(
+            r#"#panel[data-step-panel="s999"] [data-step-status="pending"]"#,
+            SHOWN,
+        )
+        .await
+        .expect("its panel");
+    browser
+        .click(r#"[data-arrow="gate->s1"] .handle"#)
+        .await
+        .expect("click an arrow");
+    browser
+        .wait_for_text("[data-why]", "not reached yet", SHOWN)
+        .await
+        .expect("why nothing moved");
+}

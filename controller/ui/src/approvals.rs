@@ -13,8 +13,9 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use coxswain_core::api::{Approval, ApprovalState, Run};
 use coxswain_core::flow::describe_approvers;
+use coxswain_k8s::run::answer;
 use coxswain_k8s::run::approvals::not_ours;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -117,7 +118,12 @@ pub async fn answer(
     headers: HeaderMap,
     Json(answer): Json<Answer>,
 ) -> Result<Json<Value>, ApiError> {
-    if answer.decision.is_none() && answer.response.is_none() {
+    let given = answer::Answer {
+        decision: answer.decision,
+        feedback: answer.feedback,
+        response: answer.response,
+    };
+    if given.is_empty() {
         return Err(ApiError::BadRequest(
             "an answer needs a decision, or a response for an entry".into(),
         ));
@@ -127,34 +133,7 @@ pub async fn answer(
     let approval = api.get_opt(&name).await?.ok_or_else(|| {
         ApiError::NotFound(format!("approval {name} does not exist in namespace {ns}"))
     })?;
-    let mut given = serde_json::Map::new();
-    for (key, value) in [
-        ("decision", answer.decision.map(Value::from)),
-        (
-            "feedback",
-            answer.feedback.filter(|f| !f.is_empty()).map(Value::from),
-        ),
-        ("response", answer.response),
-    ] {
-        if let Some(value) = value {
-            given.insert(key.into(), value);
-        }
-    }
-    let written = if approval.spec.approvals.unwrap_or(1) > 1 {
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "add", "path": "/spec/answers/-", "value": given}
-        ]))
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-        api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
-            .await?
-    } else {
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": given })),
-        )
-        .await?
-    };
+    let written = answer::write(&api, &approval, &given).await?;
     Ok(Json(json!({
         "name": written.name_any(),
         "decidedBy": written.spec.decided_by,

@@ -29,6 +29,10 @@ kind: Flow
 metadata: {name: pipeline}
 spec:
   steps:
+    - key: bulk
+      script:
+        source: |
+          printf '{"lines": "'; head -c 20000 /dev/zero | tr '\0' a; printf '"}'
     - key: fetch
       script:
         source: |
@@ -64,14 +68,14 @@ spec:
         approvers: {users: [bob]}
 "#;
 
-/// Reading Jobs, pods and their logs, for alice.
+/// Reading Jobs, pods, their logs and ConfigMaps (where large values go), for alice.
 const LOG_READER: &str = r#"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: log-reader}
 rules:
   - {apiGroups: [batch], resources: [jobs], verbs: [get, list]}
-  - {apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}
+  - {apiGroups: [""], resources: [pods, pods/log, configmaps], verbs: [get, list]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -281,6 +285,29 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
         source.contains("pod pipeline-"),
         "read from the pod: {source}"
     );
+
+    // A value too large for the status is a preview until asked for.
+    browser
+        .click(r#"[data-step="bulk"]"#)
+        .await
+        .expect("click the step");
+    let button = r#"[data-fetch-value="/steps/bulk/output"]"#;
+    browser.wait_for(button, SHOWN).await.expect("a preview");
+    let preview = browser
+        .text(r#"[data-value="/steps/bulk/output"]"#)
+        .await
+        .expect("preview");
+    assert!(preview.contains("moved out of the status"), "{preview}");
+    browser.click(button).await.expect("fetch it");
+    browser
+        .wait_for_text(r#"[data-value="/steps/bulk/output"]"#, "aaaaaaaa", SHOWN)
+        .await
+        .expect("the whole value");
+    let whole = browser
+        .eval(r#"return document.querySelector('[data-value="/steps/bulk/output"]').textContent.length"#)
+        .await
+        .expect("length");
+    assert!(whole.as_u64().unwrap_or(0) > 20000, "{whole}");
     browser
         .screenshot(&screenshots().join("run-failed-step.png"))
         .await

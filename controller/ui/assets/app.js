@@ -360,6 +360,7 @@ async function openArrow(page, a) {
     el("h2", { text: "Arrow " + a.from + (a.exit ? "." + a.exit : "") + " → " + a.to + kind }),
     el("p", { "data-arrow-state": full.state, text: what }),
     full.why ? el("p", { "data-why": "", text: "Why nothing moved: " + full.why }) : null,
+    full.unread ? el("p", { class: "quiet", text: "Values moved out of the status are shown as their previews: " + full.unread }) : null,
     full.state === "taken" && a.kind === "flow" && moved.length === 0 ? el("p", { "data-why": "", text: "Nothing moved: control only (the step reads nothing of " + a.from + ")." }) : null,
     moved.length ? el("h3", { text: "What moved" }) : null,
     ...moved.map((m) => el("div", { class: "moved", "data-moved": m.reference },

@@ -286,6 +286,11 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
         "read from the pod: {source}"
     );
 
+    browser
+        .screenshot(&screenshots().join("run-failed-step.png"))
+        .await
+        .expect("screenshot");
+
     // A value too large for the status is a preview until asked for.
     browser
         .click(r#"[data-step="bulk"]"#)
@@ -308,10 +313,6 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
         .await
         .expect("length");
     assert!(whole.as_u64().unwrap_or(0) > 20000, "{whole}");
-    browser
-        .screenshot(&screenshots().join("run-failed-step.png"))
-        .await
-        .expect("screenshot");
 }
 
 #[tokio::test]

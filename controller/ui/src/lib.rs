@@ -48,7 +48,6 @@ pub struct Settings {
 struct Shared {
     access: Access,
     namespace: String,
-    flows: coxswain_k8s::run::pin::FlowCache,
     /// Local mode: each handler answers from here instead of the cluster.
     local: Option<Local>,
 }
@@ -64,7 +63,6 @@ pub async fn serve(
     let shared = Arc::new(Shared {
         access: settings.access,
         namespace: settings.namespace,
-        flows: Default::default(),
         local: settings.local,
     });
     axum::serve(listener, router(shared)).await

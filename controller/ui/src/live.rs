@@ -3,7 +3,6 @@
 //! each change is sent as the page would fetch it.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use coxswain_core::api::{Approval, Run};
@@ -13,7 +12,6 @@ use kube::runtime::watcher::{self, Event as Watched};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use crate::Shared;
 use crate::runs::{RunRow, get_run, page};
 
 /// Each change to a namespace's runs: `run` with the run's row, `deleted`
@@ -39,7 +37,6 @@ pub fn runs(api: Api<Run>) -> Sse<impl Stream<Item = Result<Event, Infallible>>>
 /// The run's page, sent again each time the Run or one of its Approvals
 /// changes.
 pub fn run(
-    shared: Arc<Shared>,
     client: Client,
     ns: String,
     name: String,
@@ -60,12 +57,12 @@ pub fn run(
             .filter_map(|e| async move { e.ok().map(Ok) }),
     );
     let events = changes.then(move |change| {
-        let (shared, client, ns, name) = (shared.clone(), client.clone(), ns.clone(), name.clone());
+        let (client, ns, name) = (client.clone(), ns.clone(), name.clone());
         async move {
             Ok(match change {
                 Err(e) => json_event("failure", &json!({"error": e})),
                 Ok(()) => match get_run(&client, &ns, &name).await {
-                    Ok(run) => match page(&shared, &client, &run).await {
+                    Ok(run) => match page(&client, &run).await {
                         Ok(page) => json_event("run", &json!(page)),
                         Err(e) => json_event("failure", &json!({"error": e.to_string()})),
                     },

@@ -11,7 +11,7 @@ use coxswain_core::api::{Flow, Run, RunStatus, Step};
 use coxswain_core::engine::CompiledFlow;
 use coxswain_core::view::{self, Picture};
 use coxswain_k8s::offload::{OffloadSettings, Offloader};
-use coxswain_k8s::run::pin::{Pinned, pinned_flow};
+use coxswain_k8s::run::pin::{FlowCache, Pinned, pinned_flow};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::{Deserialize, Serialize};
@@ -136,16 +136,16 @@ pub async fn one(
     let client = shared.access.client(&headers)?;
     if query.watch {
         get_run(&client, &ns, &name).await?;
-        return Ok(crate::live::run(shared, client, ns, name).into_response());
+        return Ok(crate::live::run(client, ns, name).into_response());
     }
     let run = get_run(&client, &ns, &name).await?;
-    Ok(Json(page(&shared, &client, &run).await?).into_response())
+    Ok(Json(page(&client, &run).await?).into_response())
 }
 
 /// The page of `run`, as `one` serves it and the live stream sends it.
-pub async fn page(shared: &Shared, client: &Client, run: &Run) -> Result<RunPage, ApiError> {
+pub async fn page(client: &Client, run: &Run) -> Result<RunPage, ApiError> {
     let status = run.status.as_ref();
-    let (picture, flow_problem) = match flow_of(shared, client, run).await {
+    let (picture, flow_problem) = match flow_of(client, run).await {
         Ok(flow) => (Some(view::picture(&flow.spec().steps, status)), None),
         Err(ApiError::Conflict(why)) => (None, Some(why)),
         Err(e) => return Err(e),
@@ -193,14 +193,14 @@ pub async fn get_run(client: &Client, ns: &str, name: &str) -> Result<Run, ApiEr
 /// The flow `run` goes on with: the snapshot its record pinned (checked
 /// against the pinned digest), else, before it started, the Flow it names.
 /// `Conflict` says why neither can be drawn.
-pub async fn flow_of(
-    shared: &Shared,
-    client: &Client,
-    run: &Run,
-) -> Result<Arc<CompiledFlow>, ApiError> {
+///
+/// Read anew with the caller's credentials each time, never from a cache
+/// shared between callers: whoever reads a flow must be let read it.
+pub async fn flow_of(client: &Client, run: &Run) -> Result<Arc<CompiledFlow>, ApiError> {
     let digest = run.status.as_ref().and_then(|s| s.flow_digest.clone());
+    let unshared = FlowCache::default();
     match digest.as_deref() {
-        Some(digest) => match pinned_flow(client, &shared.flows, run, Some(digest)).await {
+        Some(digest) => match pinned_flow(client, &unshared, run, Some(digest)).await {
             Ok(Pinned::Flow(flow)) => Ok(flow),
             Ok(Pinned::Tampered { reason, .. } | Pinned::Refused(_, reason)) => {
                 Err(ApiError::Conflict(reason))
@@ -262,7 +262,7 @@ pub async fn step(
     }
     let client = shared.access.client(&headers)?;
     let run = get_run(&client, &ns, &name).await?;
-    let flow = flow_of(&shared, &client, &run).await?;
+    let flow = flow_of(&client, &run).await?;
     step_detail(&run, &flow.spec().steps, &key).map(Json)
 }
 
@@ -310,7 +310,7 @@ pub async fn arrow(
     }
     let client = shared.access.client(&headers)?;
     let run = get_run(&client, &ns, &name).await?;
-    let flow = flow_of(&shared, &client, &run).await?;
+    let flow = flow_of(&client, &run).await?;
     // Someone who may read the Run but not the ConfigMaps its large values
     // moved to still sees the arrow, with the previews the status keeps.
     let (record, unread) = match whole_record(&client, &run).await {

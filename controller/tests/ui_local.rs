@@ -4,12 +4,12 @@
 //! cluster's runs; a run of no `--flow` file says so; answers are refused;
 //! and in headless Chromium an arrow of the run shows the value that moved.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use coxswain_test_support::browser::Browser;
+use coxswain_test_support::viewer::Viewer;
 use serde_json::{Value, json};
 
 /// Longest wait for the page to show something.
@@ -48,56 +48,12 @@ fn run_to(flow: &Path, input: &str, records: &Path, out: &Path) -> Value {
     serde_json::from_slice(&o.stdout).expect("the record is JSON")
 }
 
-/// A local `coxswain ui` process, killed when dropped.
-struct Ui {
-    child: Child,
-    url: String,
-}
-
-impl Ui {
-    fn start(args: &[&std::ffi::OsStr]) -> Ui {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_coxswain"))
-            .args(["ui", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("coxswain ui starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let url = loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if let Some((_, rest)) = line.split_once("serving on ") {
-                        break rest.trim().trim_end_matches('/').to_string();
-                    }
-                }
-                other => panic!("coxswain ui ended before serving: {other:?}"),
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Ui { child, url }
-    }
-
-    fn at(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-}
-
-impl Drop for Ui {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Two runs (hello, and a flow not given as `--flow`), each as a record
 /// file and in the records file, and the viewer serving them.
 struct Setup {
     _dir: tempfile::TempDir,
     hello: Value,
-    ui: Ui,
+    ui: Viewer,
 }
 
 fn setup() -> Setup {
@@ -115,16 +71,20 @@ fn setup() -> Setup {
     let stray = dir.path().join("stray.json");
     run_to(&stray_flow, "{}", &records, &stray);
     let flow = hello_flow();
-    let ui = Ui::start(&[
-        "--flow".as_ref(),
-        flow.as_os_str(),
-        "--record".as_ref(),
-        rec.as_os_str(),
-        "--record".as_ref(),
-        stray.as_os_str(),
-        "--records".as_ref(),
-        records.as_os_str(),
-    ]);
+    let ui = Viewer::start(
+        Path::new(env!("CARGO_BIN_EXE_coxswain")),
+        [
+            "--flow".as_ref(),
+            flow.as_os_str(),
+            "--record".as_ref(),
+            rec.as_os_str(),
+            "--record".as_ref(),
+            stray.as_os_str(),
+            "--records".as_ref(),
+            records.as_os_str(),
+        ],
+        &[],
+    );
     Setup {
         _dir: dir,
         hello,
@@ -141,7 +101,7 @@ fn client() -> reqwest::Client {
         .expect("http client")
 }
 
-async fn get(ui: &Ui, path: &str) -> (u16, Value) {
+async fn get(ui: &Viewer, path: &str) -> (u16, Value) {
     let r = client()
         .get(ui.at(&format!("/api/v1{path}")))
         .send()

@@ -10,14 +10,13 @@
 
 mod admission;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use admission::{ALICE, Admission, BOUND, setup};
 use coxswain_e2e::{coxswain_bin, wait_for};
 use coxswain_test_support::browser::Browser;
+use coxswain_test_support::viewer::Viewer;
 use serde_json::{Value, json};
 
 /// Longest wait for the page to show something.
@@ -85,51 +84,14 @@ subjects:
   - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
 "#;
 
-/// A `coxswain ui` process, killed when dropped.
-struct Ui {
-    child: Child,
-    url: String,
-}
-
-impl Ui {
-    /// Starts the viewer with `kubeconfig` and `--auth auth`, on a free
-    /// port, opening on `ns`; waits for the address it prints.
-    fn start(kubeconfig: &Path, auth: &str, ns: &str) -> Ui {
-        let mut child = Command::new(coxswain_bin().expect("the coxswain binary"))
-            .args(["ui", "--listen", "127.0.0.1:0", "--auth", auth, "-n", ns])
-            .env("KUBECONFIG", kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("coxswain ui starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let url = loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if let Some(rest) = line.split_once("serving on ").map(|(_, r)| r) {
-                        break rest.trim().trim_end_matches('/').to_string();
-                    }
-                }
-                other => panic!("coxswain ui ended before serving: {other:?}"),
-            }
-        };
-        // Keep reading, so a chatty viewer never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Ui { child, url }
-    }
-
-    fn at(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-}
-
-impl Drop for Ui {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The viewer with `kubeconfig` and `--auth auth`, opening on `ns`.
+fn viewer(kubeconfig: &Path, auth: &str, ns: &str) -> Viewer {
+    let bin = coxswain_bin().expect("the coxswain binary");
+    Viewer::start(
+        &bin,
+        ["--auth", auth, "-n", ns],
+        &[("KUBECONFIG", kubeconfig.as_os_str())],
+    )
 }
 
 /// A copy of the test's kubeconfig that impersonates `user` (kubectl's
@@ -190,7 +152,7 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
     wait_phase(&s, &run, "Failed").await;
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let ui = Ui::start(
+    let ui = viewer(
         &kubeconfig_as(&s, "alice", dir.path()),
         "kubeconfig",
         s.ns(),
@@ -332,7 +294,7 @@ async fn an_approval_is_answered_by_its_approver_and_refused_to_anyone_else() {
 
     // Eve may read the run but may not decide: the webhook says so, and
     // the page shows its words.
-    let eve = Ui::start(&kubeconfig_as(&s, "eve", dir.path()), "kubeconfig", s.ns());
+    let eve = viewer(&kubeconfig_as(&s, "eve", dir.path()), "kubeconfig", s.ns());
     let browser = Browser::start().await.expect("chromium");
     browser.goto(&eve.at(&page)).await.expect("open the run");
     let form = format!(r#"form[data-approval="{name}"]"#);
@@ -371,7 +333,7 @@ async fn an_approval_is_answered_by_its_approver_and_refused_to_anyone_else() {
     drop(browser);
 
     // Bob decides: the answer is his, and the run goes on.
-    let bob = Ui::start(&kubeconfig_as(&s, "bob", dir.path()), "kubeconfig", s.ns());
+    let bob = viewer(&kubeconfig_as(&s, "bob", dir.path()), "kubeconfig", s.ns());
     let browser = Browser::start().await.expect("chromium");
     browser.goto(&bob.at(&page)).await.expect("open the run");
     browser
@@ -450,7 +412,7 @@ subjects:
     let run = s
         .create_run_as(&ALICE, "pipeline", json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    let ui = Ui::start(s.kubectl.kubeconfig(), "token", s.ns());
+    let ui = viewer(s.kubectl.kubeconfig(), "token", s.ns());
 
     // Without a token, the API answers 401 and uses no credentials of its own.
     let http = reqwest::Client::new();
@@ -528,7 +490,7 @@ subjects:
 #[tokio::test]
 async fn with_a_kubeconfig_it_answers_only_loopback_names_and_writes_with_its_header() {
     let s = setup().await;
-    let ui = Ui::start(s.kubectl.kubeconfig(), "kubeconfig", s.ns());
+    let ui = viewer(s.kubectl.kubeconfig(), "kubeconfig", s.ns());
     let http = reqwest::Client::new();
     let runs = ui.at(&format!("/api/v1/namespaces/{}/runs", s.ns()));
     let ok = http.get(&runs).send().await.expect("GET");
@@ -583,7 +545,7 @@ async fn a_run_of_a_thousand_steps_is_drawn_whole_and_answers_a_click() {
         .unwrap_or_else(|e| panic!("{e}"));
     wait_phase(&s, &run, "Waiting").await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let ui = Ui::start(
+    let ui = viewer(
         &kubeconfig_as(&s, "alice", dir.path()),
         "kubeconfig",
         s.ns(),

@@ -11,4 +11,5 @@ pub mod conformance_driver;
 pub mod git_server;
 pub mod postgres;
 pub mod recording_proxy;
+pub mod viewer;
 pub mod when_gone;

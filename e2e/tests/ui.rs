@@ -452,6 +452,38 @@ subjects:
         .expect("rows");
     assert_eq!(rows, json!(0));
 
+    // Behind an HTTPS ingress the cookie is only ever sent over HTTPS.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let viewer_token = token(&s, "viewer");
+    for (proto, secure) in [(None, false), (Some("https"), true)] {
+        let mut post = no_redirects
+            .post(ui.at("/sign-in"))
+            .form(&[("token", viewer_token.as_str()), ("next", "/")]);
+        if let Some(proto) = proto {
+            post = post.header("x-forwarded-proto", proto);
+        }
+        let signed = post.send().await.expect("POST /sign-in");
+        assert_eq!(signed.status().as_u16(), 303);
+        let cookie = signed.headers()["set-cookie"]
+            .to_str()
+            .expect("cookie")
+            .to_string();
+        assert!(cookie.contains("HttpOnly; SameSite=Strict"), "{cookie}");
+        assert_eq!(cookie.ends_with("; Secure"), secure, "{cookie}");
+    }
+    // A token the API server does not take is refused, and no cookie set.
+    let refused = no_redirects
+        .post(ui.at("/sign-in"))
+        .form(&[("token", "not-a-token")])
+        .send()
+        .await
+        .expect("POST /sign-in");
+    assert_eq!(refused.status().as_u16(), 401);
+    assert!(refused.headers().get("set-cookie").is_none());
+
     // The viewer's token shows the run, live.
     browser
         .goto(&ui.at("/sign-in"))

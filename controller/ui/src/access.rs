@@ -166,7 +166,11 @@ pub struct SignIn {
 
 /// Keeps the token in an HttpOnly cookie, after checking the API server
 /// takes it (a SelfSubjectReview), and goes back where the person was.
-pub async fn sign_in(State(shared): State<Arc<Shared>>, Form(form): Form<SignIn>) -> Response {
+pub async fn sign_in(
+    State(shared): State<Arc<Shared>>,
+    request_headers: HeaderMap,
+    Form(form): Form<SignIn>,
+) -> Response {
     let token = form.token.trim().to_string();
     let mut headers = HeaderMap::new();
     let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) else {
@@ -185,7 +189,14 @@ pub async fn sign_in(State(shared): State<Arc<Shared>>, Form(form): Form<SignIn>
         .next
         .filter(|n| n.starts_with('/') && !n.starts_with("//"))
         .unwrap_or_else(|| "/".into());
-    let cookie = format!("{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
+    // Behind an HTTPS ingress the browser never sends the token in clear.
+    let secure = request_headers
+        .get("x-forwarded-proto")
+        .is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"));
+    let cookie = format!(
+        "{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{}",
+        if secure { "; Secure" } else { "" }
+    );
     let mut response = Redirect::to(&next).into_response();
     if let Ok(cookie) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);

@@ -19,8 +19,10 @@ pub mod names;
 pub mod offload;
 pub mod ops;
 pub mod records;
+pub mod rerun_source;
 pub mod run;
 pub mod settings;
+pub mod snapshot;
 
 pub use error::{Error, StartError};
 pub use settings::Settings;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 /// The modules of this crate admission may use, and the ones those use.
-const ALLOWED: [&str; 3] = ["admission", "names", "ops"];
+const ALLOWED: [&str; 5] = ["admission", "names", "ops", "rerun_source", "snapshot"];
 
 /// Every `.rs` file under `dir`.
 fn sources(dir: &Path, into: &mut Vec<PathBuf>) {
@@ -63,7 +63,11 @@ fn crate_paths_are_read_with_their_groups() {
 #[test]
 fn admission_reaches_nothing_of_the_reconcilers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = vec![src.join("names.rs")];
+    let mut files = vec![
+        src.join("names.rs"),
+        src.join("rerun_source.rs"),
+        src.join("snapshot.rs"),
+    ];
     sources(&src.join("admission"), &mut files);
     sources(&src.join("ops"), &mut files);
     let mut reached = Vec::new();

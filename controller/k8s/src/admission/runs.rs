@@ -3,6 +3,7 @@
 //! recorded by the webhook (the `coxswain.dev/created-by` annotation) from
 //! the request, so no client can forge it or change it later.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -16,8 +17,8 @@ use coxswain_core::flow::{
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 use super::reserved;
 use crate::names::CREATED_BY_ANNOTATION;
-use crate::run::pin::{self, FlowCache, Pinned};
-use crate::run::rerun;
+use crate::rerun_source as rerun;
+use crate::snapshot::{self, Recorded};
 
 /// Why a Run is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,7 +97,7 @@ pub enum RunRefusal {
     },
     /// A rerun (`spec.from`) whose old Run cannot be rerun from that step.
     #[error(transparent)]
-    Rerun(#[from] crate::run::rerun::SourceProblem),
+    Rerun(#[from] crate::rerun_source::SourceProblem),
     /// The flow the old Run pinned could not be read, so its steps are unknown.
     #[error("spec.from: the flow the Run `{run}` ran cannot be read: {reason}")]
     RerunFlowUnreadable {
@@ -298,13 +299,13 @@ async fn review_rerun(client: &kube::Client, run: &Run, from: &RunFrom) -> Resul
         run: old.name_any(),
         reason,
     };
-    let cache = FlowCache::default();
-    let flow = match pin::pinned_flow(client, &cache, &old, Some(digest)).await {
-        Ok(Pinned::Flow(flow)) => flow,
-        Ok(Pinned::Refused(_, reason) | Pinned::NotYet(reason)) => {
+    let snapshots: Api<ConfigMap> =
+        Api::namespaced(client.clone(), &old.namespace().unwrap_or_default());
+    let flow = match snapshot::recorded(&snapshots, &old.name_any(), digest).await {
+        Ok(Recorded::Flow(flow)) => flow,
+        Ok(Recorded::Gone(reason) | Recorded::Tampered { reason, .. }) => {
             return Err(unreadable(reason).into());
         }
-        Ok(Pinned::Tampered { reason, .. }) => return Err(unreadable(reason).into()),
         Err(e) => return Err(unreadable(e.to_string()).into()),
     };
     rerun_from(flow.get(), &status, &from.step, source)

@@ -14,10 +14,10 @@ use crate::error::Error;
 use crate::names;
 use coxswain_core::api::{Flow, FlowSpec, Run};
 use coxswain_core::engine::{CompiledFlow, codes};
-use coxswain_core::flow::{StartProblem, one_line};
+use coxswain_core::flow::StartProblem;
 
-/// The key of the snapshot ConfigMap holding the flow's spec as JSON.
-pub const SNAPSHOT_KEY: &str = "flow.json";
+pub use crate::snapshot::SNAPSHOT_KEY;
+use crate::snapshot::{self, Recorded};
 
 /// What pinning found.
 pub enum Pinned {
@@ -101,50 +101,31 @@ pub async fn pinned_flow(
     Ok(Pinned::Flow(flow))
 }
 
-/// The snapshot holding the flow `digest` that the run's record pinned
-/// (under its digest-named name, or the name runs pinned before used).
+/// The snapshot holding the flow `digest` that the run's record pinned.
 async fn recorded_snapshot(
     snapshots: &Api<ConfigMap>,
     run: &Run,
     digest: &str,
 ) -> Result<Result<CompiledFlow, Pinned>, Error> {
-    let names = [
-        names::flow_snapshot(&run.name_any(), digest),
-        names::legacy_flow_snapshot(&run.name_any()),
-    ];
-    for name in &names {
-        let Some(snapshot) = read(snapshots, name).await? else {
-            continue;
-        };
-        return Ok(match from_snapshot(&snapshot) {
-            Ok(flow) if flow.get().digest == digest => Ok(flow),
-            Ok(flow) => Err(tampered(
-                name,
-                format!(
-                    "holds the flow {}, not the flow {digest} the run started with",
-                    flow.get().digest
-                ),
-            )),
-            Err(why) => Err(tampered(name, why)),
-        });
-    }
-    Ok(Err(Pinned::Refused(
-        codes::INTERNAL,
-        format!(
-            "the run's flow snapshot (ConfigMap {}) is gone, so the run cannot go on \
-         with the flow it started with",
-            names[0]
-        ),
-    )))
+    let found = snapshot::recorded(snapshots, &run.name_any(), digest)
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("reading the flow snapshot of run {}", run.name_any()),
+                e,
+            )
+        })?;
+    Ok(match found {
+        Recorded::Flow(flow) => Ok(flow),
+        Recorded::Tampered { object, reason } => Err(Pinned::Tampered { object, reason }),
+        Recorded::Gone(reason) => Err(Pinned::Refused(codes::INTERNAL, reason)),
+    })
 }
 
 fn tampered(name: &str, why: String) -> Pinned {
     Pinned::Tampered {
         object: name.to_string(),
-        reason: format!(
-            "the ConfigMap {name} stands where the run's flow snapshot goes but {why}; \
-             Coxswain did not write it, so nothing runs from it (it was left alone)"
-        ),
+        reason: snapshot::tampered_reason(name, &why),
     }
 }
 
@@ -153,27 +134,6 @@ async fn read(snapshots: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap
         .get_opt(name)
         .await
         .map_err(|e| Error::kube(format!("reading the flow snapshot {name}"), e))
-}
-
-/// Reads a snapshot back; `Err` says why it is not one.
-fn from_snapshot(snapshot: &ConfigMap) -> Result<CompiledFlow, String> {
-    let text = snapshot
-        .data
-        .as_ref()
-        .and_then(|d| d.get(SNAPSHOT_KEY))
-        .ok_or_else(|| format!("has no `{SNAPSHOT_KEY}`"))?;
-    let spec: FlowSpec =
-        serde_json::from_str(text).map_err(|e| format!("does not hold a flow: {e}"))?;
-    let generation = snapshot
-        .annotations()
-        .get(names::GENERATION_ANNOTATION)
-        .and_then(|g| g.parse().ok());
-    let flow = CompiledFlow::new(spec)
-        .map_err(|problems| format!("holds an invalid flow: {}", one_line(&problems)))?;
-    Ok(match generation {
-        Some(generation) => flow.with_generation(generation),
-        None => flow,
-    })
 }
 
 /// Reads the Flow the run names, checks it and the input, and writes the
@@ -285,7 +245,7 @@ pub async fn copy_snapshot(
     let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let digest = &flow.get().digest;
     let name = names::flow_snapshot(&run.name_any(), digest);
-    let check = |existing: &ConfigMap| match from_snapshot(existing) {
+    let check = |existing: &ConfigMap| match snapshot::from_snapshot(existing) {
         Ok(found) if found.get().digest == *digest => Ok(()),
         Ok(found) => Err(tampered(
             &name,
@@ -325,7 +285,7 @@ fn adopt(
     compiled: CompiledFlow,
     flow_name: &str,
 ) -> Result<CompiledFlow, Pinned> {
-    match from_snapshot(existing) {
+    match snapshot::from_snapshot(existing) {
         Ok(found) if found.get().digest == compiled.get().digest => Ok(compiled),
         Ok(found) => Err(tampered(
             name,

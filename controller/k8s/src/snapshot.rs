@@ -1,0 +1,101 @@
+//! Reading back the flow a Run pinned: the snapshot ConfigMap named by the
+//! digest in the Run's record, taken only when it holds a flow of exactly
+//! that digest. The controller goes on with it; admission reads it to judge
+//! a rerun; neither writes here, so this module reconciles nothing.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, ResourceExt};
+
+use crate::names;
+use coxswain_core::api::FlowSpec;
+use coxswain_core::engine::CompiledFlow;
+use coxswain_core::flow::one_line;
+
+/// The key of the snapshot ConfigMap holding the flow's spec as JSON.
+pub const SNAPSHOT_KEY: &str = "flow.json";
+
+/// What stands where a run's snapshot goes.
+pub enum Recorded {
+    /// The flow the run pinned.
+    Flow(CompiledFlow),
+    /// A ConfigMap under the snapshot's name that is not the snapshot.
+    Tampered {
+        /// The ConfigMap's name.
+        object: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Nothing: the snapshot is gone.
+    Gone(String),
+}
+
+/// The snapshot of run `run` holding the flow `digest` its record pinned
+/// (under its digest-named name, or the name runs pinned before used).
+pub async fn recorded(
+    snapshots: &Api<ConfigMap>,
+    run: &str,
+    digest: &str,
+) -> Result<Recorded, kube::Error> {
+    let names = [
+        names::flow_snapshot(run, digest),
+        names::legacy_flow_snapshot(run),
+    ];
+    for name in &names {
+        let Some(snapshot) = snapshots.get_opt(name).await? else {
+            continue;
+        };
+        return Ok(match from_snapshot(&snapshot) {
+            Ok(flow) if flow.get().digest == digest => Recorded::Flow(flow),
+            Ok(flow) => tampered(
+                name,
+                format!(
+                    "holds the flow {}, not the flow {digest} the run started with",
+                    flow.get().digest
+                ),
+            ),
+            Err(why) => tampered(name, why),
+        });
+    }
+    Ok(Recorded::Gone(format!(
+        "the run's flow snapshot (ConfigMap {}) is gone, so the run cannot go on \
+         with the flow it started with",
+        names[0]
+    )))
+}
+
+fn tampered(name: &str, why: String) -> Recorded {
+    Recorded::Tampered {
+        object: name.to_string(),
+        reason: tampered_reason(name, &why),
+    }
+}
+
+/// What a run's record says of a ConfigMap under its snapshot's name that
+/// is not the snapshot (`why`).
+pub fn tampered_reason(name: &str, why: &str) -> String {
+    format!(
+        "the ConfigMap {name} stands where the run's flow snapshot goes but {why}; \
+         Coxswain did not write it, so nothing runs from it (it was left alone)"
+    )
+}
+
+/// Reads a snapshot back; `Err` says why it is not one.
+pub fn from_snapshot(snapshot: &ConfigMap) -> Result<CompiledFlow, String> {
+    let text = snapshot
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SNAPSHOT_KEY))
+        .ok_or_else(|| format!("has no `{SNAPSHOT_KEY}`"))?;
+    let spec: FlowSpec =
+        serde_json::from_str(text).map_err(|e| format!("does not hold a flow: {e}"))?;
+    let generation = snapshot
+        .annotations()
+        .get(names::GENERATION_ANNOTATION)
+        .and_then(|g| g.parse().ok());
+    let flow = CompiledFlow::new(spec)
+        .map_err(|problems| format!("holds an invalid flow: {}", one_line(&problems)))?;
+    Ok(match generation {
+        Some(generation) => flow.with_generation(generation),
+        None => flow,
+    })
+}

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 pub use approve::{ApproveError, Approver, CommandLineApprover, parse_answer};
 pub use progress::Progress;
+pub(crate) use progress::duration;
 
 /// A new local run's facts: a name no other run of this machine has (the
 /// time, and a random tail so two runs started in the same second, and

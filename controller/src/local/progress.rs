@@ -282,7 +282,9 @@ fn status_line(state: &RunStatus) -> String {
     line
 }
 
-fn duration(start: Option<&str>, end: Option<&str>) -> String {
+/// ` in 12 ms`, ` in 1.3 s` between two record times; nothing when either
+/// is missing or unreadable. The kubectl plugin's tree says times the same way.
+pub(crate) fn duration(start: Option<&str>, end: Option<&str>) -> String {
     let (Some(start), Some(end)) = (start, end) else {
         return String::new();
     };

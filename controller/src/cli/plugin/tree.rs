@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 
-use jiff::Timestamp;
 use kube::ResourceExt;
 
 use coxswain_core::api::{Attempt, FlowSpec, PartRecord, Run, RunStatus, StepRecord, StepStatus};
@@ -45,7 +44,7 @@ fn heading(run: &Run, status: &RunStatus) -> String {
         run.name_any(),
         run.spec.flow_ref.name,
         status.phase,
-        took(status.started_at.as_deref(), status.finished_at.as_deref()),
+        crate::local::duration(status.started_at.as_deref(), status.finished_at.as_deref()),
     );
     if let Some(e) = &status.error {
         let message = e.message.trim_end().replace('\n', "\n    ");
@@ -116,7 +115,7 @@ fn step_line(key: &str, record: &StepRecord) -> Line {
     if let Some(pass) = record.iteration {
         text.push_str(&format!(" (pass {pass})"));
     }
-    text.push_str(&took(
+    text.push_str(&crate::local::duration(
         record.started_at.as_deref(),
         record.finished_at.as_deref(),
     ));
@@ -149,7 +148,7 @@ fn part_line(part: &PartRecord) -> Line {
     let mut text = format!(
         "{name}  {}{}",
         word(part.status),
-        took(
+        crate::local::duration(
             last.and_then(|a| a.started_at.as_deref()),
             last.and_then(|a| a.finished_at.as_deref())
         )
@@ -174,7 +173,7 @@ fn attempt_line(attempt: &Attempt) -> Line {
         "{pass}attempt {}  {}{}",
         attempt.number,
         word(attempt.status),
-        took(
+        crate::local::duration(
             attempt.started_at.as_deref(),
             attempt.finished_at.as_deref()
         )
@@ -202,21 +201,6 @@ fn word(status: StepStatus) -> String {
 }
 
 /// ` in 1.2 s`, ` in 40 ms`; nothing without both times.
-fn took(start: Option<&str>, end: Option<&str>) -> String {
-    let (Some(Ok(start)), Some(Ok(end))) = (
-        start.map(str::parse::<Timestamp>),
-        end.map(str::parse::<Timestamp>),
-    ) else {
-        return String::new();
-    };
-    let ms = end.as_millisecond() - start.as_millisecond();
-    if ms < 1000 {
-        format!(" in {ms} ms")
-    } else {
-        format!(" in {:.1} s", ms as f64 / 1000.0)
-    }
-}
-
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }

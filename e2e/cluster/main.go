@@ -2,8 +2,13 @@
 //
 //	harness [flags]                     supervisor: etcd (embedded), kube-apiserver and
 //	                                    kube-controller-manager (children), the stand-in node
+//	                                    (or, with --node real, containerd + kubelet + kube-scheduler)
 //	harness kube-apiserver ARGS…        the real kube-apiserver command
 //	harness kube-controller-manager …   the real kube-controller-manager command
+//	harness kubelet ARGS…               the real kubelet command (the real node)
+//	harness kube-scheduler ARGS…        the real kube-scheduler command (the real node)
+//	harness cni                         the real node's CNI plugin (also run as coxswain-e2e-net)
+//	harness load-image FILE --state DIR imports an image archive into the real node's containerd
 //	harness pod-exec SPEC.json          runs one container inside its mount namespace
 //
 // The supervisor prints `KUBECONFIG=/path` on stdout once the cluster serves,
@@ -30,11 +35,19 @@ import (
 	"k8s.io/component-base/cli"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
 	"github.com/coxswain/coxswain/e2e/cluster/node"
+	"github.com/coxswain/coxswain/e2e/cluster/realnode"
 )
 
 func main() {
+	// CNI runs plugins by name: STATE/cni/bin/coxswain-e2e-net is this binary.
+	if filepath.Base(os.Args[0]) == realnode.CNIPluginName {
+		realnode.CNIMain()
+		return
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "kube-apiserver":
@@ -45,6 +58,24 @@ func main() {
 			c := kcm.NewControllerManagerCommand()
 			c.SetArgs(os.Args[2:])
 			os.Exit(cli.Run(c))
+		case "kubelet":
+			if err := realnode.KubeletNamespaceSetup(); err != nil {
+				fmt.Fprintln(os.Stderr, "harness kubelet:", err)
+				os.Exit(1)
+			}
+			c := kubelet.NewKubeletCommand(context.Background())
+			c.SetArgs(os.Args[2:])
+			os.Exit(cli.Run(c))
+		case "kube-scheduler":
+			c := scheduler.NewSchedulerCommand()
+			c.SetArgs(os.Args[2:])
+			os.Exit(cli.Run(c))
+		case "cni":
+			realnode.CNIMain()
+			return
+		case "load-image":
+			realnode.LoadImageMain(os.Args[2:])
+			return
 		case "pod-exec":
 			node.PodExecMain(os.Args[2:])
 			return
@@ -116,10 +147,15 @@ func supervise() error {
 	port := fs.Int("port", 0, "kube-apiserver port on 127.0.0.1 (default: a free port)")
 	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "stop the cluster when stdin reaches EOF")
 	noKCM := fs.Bool("no-controller-manager", false, "do not run kube-controller-manager")
-	noNode := fs.Bool("no-node", false, "do not run the stand-in node")
+	noNode := fs.Bool("no-node", false, "do not run any node")
+	nodeKind := fs.String("node", "standin", "the node: standin (pods as host processes) or real (containerd + kubelet + kube-scheduler)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
+	if *nodeKind != "standin" && *nodeKind != "real" {
+		return fmt.Errorf("--node must be standin or real, not %q", *nodeKind)
+	}
+	realNode := *nodeKind == "real" && !*noNode
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "coxswain-e2e-")
 		if err != nil {
@@ -133,6 +169,13 @@ func supervise() error {
 	}
 	*dir = abs
 	p := func(n string) string { return filepath.Join(*dir, n) }
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "harness: "+format+"\n", args...) }
+	if realNode {
+		// Before anything starts: packages, and a previous real node's leftovers.
+		if err := realnode.Prepare(*dir, logf); err != nil {
+			return err
+		}
+	}
 	// A fresh cluster every start: old etcd data would hold stale tokens.
 	for _, n := range []string{"etcd", "kubeconfig", "pods"} {
 		_ = os.RemoveAll(p(n))
@@ -225,8 +268,24 @@ func supervise() error {
 	nodeDone := make(chan error, 1)
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer func() { stopNode(); <-nodeDone }()
+	var realExited <-chan string // a real node's process that exited
 	if *noNode {
 		nodeDone <- nil
+	} else if realNode {
+		nodeDone <- nil
+		cs, err := adminClient(kubeconfig)
+		if err != nil {
+			return err
+		}
+		// The harness plays a storage driver that makes writable folders:
+		// pods here run as their own users, and hostPath ignores fsGroup.
+		go makeProvisionedDirsWritable(nodeCtx, cs, logf)
+		rn, err := realnode.Start(ctx, realnode.Config{StateDir: *dir, Kubeconfig: kubeconfig, Client: cs, Logf: logf})
+		if err != nil {
+			return fmt.Errorf("real node: %w", err)
+		}
+		defer rn.Stop()
+		realExited = rn.Done()
 	} else {
 		n, err := node.New(node.Config{Kubeconfig: kubeconfig, StateDir: p("pods"), APIServerPort: apiPort,
 			LogFile: p("logs/node.log")})
@@ -249,6 +308,8 @@ func supervise() error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case name := <-realExited:
+			return fmt.Errorf("real node: %s exited (see %s)", name, p("logs/"+name+".log"))
 		case err := <-api.done:
 			api.done <- err
 			return fmt.Errorf("kube-apiserver exited: %v (see %s)", err, p("logs/kube-apiserver.log"))

@@ -19,7 +19,9 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
@@ -87,11 +89,51 @@ func removeProvisionedDirs(kubeconfig string) {
 		fmt.Fprintln(os.Stderr, "harness: listing PVs to remove their directories:", err)
 		return
 	}
-	for _, pv := range pvs.Items {
-		if hp := pv.Spec.HostPath; hp != nil && strings.HasPrefix(hp.Path, hostPathProvisionDir) &&
-			!strings.Contains(hp.Path[len(hostPathProvisionDir):], "..") &&
-			pv.Annotations["pv.kubernetes.io/provisioned-by"] == "kubernetes.io/host-path" {
-			_ = os.RemoveAll(hp.Path)
+	for i := range pvs.Items {
+		if dir, ok := provisionedDir(&pvs.Items[i]); ok {
+			_ = os.RemoveAll(dir)
 		}
 	}
+}
+
+// provisionedDir returns the host directory of a PV the in-tree hostPath
+// provisioner made (under /tmp/hostpath_pv/).
+func provisionedDir(pv *v1.PersistentVolume) (string, bool) {
+	if hp := pv.Spec.HostPath; hp != nil && strings.HasPrefix(hp.Path, hostPathProvisionDir) &&
+		!strings.Contains(hp.Path[len(hostPathProvisionDir):], "..") &&
+		pv.Annotations["pv.kubernetes.io/provisioned-by"] == "kubernetes.io/host-path" {
+		return hp.Path, true
+	}
+	return "", false
+}
+
+// makeProvisionedDirsWritable makes the directory of every PV the hostPath
+// provisioner makes in this cluster world-writable (0777) as soon as the PV
+// appears, until ctx ends. With the real node the harness plays a storage
+// driver that makes writable folders: the provisioner creates them 0750
+// root, a pod running as another user (65532) could not write them, and
+// hostPath volumes ignore fsGroup. The PV exists before its claim is bound,
+// so before any pod using it is scheduled, let alone started.
+func makeProvisionedDirsWritable(ctx context.Context, cs kubernetes.Interface, logf func(string, ...any)) {
+	f := informers.NewSharedInformerFactory(cs, 0)
+	chmod := func(obj any) {
+		pv, ok := obj.(*v1.PersistentVolume)
+		if !ok {
+			return
+		}
+		if dir, ok := provisionedDir(pv); ok {
+			if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o777 {
+				if err := os.Chmod(dir, 0o777); err != nil {
+					logf("making %s writable: %v", dir, err)
+				}
+			}
+		}
+	}
+	_, _ = f.Core().V1().PersistentVolumes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    chmod,
+		UpdateFunc: func(_, obj any) { chmod(obj) },
+	})
+	f.Start(ctx.Done())
+	<-ctx.Done()
+	f.Shutdown()
 }

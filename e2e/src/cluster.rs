@@ -31,6 +31,56 @@ static HARNESS_PID: OnceLock<u32> = OnceLock::new();
 /// (`APISERVER_RESTARTED=N` on its stdout).
 static RESTARTS: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
 
+/// Which node runs the pods of this test binary's cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Node {
+    /// The harness's stand-in (`e2e/cluster/node`): each container a host
+    /// process on the host's files, the image ignored. Fast (a pod in
+    /// about 0.3 s), so most suites use it.
+    StandIn,
+    /// A real kubelet with containerd and runc (`harness --node real`):
+    /// images, users, seccomp, volumes and termination messages as on a
+    /// user's cluster (a pod in about 2 s).
+    Real,
+}
+
+static NODE: OnceLock<Node> = OnceLock::new();
+
+/// The node this test binary's pods run on: [`Node::Real`] once
+/// [`use_real_node`] was called or when `E2E_NODE=real`, else the stand-in.
+pub fn node() -> Node {
+    *NODE.get_or_init(|| match std::env::var("E2E_NODE").as_deref() {
+        Ok("real") => Node::Real,
+        _ => Node::StandIn,
+    })
+}
+
+/// Makes this test binary's cluster run its pods on the real node. Call it
+/// before anything starts the cluster (first thing in each test of a
+/// binary that needs it); it panics if the cluster already runs on the
+/// stand-in, since one binary has one cluster.
+pub fn use_real_node() {
+    assert_eq!(
+        *NODE.get_or_init(|| Node::Real),
+        Node::Real,
+        "this test binary's cluster already runs on the stand-in node; call use_real_node() before the first client()"
+    );
+}
+
+/// The harness's state folder (logs, the real node's containerd socket):
+/// the one this process started, else `E2E_STATE_DIR`, else
+/// `target/e2e/cluster` (where `e2e/cluster/up` keeps it).
+pub fn state_dir() -> PathBuf {
+    if let Some(dir) = STATE_DIR.get() {
+        return dir.clone();
+    }
+    std::env::var_os("E2E_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/e2e/cluster"))
+}
+
+static STATE_DIR: OnceLock<PathBuf> = OnceLock::new();
+
 /// The workspace root (where `target/` and `e2e/cluster/` are), so the harness
 /// is found and built the same way from any test binary.
 pub fn workspace_root() -> PathBuf {
@@ -99,9 +149,15 @@ fn start() -> Result<PathBuf> {
     let dir = runs.join(format!("{stem}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let log = std::fs::File::create(dir.join("harness.log"))?;
+    let _ = STATE_DIR.set(dir.clone());
+    let node = match node() {
+        Node::StandIn => "standin",
+        Node::Real => "real",
+    };
     let mut child = Command::new(&bin)
         .arg("--dir")
         .arg(&dir)
+        .args(["--node", node])
         .arg("--exit-on-stdin-eof")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

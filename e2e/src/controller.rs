@@ -96,7 +96,13 @@ impl ControllerProcess {
             "127.0.0.1/32",
         ];
         if !extra.contains(&"--job-executable") {
-            args.extend(["--job-executable", &stripped]);
+            // On the real node pods run images: the init container copies
+            // the image's static executable. On the stand-in, the host's.
+            let executable = match crate::node() {
+                crate::Node::Real => crate::images::IN_IMAGE_EXECUTABLE,
+                crate::Node::StandIn => &stripped,
+            };
+            args.extend(["--job-executable", executable]);
         }
         args.extend_from_slice(extra);
         Self::start_with(kubeconfig, &args, &[])

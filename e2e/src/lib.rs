@@ -17,6 +17,7 @@ mod cluster;
 mod controller;
 mod error;
 pub mod faults;
+mod images;
 mod kubectl;
 mod namespace;
 mod pods;
@@ -27,10 +28,17 @@ mod wait;
 
 pub use argo::Argo;
 pub use chat::{MatrixUser, Synapse};
-pub use cluster::{client, client_for, kubeconfig, restart_apiserver, workspace_root};
+pub use cluster::{
+    Node, client, client_for, kubeconfig, node, restart_apiserver, state_dir, use_real_node,
+    workspace_root,
+};
 pub use controller::ControllerProcess;
 pub use error::Error;
 pub use faults::{FaultPlan, FaultProxy};
+pub use images::{
+    BUSYBOX_IMAGE, COXSWAIN_IMAGE, DEBIAN_IMAGE, MUSL_IMAGE, STATIC_IMAGE, load_image,
+    real_node_images,
+};
 pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use pods::free_finished_pods;

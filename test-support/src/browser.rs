@@ -7,7 +7,7 @@
 //! client over reqwest, since the WebDriver client crates bring twenty-odd
 //! crates more (an older `http`, `thiserror` and ICU among them) for the
 //! dozen calls used here. **Both packages must be installed**
-//! (`apt-get install chromium chromium-driver`; `.ci/run` does it);
+//! (installed when missing through `e2e/packages @browser`);
 //! without them [`Browser::start`] fails, naming what is missing. Tests are
 //! never skipped for want of a browser.
 //!
@@ -650,6 +650,9 @@ fn quote(text: &str) -> String {
 /// `/etc/chromium.d` and prints warnings of its own), else `chromium` on
 /// the `PATH`.
 fn find_chromium() -> Result<PathBuf, BrowserError> {
+    // Installed here when missing; if that fails, the search below says
+    // what is missing.
+    let _ = crate::packages::ensure("browser");
     let own = PathBuf::from("/usr/lib/chromium/chromium");
     if own.is_file() {
         return Ok(own);

@@ -208,6 +208,8 @@ $HTTP["url"] =~ "^/git/" {{
 
 /// lighttpd on `PATH`, else in `/usr/sbin` (which a non-root `PATH` lacks).
 fn find_lighttpd() -> io::Result<PathBuf> {
+    // Installed here when missing; if that fails, the search below says so.
+    let _ = crate::packages::ensure("git-http");
     let on_path = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>());
@@ -217,7 +219,7 @@ fn find_lighttpd() -> io::Result<PathBuf> {
         .find(|path| path.is_file())
         .ok_or_else(|| {
             io::Error::other(
-                "lighttpd is not installed (looked on PATH and in /usr/sbin); the git-over-HTTP tests need it: install it, e.g. `apt-get install -y lighttpd` (as .ci/run does)",
+                "lighttpd is not installed (looked on PATH and in /usr/sbin); the git-over-HTTP tests need it: `e2e/packages @git-http` installs it (as root)",
             )
         })
 }

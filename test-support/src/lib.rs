@@ -9,6 +9,7 @@ pub mod browser;
 )]
 pub mod conformance_driver;
 pub mod git_server;
+pub mod packages;
 pub mod postgres;
 pub mod recording_proxy;
 pub mod viewer;

@@ -1,0 +1,391 @@
+//! Script steps on the real node: a kubelet with containerd and runc
+//! (`harness --node real`), so the image, its libc, the pod's user, the
+//! runtime's seccomp, the kubelet's volumes and its termination messages all
+//! take part, as on a user's cluster. Every namespace enforces the
+//! "restricted" Pod Security Standard, and each test's controller runs step
+//! pods as a random non-root uid that no image has a passwd entry for.
+//!
+//! The images are built here (`e2e/image/build`, `e2e/image/test-images`)
+//! and imported into the node's containerd; the step pods' init container
+//! copies the image's static `coxswain` into images with musl, with no libc
+//! or with no shell.
+
+use std::time::Duration;
+
+use coxswain_e2e::{
+    BUSYBOX_IMAGE, DEBIAN_IMAGE, MUSL_IMAGE, STATIC_IMAGE, Setup, real_node_images, use_real_node,
+    wait_for,
+};
+use serde_json::{Value, json};
+
+/// How long a run may take: pods on the real node take about 2 s each.
+const BOUND: Duration = Duration::from_secs(240);
+
+/// A namespace enforcing the restricted standard, the images loaded, and a
+/// controller whose step pods run as a random uid (returned) and are kept
+/// once finished, so their logs can be read.
+async fn setup() -> (Setup, i64) {
+    use_real_node();
+    tokio::task::spawn_blocking(real_node_images)
+        .await
+        .expect("image loading ran")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let uid = 10_000 + i64::from(rand_u32() % 2_000_000_000);
+    let uid_flag = uid.to_string();
+    let s = Setup::new(&[
+        "--job-run-as-user",
+        &uid_flag,
+        "--job-ttl-after-finished",
+        "never",
+    ])
+    .await;
+    s.kubectl
+        .run(&[
+            "label",
+            "namespace",
+            s.ns(),
+            "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/enforce-version=latest",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    (s, uid)
+}
+
+/// A random number from the process's hasher seed (no extra crate).
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    (h.finish() >> 32) as u32
+}
+
+fn create_run(s: &Setup, flow: &str, input: Value) -> String {
+    s.kubectl
+        .create_run(s.ns(), flow, &input)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn wait_phase(s: &Setup, run: &str, phases: &[&str]) -> Value {
+    match s.kubectl.wait_run(s.ns(), run, phases, BOUND).await {
+        Ok(object) => object,
+        Err(e) => panic!(
+            "{e}\nrun: {}\npods: {}\ncontroller log:\n{}",
+            s.get("run", run)["status"],
+            pods_wide(s),
+            s.logs()
+        ),
+    }
+}
+
+fn pods_wide(s: &Setup) -> String {
+    s.kubectl
+        .run(&["get", "pods", "-n", s.ns(), "-o", "wide"])
+        .unwrap_or_else(|e| e)
+}
+
+/// The step container's log of `step`'s pod in `run`, through the API
+/// server and the kubelet (`kubectl logs`).
+fn step_log(s: &Setup, run: &str, step: &str) -> String {
+    let selector = format!("coxswain.dev/run={run},coxswain.dev/step={step}");
+    s.kubectl
+        .run(&["logs", "-n", s.ns(), "-l", &selector, "-c", "step"])
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+const IMAGES_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: images}
+spec:
+  input:
+    type: object
+    properties: {name: {type: string}}
+  steps:
+    - key: busybox
+      input: {name: $input.name}
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          set -eu
+          echo "busybox step as $(id -u)" >&2
+          echo home > "$HOME/h" && echo tmp > "$TMPDIR/t" && echo out > "$OUTPUTS/o.txt"
+          if touch /not-here 2>/dev/null; then root=true; else root=false; fi
+          if [ -e /lib/libc.so.6 ] || [ -e /lib64/ld-linux-x86-64.so.2 ]; then glibc=true; else glibc=false; fi
+          printf '{"got": %s, "uid": %s, "root_writable": %s, "glibc": %s, "home": "%s"}\n' \
+            "$(cat "$INPUTS/name")" "$(id -u)" "$root" "$glibc" "$HOME"
+    - key: musl
+      input: {name: $steps.busybox.output}
+      script:
+        image: IMAGE_MUSL
+        source: greet
+    - key: static
+      input: {name: $steps.musl.output}
+      script:
+        image: IMAGE_STATIC
+        command: [/greet]
+    - key: debian
+      input: {name: $input.name}
+      script:
+        image: IMAGE_DEBIAN
+        source: |
+          printf '{"got": %s, "uid": %s, "libc": "%s"}\n' \
+            "$(cat "$INPUTS/name")" "$(id -u)" "$(getconf GNU_LIBC_VERSION)"
+"#;
+
+/// One flow through four images (no libc, musl, no shell, Debian), each
+/// step reading the one before it: every step succeeds as the random uid,
+/// the data arrives whole, and the pods ran those images on the real node.
+#[tokio::test]
+async fn script_steps_run_in_any_image_as_a_random_user() {
+    let (s, uid) = setup().await;
+    let flow = IMAGES_FLOW
+        .replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE)
+        .replace("IMAGE_MUSL", MUSL_IMAGE)
+        .replace("IMAGE_STATIC", STATIC_IMAGE)
+        .replace("IMAGE_DEBIAN", DEBIAN_IMAGE);
+    s.apply(&flow);
+    let run = create_run(&s, "images", json!({"name": "Ada"}));
+    let done = wait_phase(&s, &run, &["Succeeded", "Failed"]).await;
+    let steps = &done["status"]["steps"];
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+
+    let busybox = &steps["busybox"]["output"];
+    assert_eq!(
+        busybox,
+        &json!({"got": {"data": "Ada"}, "uid": uid, "root_writable": false,
+                "glibc": false, "home": "/coxswain/home"}),
+        "busybox: no libc, the random uid, / read-only to it, $HOME on a volume"
+    );
+    let musl = &steps["musl"]["output"];
+    assert_eq!(musl, &json!({"got": busybox, "uid": uid, "libc": "musl"}));
+    let static_ = &steps["static"]["output"];
+    assert_eq!(
+        static_,
+        &json!({"got": musl, "uid": uid, "libc": "static musl"}),
+        "a command in an image with no shell"
+    );
+    let debian = &steps["debian"]["output"];
+    assert_eq!(debian["got"], json!({"data": "Ada"}));
+    assert_eq!(debian["uid"], json!(uid));
+    assert!(
+        debian["libc"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("glibc 2."),
+        "{debian}"
+    );
+
+    // What each script said on stderr is in its record and in kubectl logs.
+    assert_eq!(
+        steps["busybox"]["attempts"][0]["log"]["text"],
+        format!("busybox step as {uid}\n")
+    );
+    assert!(step_log(&s, &run, "busybox").contains(&format!("busybox step as {uid}")));
+    assert!(step_log(&s, &run, "static").contains("greet: read "));
+
+    // Each step's pod ran its image on the real node, as that user.
+    let pods = s.kubectl.json(&[
+        "get",
+        "pods",
+        "-n",
+        s.ns(),
+        "-l",
+        &format!("coxswain.dev/run={run}"),
+        "-o",
+        "json",
+    ]);
+    let pods = pods["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(pods.len(), 4, "one pod a step: {}", pods_wide(&s));
+    for pod in &pods {
+        assert_eq!(pod["status"]["phase"], "Succeeded", "{}", pod["status"]);
+        assert_eq!(pod["spec"]["securityContext"]["runAsUser"], json!(uid));
+        let step = &pod["status"]["containerStatuses"][0];
+        let image_id = step["imageID"].as_str().unwrap_or_default();
+        assert!(
+            image_id.contains("sha256:"),
+            "the runtime names the image it ran by digest: {step}"
+        );
+        let init = &pod["status"]["initContainerStatuses"][0];
+        assert_eq!(init["state"]["terminated"]["exitCode"], 0, "{init}");
+    }
+    println!("{}", pods_wide(&s));
+}
+
+const CONTRACT_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: contract}
+spec:
+  steps:
+    - key: big
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          printf '{"blob": "%s"}' "$(head -c 307200 /dev/zero | tr '\0' a)"
+    - key: made
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          echo report > "$OUTPUTS/report.txt"
+          mkdir "$OUTPUTS/more" && echo x > "$OUTPUTS/more/x.txt"
+          echo '{"made": 2}'
+    - key: size
+      input: {blob: $steps.big.output.blob}
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          echo "{\"bytes\": $(wc -c < "$INPUTS/blob")}"
+"#;
+
+/// The output contract through a real kubelet: a 300 KiB result through the
+/// pod's log (more than a termination message holds) reaching the next
+/// step's `$INPUTS`, and the files left in `$OUTPUTS` listed.
+#[tokio::test]
+async fn large_results_and_outputs_through_a_real_kubelet() {
+    let (s, _uid) = setup().await;
+    s.apply(&CONTRACT_FLOW.replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE));
+    let run = create_run(&s, "contract", json!({}));
+    let done = wait_phase(&s, &run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    // The status keeps large values elsewhere; the next step read it whole.
+    let steps = &done["status"]["steps"];
+    let bytes = steps["size"]["output"]["bytes"]
+        .as_u64()
+        .unwrap_or_default();
+    // {"data":"aaa…"} around the 307,200 characters.
+    assert_eq!(
+        bytes,
+        307_200 + r#"{"data":""}"#.len() as u64,
+        "{}",
+        steps["size"]
+    );
+    let files = &steps["made"]["attempts"][0]["files"];
+    let names: Vec<&str> = files
+        .as_array()
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        names.iter().any(|n| n.ends_with("report.txt"))
+            && names.iter().any(|n| n.ends_with("more/x.txt")),
+        "{:#}",
+        steps["made"]
+    );
+}
+
+const FAILING_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: failing}
+spec:
+  input:
+    type: object
+    properties: {mode: {type: string}}
+  steps:
+    - key: work
+      timeout: 3s
+      input: {mode: $input.mode}
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          echo "working as $(id -u)" >&2
+          case "$(cat "$INPUTS/mode")" in
+            *fail*) echo 'compile error: line 3' >&2; exit 3 ;;
+            *slow*) sleep 300 ;;
+            *) sleep 300 ;;
+          esac
+"#;
+
+/// A failing script's stderr in the record and in kubectl logs; a timeout
+/// as the Job's activeDeadlineSeconds, which the kubelet enforces; a
+/// cancel removing the running Job and its pod.
+#[tokio::test]
+async fn failure_timeout_and_cancel_on_a_real_kubelet() {
+    let (s, uid) = setup().await;
+    s.apply(&FAILING_FLOW.replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE));
+
+    let failed = create_run(&s, "failing", json!({"mode": "fail"}));
+    let slow = create_run(&s, "failing", json!({"mode": "slow"}));
+    let cancelled = create_run(&s, "failing", json!({"mode": "cancel"}));
+
+    let done = wait_phase(&s, &failed, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Failed");
+    let attempt = &done["status"]["steps"]["work"]["attempts"][0];
+    assert_eq!(
+        attempt["log"]["text"],
+        format!("working as {uid}\ncompile error: line 3\n"),
+        "{attempt:#}"
+    );
+    let message = attempt["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("3"), "the exit code is named: {attempt:#}");
+    assert!(step_log(&s, &failed, "work").contains("compile error: line 3"));
+
+    let done = wait_phase(&s, &slow, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Failed");
+    let attempt = &done["status"]["steps"]["work"]["attempts"][0];
+    assert_eq!(attempt["error"]["code"], "workflow.timeout", "{attempt:#}");
+    let jobs = s.kubectl.json(&[
+        "get",
+        "jobs",
+        "-n",
+        s.ns(),
+        "-l",
+        &format!("coxswain.dev/run={slow}"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        jobs["items"][0]["spec"]["activeDeadlineSeconds"], 3,
+        "{jobs:#}"
+    );
+
+    // Cancel once the script runs (its line is in the pod's log).
+    wait_for("the script's line in kubectl logs", BOUND, || async {
+        let selector = format!("coxswain.dev/run={cancelled},coxswain.dev/step=work");
+        let logs = s
+            .kubectl
+            .run(&["logs", "-n", s.ns(), "-l", &selector, "-c", "step"])
+            .unwrap_or_default();
+        Ok(logs.contains("working as").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", pods_wide(&s)));
+    s.kubectl
+        .run(&[
+            "patch",
+            "run",
+            &cancelled,
+            "-n",
+            s.ns(),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"cancel":true}}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = wait_phase(&s, &cancelled, &["Cancelled", "Failed", "Succeeded"]).await;
+    assert_eq!(done["status"]["phase"], "Cancelled", "{}", done["status"]);
+    let selector = format!("coxswain.dev/run={cancelled}");
+    wait_for("the cancelled run's Job and pod to go", BOUND, || async {
+        let left = s
+            .kubectl
+            .run(&[
+                "get",
+                "jobs,pods",
+                "-n",
+                s.ns(),
+                "-l",
+                &selector,
+                "-o",
+                "name",
+            ])
+            .unwrap_or_else(|e| e);
+        Ok(left.trim().is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}

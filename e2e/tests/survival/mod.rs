@@ -21,7 +21,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt, api::ListParams};
 use serde_json::{Value, json};
 
+mod crash;
 pub mod forward;
+
+#[allow(unused_imports, reason = "failover.rs uses the rest of the module")]
+pub use crash::crash_test;
 
 /// Generous bound for all runs to finish once the killing stops.
 pub const FINISH_BOUND: Duration = Duration::from_secs(600);
@@ -309,10 +313,14 @@ pub fn unfinished(watch: &Watch, names: &[String]) -> usize {
 
 // --------------------------------------------------- the test's helpers
 
-/// The executable the controllers' Jobs copy into each step pod: the
-/// stripped `coxswain` (55 MiB, not 340), or dozens of pods at once would
-/// fill the disk.
+/// The executable the controllers' Jobs copy into each step pod: on the
+/// stand-in node the stripped `coxswain` (55 MiB, not 340), or dozens of
+/// pods at once would fill the disk; on the real node the image's own.
 pub fn job_executable() -> String {
+    if coxswain_e2e::node() == coxswain_e2e::Node::Real {
+        // The image's static executable: pods there run images.
+        return coxswain_k8s::jobs::IN_IMAGE_EXECUTABLE.to_string();
+    }
     coxswain_e2e::stripped_coxswain_bin()
         .expect("the coxswain binary (cargo build -p coxswain)")
         .to_string_lossy()

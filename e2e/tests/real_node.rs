@@ -264,16 +264,10 @@ async fn large_results_and_outputs_through_a_real_kubelet() {
         "{}",
         steps["size"]
     );
-    let files = &steps["made"]["attempts"][0]["files"];
-    let names: Vec<&str> = files
-        .as_array()
-        .map(|f| f.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    assert!(
-        names.iter().any(|n| n.ends_with("report.txt"))
-            && names.iter().any(|n| n.ends_with("more/x.txt")),
-        "{:#}",
-        steps["made"]
+    assert_eq!(
+        steps["made"]["output"],
+        json!({"made": 2, "files": ["more/x.txt", "report.txt"]}),
+        "what the script left in $OUTPUTS is listed"
     );
 }
 
@@ -388,4 +382,63 @@ async fn failure_timeout_and_cancel_on_a_real_kubelet() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
+}
+
+const WORKSPACE_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: shared}
+spec:
+  workspace: {}
+  steps:
+    - key: write
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          set -eu
+          echo "first $(id -u)" > "$WORKSPACE/shared.txt"
+          echo "the report" > "$OUTPUTS/report.txt"
+          mounted=$(grep -c " $WORKSPACE " /proc/mounts)
+          printf '{"report": "report.txt", "mounted": %s}' "$mounted"
+        output: {fields: [{name: report, type: file}, {name: mounted, type: integer}]}
+    - key: read
+      input: {report: $steps.write.output.report}
+      script:
+        image: IMAGE_DEBIAN
+        source: |
+          set -eu
+          echo "second $(id -u)" >> "$WORKSPACE/shared.txt"
+          path=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/report")
+          printf '{"shared": "%s", "report": "%s", "path": "%s"}' \
+            "$(tr '\n' '|' < "$WORKSPACE/shared.txt")" "$(cat "$path")" "$path"
+"#;
+
+/// A run's workspace on the real node: the claim is a real mount in each
+/// pod, a file the first pod (busybox) left is read and extended by the
+/// second (Debian) as the same random uid, and the file kept from the
+/// first's `$OUTPUTS` reaches the second through its input.
+#[tokio::test]
+async fn a_workspace_claim_is_shared_by_the_pods_of_a_run() {
+    let (s, uid) = setup().await;
+    s.apply(
+        &WORKSPACE_FLOW
+            .replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE)
+            .replace("IMAGE_DEBIAN", DEBIAN_IMAGE),
+    );
+    let run = create_run(&s, "shared", json!({}));
+    let done = wait_phase(&s, &run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    let steps = &done["status"]["steps"];
+    assert_eq!(steps["write"]["output"]["mounted"], 1, "{}", steps["write"]);
+    let kept = steps["write"]["output"]["report"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        kept.ends_with(".coxswain/outputs/write/1/report.txt"),
+        "the kept path: {kept}"
+    );
+    assert_eq!(
+        steps["read"]["output"],
+        json!({"shared": format!("first {uid}|second {uid}|"), "report": "the report", "path": kept})
+    );
 }

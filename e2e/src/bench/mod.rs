@@ -10,9 +10,11 @@
 //! 3. N Runs of M condition steps only (no call, no pod: what Argo's
 //!    pod-less `suspend` steps compare with);
 //! 4. Runs of script steps, each a Job whose pod the stand-in node starts;
-//! 5. the controller's memory with many active Runs (each waiting on a
+//! 5. one script step's pod at a time on the node (created → started →
+//!    Succeeded): the floor a script step stands on;
+//! 6. the controller's memory with many active Runs (each waiting on a
 //!    person, so no process or call is held open per Run);
-//! 6. Argo Workflows' workflow-controller on the same API server, running
+//! 7. Argo Workflows' workflow-controller on the same API server, running
 //!    the same N × M as pod-less `suspend` chains (when `e2e/argo/build`
 //!    has built it).
 //!
@@ -20,6 +22,7 @@
 
 pub mod objects;
 pub mod plain;
+pub mod pods;
 pub mod report;
 pub mod server;
 pub mod workload;
@@ -44,6 +47,8 @@ pub struct Options {
     pub job_runs: usize,
     /// Script steps in each of those runs.
     pub job_steps: usize,
+    /// One-step Runs timed one at a time for the pod figures.
+    pub pod_runs: usize,
     /// Runs kept active for the memory figure.
     pub active: usize,
     /// How long the plain patch loop runs.
@@ -55,7 +60,7 @@ pub struct Options {
     /// Extra flags for every `coxswain controller`.
     pub controller_args: Vec<String>,
     /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
-    /// `jobs`, `memory`, `argo` (skipped with a note when Argo is not built).
+    /// `jobs`, `pods`, `memory`, `argo` (skipped with a note when Argo is not built).
     pub only: Vec<String>,
 }
 
@@ -69,6 +74,13 @@ impl Options {
 pub async fn run(options: &Options) -> Result<Figures> {
     let client = crate::client().await?;
     crate::Kubectl::new().await?.install_crds().await?;
+    if crate::node() == crate::Node::Real {
+        // `E2E_NODE=real`: script steps run the built images there.
+        eprintln!("the real node: building and loading the images");
+        tokio::task::spawn_blocking(crate::real_node_images)
+            .await
+            .map_err(|e| crate::Error::Bench(e.to_string()))??;
+    }
     let mut figures = Figures::default();
     // Namespaces are deleted only at the end: deleting one (the namespace
     // controller removing every object in it) would count as writes of
@@ -98,6 +110,12 @@ pub async fn run(options: &Options) -> Result<Figures> {
     if options.wants("jobs") {
         let (measured, ns) = jobs(&client, options).await?;
         figures.jobs = Some(measured);
+        kept.push(ns);
+    }
+    if options.wants("pods") {
+        eprintln!("pods: {} one-step runs, one at a time", options.pod_runs);
+        let (measured, ns) = pods::measure(&client, options.pod_runs, options.bound).await?;
+        figures.pods = Some(measured);
         kept.push(ns);
     }
     if options.wants("memory") {

@@ -17,6 +17,8 @@ pub struct Figures {
     pub conditions: Option<Conditions>,
     /// Runs of script steps as Jobs.
     pub jobs: Option<Jobs>,
+    /// One script step's pod at a time.
+    pub pods: Option<super::pods::PodTimes>,
     /// Memory with many active Runs.
     pub memory: Option<Memory>,
     /// Argo Workflows on the same chains as `conditions`.
@@ -202,6 +204,24 @@ impl Figures {
                     m.writes.total() as f64 / steps,
                     breakdown(m, steps)
                 ),
+                "",
+            );
+        }
+        if let Some(p) = &self.pods {
+            row(
+                &mut out,
+                &format!(
+                    "one script step's pod on the {} node, {} one at a time: created → step container started",
+                    p.node,
+                    p.started.len()
+                ),
+                &super::pods::PodTimes::summary(&p.started),
+                "",
+            );
+            row(
+                &mut out,
+                "— created → pod Succeeded",
+                &super::pods::PodTimes::summary(&p.succeeded),
                 "",
             );
         }

@@ -30,6 +30,9 @@ struct Args {
     /// Script steps per run.
     #[arg(long, default_value_t = 2)]
     job_steps: usize,
+    /// One-step Runs timed one at a time (the `pods` part).
+    #[arg(long, default_value_t = 10)]
+    pod_runs: usize,
     /// Runs kept active (waiting on a person) for the memory figure.
     #[arg(long, default_value_t = 1000)]
     active: usize,
@@ -46,7 +49,7 @@ struct Args {
     /// `--controller-arg=--reconcile-concurrency=32`.
     #[arg(long = "controller-arg", allow_hyphen_values = true)]
     controller_args: Vec<String>,
-    /// Run only these parts: plain, http, conditions, jobs, memory, argo
+    /// Run only these parts: plain, http, conditions, jobs, pods, memory, argo
     /// (repeat it; argo needs `e2e/argo/build` first).
     #[arg(long)]
     only: Vec<String>,
@@ -60,6 +63,7 @@ async fn main() -> std::process::ExitCode {
         steps: args.steps,
         job_runs: args.job_runs,
         job_steps: args.job_steps,
+        pod_runs: args.pod_runs,
         active: args.active,
         plain_for: Duration::from_secs(args.plain_seconds),
         plain_workers: args.plain_workers,

@@ -43,8 +43,8 @@ import (
 )
 
 func main() {
-	// CNI runs plugins by name: STATE/cni/bin/coxswain-e2e-net is this binary.
-	if filepath.Base(os.Args[0]) == realnode.CNIPluginName {
+	// CNI runs plugins by name: STATE/cni/bin/{coxswain-e2e-net,loopback} are this binary.
+	if realnode.IsCNIPlugin(os.Args[0]) {
 		realnode.CNIMain()
 		return
 	}

@@ -5,7 +5,8 @@ package realnode
 // takes its children along through PDEATHSIG, but containerd's shims are
 // re-parented and outlive it), cleanLeftovers kills the shims that name our
 // socket with every process below them, unmounts everything under the state
-// directory and removes the containers' cgroups and the shims' sockets.
+// directory and removes the containers' cgroups, the shims' sockets and the
+// kubelet's log symlinks.
 
 import (
 	"bytes"
@@ -74,6 +75,20 @@ func cleanLeftovers(p paths, logf func(string, ...any)) {
 	}
 	removeCgroups(p.runcRoot)
 	removeShimSockets(p)
+	removeLogLinks(p.podLogs)
+}
+
+// removeLogLinks removes the kubelet's symlinks in /var/log/containers
+// (always there, whatever podLogsDir says) that point into podLogs.
+func removeLogLinks(podLogs string) {
+	const dir = "/var/log/containers"
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		link := filepath.Join(dir, e.Name())
+		if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, podLogs+"/") {
+			_ = os.Remove(link)
+		}
+	}
 }
 
 // procCmdline reads a process's argv.

@@ -8,7 +8,9 @@ package realnode
 // namespace, brings `lo` up and makes a veth pair with BOTH ends in that
 // namespace: `eth0` with a /32 address and its peer, no routes. Nothing
 // leaves the namespace. DEL has nothing to do: the pair goes with the
-// namespace. CHECK, STATUS and GC succeed.
+// namespace. CHECK, STATUS and GC succeed. containerd 1.6 also runs a
+// `loopback` plugin for every sandbox: that name is this binary too, and
+// only brings `lo` up (no package needed).
 
 import (
 	"encoding/json"
@@ -26,7 +28,9 @@ const (
 	// CNIPluginName is the plugin's name: the conflist's type and the
 	// symlink's name in the CNI bin dir.
 	CNIPluginName = "coxswain-e2e-net"
-	cniVersion    = "1.0.0"
+	// loopbackName is the plugin containerd adds to every network.
+	loopbackName = "loopback"
+	cniVersion   = "1.0.0"
 	// peerName is the veth peer's name inside the pod (≤ 15 bytes).
 	peerName = "e2e-peer"
 )
@@ -43,10 +47,12 @@ func writeCNI(p paths) error {
 	if err != nil {
 		return err
 	}
-	link := filepath.Join(p.cniBin, CNIPluginName)
-	_ = os.Remove(link)
-	if err := os.Symlink(self, link); err != nil {
-		return err
+	for _, name := range []string{CNIPluginName, loopbackName} {
+		link := filepath.Join(p.cniBin, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(self, link); err != nil {
+			return err
+		}
 	}
 	conf, err := json.MarshalIndent(map[string]any{
 		"cniVersion": cniVersion,
@@ -63,6 +69,12 @@ func writeCNI(p paths) error {
 type cniConf struct {
 	CNIVersion string `json:"cniVersion"`
 	StateDir   string `json:"stateDir"`
+}
+
+// IsCNIPlugin says whether the binary was run under a plugin's name.
+func IsCNIPlugin(argv0 string) bool {
+	b := filepath.Base(argv0)
+	return b == CNIPluginName || b == loopbackName
 }
 
 // CNIMain runs the plugin: the command in CNI_COMMAND, the configuration
@@ -86,7 +98,11 @@ func CNIMain() {
 	case "VERSION":
 		writeJSON(map[string]any{"cniVersion": cniVersion, "supportedVersions": []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0"}})
 	case "ADD":
-		cniAdd(conf)
+		if filepath.Base(os.Args[0]) == loopbackName {
+			loopbackAdd(conf)
+		} else {
+			cniAdd(conf)
+		}
 	case "DEL", "CHECK", "STATUS", "GC":
 		// Nothing to undo or check: the pair lives and dies with the namespace.
 	default:
@@ -130,6 +146,26 @@ func cniAdd(conf cniConf) {
 	writeJSON(map[string]any{
 		"cniVersion": conf.CNIVersion,
 		"interfaces": []map[string]any{{"name": ifname, "mac": mac, "sandbox": netns}},
+		"ips":        []map[string]any{ipEntry},
+	})
+}
+
+// loopbackAdd brings `lo` up in the pod's namespace.
+func loopbackAdd(conf cniConf) {
+	netns := os.Getenv("CNI_NETNS")
+	if netns == "" {
+		cniFail(conf.CNIVersion, 4, "CNI_NETNS is required", nil)
+	}
+	if out, err := inNetns(netns, "", "link", "set", "lo", "up"); err != nil {
+		cniFail(conf.CNIVersion, 11, "bringing lo up: "+strings.TrimSpace(out), err)
+	}
+	ipEntry := map[string]any{"address": "127.0.0.1/8", "interface": 0}
+	if !strings.HasPrefix(conf.CNIVersion, "1.") {
+		ipEntry["version"] = "4"
+	}
+	writeJSON(map[string]any{
+		"cniVersion": conf.CNIVersion,
+		"interfaces": []map[string]any{{"name": "lo", "sandbox": netns}},
 		"ips":        []map[string]any{ipEntry},
 	})
 }

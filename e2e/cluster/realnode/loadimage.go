@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/distribution/reference"
 )
 
 // archiveNames reads the image names an archive carries: a docker-archive's
@@ -142,6 +144,33 @@ func LoadImageMain(args []string) {
 		fail(fmt.Errorf("ctr imported no image from %s (%s naming %s): %s", file, kind, strings.Join(names, ", "), strings.TrimSpace(out)))
 	}
 	for _, n := range imported {
-		fmt.Println(n)
+		full, err := normalise(ctx, sock, n)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(full)
 	}
+}
+
+// normalise gives an imported image the name a pod's `image` resolves to:
+// ctr names a docker-archive's images docker.io/…, but an OCI archive's
+// exactly as its annotation says ("coxswain-e2e/busybox:1"), which the CRI
+// plugin would never find. Such an image is re-tagged under its
+// normalised name and the other name removed.
+func normalise(ctx context.Context, sock, name string) (string, error) {
+	ref, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return "", fmt.Errorf("imported image %q: %w", name, err)
+	}
+	full := reference.TagNameOnly(ref).String()
+	if full == name {
+		return name, nil
+	}
+	if _, err := ctr(ctx, sock, "images", "tag", "--force", name, full); err != nil {
+		return "", err
+	}
+	if _, err := ctr(ctx, sock, "images", "rm", name); err != nil {
+		return "", err
+	}
+	return full, nil
 }

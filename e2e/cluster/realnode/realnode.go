@@ -99,32 +99,32 @@ func Prepare(state string, logf func(string, ...any)) error {
 // Start starts containerd, imports the pause image, starts the kubelet and
 // kube-scheduler, and returns once Node e2e-node is Ready with its address
 // set to 127.0.0.1. On failure it stops what it started.
-func Start(ctx context.Context, cfg Config) (n *Node, err error) {
-	n = &Node{cfg: cfg, p: newPaths(cfg.StateDir), start: time.Now()}
-	defer func() {
-		if err != nil {
-			n.Stop()
-			n = nil
-		}
-	}()
-	if err := n.startContainerd(ctx); err != nil {
-		return nil, err
-	}
-	n.cfg.Logf("containerd ready at %s (%.1fs)", n.p.sock, time.Since(n.start).Seconds())
-	if err := n.importPause(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.startKubelet(); err != nil {
-		return nil, err
-	}
-	if err := n.startScheduler(); err != nil {
-		return nil, err
-	}
-	if err := n.waitReady(ctx, 3*time.Minute); err != nil {
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	n := &Node{cfg: cfg, p: newPaths(cfg.StateDir), start: time.Now()}
+	if err := n.run(ctx); err != nil {
+		n.Stop()
 		return nil, err
 	}
 	n.cfg.Logf("node %s Ready (%.1fs)", NodeName, time.Since(n.start).Seconds())
 	return n, nil
+}
+
+// run starts the node's parts in order.
+func (n *Node) run(ctx context.Context) error {
+	if err := n.startContainerd(ctx); err != nil {
+		return err
+	}
+	n.cfg.Logf("containerd ready at %s (%.1fs)", n.p.sock, time.Since(n.start).Seconds())
+	if err := n.importPause(ctx); err != nil {
+		return err
+	}
+	if err := n.startKubelet(); err != nil {
+		return err
+	}
+	if err := n.startScheduler(); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, 3*time.Minute)
 }
 
 // Done is closed (receives) when the kubelet, containerd or kube-scheduler

@@ -66,7 +66,7 @@ func cleanLeftovers(p paths, logf func(string, ...any)) {
 	if n := killLeftovers(p); n > 0 {
 		logf("killed %d leftover process(es) of a previous real node in %s", n, p.state)
 	}
-	for _, dir := range []string{p.state, filepath.Dir(p.sock)} {
+	for _, dir := range []string{p.state, p.runDir} {
 		if n, err := unmountUnder(dir); err != nil {
 			logf("unmounting under %s: %v", dir, err)
 		} else if n > 0 {

@@ -22,20 +22,21 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// maxSocketPath leaves room in sun_path (108 bytes) for containerd's
-// "<socket>.ttrpc".
-const maxSocketPath = 100
+// maxStateForSockets is the longest state directory whose sockets fit in
+// sun_path (108 bytes): containerd's "containerd/containerd.sock.ttrpc" and
+// the kubelet's "kubelet/pod-resources/kubelet.sock" below it.
+const maxStateForSockets = 65
 
-// socketPath is containerd's socket: STATE/containerd/containerd.sock, or,
-// when that is too long for a unix socket, /run/coxswain-e2e/<hash of
-// STATE>/containerd.sock. Either way STATE/containerd.sock-path names it.
-func socketPath(state string) string {
-	s := filepath.Join(state, "containerd", "containerd.sock")
-	if len(s) <= maxSocketPath {
-		return s
+// runDir is where the node's sockets and the kubelet's root dir live: the
+// state directory, or, when that is too long for unix sockets below it,
+// /run/coxswain-e2e/<hash of STATE>. Either way STATE/containerd.sock-path
+// names containerd's socket.
+func runDir(state string) string {
+	if len(state) <= maxStateForSockets {
+		return state
 	}
 	h := sha256.Sum256([]byte(state))
-	return filepath.Join("/run/coxswain-e2e", fmt.Sprintf("%x", h[:8]), "containerd.sock")
+	return filepath.Join("/run/coxswain-e2e", fmt.Sprintf("%x", h[:8]))
 }
 
 // containerdConfig is containerd's config.toml (version 2).
@@ -102,7 +103,7 @@ func runcPath() string {
 // and waits until its CRI service answers.
 func (n *Node) startContainerd(ctx context.Context) error {
 	p := n.p
-	for _, d := range []string{p.containerdDir, filepath.Dir(p.sock), p.runcRoot, p.podLogs, p.logs} {
+	for _, d := range []string{p.containerdDir, p.runDir, filepath.Dir(p.sock), p.runcRoot, p.podLogs, p.logs} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return err
 		}

@@ -10,8 +10,12 @@
 // Layout under the state directory:
 //
 //	containerd/{config.toml,root,state,runc,containerd.sock}
-//	containerd.sock-path          the socket's path (it may live in /run/coxswain-e2e/… when STATE is long)
+//	containerd.sock-path          the socket's path
 //	kubelet/                      the kubelet's --root-dir (a shared bind mount)
+//
+// (when STATE is longer than 65 bytes, containerd.sock and kubelet/ are in
+// /run/coxswain-e2e/<hash of STATE>/ instead: unix socket paths are short)
+//
 //	kubelet.yaml                  its KubeletConfiguration
 //	kubelet-sysctls/              the sysctl values the kubelet is shown (see kubelet.go)
 //	cni/{bin,conf,state}          the CNI plugin (a symlink to the harness), its conflist, its address counter
@@ -55,17 +59,22 @@ type Node struct {
 
 // paths are the node's files under the state directory.
 type paths struct {
-	state, containerdDir, config, root, runState, runcRoot, sock, sockPathFile           string
+	state, runDir, containerdDir, config, root, runState, runcRoot, sock, sockPathFile   string
 	kubeletRoot, kubeletConfig, sysctls, cniBin, cniConf, cniState, podLogs, pause, logs string
 }
 
 func newPaths(state string) paths {
 	p := func(n ...string) string { return filepath.Join(append([]string{state}, n...)...) }
+	run := runDir(state)
+	sock := filepath.Join(run, "containerd", "containerd.sock")
+	if run != state {
+		sock = filepath.Join(run, "containerd.sock")
+	}
 	return paths{
-		state: state, containerdDir: p("containerd"), config: p("containerd", "config.toml"),
+		state: state, runDir: run, containerdDir: p("containerd"), config: p("containerd", "config.toml"),
 		root: p("containerd", "root"), runState: p("containerd", "state"), runcRoot: p("containerd", "runc"),
-		sock: socketPath(state), sockPathFile: p("containerd.sock-path"),
-		kubeletRoot: p("kubelet"), kubeletConfig: p("kubelet.yaml"), sysctls: p("kubelet-sysctls"),
+		sock: sock, sockPathFile: p("containerd.sock-path"),
+		kubeletRoot: filepath.Join(run, "kubelet"), kubeletConfig: p("kubelet.yaml"), sysctls: p("kubelet-sysctls"),
 		cniBin: p("cni", "bin"), cniConf: p("cni", "conf"), cniState: p("cni", "state"),
 		podLogs: p("pod-logs"), pause: p("pause.tar"), logs: p("logs"),
 	}
@@ -90,8 +99,8 @@ func Prepare(state string, logf func(string, ...any)) error {
 	for _, f := range []string{p.kubeletConfig, p.pause, p.sockPathFile} {
 		_ = os.Remove(f)
 	}
-	if dir := filepath.Dir(p.sock); dir != p.containerdDir {
-		_ = os.RemoveAll(dir)
+	if p.runDir != state {
+		_ = os.RemoveAll(p.runDir)
 	}
 	return nil
 }
@@ -156,5 +165,8 @@ func (n *Node) Stop() {
 	}
 	n.containerd.stop(10 * time.Second)
 	cleanLeftovers(n.p, n.cfg.Logf)
+	if n.p.runDir != n.p.state {
+		_ = os.RemoveAll(n.p.runDir)
+	}
 	n.cfg.Logf("real node stopped (%.1fs)", time.Since(t).Seconds())
 }

@@ -96,7 +96,12 @@ func kubeletConfiguration(p paths, port int) ([]byte, error) {
 		"serializeImagePulls":      false,
 		"registerNode":             true,
 		"hairpinMode":              "none",
-		"resolvConf":               "",
+		// No cluster DNS runs; pods get the pod's own loopback as their
+		// name server (nothing answers, nothing leaves) and no
+		// MissingClusterDNS warning event each.
+		"clusterDNS":    []string{"127.0.0.1"},
+		"clusterDomain": "cluster.local",
+		"resolvConf":    "",
 	}, "", "  ")
 }
 

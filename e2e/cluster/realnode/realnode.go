@@ -136,14 +136,18 @@ func (n *Node) run(ctx context.Context) error {
 	return n.waitReady(ctx, 3*time.Minute)
 }
 
-// Done is closed (receives) when the kubelet, containerd or kube-scheduler
-// exits on its own; the harness then stops.
+// Done receives the name of the first of containerd, the kubelet and
+// kube-scheduler to exit (on its own, or when Stop stops them); the
+// harness stops when one exits while it runs.
 func (n *Node) Done() <-chan string {
 	out := make(chan string, 1)
 	for _, c := range []*proc{n.containerd, n.kubelet, n.scheduler} {
 		go func(c *proc) {
 			<-c.exited
-			out <- c.name
+			select {
+			case out <- c.name:
+			default: // another one was first
+			}
 		}(c)
 	}
 	return out

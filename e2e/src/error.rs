@@ -12,6 +12,9 @@ pub enum Error {
     /// The harness did not start or did not print its readiness line.
     #[error("starting the e2e cluster failed: {0}")]
     Start(String),
+    /// The real node's images could not be built or imported.
+    #[error("preparing the real node's images failed: {0}")]
+    Images(String),
     /// An executable the tests run in pods is not built.
     #[error("{} is missing: build it with `cargo build -p coxswain` (cargo test --workspace does)", .0.display())]
     NotBuilt(std::path::PathBuf),

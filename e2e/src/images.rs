@@ -35,7 +35,7 @@ pub fn real_node_images() -> Result<()> {
     LOADED
         .get_or_init(|| build_and_load().map_err(|e| e.to_string()))
         .clone()
-        .map_err(Error::Start)
+        .map_err(Error::Images)
 }
 
 fn build_and_load() -> Result<()> {

@@ -158,15 +158,18 @@ async fn script_steps_run_in_any_image_as_a_random_user() {
     assert_eq!(
         busybox,
         &json!({"got": {"data": "Ada"}, "uid": uid, "root_writable": false,
-                "glibc": false, "home": "/coxswain/home"}),
+                "glibc": false, "home": "/coxswain/home", "files": ["o.txt"]}),
         "busybox: no libc, the random uid, / read-only to it, $HOME on a volume"
     );
     let musl = &steps["musl"]["output"];
-    assert_eq!(musl, &json!({"got": busybox, "uid": uid, "libc": "musl"}));
+    assert_eq!(
+        musl,
+        &json!({"got": busybox, "uid": uid, "libc": "musl", "files": ["note.txt"]})
+    );
     let static_ = &steps["static"]["output"];
     assert_eq!(
         static_,
-        &json!({"got": musl, "uid": uid, "libc": "static musl"}),
+        &json!({"got": musl, "uid": uid, "libc": "static musl", "files": ["note.txt"]}),
         "a command in an image with no shell"
     );
     let debian = &steps["debian"]["output"];
@@ -281,7 +284,7 @@ spec:
     properties: {mode: {type: string}}
   steps:
     - key: work
-      timeout: 3s
+      timeout: 15s
       input: {mode: $input.mode}
       script:
         image: IMAGE_BUSYBOX
@@ -289,22 +292,37 @@ spec:
           echo "working as $(id -u)" >&2
           case "$(cat "$INPUTS/mode")" in
             *fail*) echo 'compile error: line 3' >&2; exit 3 ;;
-            *slow*) sleep 300 ;;
             *) sleep 300 ;;
           esac
 "#;
 
+const SLEEPY_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: sleepy}
+spec:
+  steps:
+    - key: work
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          echo "working as $(id -u)" >&2
+          sleep 300
+"#;
+
 /// A failing script's stderr in the record and in kubectl logs; a timeout
-/// as the Job's activeDeadlineSeconds, which the kubelet enforces; a
-/// cancel removing the running Job and its pod.
+/// as the Job's activeDeadlineSeconds, which the kubelet enforces (it
+/// counts from the Job's start, pod start-up included: 15 s leaves room for
+/// a loaded node); a cancel removing the running Job and its pod.
 #[tokio::test]
 async fn failure_timeout_and_cancel_on_a_real_kubelet() {
     let (s, uid) = setup().await;
     s.apply(&FAILING_FLOW.replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE));
+    s.apply(&SLEEPY_FLOW.replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE));
 
     let failed = create_run(&s, "failing", json!({"mode": "fail"}));
     let slow = create_run(&s, "failing", json!({"mode": "slow"}));
-    let cancelled = create_run(&s, "failing", json!({"mode": "cancel"}));
+    let cancelled = create_run(&s, "sleepy", json!({}));
 
     let done = wait_phase(&s, &failed, &["Succeeded", "Failed"]).await;
     assert_eq!(done["status"]["phase"], "Failed");
@@ -333,7 +351,7 @@ async fn failure_timeout_and_cancel_on_a_real_kubelet() {
         "json",
     ]);
     assert_eq!(
-        jobs["items"][0]["spec"]["activeDeadlineSeconds"], 3,
+        jobs["items"][0]["spec"]["activeDeadlineSeconds"], 15,
         "{jobs:#}"
     );
 

@@ -20,8 +20,25 @@ use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, Run, StepError};
 use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
 use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
 
-/// How many of a log's last lines are read to find a result frame.
+/// How many of a log's last lines are read to find a result frame, besides
+/// the lines its body may be split into ([`frame_tail_lines`]).
 const FRAME_TAIL_LINES: i64 = 4;
+
+/// The shortest piece a container runtime splits a long log line into.
+/// containerd and CRI-O write a line longer than their limit (16 KiB by
+/// default in containerd) as several "partial" lines, and the kubelet's
+/// `tailLines` counts each piece: a 600 kB frame body is about forty
+/// lines there. A quarter of containerd's default leaves room for runtimes
+/// configured tighter.
+const RUNTIME_LOG_PIECE_BYTES: usize = 4 << 10;
+
+/// How many of a log's last lines hold a frame whose body is `bytes`
+/// long, however the runtime split it: a few more than the frame, never
+/// fewer.
+fn frame_tail_lines(bytes: usize) -> i64 {
+    let pieces = i64::try_from(bytes.div_ceil(RUNTIME_LOG_PIECE_BYTES)).unwrap_or(i64::MAX);
+    FRAME_TAIL_LINES.saturating_add(pieces)
+}
 
 /// How many of a stopped pod's last log lines are read for its record
 /// (the record keeps at most [`LOG_TAIL_BYTES`] of them).
@@ -264,11 +281,12 @@ impl JobLauncher {
         reference: &LogRef,
     ) -> Result<WorkResult, LauncherError> {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        // The frame is the log's last two lines (a header and the body);
-        // a few more tolerate a runtime's line after it.
+        // The frame is the log's last two lines (a header and the body,
+        // which the runtime may have split into pieces); a few more
+        // tolerate a runtime's line after it.
         let params = LogParams {
             container: Some(STEP_CONTAINER.to_string()),
-            tail_lines: Some(FRAME_TAIL_LINES),
+            tail_lines: Some(frame_tail_lines(reference.bytes)),
             ..LogParams::default()
         };
         let log = match self.pods.logs(&name, &params).await {
@@ -472,5 +490,21 @@ fn kind(task: &Task) -> &'static str {
         Task::Http(_) => "http",
         Task::Message(_) => "message",
         Task::Save(_) => "save",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_read_holds_a_frame_body_the_runtime_split_into_pieces() {
+        // containerd splits at 16 KiB: a 614,448-byte body is 38 lines,
+        // then the header before it and the frame's own line break.
+        let containerd_lines = 614_448usize.div_ceil(16 << 10) as i64 + 2;
+        assert!(frame_tail_lines(614_448) >= containerd_lines);
+        assert_eq!(frame_tail_lines(0), FRAME_TAIL_LINES);
+        assert_eq!(frame_tail_lines(4096), FRAME_TAIL_LINES + 1);
+        assert!(frame_tail_lines(usize::MAX) > 0, "no overflow");
     }
 }

@@ -30,7 +30,7 @@ async fn setup() -> (Setup, i64) {
         .await
         .expect("image loading ran")
         .unwrap_or_else(|e| panic!("{e}"));
-    let uid = 10_000 + i64::from(rand_u32() % 2_000_000_000);
+    let uid = 10_000 + i64::from(coxswain_test_support::random_u32() % 2_000_000_000);
     let uid_flag = uid.to_string();
     let s = Setup::new(&[
         "--job-run-as-user",
@@ -49,19 +49,6 @@ async fn setup() -> (Setup, i64) {
         ])
         .unwrap_or_else(|e| panic!("{e}"));
     (s, uid)
-}
-
-/// A random number from the process's hasher seed (no extra crate).
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    (h.finish() >> 32) as u32
 }
 
 fn create_run(s: &Setup, flow: &str, input: Value) -> String {

@@ -14,3 +14,17 @@ pub mod postgres;
 pub mod recording_proxy;
 pub mod viewer;
 pub mod when_gone;
+
+/// A random number for names and ids that must differ between test runs
+/// (the process's hasher seed mixed with the clock; no extra crate).
+pub fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    (h.finish() >> 32) as u32
+}

@@ -50,7 +50,7 @@ impl FreshDatabase {
     /// A new empty database named `prefix_<random>`.
     pub fn new(prefix: &str) -> FreshDatabase {
         let server = server_url();
-        let name = format!("{prefix}_{:08x}", rand_u32());
+        let name = format!("{prefix}_{:08x}", crate::random_u32());
         psql(&server, &format!("CREATE DATABASE {name}"));
         let url = match server.rsplit_once('/') {
             Some((base, _)) => format!("{base}/{name}"),
@@ -74,18 +74,6 @@ impl Drop for FreshDatabase {
             &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
         );
     }
-}
-
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    h.finish() as u32
 }
 
 fn psql(url: &str, sql: &str) -> String {

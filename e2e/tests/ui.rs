@@ -483,6 +483,39 @@ subjects:
         .expect("POST /sign-in");
     assert_eq!(refused.status().as_u16(), 401);
     assert!(refused.headers().get("set-cookie").is_none());
+    // `next` never leads off the viewer (browsers read `/\host` as `//host`).
+    for next in [
+        "/\\attacker.example/",
+        "//attacker.example/",
+        "https://attacker.example/",
+    ] {
+        let signed = no_redirects
+            .post(ui.at("/sign-in"))
+            .form(&[("token", viewer_token.as_str()), ("next", next)])
+            .send()
+            .await
+            .expect("POST /sign-in");
+        assert_eq!(signed.status().as_u16(), 303, "{next}");
+        assert_eq!(signed.headers()["location"], "/", "{next}");
+    }
+    // A sign-in posted from another site's page is refused, no cookie set
+    // (login CSRF: the victim would type into the attacker's session).
+    for (name, value) in [
+        ("origin", "https://attacker.example"),
+        ("sec-fetch-site", "cross-site"),
+    ] {
+        let forged = no_redirects
+            .post(ui.at("/sign-in"))
+            .header(name, value)
+            .form(&[("token", viewer_token.as_str()), ("next", "/")])
+            .send()
+            .await
+            .expect("POST /sign-in");
+        assert_eq!(forged.status().as_u16(), 403, "{name}: {value}");
+        assert!(forged.headers().get("set-cookie").is_none());
+        let why = forged.text().await.unwrap_or_default();
+        assert!(why.contains("viewer's own page"), "{why}");
+    }
 
     // The viewer's token shows the run, live.
     browser

@@ -171,6 +171,9 @@ pub async fn sign_in(
     request_headers: HeaderMap,
     Form(form): Form<SignIn>,
 ) -> Response {
+    if let Some(refusal) = cross_site(&request_headers) {
+        return ApiError::Forbidden(refusal).into_response();
+    }
     let token = form.token.trim().to_string();
     let mut headers = HeaderMap::new();
     let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) else {
@@ -187,7 +190,8 @@ pub async fn sign_in(
     }
     let next = form
         .next
-        .filter(|n| n.starts_with('/') && !n.starts_with("//"))
+        .as_deref()
+        .and_then(same_origin_path)
         .unwrap_or_else(|| "/".into());
     // Behind an HTTPS ingress the browser never sends the token in clear.
     let secure = request_headers
@@ -202,6 +206,54 @@ pub async fn sign_in(
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// Why a sign-in comes from another site, if it does: the browser says so
+/// in `Sec-Fetch-Site`, or its `Origin` names another host than the one
+/// asked. A page elsewhere could otherwise sign a person into its own
+/// session (login CSRF). A request with neither header (not a browser's)
+/// carries no cookie of the person's, so it is let through.
+fn cross_site(headers: &HeaderMap) -> Option<String> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site")
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Some(format!(
+            "a sign-in must come from the viewer's own page (Sec-Fetch-Site: {site})"
+        ));
+    }
+    let origin = text(header::ORIGIN.as_str())?;
+    let host = text(header::HOST.as_str()).unwrap_or_default();
+    let authority = url::Url::parse(origin).ok().and_then(|u| {
+        let name = u.host_str()?.to_string();
+        Some(match u.port() {
+            Some(port) => format!("{name}:{port}"),
+            None => name,
+        })
+    });
+    match authority {
+        Some(a) if a.eq_ignore_ascii_case(host) => None,
+        _ => Some(format!(
+            "a sign-in must come from the viewer's own page (Origin {origin} is not {host})"
+        )),
+    }
+}
+
+/// `next` as a path on this viewer, or `None` when it would lead anywhere
+/// else. Parsed as a URL reference against a placeholder origin (not
+/// pattern-matched): what keeps that origin is a path here. A backslash or
+/// a control character is refused outright, since browsers read `/\host`
+/// as `//host`.
+fn same_origin_path(next: &str) -> Option<String> {
+    if !next.starts_with('/') || next.chars().any(|c| c == '\\' || c.is_control()) {
+        return None;
+    }
+    let base = url::Url::parse("http://viewer.invalid/").ok()?;
+    let joined = base.join(next).ok()?;
+    if joined.origin() != base.origin() {
+        return None;
+    }
+    Some(joined[url::Position::BeforePath..].to_string())
 }
 
 /// Who the API server says the caller is.
@@ -245,4 +297,80 @@ pub async fn whoami(
         Access::Local => "local",
     });
     Ok(Json(user))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_is_only_ever_a_path_on_this_viewer() {
+        assert_eq!(
+            same_origin_path("/runs/ns/a?x=1#s").as_deref(),
+            Some("/runs/ns/a?x=1#s")
+        );
+        assert_eq!(same_origin_path("/").as_deref(), Some("/"));
+        for off_site in [
+            "//attacker.example/",
+            "/\\attacker.example/",
+            "/\\/attacker.example",
+            "\\\\attacker.example",
+            "https://attacker.example/",
+            "/\tattacker",
+            "/\n/attacker.example",
+            "attacker.example",
+            "",
+            "///attacker.example",
+        ] {
+            assert_eq!(same_origin_path(off_site), None, "{off_site:?}");
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, HeaderValue::from_str(value).expect("a header value"));
+        }
+        h
+    }
+
+    #[test]
+    fn a_sign_in_from_another_site_is_refused() {
+        let own = [
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:8080"),
+        ];
+        assert_eq!(cross_site(&headers(&own)), None);
+        let ingress = [
+            ("host", "coxswain.example"),
+            ("origin", "https://coxswain.example"),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        assert_eq!(cross_site(&headers(&ingress)), None);
+        assert_eq!(
+            cross_site(&headers(&[("host", "127.0.0.1:8080")])),
+            None,
+            "not a browser"
+        );
+        for refused in [
+            vec![
+                ("host", "127.0.0.1:8080"),
+                ("origin", "https://attacker.example"),
+            ],
+            vec![("host", "127.0.0.1:8080"), ("origin", "null")],
+            vec![
+                ("host", "127.0.0.1:8080"),
+                ("origin", "http://127.0.0.1:9090"),
+            ],
+            vec![("host", "127.0.0.1:8080"), ("sec-fetch-site", "cross-site")],
+            vec![("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")],
+        ] {
+            let why = cross_site(&headers(&refused));
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains("viewer's own page")),
+                "{refused:?}"
+            );
+        }
+    }
 }

@@ -83,8 +83,18 @@ impl ControllerProcess {
         namespace: &str,
         extra: &[&str],
     ) -> crate::Result<Self> {
-        let stripped = crate::stripped_coxswain_bin()?;
-        let stripped = stripped.to_string_lossy().into_owned();
+        // On the real node pods run images: the init container copies the
+        // image's static executable. On the stand-in, the host's, stripped
+        // (made only when no `--job-executable` is given).
+        let executable = match (extra.contains(&"--job-executable"), crate::node()) {
+            (true, _) => None,
+            (false, crate::Node::Real) => Some(crate::images::IN_IMAGE_EXECUTABLE.to_string()),
+            (false, crate::Node::StandIn) => Some(
+                crate::stripped_coxswain_bin()?
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+        };
         let mut args = vec![
             "--namespace",
             namespace,
@@ -95,13 +105,7 @@ impl ControllerProcess {
             "--allow-net",
             "127.0.0.1/32",
         ];
-        if !extra.contains(&"--job-executable") {
-            // On the real node pods run images: the init container copies
-            // the image's static executable. On the stand-in, the host's.
-            let executable = match crate::node() {
-                crate::Node::Real => crate::images::IN_IMAGE_EXECUTABLE,
-                crate::Node::StandIn => &stripped,
-            };
+        if let Some(executable) = &executable {
             args.extend(["--job-executable", executable]);
         }
         args.extend_from_slice(extra);

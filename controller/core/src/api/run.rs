@@ -47,9 +47,10 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel: bool,
     /// Rerun an ended run from one of its steps: the new run runs the old
-    /// run's pinned flow (its snapshot, not today's Flow), keeps the old
-    /// record of every step that is neither `step` nor after it, and runs
-    /// `step` and what follows anew. `flowRef` must name the old run's flow.
+    /// run's pinned flow, keeps the old record of every step that is
+    /// neither `step` nor after it, and runs `step` and what follows anew.
+    /// `flowRef` must name the old run's Flow, unchanged since; a person's
+    /// decision is copied only into a rerun made by the old run's creator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<RunFrom>,
 }
@@ -63,6 +64,11 @@ pub struct RunFrom {
     pub run: String,
     /// The step key to run again, with every step after it.
     pub step: String,
+    /// The ended Run's `metadata.uid`. Coxswain's admission writes it when
+    /// left out, so a Run deleted and made again under the same name is
+    /// never read in its place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
 }
 
 /// The run a rerun came from, as the controller found it when the rerun

@@ -23,7 +23,7 @@ pub use machine::{
     MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef, keep_stopped_log,
 };
 pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
-pub use rerun::{RerunError, first_failed_step, rerun_from, rerun_nodes};
+pub use rerun::{RerunError, copied_decisions, first_failed_step, rerun_from, rerun_nodes};
 pub use work::{
     AgentTask, ChangeRequest, DataView, Done, Failed, Given, LookupWork, PartRef, RunInfo,
     SaveTask, Task, Work, WorkResult, codes, step_error,

@@ -153,6 +153,26 @@ pub fn rerun_from(
     Ok(status)
 }
 
+/// The approval steps whose decision a seeded rerun record copies from
+/// the old run, in document order: an approval step copied with a record
+/// that is not pending or skipped, or nested in a loop or parallel step
+/// copied that way (its parts' decisions travel with it). A person made
+/// each of those decisions for the old run; who may reuse them is the
+/// caller's rule (on a cluster: only the old run's creator).
+pub fn copied_decisions(flow: &Compiled<'_>, seeded: &RunStatus) -> Vec<String> {
+    let copied = |node: usize| {
+        seeded.steps.get(flow.key(node)).is_some_and(|record| {
+            record.copied_from.is_some()
+                && !matches!(record.status, StepStatus::Pending | StepStatus::Skipped)
+        })
+    };
+    (0..flow.graph.nodes.len())
+        .filter(|&node| flow.graph.nodes[node].step.approval.is_some())
+        .filter(|&node| copied(node) || flow.graph.enclosing(node).any(copied))
+        .map(|node| flow.key(node).to_string())
+        .collect()
+}
+
 /// The old run must have ended and have run this very flow.
 fn check_old(flow: &Compiled<'_>, old: &RunStatus, run: &str) -> Result<(), RerunError> {
     if !old.phase.is_over() {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::api::{CopiedFrom, FlowSpec, RunPhase, RunStatus, StepStatus};
 use crate::engine::{
     Action, CompiledFlow, Decision, Done, Event, Failed, RerunError, RunInfo, RunMachine, codes,
-    first_failed_step, rerun_from, step_error,
+    copied_decisions, first_failed_step, rerun_from, step_error,
 };
 
 fn compile(yaml: &str) -> CompiledFlow {
@@ -305,6 +305,61 @@ fn send_back_counts_start_again_only_for_a_rerunning_sender() {
     let ran = drive(&mut machine, actions, &[]);
     assert_eq!(ran, ["build"]);
     assert_eq!(machine.record().steps["build"].copied_from, None);
+}
+
+#[test]
+fn a_rerun_names_the_decisions_it_copies_and_only_those() {
+    let flow = compile(REVIEWED);
+    let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+    let actions = machine.handle(Event::Start, at(0));
+    drive(&mut machine, actions, &[]);
+    let actions = decide(&mut machine, 1, "approve");
+    drive(&mut machine, actions, &["ship"]);
+    let old = machine.record().clone();
+    let from_ship = rerun_from(flow.get(), &old, "ship", old_run()).expect("seed");
+    assert_eq!(copied_decisions(flow.get(), &from_ship), ["review"]);
+    // From the review (or before it) the review is asked again: nothing copied.
+    for step in ["review", "build"] {
+        let seeded = rerun_from(flow.get(), &old, step, old_run()).expect("seed");
+        assert!(copied_decisions(flow.get(), &seeded).is_empty(), "{step}");
+    }
+    // An approval never reached (skipped on the old run's path) holds no decision.
+    let mut skipped = from_ship.clone();
+    skipped.steps.get_mut("review").expect("copied").status = StepStatus::Skipped;
+    assert!(copied_decisions(flow.get(), &skipped).is_empty());
+}
+
+#[test]
+fn a_decision_inside_a_copied_composite_counts() {
+    let flow = compile(
+        "
+steps:
+  - key: both
+    loop:
+      until: $loop.iteration == 2
+      maxIterations: 3
+      steps:
+        - {key: check, approval: {decisions: [approve]}}
+        - {key: build, script: {source: x}}
+  - {key: ship, script: {source: x}}
+",
+    );
+    let mut old = RunStatus {
+        phase: RunPhase::Failed,
+        flow_digest: Some(flow.get().digest.clone()),
+        ..Default::default()
+    };
+    for (key, status) in [("both", StepStatus::Completed), ("ship", StepStatus::Failed)] {
+        old.steps.insert(
+            key.into(),
+            crate::api::StepRecord {
+                status,
+                ..Default::default()
+            },
+        );
+    }
+    let seeded = rerun_from(flow.get(), &old, "ship", old_run()).expect("seed");
+    assert_eq!(copied_decisions(flow.get(), &seeded), ["check"]);
 }
 
 #[test]

@@ -8,6 +8,11 @@
 use std::future::Future;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Api;
+use kube::api::PostParams;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde::de::DeserializeOwned;
@@ -98,6 +103,44 @@ pub fn typed<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<Opti
         .transpose()
 }
 
+/// Whether `user` may `get` the object `name` of `resource` (a plural of
+/// the core group or of `coxswain.dev`) in `namespace`: one
+/// SubjectAccessReview, so the API server's RBAC (and any other
+/// authorizer) answers, not a rule of ours.
+pub async fn may_get(
+    client: &kube::Client,
+    user: &UserInfo,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, kube::Error> {
+    let group = match resource {
+        "runs" | "flows" | "approvals" => Some("coxswain.dev".to_string()),
+        _ => None,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            groups: user.groups.clone(),
+            uid: user.uid.clone(),
+            extra: user.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.to_string()),
+                verb: Some("get".into()),
+                group,
+                resource: Some(resource.into()),
+                name: Some(name.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
 /// The admission rules of one kind. Implemented by [`coxswain_core::api::Flow`],
 /// [`coxswain_core::api::Run`] and [`coxswain_core::api::Approval`], each in
 /// the module of its kind.
@@ -110,7 +153,10 @@ pub trait Admit {
     ) -> impl Future<Output = Result<(), Refusal>> + Send;
 
     /// The mutating stamps, as a JSON patch (empty: nothing to stamp).
-    fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal>;
+    fn stamp(
+        reviewer: &Reviewer,
+        request: &Request<'_>,
+    ) -> impl Future<Output = Result<Vec<Value>, Refusal>> + Send;
 
     /// Warnings on an admitted write, which kubectl prints as `Warning:`:
     /// what is allowed but most likely not what the user typed. None by

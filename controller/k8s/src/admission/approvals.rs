@@ -191,7 +191,7 @@ impl Admit for Approval {
     }
 
     /// Who answered and when, on update.
-    fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal> {
+    async fn stamp(_: &Reviewer, request: &Request<'_>) -> Result<Vec<Value>, Refusal> {
         if !matches!(request.operation(), Operation::Update) {
             return Ok(Vec::new());
         }

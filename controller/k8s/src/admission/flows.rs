@@ -4,17 +4,12 @@
 //! Secret, so nobody gains a Secret through a flow.
 
 use k8s_openapi::api::authentication::v1::UserInfo;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::Api;
-use kube::api::PostParams;
 use serde_json::Value;
 
 use coxswain_core::api::{Flow, FlowSpec, StepProblem};
 use coxswain_core::flow::{BoundSecret, boolean_looking_keys, bound_secrets, one_line, validate};
 
-use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
+use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer, may_get};
 
 /// Why a Flow is refused: every problem it has, on one line (kubectl
 /// prints one line).
@@ -116,7 +111,7 @@ impl Admit for Flow {
     }
 
     /// Nothing is stamped on a Flow.
-    fn stamp(_: &Request<'_>) -> Result<Vec<Value>, Refusal> {
+    async fn stamp(_: &Reviewer, _: &Request<'_>) -> Result<Vec<Value>, Refusal> {
         Ok(Vec::new())
     }
 
@@ -193,32 +188,12 @@ async fn may_read_secret(
     name: &str,
     user: &UserInfo,
 ) -> Result<bool, CannotAsk> {
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: user.username.clone(),
-            groups: user.groups.clone(),
-            uid: user.uid.clone(),
-            extra: user.extra.clone(),
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(namespace.to_string()),
-                verb: Some("get".into()),
-                resource: Some("secrets".into()),
-                name: Some(name.to_string()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let api: Api<SubjectAccessReview> = Api::all(client.clone());
-    let answer = api
-        .create(&PostParams::default(), &review)
+    may_get(client, user, "secrets", namespace, name)
         .await
         .map_err(|source| CannotAsk::Secret {
             secret: name.to_string(),
             source,
-        })?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
+        })
 }
 
 #[cfg(test)]

@@ -53,8 +53,9 @@ async fn validate(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Review 
 }
 
 async fn mutate(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Review {
-    answer(&body, &reviewer.controller_user, |request| async move {
-        let stamps = stamps(&request);
+    let controller = reviewer.controller_user.clone();
+    answer(&body, &controller, |request| async move {
+        let stamps = stamps(&reviewer, &request).await;
         respond(&request, stamps)
     })
     .await
@@ -272,12 +273,15 @@ pub fn status_verdict(
 
 /// The mutating stamps, by the rules of the object's kind: a Run's
 /// creator, an Approval's decider.
-fn stamps(request: &AdmissionRequest<DynamicObject>) -> Result<Vec<Value>, Refusal> {
+async fn stamps(
+    reviewer: &Reviewer,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Vec<Value>, Refusal> {
     let asked = Request::new(request);
     match request.kind.kind.as_str() {
-        "Flow" => Flow::stamp(&asked),
-        "Run" => Run::stamp(&asked),
-        "Approval" => Approval::stamp(&asked),
+        "Flow" => Flow::stamp(reviewer, &asked).await,
+        "Run" => Run::stamp(reviewer, &asked).await,
+        "Approval" => Approval::stamp(reviewer, &asked).await,
         _ => Ok(Vec::new()),
     }
 }

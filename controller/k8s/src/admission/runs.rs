@@ -3,18 +3,19 @@
 //! recorded by the webhook (the `coxswain.dev/created-by` annotation) from
 //! the request, so no client can forge it or change it later.
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use coxswain_core::api::{CopiedFrom, Flow, Run, RunFrom, StepProblem};
-use coxswain_core::engine::{RerunError, rerun_from};
+use coxswain_core::engine::{RerunError, copied_decisions, rerun_from};
 use coxswain_core::flow::{
     InputProblem, MAX_JSON_DEPTH, StartProblem, check_start, json_depth, one_line,
 };
 
-use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
+use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer, may_get};
 use super::reserved;
 use crate::names::CREATED_BY_ANNOTATION;
 use crate::rerun_source as rerun;
@@ -98,6 +99,25 @@ pub enum RunRefusal {
     /// A rerun (`spec.from`) whose old Run cannot be rerun from that step.
     #[error(transparent)]
     Rerun(#[from] crate::rerun_source::SourceProblem),
+    /// A rerun whose old Run's uid was not pinned (the mutating webhook did
+    /// not run).
+    #[error(
+        "spec.from.uid must name the uid of the Run `{run}`; Coxswain's mutating webhook writes it when left out"
+    )]
+    RerunUnpinned {
+        /// The old Run.
+        run: String,
+    },
+    /// A rerun by someone who may not read the old Run.
+    #[error(
+        "spec.from: you (`{user}`) may not read the Run `{run}`, so you may not rerun it: a rerun copies its steps' outputs into a Run you can read"
+    )]
+    OldRunUnreadable {
+        /// Who creates the rerun.
+        user: String,
+        /// The old Run.
+        run: String,
+    },
     /// The flow the old Run pinned could not be read, so its steps are unknown.
     #[error("spec.from: the flow the Run `{run}` ran cannot be read: {reason}")]
     RerunFlowUnreadable {
@@ -126,21 +146,37 @@ impl Admit for Run {
             )?;
         }
         match (request.operation(), old) {
-            (Operation::Create, _) => review_create(&reviewer.client, &new, user).await,
+            (Operation::Create, _) => {
+                review_create(&reviewer.client, &new, request.user_info()).await
+            }
             (Operation::Update, Some(old)) => Ok(check_update(&old, &new)?),
             _ => Ok(()),
         }
     }
 
-    /// The creator, on create.
-    fn stamp(request: &Request<'_>) -> Result<Vec<Value>, Refusal> {
+    /// The creator, on create; for a rerun also the old Run's uid
+    /// (`spec.from.uid`), so the controller later reads that very Run.
+    async fn stamp(reviewer: &Reviewer, request: &Request<'_>) -> Result<Vec<Value>, Refusal> {
         if !matches!(request.operation(), Operation::Create) {
             return Ok(Vec::new());
         }
-        match request.object::<Run>()? {
-            Some(run) => Ok(stamp_creator(&run, request.user())?),
-            None => Ok(Vec::new()),
+        let Some(run) = request.object::<Run>()? else {
+            return Ok(Vec::new());
+        };
+        let mut stamps = stamp_creator(&run, request.user())?;
+        if let Some(from) = run.spec.from.as_ref().filter(|from| from.uid.is_none()) {
+            let old = rerun::old_run(&reviewer.client, &run, from)
+                .await
+                .map_err(|source| CannotAsk::Run {
+                    run: from.run.clone(),
+                    source,
+                })?;
+            // No Run of that name: the validating review says so.
+            if let Some(uid) = old.ok().and_then(|old| old.uid()) {
+                stamps.push(json!({"op": "add", "path": "/spec/from/uid", "value": uid}));
+            }
         }
+        Ok(stamps)
     }
 }
 
@@ -245,10 +281,15 @@ fn shown(value: Option<&String>) -> String {
 }
 
 /// Checks a Run being created, reading its Flow (a rerun: its old Run).
-pub async fn review_create(client: &kube::Client, run: &Run, user: &str) -> Result<(), Refusal> {
+pub async fn review_create(
+    client: &kube::Client,
+    run: &Run,
+    who: &UserInfo,
+) -> Result<(), Refusal> {
+    let user = who.username.as_deref().unwrap_or("");
     if let Some(from) = &run.spec.from {
         check_creator_and_depth(run, user)?;
-        return review_rerun(client, run, from).await;
+        return review_rerun(client, run, from, who).await;
     }
     let namespace = run.namespace().unwrap_or_default();
     let flows: Api<Flow> = Api::namespaced(client.clone(), &namespace);
@@ -262,18 +303,30 @@ pub async fn review_create(client: &kube::Client, run: &Run, user: &str) -> Resu
     Ok(check_created(run, flow.as_ref(), user)?)
 }
 
-/// Checks a rerun being created: the old Run exists in the namespace, ran
-/// the same Flow with the same input, has ended, and `step` is a step of
-/// the flow it pinned (read from its snapshot, checked by digest). Today's
-/// Flow is not read: a rerun runs the old run's snapshot.
-async fn review_rerun(client: &kube::Client, run: &Run, from: &RunFrom) -> Result<(), Refusal> {
+/// Checks a rerun being created, with the controller's rules
+/// ([`crate::rerun_source`]): the old Run is the one `spec.from.uid` pins,
+/// ran the same Flow with the same input and has ended; `step` is a step
+/// of the flow it pinned (read from its snapshot, checked by digest); the
+/// Flow still exists with that very spec; a person's decision is copied
+/// only into a rerun by the old run's creator; and anyone else may read
+/// the old Run.
+async fn review_rerun(
+    client: &kube::Client,
+    run: &Run,
+    from: &RunFrom,
+    who: &UserInfo,
+) -> Result<(), Refusal> {
+    let cannot_read = |source| CannotAsk::Run {
+        run: from.run.clone(),
+        source,
+    };
     let old = rerun::old_run(client, run, from)
         .await
-        .map_err(|source| CannotAsk::Run {
-            run: from.run.clone(),
-            source,
-        })?
+        .map_err(cannot_read)?
         .map_err(RunRefusal::from)?;
+    if from.uid.is_none() {
+        return Err(RunRefusal::RerunUnpinned { run: old.name_any() }.into());
+    }
     rerun::check_source(run, &old).map_err(RunRefusal::from)?;
     let status = old.status.clone().unwrap_or_default();
     let source = CopiedFrom {
@@ -308,9 +361,32 @@ async fn review_rerun(client: &kube::Client, run: &Run, from: &RunFrom) -> Resul
         }
         Err(e) => return Err(unreadable(e.to_string()).into()),
     };
-    rerun_from(flow.get(), &status, &from.step, source)
-        .map(drop)
-        .map_err(|e| RunRefusal::from(rerun::SourceProblem::from(e)).into())
+    let problem = |p: rerun::SourceProblem| Refusal::from(RunRefusal::from(p));
+    let seeded = rerun_from(flow.get(), &status, &from.step, source)
+        .map_err(|e| problem(e.into()))?;
+    let today = rerun::today_flow(client, &old)
+        .await
+        .map_err(|source| CannotAsk::Flow {
+            flow: old.spec.flow_ref.name.clone(),
+            source,
+        })?;
+    rerun::check_today(&old, digest, today.as_ref()).map_err(problem)?;
+    rerun::check_reuse(run, &old, copied_decisions(flow.get(), &seeded)).map_err(problem)?;
+    if rerun::creator(&old) != rerun::creator(run) {
+        let namespace = old.namespace().unwrap_or_default();
+        if !may_get(client, who, "runs", &namespace, &old.name_any())
+            .await
+            .map_err(cannot_read)?
+        {
+            let user = who.username.clone().unwrap_or_default();
+            return Err(RunRefusal::OldRunUnreadable {
+                user,
+                run: old.name_any(),
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -424,6 +500,7 @@ mod tests {
         again.spec.from = Some(RunFrom {
             run: "r".into(),
             step: "a".into(),
+            uid: None,
         });
         assert_eq!(rerun::check_source(&again, &old), Ok(()));
         let mut other_input = again.clone();
@@ -446,5 +523,81 @@ mod tests {
         );
         let error = check_update(&again, &old).expect_err("from").to_string();
         assert!(error.contains("changes from"), "{error}");
+    }
+
+    #[test]
+    fn a_rerun_starts_only_from_the_run_whose_uid_it_pinned() {
+        let mut old = created_by("ana", json!({}));
+        old.metadata.uid = Some("uid-2".into());
+        let mut again = created_by("ana", json!({}));
+        let from = |uid: &str| RunFrom {
+            run: "r".into(),
+            step: "a".into(),
+            uid: Some(uid.into()),
+        };
+        again.spec.from = Some(from("uid-2"));
+        assert_eq!(rerun::check_source(&again, &old), Ok(()));
+        again.spec.from = Some(from("uid-1"));
+        let error = rerun::check_source(&again, &old)
+            .expect_err("made again")
+            .to_string();
+        assert!(
+            error.contains("pins the Run `r` with uid uid-1, but the Run of that name now has uid uid-2"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn only_the_old_runs_creator_reuses_a_persons_decision() {
+        let old = created_by("admin", json!({}));
+        let mut again = created_by("admin", json!({}));
+        again.spec.from = Some(RunFrom {
+            run: "r".into(),
+            step: "publish".into(),
+            uid: None,
+        });
+        let decided = || vec!["review".to_string()];
+        assert_eq!(rerun::check_reuse(&again, &old, decided()), Ok(()));
+        let mut by_eve = again.clone();
+        by_eve
+            .annotations_mut()
+            .insert(CREATED_BY_ANNOTATION.into(), "eve".into());
+        // With nothing decided, anyone's rerun copies nothing of a person's.
+        assert_eq!(rerun::check_reuse(&by_eve, &old, Vec::new()), Ok(()));
+        let error = rerun::check_reuse(&by_eve, &old, decided())
+            .expect_err("eve reuses bob's decision")
+            .to_string();
+        assert_eq!(
+            error,
+            "spec.from: a rerun from `publish` copies the decision of `review` made for the Run \
+             `r`, which `admin` created; only they may reuse it. Rerun from `review` so the \
+             review is asked again"
+        );
+        // A run nobody is stamped as creating: its decisions are nobody's to reuse.
+        let mut unstamped = old.clone();
+        unstamped.annotations_mut().clear();
+        again.annotations_mut().clear();
+        assert!(rerun::check_reuse(&again, &unstamped, decided()).is_err());
+    }
+
+    #[test]
+    fn a_rerun_runs_only_while_its_flow_is_unchanged() {
+        let old = created_by("ana", json!({}));
+        let today = Flow::new("f", flow().spec);
+        let digest = coxswain_core::flow::flow_digest(&today.spec);
+        assert_eq!(rerun::check_today(&old, &digest, Some(&today)), Ok(()));
+        let gone = rerun::check_today(&old, &digest, None)
+            .expect_err("deleted")
+            .to_string();
+        assert!(gone.contains("the Flow `f` that the Run `r` ran no longer exists"), "{gone}");
+        let mut gated = today.clone();
+        gated.spec.steps.truncate(0);
+        let changed = rerun::check_today(&old, &digest, Some(&gated))
+            .expect_err("changed")
+            .to_string();
+        assert!(
+            changed.contains(&format!("the Flow `f` changed since the Run `r` ran it (it ran {digest}; the Flow is now sha256:")),
+            "{changed}"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! Rerun from a step on the cluster (`spec.from`): on a rerun's first
-//! reconcile the old Run is read (same namespace), checked, its record
+//! reconcile the old Run is read (same namespace, the uid admission
+//! pinned), checked with admission's rules (today's Flow unchanged, a
+//! person's decision copied only for the old run's creator), its record
 //! loaded with its moved-out values put back, its pinned flow read from its
 //! snapshot (checked against its digest) and copied into a snapshot the new
 //! Run owns; the engine's [`rerun_from`] seeds the new record from it.
@@ -15,7 +17,7 @@ use kube::ResourceExt;
 
 use crate::error::Error;
 use coxswain_core::api::{CopiedFrom, Run, RunFrom, RunStatus};
-use coxswain_core::engine::{CompiledFlow, RerunError, rerun_from};
+use coxswain_core::engine::{CompiledFlow, RerunError, copied_decisions, rerun_from};
 
 use super::Context;
 use super::pin::{self, Pinned};
@@ -40,7 +42,9 @@ pub enum Seeded {
     },
 }
 
-pub use crate::rerun_source::{SourceProblem, check_source, old_run};
+pub use crate::rerun_source::{
+    SourceProblem, check_reuse, check_source, check_today, old_run, today_flow,
+};
 
 /// Seeds the record of `run`, a rerun of `from`, as its first reconcile.
 pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Error> {
@@ -72,6 +76,16 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
         Ok(seeded) => seeded,
         Err(e) => return Ok(Seeded::Refused(SourceProblem::from(e).to_string())),
     };
+    let today = today_flow(&ctx.client, &old).await.map_err(|e| {
+        let what = format!("reading the Flow {} to rerun it", old.spec.flow_ref.name);
+        Error::kube(what, e)
+    })?;
+    let decided = copied_decisions(flow.get(), &seeded);
+    if let Err(problem) = check_today(&old, &flow.get().digest, today.as_ref())
+        .and_then(|()| check_reuse(run, &old, decided))
+    {
+        return Ok(Seeded::Refused(problem.to_string()));
+    }
     match pin::copy_snapshot(&ctx.client, run, &flow).await? {
         Ok(()) => {}
         Err(Pinned::Tampered { object, reason }) => return Ok(Seeded::Tampered { object, reason }),

@@ -60,6 +60,7 @@ pub async fn retry(
             from: Some(RunFrom {
                 run: old.name_any(),
                 step: step.clone(),
+                uid: old.uid(),
             }),
             ..RunSpec::default()
         },

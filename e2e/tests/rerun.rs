@@ -4,7 +4,9 @@
 //! it (their records are copied, marked with the old Run's name and uid);
 //! the copied large value lives in ConfigMaps the new Run owns, so deleting
 //! the old Run loses nothing. Admission refuses a rerun of a missing Run,
-//! of one that has not ended, and from a step its flow does not have.
+//! of one that has not ended, from a step its flow does not have, and while
+//! the Flow differs from the one the old run ran; without admission the
+//! controller refuses them alike. `rerun_attacks.rs` has the attacks.
 //!
 //! The scripts run on the stand-in node, which sees the host's files: the
 //! last step fails until the test writes a flag file.
@@ -113,9 +115,17 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
         &["has not ended (phase Waiting)"],
     );
 
-    // Today's Flow fails at `last` for good: the rerun runs the old run's
-    // pinned snapshot, not this.
+    // While today's Flow differs from the one the old run ran, no rerun:
+    // edited back to the very same spec, the rerun is admitted again.
     s.apply(&flow(dir.path()).replace("test -f", "exit 9; test -f"));
+    assert_refused(
+        create(&s, &rerun_of("rerun", &old, "last", input.clone())),
+        RUNS,
+        &[&format!(
+            "spec.from: the Flow `rerun` changed since the Run `{old}` ran it"
+        )],
+    );
+    s.apply(&flow(dir.path()));
     std::fs::write(dir.path().join("ok"), "").expect("flag");
     std::fs::set_permissions(
         dir.path().join("ok"),
@@ -172,35 +182,94 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
 }
 
 #[tokio::test]
-async fn without_admission_the_controller_refuses_a_rerun_of_a_run_that_is_not_there() {
+async fn without_admission_the_controller_refuses_what_admission_would() {
     let s = Setup::new(&[]).await;
     s.apply(WAITS);
+    s.apply(QUICK);
+    let refused = |run: String, needle: String| {
+        let s = &s;
+        async move {
+            let out = s
+                .kubectl
+                .run_with_stdin(
+                    &["create", "-n", s.ns(), "-f", "-", "-o", "name"],
+                    Some(&run),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            let run = created_name(&out);
+            let done = match s
+                .kubectl
+                .wait_run(s.ns(), &run, &["Failed", "Succeeded"], BOUND)
+                .await
+            {
+                Ok(done) => done,
+                Err(e) => panic!("{e}\n{}", s.logs()),
+            };
+            let error = &done["status"]["error"];
+            assert_eq!(error["code"], "workflow.rerun_refused", "{error}");
+            assert!(
+                error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&needle)),
+                "{needle}: {error}"
+            );
+            assert!(done["status"].get("steps").is_none(), "nothing ran");
+        }
+    };
+    refused(
+        rerun_of("waits", "gone", "ask", json!({})),
+        "there is no Run `gone`".into(),
+    )
+    .await;
+
     let out = s
         .kubectl
         .run_with_stdin(
             &["create", "-n", s.ns(), "-f", "-", "-o", "name"],
-            Some(&rerun_of("waits", "gone", "ask", json!({}))),
+            Some(
+                &json!({
+                    "apiVersion": "coxswain.dev/v1alpha1", "kind": "Run",
+                    "metadata": {"generateName": "quick-"},
+                    "spec": {"flowRef": {"name": "quick"}},
+                })
+                .to_string(),
+            ),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    let run = created_name(&out);
-    let done = match s
+    let old = created_name(&out);
+    let done = s
         .kubectl
-        .wait_run(s.ns(), &run, &["Failed", "Succeeded"], BOUND)
+        .wait_run(s.ns(), &old, &["Failed", "Succeeded"], BOUND)
         .await
-    {
-        Ok(done) => done,
-        Err(e) => panic!("{e}\n{}", s.logs()),
-    };
-    let error = &done["status"]["error"];
-    assert_eq!(error["code"], "workflow.rerun_refused", "{error}");
-    assert!(
-        error["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("there is no Run `gone`")),
-        "{error}"
-    );
-    assert!(done["status"].get("steps").is_none(), "nothing ran");
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
+    // A uid that is not the Run's under that name.
+    let mut pinned: Value =
+        serde_json::from_str(&rerun_of("quick", &old, "b", json!({}))).expect("json");
+    pinned["spec"]["from"]["uid"] = json!("0e4c5c6a-0000-4000-8000-000000000000");
+    refused(
+        pinned.to_string(),
+        format!("spec.from.uid pins the Run `{old}` with uid 0e4c5c6a-"),
+    )
+    .await;
+    // The Flow changed since.
+    s.apply(&QUICK.replace("\"true\"", "\"1 == 1\""));
+    refused(
+        rerun_of("quick", &old, "b", json!({})),
+        format!("the Flow `quick` changed since the Run `{old}` ran it"),
+    )
+    .await;
 }
+
+const QUICK: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: quick}
+spec:
+  steps:
+    - {key: a, condition: {when: "true"}}
+    - {key: b, after: [a], condition: {when: "true"}}
+"#;
 
 /// `kubectl create` of `run` as alice; the output or kubectl's error.
 fn create(s: &admission::Admission, run: &str) -> Result<String, String> {

@@ -349,7 +349,10 @@ steps:
         flow_digest: Some(flow.get().digest.clone()),
         ..Default::default()
     };
-    for (key, status) in [("both", StepStatus::Completed), ("ship", StepStatus::Failed)] {
+    for (key, status) in [
+        ("both", StepStatus::Completed),
+        ("ship", StepStatus::Failed),
+    ] {
         old.steps.insert(
             key.into(),
             crate::api::StepRecord {

@@ -325,7 +325,10 @@ async fn review_rerun(
         .map_err(cannot_read)?
         .map_err(RunRefusal::from)?;
     if from.uid.is_none() {
-        return Err(RunRefusal::RerunUnpinned { run: old.name_any() }.into());
+        return Err(RunRefusal::RerunUnpinned {
+            run: old.name_any(),
+        }
+        .into());
     }
     rerun::check_source(run, &old).map_err(RunRefusal::from)?;
     let status = old.status.clone().unwrap_or_default();
@@ -362,8 +365,8 @@ async fn review_rerun(
         Err(e) => return Err(unreadable(e.to_string()).into()),
     };
     let problem = |p: rerun::SourceProblem| Refusal::from(RunRefusal::from(p));
-    let seeded = rerun_from(flow.get(), &status, &from.step, source)
-        .map_err(|e| problem(e.into()))?;
+    let seeded =
+        rerun_from(flow.get(), &status, &from.step, source).map_err(|e| problem(e.into()))?;
     let today = rerun::today_flow(client, &old)
         .await
         .map_err(|source| CannotAsk::Flow {
@@ -542,7 +545,9 @@ mod tests {
             .expect_err("made again")
             .to_string();
         assert!(
-            error.contains("pins the Run `r` with uid uid-1, but the Run of that name now has uid uid-2"),
+            error.contains(
+                "pins the Run `r` with uid uid-1, but the Run of that name now has uid uid-2"
+            ),
             "{error}"
         );
     }
@@ -589,7 +594,10 @@ mod tests {
         let gone = rerun::check_today(&old, &digest, None)
             .expect_err("deleted")
             .to_string();
-        assert!(gone.contains("the Flow `f` that the Run `r` ran no longer exists"), "{gone}");
+        assert!(
+            gone.contains("the Flow `f` that the Run `r` ran no longer exists"),
+            "{gone}"
+        );
         let mut gated = today.clone();
         gated.spec.steps.truncate(0);
         let changed = rerun::check_today(&old, &digest, Some(&gated))

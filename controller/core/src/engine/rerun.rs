@@ -21,6 +21,10 @@
 //!   The counts of send-backs leaving a rerunning step start again at zero.
 //! - A flow with a workspace is not rerun from a step: the copied steps'
 //!   changes to the checkouts went with the old run's workspace.
+//! - Who may reuse what is not decided here: [`copied_decisions`] names
+//!   the approvals a seeded record copies, and each driver applies its rule
+//!   (on a cluster: only the old run's creator reuses a person's decision,
+//!   and only while the Flow is the one the old run pinned).
 //! - `arrowCounts` keep the passes into copied steps; the counts into
 //!   rerunning steps start again, so `arrows[]` (rebuilt from the seeded
 //!   record) shows the copied part of the graph as it was.

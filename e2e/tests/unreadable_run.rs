@@ -6,8 +6,11 @@
 //! an admin would (no admission in this cluster, the status patched through
 //! `runs/status`) before the controller starts, which then watches every
 //! namespace: the honest Run in another namespace must succeed, and the bad
-//! one gets a Warning Event saying it is skipped. Alone in its test binary,
-//! so its all-namespace controller meets no other test's Runs.
+//! one gets a Warning Event saying it is skipped. A Flow nested as deep
+//! (possible where admission is not served) likewise: the Flow watch goes
+//! on, the honest Flow gets its status, and the deep one is marked not
+//! valid, saying why. Alone in its test binary, so its all-namespace
+//! controller meets no other test's Runs.
 
 use std::time::Duration;
 
@@ -54,6 +57,16 @@ async fn a_run_too_deep_to_read_is_reported_and_every_other_run_is_reconciled() 
         ])
         .expect("the deep status is written");
 
+    // A Flow whose `input` schema nests 130 levels: the API server keeps
+    // it (free JSON to the CRD's schema); serde_json cannot read it.
+    let deep_flow = format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: deep}}\n\
+         spec:\n  input: {{\"x\": {deep}}}\n  steps:\n    - {{key: a, condition: {{when: \"true\"}}}}\n"
+    );
+    kubectl
+        .apply(bad_ns.name(), &deep_flow)
+        .expect("the deep flow is stored");
+
     let stripped = coxswain_e2e::stripped_coxswain_bin().expect("coxswain");
     let stripped = stripped.to_string_lossy().into_owned();
     let controller = ControllerProcess::start(&[
@@ -95,5 +108,49 @@ async fn a_run_too_deep_to_read_is_reported_and_every_other_run_is_reconciled() 
     assert!(
         log.contains("a Run that cannot be read is skipped") && log.contains(&bad),
         "{log}"
+    );
+
+    // The Flow watch was not stopped by the deep Flow: both are reconciled.
+    let valid = |ns: &str, name: &str| {
+        // Only the conditions: the test's own serde_json cannot read the
+        // deep Flow whole either.
+        let got = kubectl
+            .run(&[
+                "get",
+                "flow",
+                name,
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.status.conditions}",
+            ])
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        got.and_then(|conditions| {
+            conditions
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Valid")
+                .cloned()
+        })
+    };
+    let honest = wait_for("the honest flow's status", BOUND, || async {
+        Ok(valid(good_ns.name(), "plain"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert_eq!(honest["status"], "True", "{honest}");
+    let marked = wait_for("the deep flow's status", BOUND, || async {
+        Ok(valid(bad_ns.name(), "deep"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_text()));
+    assert_eq!(marked["status"], "False", "{marked}");
+    let message = marked["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the flow's spec could not be read")
+            && message.contains("recursion limit"),
+        "{marked}"
     );
 }

@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::guard::Guarded;
 use kube::Resource;
 use kube::api::PostParams;
-use kube::core::DeserializeGuard;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
@@ -40,7 +40,7 @@ pub struct Follower {
     /// The connection (Secret) name.
     pub connection: String,
     /// Every Flow the controller sees.
-    pub flows: Store<DeserializeGuard<Flow>>,
+    pub flows: Store<Guarded<Flow>>,
     /// The network policy chat calls go through.
     pub policy: Arc<NetPolicy>,
     /// Tells the flows' owners (`kubectl describe flow`) when following
@@ -124,7 +124,7 @@ impl Follower {
             .filter_map(|guard| guard.0.as_ref().ok())
             .filter(|flow| flow.namespace().as_deref() == Some(self.namespace.as_str()))
             .filter(|flow| command::listens_on(flow, &self.connection, valid))
-            .map(|flow| Arc::new(flow.clone()))
+            .cloned()
             .collect()
     }
 

@@ -20,8 +20,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::guard::Guarded;
 use futures::StreamExt;
-use kube::core::DeserializeGuard;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -46,7 +46,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let policy = Arc::new(policy);
-    let flows: Api<DeserializeGuard<Flow>> = match namespace.as_deref() {
+    let flows: Api<Guarded<Flow>> = match namespace.as_deref() {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -76,7 +76,7 @@ pub async fn run(
 /// started when the first such flow appears, stopped when the last goes.
 async fn supervise(
     client: Client,
-    store: Store<DeserializeGuard<Flow>>,
+    store: Store<Guarded<Flow>>,
     policy: Arc<NetPolicy>,
     recorder: Recorder,
     me: String,
@@ -120,7 +120,7 @@ impl Drop for Task {
 }
 
 /// (namespace, connection) of every flow with a command.
-fn connections(store: &Store<DeserializeGuard<Flow>>) -> BTreeSet<(String, String)> {
+fn connections(store: &Store<Guarded<Flow>>) -> BTreeSet<(String, String)> {
     store
         .state()
         .iter()

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -51,7 +50,7 @@ pub async fn run(
     me: String,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
-    let flows: Api<DeserializeGuard<Flow>> = scoped(&client, namespace.as_deref());
+    let flows: Api<Guarded<Flow>> = scoped(&client, namespace.as_deref());
     // Runs are read one by one (see `guard`): one too deep for serde_json
     // does not fail the list, so every schedule goes on.
     let runs: Api<Guarded<Run>> = scoped(&client, namespace.as_deref());
@@ -89,14 +88,14 @@ pub async fn run(
 }
 
 /// The Flow a Run belongs to.
-fn flow_of(run: Guarded<Run>) -> Option<ObjectRef<DeserializeGuard<Flow>>> {
+fn flow_of(run: Guarded<Run>) -> Option<ObjectRef<Guarded<Flow>>> {
     let run = run.0.ok()?;
     let namespace = run.namespace()?;
     Some(ObjectRef::new(&run.spec.flow_ref.name).within(&namespace))
 }
 
 /// A failed reconcile is tried again shortly.
-fn on_error(_: Arc<DeserializeGuard<Flow>>, error: &Error, _: Arc<Context>) -> Action {
+fn on_error(_: Arc<Guarded<Flow>>, error: &Error, _: Arc<Context>) -> Action {
     tracing::warn!(%error, "flow reconcile failed; retrying");
     Action::requeue(crate::settings::ERROR_REQUEUE)
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{DeserializeGuard, error_boundary::InvalidObject};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
@@ -39,10 +39,7 @@ pub struct Context {
 const RUN_CACHE_WAIT: Duration = Duration::from_secs(10);
 
 /// Reconciles one Flow, readable or not.
-pub async fn reconcile(
-    flow: Arc<DeserializeGuard<Flow>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
+pub async fn reconcile(flow: Arc<Guarded<Flow>>, ctx: Arc<Context>) -> Result<Action, Error> {
     match &flow.0 {
         Ok(flow) => reconcile_flow(flow, &ctx).await,
         Err(invalid) => reconcile_unreadable(invalid, &ctx).await,
@@ -271,15 +268,9 @@ async fn reconcile_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<
     let (Some(ns), Some(name)) = (&meta.namespace, &meta.name) else {
         return Ok(Action::await_change());
     };
-    let resource = ApiResource::erase::<Flow>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &resource);
     let what = format!("writing the status of flow {ns}/{name}");
-    let mut object = api.get(name).await.map_err(|e| Error::kube(&what, e))?;
-    let old: FlowStatus = object
-        .data
-        .get("status")
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
-        .unwrap_or_default();
+    let head = read_head(&ctx.client, ns, name).await?;
+    let old = head.status.unwrap_or_default();
     let verdict = status::unreadable(&invalid.error);
     let book = Bookkeeping {
         last_run: old.last_run.clone(),
@@ -290,19 +281,57 @@ async fn reconcile_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<
     };
     let new = status::compose(
         &old,
-        object.metadata.generation,
+        head.metadata.generation,
         &verdict,
         &book,
         Timestamp::now(),
     );
     if new != old {
-        object.data["status"] =
-            serde_json::to_value(&new).map_err(|e| Error::Corrupt(e.to_string()))?;
-        api.replace_status(name, &PostParams::default(), &object)
+        let value = serde_json::to_value(&new).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": value}]))
+                .map_err(|e| Error::Corrupt(e.to_string()))?;
+        // The answer is the whole Flow again, read through the guard: one
+        // too deep for serde_json must not fail the write that reports it.
+        let api: Api<Guarded<Flow>> = Api::namespaced(ctx.client.clone(), ns);
+        api.patch_status(name, &PatchParams::default(), &Patch::<()>::Json(patch))
             .await
             .map_err(|e| Error::kube(&what, e))?;
     }
     Ok(Action::await_change())
+}
+
+/// What an unreadable Flow's status write needs: its generation and its
+/// status, read from the raw text with the spec skipped unread (a spec
+/// nested past serde_json's limit is why the Flow could not be read).
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    metadata: HeadMeta,
+    #[serde(default)]
+    status: Option<FlowStatus>,
+    #[serde(default, rename = "spec")]
+    _spec: Option<Box<serde_json::value::RawValue>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct HeadMeta {
+    #[serde(default)]
+    generation: Option<i64>,
+}
+
+async fn read_head(client: &Client, ns: &str, name: &str) -> Result<Head, Error> {
+    let what = format!("reading flow {ns}/{name}");
+    let request = kube::core::Request::new(Flow::url_path(&(), Some(ns)))
+        .get(name, &kube::api::GetParams::default())
+        .map_err(|e| Error::Corrupt(format!("{what}: {e}")))?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| Error::kube(&what, e))?;
+    // The other fields (`metadata.managedFields` among them) are skipped,
+    // which serde_json does without counting their nesting.
+    serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
 }
 
 /// Waits for the Run cache's first listing: deciding on an empty cache

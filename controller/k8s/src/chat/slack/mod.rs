@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::guard::Guarded;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -32,7 +33,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
-use kube::core::DeserializeGuard;
 use kube::{Api, Client, ResourceExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -278,7 +278,7 @@ async fn act(
 
 /// The flows in `namespace` whose valid command names `connection`.
 async fn flows(shared: &Shared, namespace: &str, connection: &str) -> Result<Vec<Flow>, Error> {
-    let api: Api<DeserializeGuard<Flow>> = Api::namespaced(shared.client.clone(), namespace);
+    let api: Api<Guarded<Flow>> = Api::namespaced(shared.client.clone(), namespace);
     let listed = api
         .list(&ListParams::default())
         .await
@@ -288,6 +288,7 @@ async fn flows(shared: &Shared, namespace: &str, connection: &str) -> Result<Vec
         .into_iter()
         .filter_map(|guard| guard.0.ok())
         .filter(|flow| command::listens_on(flow, connection, true))
+        .map(Arc::unwrap_or_clone)
         .collect())
 }
 

@@ -13,7 +13,7 @@ use crate::api::Approvers;
 pub enum DeciderError {
     /// The answer carries no stamp of who wrote it.
     #[error(
-        "the answer to step `{step}` does not say who wrote it (decidedBy, which Coxswain's mutating webhook stamps); a step with approvers takes no answer without it"
+        "the answer to step `{step}` does not say who wrote it (decidedBy, which Coxswain's mutating webhook stamps); a step with approvers, or one whose run's creator may not decide it, takes no answer without it"
     )]
     Unstamped {
         /// The approval step's key.
@@ -76,10 +76,13 @@ pub fn check_decider(
         .approvers
         .filter(|a| !(a.users.is_empty() && a.groups.is_empty()));
     // Without a stamp nobody can tell who answered: a step that names its
-    // approvers refuses it; one that any person may decide takes it (the
-    // self-approval rule then rests on the webhook alone).
+    // approvers refuses it, and so does one whose run has a stamped creator
+    // who may not decide it (the answer may be theirs). Only where nobody
+    // is excluded (a run made without admission, or self-approval allowed)
+    // does an unstamped answer count.
     let Some(decider) = decider else {
-        return if approvers.is_some() {
+        let creator_excluded = rule.creator.is_some() && !rule.allow_self_approval;
+        return if approvers.is_some() || creator_excluded {
             Err(DeciderError::Unstamped {
                 step: rule.step.to_string(),
             })
@@ -171,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unstamped_answer_counts_only_where_anyone_may_answer() {
+    fn an_unstamped_answer_counts_only_where_nobody_is_excluded() {
         let approvers = Approvers {
             users: vec!["bob".into()],
             groups: vec![],
@@ -180,7 +183,17 @@ mod tests {
             check_decider(rule(Some(&approvers), true), None),
             Err(DeciderError::Unstamped { .. })
         ));
-        assert_eq!(check_decider(rule(None, false), None), Ok(()));
+        // The run's creator may not decide: an unstamped answer may be theirs.
+        assert!(matches!(
+            check_decider(rule(None, false), None),
+            Err(DeciderError::Unstamped { .. })
+        ));
         assert_eq!(check_decider(rule(None, true), None), Ok(()));
+        // A run made without admission names no creator: nobody is excluded.
+        let unstamped_run = DeciderRule {
+            creator: None,
+            ..rule(None, false)
+        };
+        assert_eq!(check_decider(unstamped_run, None), Ok(()));
     }
 }

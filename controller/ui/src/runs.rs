@@ -11,7 +11,7 @@ use coxswain_core::api::{Flow, Run, RunStatus, Step};
 use coxswain_core::engine::CompiledFlow;
 use coxswain_core::view::{self, Picture};
 use coxswain_k8s::offload::{OffloadSettings, Offloader};
-use coxswain_k8s::run::pin::{FlowCache, Pinned, pinned_flow};
+use coxswain_k8s::run::pin::{Pinned, read_pinned};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::{Deserialize, Serialize};
@@ -198,9 +198,8 @@ pub async fn get_run(client: &Client, ns: &str, name: &str) -> Result<Run, ApiEr
 /// shared between callers: whoever reads a flow must be let read it.
 pub async fn flow_of(client: &Client, run: &Run) -> Result<Arc<CompiledFlow>, ApiError> {
     let digest = run.status.as_ref().and_then(|s| s.flow_digest.clone());
-    let unshared = FlowCache::default();
     match digest.as_deref() {
-        Some(digest) => match pinned_flow(client, &unshared, run, Some(digest)).await {
+        Some(digest) => match read_pinned(client, run, digest).await {
             Ok(Pinned::Flow(flow)) => Ok(flow),
             Ok(Pinned::Tampered { reason, .. } | Pinned::Refused(_, reason)) => {
                 Err(ApiError::Conflict(reason))

@@ -101,6 +101,18 @@ pub async fn pinned_flow(
     Ok(Pinned::Flow(flow))
 }
 
+/// The flow `run` pinned (the snapshot its record's `digest` names,
+/// checked against it), only read: what acts as a person (the viewer, the
+/// plugin) uses this, so reading a run never creates or writes anything.
+pub async fn read_pinned(client: &kube::Client, run: &Run, digest: &str) -> Result<Pinned, Error> {
+    let namespace = run.namespace().unwrap_or_default();
+    let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    Ok(match recorded_snapshot(&snapshots, run, digest).await? {
+        Ok(flow) => Pinned::Flow(Arc::new(flow)),
+        Err(not_pinned) => not_pinned,
+    })
+}
+
 /// The snapshot holding the flow `digest` that the run's record pinned.
 async fn recorded_snapshot(
     snapshots: &Api<ConfigMap>,

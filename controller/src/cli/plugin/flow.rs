@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use super::cluster::Cluster;
 use super::error::PluginError;
 use coxswain_core::api::{Flow, FlowSpec, Run};
-use coxswain_k8s::run::pin::{FlowCache, Pinned, pinned_flow};
+use coxswain_k8s::run::pin::{Pinned, read_pinned};
 
 /// The run's flow spec, or why it cannot be had.
 pub async fn of_run(cluster: &Cluster, run: &Run) -> Result<FlowSpec, PluginError> {
@@ -22,8 +22,7 @@ pub async fn of_run(cluster: &Cluster, run: &Run) -> Result<FlowSpec, PluginErro
             namespace: cluster.namespace.clone(),
         });
     };
-    let cache = FlowCache::default();
-    match pinned_flow(&cluster.client, &cache, run, Some(&digest)).await {
+    match read_pinned(&cluster.client, run, &digest).await {
         Ok(Pinned::Flow(flow)) => Ok(flow.spec().as_ref().clone()),
         Ok(
             Pinned::Tampered { reason, .. } | Pinned::Refused(_, reason) | Pinned::NotYet(reason),

@@ -529,3 +529,95 @@ spec:
         stderr(&o)
     );
 }
+
+/// JSON text of `depth` nested lists around a number.
+fn nested(depth: usize) -> String {
+    format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+const SAVE_NOTE: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: save}
+spec:
+  steps:
+    - key: remember
+      save: {collection: notes, key: $input.key, value: {w: [[[[[[[[[[$input.value]]]]]]]]]]}}
+"#;
+
+const READ_NOTES: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: read}
+spec:
+  steps:
+    - key: look
+      lookup:
+        - {name: found, collection: notes}
+      script:
+        source: cat "$INPUTS/found"
+"#;
+
+#[test]
+fn a_save_nested_deeper_than_an_output_is_refused_naming_the_limit() {
+    let place = Place::new();
+    let save = place.file("save.yaml", SAVE_NOTE);
+    // 60 levels of input, 11 more from the flow's `value`.
+    let deep: Value = serde_json::from_str(&nested(60)).expect("JSON");
+    let failed = record(&place.run(&save, &json!({"key": "k", "value": deep})), 1);
+    let error = &failed["steps"]["remember"]["error"];
+    assert_eq!(error["code"], "workflow.output_error", "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("record `k` of collection `notes` cannot be saved")
+            && message.contains("71 levels deep; at most 64"),
+        "{message}"
+    );
+    let listed = place.records_cmd(&["list", "notes", "-o", "json"]);
+    assert_eq!(
+        stdout(&listed).trim(),
+        "[]",
+        "nothing saved: {}",
+        stderr(&listed)
+    );
+    // Within the bound it is saved.
+    let fine: Value = serde_json::from_str(&nested(50)).expect("JSON");
+    record(&place.run(&save, &json!({"key": "k", "value": fine})), 0);
+}
+
+#[test]
+fn a_row_that_cannot_be_read_fails_the_lookup_and_the_list_naming_it() {
+    let place = Place::new();
+    let save = place.file("save.yaml", SAVE_NOTE);
+    let read = place.file("read.yaml", READ_NOTES);
+    record(&place.run(&save, &json!({"key": "fine", "value": 1})), 0);
+    // A row past serde_json's 128 levels, written behind the store's back.
+    let c = rusqlite::Connection::open(place.records()).expect("the records file");
+    c.execute(
+        "INSERT INTO records VALUES ('local', 'notes', 'eve', ?1, 1, \
+         '2026-05-01T09:30:00.000000Z', 'r', 's')",
+        [nested(142)],
+    )
+    .expect("planted");
+    drop(c);
+    let failed = record(&place.run(&read, &json!({})), 1);
+    let error = &failed["steps"]["look"]["error"];
+    assert_eq!(error["code"], "records.lookup_failed", "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message
+            .starts_with("lookup `found`: record `eve` of collection `notes` cannot be read back")
+            && !message.contains("failed looking records up"),
+        "{message}"
+    );
+    let listed = place.records_cmd(&["list", "notes"]);
+    assert_eq!(listed.status.code(), Some(1), "{}", stdout(&listed));
+    assert!(
+        stderr(&listed).contains("record `eve` of collection `notes` cannot be read back")
+            && stderr(&listed).contains("coxswain records delete notes eve"),
+        "{}",
+        stderr(&listed)
+    );
+    let deleted = place.records_cmd(&["delete", "notes", "eve"]);
+    assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
+    let found = record(&place.run(&read, &json!({})), 0);
+    assert_eq!(found["steps"]["look"]["status"], "completed", "{found}");
+}

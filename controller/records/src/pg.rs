@@ -623,7 +623,7 @@ async fn lookup(
         q.limit
     );
     let rows = tx.query_typed(&sql, &params).await?;
-    let kept = match records(&rows) {
+    let kept = match records(q.collection, &rows) {
         Ok(k) => k,
         Err(e) => return Ok(Err(e)),
     };
@@ -684,7 +684,7 @@ async fn lookup(
             let failing: bool = row.get("failing");
             match Record::from_row(row) {
                 Ok(r) => suspects.push((r, failing)),
-                Err(e) => return Ok(Err(row_error(e))),
+                Err(e) => return Ok(Err(row_error(q.collection, row, e))),
             }
             if failing {
                 // The evaluator fails on it (or on one before it): the
@@ -698,17 +698,27 @@ async fn lookup(
     Ok(Ok(Found { kept, suspects }))
 }
 
-fn records(rows: &[Row]) -> Result<Vec<Record>, LookupError> {
+fn records(collection: &str, rows: &[Row]) -> Result<Vec<Record>, LookupError> {
     rows.iter()
-        .map(|r| Record::from_row(r).map_err(row_error))
+        .map(|r| Record::from_row(r).map_err(|e| row_error(collection, r, e)))
         .collect()
 }
 
-fn row_error(e: crate::record::RowError) -> LookupError {
-    LookupError::Store(StoreError::Database {
-        doing: "reading a record",
-        message: e.to_string(),
-    })
+/// A row [`Record::from_row`] could not read: named by its collection and
+/// key when its key reads (the database answered; this is no outage).
+fn row_error(collection: &str, row: &Row, e: crate::record::RowError) -> LookupError {
+    let error = match row.try_get::<_, String>("key") {
+        Ok(key) => StoreError::Unreadable {
+            collection: collection.to_string(),
+            key,
+            reason: e.to_string(),
+        },
+        Err(_) => StoreError::Database {
+            doing: "reading a record",
+            message: e.to_string(),
+        },
+    };
+    LookupError::Store(error)
 }
 
 fn too_many(q: &Lookup<'_>, f: &Filter, bound: usize) -> LookupError {

@@ -486,9 +486,10 @@ fn collection(c: &mut Connection, ns: &str, coll: &str) -> Result<Vec<Record>, S
     let mut out = Vec::new();
     for row in rows {
         let (key, value, version, saved_at, run, step) = row.map_err(&doing)?;
-        let value = serde_json::from_str(&value).map_err(|e| StoreError::Database {
-            doing: "reading a record",
-            message: format!("record `{key}`: {e}"),
+        let value = serde_json::from_str(&value).map_err(|e| StoreError::Unreadable {
+            collection: coll.to_string(),
+            key: key.clone(),
+            reason: e.to_string(),
         })?;
         out.push(Record {
             key,

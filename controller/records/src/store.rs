@@ -44,6 +44,7 @@
 use std::path::Path;
 
 use coxswain_core::expr::{EvalError, Expr, Reference};
+use coxswain_core::flow::{MAX_JSON_DEPTH, json_depth};
 use coxswain_core::scope::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -253,6 +254,32 @@ pub enum StoreError {
     /// What was asked cannot be stored (or given back) as it is.
     #[error("{0}")]
     Invalid(String),
+    /// A stored record whose value cannot be read back (a row written
+    /// before saves were bounded, or by hand). The database answered: this
+    /// is no outage, and waiting would not help.
+    #[error(
+        "record `{key}` of collection `{collection}` cannot be read back from the records database ({reason}); delete it (locally `coxswain records delete {collection} {key}`) or save it again"
+    )]
+    Unreadable {
+        /// The collection.
+        collection: String,
+        /// The record's key.
+        key: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// A value nested deeper than a record keeps.
+    #[error(
+        "record `{key}` of collection `{collection}` cannot be saved: the value nests arrays and objects {depth} levels deep; at most {MAX_JSON_DEPTH} are kept in a record, as in a step's output (deeper records cannot be read back)"
+    )]
+    TooDeep {
+        /// The collection.
+        collection: String,
+        /// The record's key.
+        key: String,
+        /// How deep the value nests.
+        depth: usize,
+    },
 }
 
 /// A lookup that has no answer.
@@ -475,6 +502,14 @@ fn check_saving(s: &Saving) -> Result<(), StoreError> {
                 "the record's {what} holds the character NUL, which the records database cannot store"
             )));
         }
+    }
+    let depth = json_depth(&s.value);
+    if depth > MAX_JSON_DEPTH {
+        return Err(StoreError::TooDeep {
+            collection: s.collection.clone(),
+            key: s.key.clone(),
+            depth,
+        });
     }
     check_value(&s.value, &mut String::from("value")).map_err(|why| {
         StoreError::Invalid(format!(

@@ -742,3 +742,85 @@ fn every_call_can_run_in_a_spawned_task(
         coxswain_records::PgSettings::default(),
     ));
 }
+
+/// JSON text of `depth` nested lists around a number.
+fn nested(depth: usize) -> String {
+    format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[tokio::test]
+async fn a_value_deeper_than_an_output_is_refused_naming_the_limit() {
+    for backend in BOTH {
+        let db = Fresh::new(backend).await;
+        let store = db.open().await;
+        let deep: Value = serde_json::from_str(&nested(65)).expect("65 levels read");
+        let err = store
+            .save(&saving("team-a", "c", "deep", deep, "x"))
+            .await
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, StoreError::TooDeep { depth: 65, .. })
+                && message.contains("record `deep` of collection `c`")
+                && message.contains("65 levels deep; at most 64"),
+            "{backend:?}: {message}"
+        );
+        assert!(Ask::new("c").keys(&store).await.is_empty(), "{backend:?}");
+        let at_limit: Value = serde_json::from_str(&nested(64)).expect("64 levels read");
+        store
+            .save(&saving("team-a", "c", "ok", at_limit, "y"))
+            .await
+            .expect("64 levels are kept");
+        assert_eq!(Ask::new("c").keys(&store).await, ["ok"], "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_row_that_cannot_be_read_fails_the_lookup_naming_it_and_can_be_deleted() {
+    for backend in BOTH {
+        let db = Fresh::new(backend).await;
+        let store = db.open().await;
+        store
+            .save(&saving("team-a", "c", "fine", json!({"a": 1}), "x"))
+            .await
+            .unwrap();
+        // A row written behind the store's back (or before saves were
+        // bounded): 142 levels, past serde_json's 128.
+        let text = nested(142);
+        match backend {
+            Backend::Sqlite => {
+                let c = rusqlite::Connection::open(db.sqlite_path()).expect("the file");
+                c.execute(
+                    "INSERT INTO records VALUES ('team-a', 'c', 'eve', ?1, 1, \
+                     '2026-05-01T09:30:00.000000Z', 'r', 's')",
+                    [&text],
+                )
+                .expect("SQLite takes the text");
+            }
+            Backend::Postgres => {
+                db.client()
+                    .await
+                    .execute(
+                        "INSERT INTO records VALUES ('team-a', 'c', 'eve', $1::text::jsonb, 1, now(), 'r', 's')",
+                        &[&text],
+                    )
+                    .await
+                    .expect("jsonb takes it");
+            }
+        }
+        let err = Ask::new("c").run(&store).await.unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(&err, LookupError::Store(StoreError::Unreadable { key, collection, .. })
+                if key == "eve" && collection == "c")
+                && message.contains("record `eve` of collection `c` cannot be read back")
+                && message.contains("recursion limit"),
+            "{backend:?}: {message}"
+        );
+        assert_eq!(err.code(), "records.lookup_failed", "{backend:?}");
+        // Another collection is not disturbed, and the row can be deleted.
+        assert!(Ask::new("other").keys(&store).await.is_empty());
+        assert!(store.delete("team-a", "c", "eve").await.expect("delete"));
+        assert_eq!(Ask::new("c").keys(&store).await, ["fine"], "{backend:?}");
+    }
+}

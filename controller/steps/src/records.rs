@@ -110,8 +110,13 @@ impl Records {
             idempotency: work.idempotency_key(),
         };
         let saved = store.save(&saving).await.map_err(|e| {
+            // A value too deep to keep is refused as an output is.
+            let code = match e {
+                StoreError::TooDeep { .. } => codes::OUTPUT,
+                _ => codes::RECORDS,
+            };
             step_error(
-                codes::RECORDS,
+                code,
                 format!("saving `{}` in `{}`: {e}", saving.key, saving.collection),
             )
         })?;
@@ -133,7 +138,9 @@ pub enum LookupFailed {
     /// too many candidates, no database configured).
     Step(coxswain_core::api::StepError),
     /// The database could not be reached or failed for now: the driver tries
-    /// again later rather than fail the attempt.
+    /// again later rather than fail the attempt. A record that cannot be
+    /// read back is no such failure: it fails the attempt
+    /// ([`LookupFailed::Step`]), naming the collection and key.
     Unavailable(String),
 }
 

@@ -570,6 +570,11 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::api::schema::any_json")]
     pub lookups: Option<Value>,
+    /// Why the attempt has not started yet: its lookups wait for the
+    /// records database, which did not answer (its words). The controller
+    /// asks again every few seconds; cleared once the lookups ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// Tokens an agent attempt used, as the provider reported them.

@@ -402,6 +402,15 @@ async fn look_up(
             Err(LookupFailed::Step(error)) => Err(error),
             Err(LookupFailed::Unavailable(reason)) => {
                 tracing::warn!(run = %run.name_any(), step = %work.step, "{reason}; trying again");
+                actions.extend(machine.handle(
+                    Event::LookupsWaiting {
+                        step: work.step.clone(),
+                        part: work.part.as_ref().map(|p| p.index),
+                        attempt: work.attempt,
+                        reason: waiting_for_database(&reason),
+                    },
+                    now,
+                ));
                 continue;
             }
         };
@@ -416,6 +425,15 @@ async fn look_up(
         ));
     }
     actions
+}
+
+/// What an attempt's record says while its lookups wait for the records
+/// database.
+fn waiting_for_database(reason: &str) -> String {
+    format!(
+        "waiting for the records database, which did not answer ({reason}); asking again every {} s",
+        crate::settings::ERROR_REQUEUE.as_secs()
+    )
 }
 
 /// [`look_up`] for person steps: what their lookups find is shown on
@@ -436,6 +454,15 @@ async fn look_up_for_people(
             Err(LookupFailed::Step(error)) => Err(error),
             Err(LookupFailed::Unavailable(reason)) => {
                 tracing::warn!(run = %run.name_any(), step = %request.step, "{reason}; trying again");
+                actions.extend(machine.handle(
+                    Event::LookupsWaiting {
+                        step: request.step.clone(),
+                        part: None,
+                        attempt: request.attempt,
+                        reason: waiting_for_database(&reason),
+                    },
+                    now,
+                ));
                 continue;
             }
         };

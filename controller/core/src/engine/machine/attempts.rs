@@ -37,6 +37,54 @@ impl RunMachine<'_> {
     /// Records what the lookups of the current attempt found and starts its
     /// work; a failure to look up fails the attempt like any failure (and
     /// it is tried again while `attempts` allow). Stale news is ignored.
+    /// The attempt `attempt` of `key` (its part `part`) when it is the
+    /// latest and still waits for its lookups.
+    fn waiting_for_lookups(
+        &mut self,
+        key: &str,
+        part: Option<usize>,
+        attempt: u32,
+    ) -> Option<&mut Attempt> {
+        let node = self.flow.node(key)?;
+        let record = self.state.steps.get(key)?;
+        let (status, retry, attempts) = match part {
+            Some(i) => {
+                let p = record.parts.get(i)?;
+                (p.status, &p.retry_at, &p.attempts)
+            }
+            None => (record.status, &record.retry_at, &record.attempts),
+        };
+        let waiting = matches!(status, StepStatus::Running | StepStatus::Waiting)
+            && retry.is_none()
+            && attempts.len() as u32 == attempt
+            && attempts.last().is_some_and(|a| a.lookups.is_none());
+        if !waiting {
+            return None;
+        }
+        let record = self.record_mut(node);
+        match part {
+            Some(i) => record.parts.get_mut(i)?.attempts.last_mut(),
+            None => record.attempts.last_mut(),
+        }
+    }
+
+    /// The records database did not answer an attempt's lookups: it keeps
+    /// waiting, and its record says why (once per reason, so the record
+    /// changes only when the reason does).
+    pub(in crate::engine) fn lookups_waiting(
+        &mut self,
+        key: &str,
+        part: Option<usize>,
+        attempt: u32,
+        reason: String,
+    ) {
+        if let Some(last) = self.waiting_for_lookups(key, part, attempt)
+            && last.waiting.as_deref() != Some(reason.as_str())
+        {
+            last.waiting = Some(reason);
+        }
+    }
+
     pub(in crate::engine) fn looked_up(
         &mut self,
         key: &str,
@@ -44,6 +92,9 @@ impl RunMachine<'_> {
         attempt: u32,
         found: Result<Map<String, Value>, StepError>,
     ) {
+        if let Some(last) = self.waiting_for_lookups(key, part, attempt) {
+            last.waiting = None;
+        }
         let found = match found {
             Ok(found) => found,
             Err(error) => return self.finished(key, part, attempt, Err(Failed::from(error))),

@@ -75,6 +75,19 @@ pub enum Event {
         /// What was found, or why not.
         found: Result<Map<String, Value>, StepError>,
     },
+    /// The driver could not run the lookups of an attempt whose work said
+    /// [`Work::lookups_due`] because the records database did not answer
+    /// (`reason`): the attempt keeps waiting, and its record says why.
+    LookupsWaiting {
+        /// The step's key.
+        step: String,
+        /// The part, for a parallel step.
+        part: Option<usize>,
+        /// The attempt number the work carried.
+        attempt: u32,
+        /// Why, for the person reading the record.
+        reason: String,
+    },
     /// Time passed (a retry may be due).
     Tick,
     /// Stop the run (someone asked to).
@@ -345,6 +358,12 @@ impl<'f> RunMachine<'f> {
                 attempt,
                 found,
             } => self.looked_up(&step, part, attempt, found),
+            Event::LookupsWaiting {
+                step,
+                part,
+                attempt,
+                reason,
+            } => self.lookups_waiting(&step, part, attempt, reason),
             Event::Tick => {}
             Event::Cancel => self.stop(
                 RunPhase::Cancelled,

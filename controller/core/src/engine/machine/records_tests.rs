@@ -350,3 +350,49 @@ steps:
     assert!(!pending[0].lookups_due());
     assert_eq!(pending[0].show["earlier"], earlier);
 }
+
+#[test]
+fn lookups_the_database_cannot_answer_keep_the_attempt_waiting_and_say_why() {
+    let flow = CompiledFlow::new(spec(LOOKUP)).expect("valid");
+    let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
+    machine.handle(Event::Start, at(0));
+    machine.handle(done("fetch", 1, json!({"component": "db"})), at(1));
+    let reason = "waiting for the records database, which did not answer (connection refused)";
+    let actions = machine.handle(
+        Event::LookupsWaiting {
+            step: "triage".into(),
+            part: None,
+            attempt: 1,
+            reason: reason.into(),
+        },
+        at(2),
+    );
+    assert!(runs(&actions).is_empty(), "nothing starts: {actions:?}");
+    let triage = &machine.state().steps["triage"];
+    assert_eq!(triage.status, StepStatus::Running);
+    assert_eq!(triage.attempts[0].waiting.as_deref(), Some(reason));
+    assert!(machine.running_work()[0].lookups_due(), "still due");
+    // Once the database answers, the attempt runs and the note goes.
+    let actions = machine.handle(
+        Event::LookedUp {
+            step: "triage".into(),
+            part: None,
+            attempt: 1,
+            found: Ok(found(&[("similar", json!([]))])),
+        },
+        at(3),
+    );
+    assert!(!runs(&actions)[0].lookups_due());
+    assert_eq!(machine.state().steps["triage"].attempts[0].waiting, None);
+    // A late note for an attempt no longer waiting changes nothing.
+    machine.handle(
+        Event::LookupsWaiting {
+            step: "triage".into(),
+            part: None,
+            attempt: 1,
+            reason: reason.into(),
+        },
+        at(4),
+    );
+    assert_eq!(machine.state().steps["triage"].attempts[0].waiting, None);
+}

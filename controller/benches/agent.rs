@@ -36,6 +36,7 @@ fn task() -> AgentTask {
             reply: Some(Reply {
                 format: ReplyFormat::Json,
                 fields,
+                ..Default::default()
             }),
             ..Default::default()
         },

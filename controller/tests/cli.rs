@@ -425,6 +425,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
         "release: line 21, column 9: step review: approval.decisons: `decisons` is not a field of `approval` (did you mean `decisions`?)",
         "release: line 26, column 7: step publish: timeout: invalid type: a list, expected a string",
         "release: line 29, column 15: step publish: when: write `true` in lowercase, not `True`",
+        "release: line 31, column 45: step publish: http.url: `draft` yields `title`, `tags`; it has no `id`",
         "release: line 34, column 20: step publish: http.headers[1].name: `Content Length` is not a header name",
         "second: line 39, column 1: spce: `spce` is not a field of a Flow (did you mean `spec`?)",
         "second: line 39, column 1: spec: missing field `steps`",
@@ -434,7 +435,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
         .map(|line| format!("{file}: flow {line}"))
         .collect();
     assert_eq!(lines, expected);
-    assert_eq!(stderr(&o), "checked 2 flows in 1 file: 11 problems\n");
+    assert_eq!(stderr(&o), "checked 2 flows in 1 file: 12 problems\n");
 
     // Machines get the same places, beside the character of the field.
     let o = coxswain(&["lint", "--output", "json", file]);

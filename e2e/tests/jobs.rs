@@ -281,6 +281,7 @@ async fn declared_fields_are_enforced_as_locally() {
                 description: None,
             },
         ],
+        ..Default::default()
     });
     let work = work(&run, "typed", step, Value::Null);
     let job = through_job(&launcher, &work).await;

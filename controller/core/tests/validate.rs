@@ -24,30 +24,179 @@ fn assert_one(problems: &[StepProblem], step: &str, field: &str, fragment: &str)
 }
 
 const WRITE: &str = "agent: {prompt: Write it.}";
+const SCORED: &str =
+    "agent: {prompt: Score it., reply: {format: json, fields: [{name: score, type: number}]}}";
 
 #[test]
 fn a_valid_flow_has_no_problems() {
-    let problems = check(&format!(
+    let problems = check(
         r#"
 steps:
   - key: draft
-    {WRITE}
-    input: {{brief: $input.brief, price: "$$5"}}
+    agent:
+      prompt: Write it.
+      reply: {format: json, fields: [{name: id, type: integer}, {name: title, type: string}, {name: tags, type: array}]}
+    input: {brief: $input.brief, price: "$$5"}
   - key: review
-    approval: {{decisions: [approve, changes], show: [draft]}}
-    sendBack: [{{exit: changes, to: draft}}]
+    approval: {decisions: [approve, changes], show: [draft]}
+    sendBack: [{exit: changes, to: draft}]
   - key: publish
     after: [review.approve]
     http:
       method: POST
-      url: "https://cms.example.com/posts/{{{{draft.json.id}}}}"
-      headers: [{{name: X-Title, value: "{{{{draft.text}}}}"}}]
-      body: {{json: '{{"title": "{{{{draft.json.title}}}}", "tags": {{{{draft.json.tags}}}}}}'}}
-      keep: {{url: json.url}}
-output: {{url: $steps.publish.output.values.url}}
-"#
-    ));
+      url: "https://cms.example.com/posts/{{draft.json.id}}"
+      headers: [{name: X-Title, value: "{{draft.text}}"}]
+      body: {json: '{"title": "{{draft.json.title}}", "tags": {{draft.json.tags}}}'}
+      keep: {url: json.url}
+output: {url: $steps.publish.output.values.url}
+"#,
+    );
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn a_read_into_a_declared_output_is_typed_when_the_flow_is_saved() {
+    let flow = |read: &str| {
+        check(&format!(
+            r#"
+steps:
+  - key: write
+    agent:
+      prompt: Write it.
+      reply: {{format: json, fields: [{{name: tagline, type: string}}]}}
+  - key: notes
+    script:
+      source: x
+      output: {{items: {{fields: [{{name: owner, type: string}}, {{name: due, type: integer}}]}}}}
+  - key: plan
+    agent:
+      prompt: Plan it.
+      reply:
+        format: json
+        objects:
+          - {{name: summary, fields: [{{name: text, type: string}}]}}
+          - {{name: risks, items: {{}}}}
+  - key: say
+    {WRITE}
+  - key: use
+    condition: {{when: '{read}'}}
+"#
+        ))
+    };
+    for fine in [
+        "$steps.write.output.tagline == \"x\"",
+        "$steps.notes.output.items[0].owner == \"ana\"",
+        "$steps.plan.output.risks[2] == 1",
+        "$steps.plan.output.summary.text == \"\"",
+        "$steps.say.output == \"hi\"",
+    ] {
+        assert!(flow(fine).is_empty(), "{fine}: {:#?}", flow(fine));
+    }
+    let c = assert_one(
+        &flow("$steps.write.output.taglin == \"x\""),
+        "use",
+        "condition.when",
+        "`write` yields `tagline`, not `taglin`",
+    );
+    assert_eq!(c, Some(1));
+    assert_one(
+        &flow("$steps.notes.output.owner == \"ana\""),
+        "use",
+        "condition.when",
+        "`notes` yields a list, kept under `items`: read `items[0]`, not `owner`",
+    );
+    assert_one(
+        &flow("$steps.plan.output.summary.txt == \"\""),
+        "use",
+        "condition.when",
+        "`summary` yields `text`, not `txt`",
+    );
+    assert_one(
+        &flow("$steps.say.output.title == \"\""),
+        "use",
+        "condition.when",
+        "`say` yields text, so its output has no `title`",
+    );
+}
+
+#[test]
+fn a_placeholder_into_a_declared_output_is_typed_too() {
+    let problems = check(
+        r#"
+steps:
+  - key: plan
+    agent:
+      prompt: Plan it.
+      reply:
+        format: json
+        objects:
+          - {name: summary, fields: [{name: text, type: string}]}
+          - {name: risks, items: {fields: [{name: what, type: string}]}}
+  - key: post
+    message:
+      text: "Top risk: {{plan.json.risks.0.what}}; {{plan.json.risk.0}}"
+      webhook: {url: "https://hooks.example.com/x"}
+"#,
+    );
+    let c = assert_one(
+        &problems,
+        "post",
+        "message.text",
+        "`plan` yields `risks`, not `risk`",
+    );
+    assert_eq!(c, Some(39));
+}
+
+#[test]
+fn a_declared_output_takes_one_shape() {
+    let problems = check(
+        r#"
+steps:
+  - key: both
+    script:
+      source: x
+      output:
+        fields: [{name: a, type: string}]
+        items: {fields: [{name: "b c", type: string}]}
+  - key: objects
+    agent:
+      prompt: x
+      reply:
+        format: json
+        objects: [{name: a}, {name: a, fields: [{name: x, type: string}], items: {}}]
+"#,
+    );
+    let found: Vec<(&str, &str)> = problems
+        .iter()
+        .map(|p| (p.field.as_str(), p.message.as_str()))
+        .collect();
+    assert!(
+        found.contains(&(
+            "script.output.items",
+            "give one of `fields` (one object), `items` (a list) and `objects` (several), not fields and items"
+        )),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(f, _)| *f == "script.output.items.fields[0].name"),
+        "{found:#?}"
+    );
+    assert!(
+        found.contains(&(
+            "agent.reply.objects[1].name",
+            "the object `a` is declared twice"
+        )),
+        "{found:#?}"
+    );
+    assert!(
+        found.contains(&(
+            "agent.reply.objects[1].items",
+            "an object is either `fields` (one object) or `items` (a list)"
+        )),
+        "{found:#?}"
+    );
 }
 
 #[test]
@@ -126,7 +275,9 @@ steps:
           {WRITE}
           input: {{feedback: $steps.review.output.feedback, before: $steps.draft.output}}
         - key: review
-          agent: {{prompt: Review it.}}
+          agent:
+            prompt: Review it.
+            reply: {{format: json, fields: [{{name: approved, type: boolean}}, {{name: feedback, type: string}}]}}
   - key: after_loop
     {WRITE}
     input: {{final: $steps.draft.output}}
@@ -406,9 +557,9 @@ fn placeholders_with_bad_paths_or_no_source_are_refused() {
 
 #[test]
 fn json_bodies_that_cannot_be_json_are_refused() {
-    let problems = check(&format!(
-        "steps:\n  - key: a\n    {WRITE}\n  - key: b\n    http:\n      url: https://x.example\n      body: {{json: '{{\"a\": {{{{a.json.x}}}} \"b\": 1}}'}}\n"
-    ));
+    let problems = check(
+        "steps:\n  - key: a\n    agent: {prompt: x, reply: {format: json}}\n  - key: b\n    http:\n      url: https://x.example\n      body: {json: '{\"a\": {{a.json.x}} \"b\": 1}'}\n",
+    );
     assert_one(&problems, "b", "http.body.json", "");
 }
 
@@ -555,7 +706,7 @@ fn a_200_step_flow_validates() {
     let mut spec = String::from("steps:\n");
     for i in 0..200 {
         spec.push_str(&format!(
-            "  - key: s{i}\n    {WRITE}\n    when: $steps.s0.output.score >= 0.8 and $loop.iteration < 3 or {}\n",
+            "  - key: s{i}\n    {SCORED}\n    when: $steps.s0.output.score >= 0.8 and $loop.iteration < 3 or {}\n",
             if i == 0 { "true" } else { "$previous.status == 'completed'" }
         ));
     }

@@ -68,8 +68,9 @@ use serde_json::{Map, Value};
 use tokio::process::Command;
 
 use super::{Executor, Secrets};
-use coxswain_core::api::{Field, LOG_TAIL_BYTES, LogTail, ScriptStep, kept_outputs_path};
+use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, ScriptStep, kept_outputs_path};
 use coxswain_core::engine::{Done, Failed, Task, Work, WorkResult};
+use coxswain_core::flow::Shape;
 
 pub use env::{Attempt, DEFAULT_PATH, Folders, HostEnv};
 pub use error::ScriptError;
@@ -298,12 +299,17 @@ impl LocalScript {
         if let Some(e) = coxswain_core::expr::numbers::number_out_of_range(&text) {
             return Err(e.into());
         }
-        let declared = step.output.as_ref().map(|o| o.fields.as_slice());
-        let mut output = match declared {
-            Some(fields) if !fields.is_empty() => check_declared(&text, fields)?,
-            _ => undeclared_output(&text),
+        let shape = Shape::of_script(step.output.as_ref());
+        let mut output = match shape {
+            Shape::Any => undeclared_output(&text),
+            shape => check_declared(&text, shape)?,
         };
-        let declared = declared.unwrap_or_default();
+        // `file` fields are the one object's own (validation allows them
+        // nowhere else).
+        let declared = match shape {
+            Shape::Object(fields) => fields,
+            _ => &[],
+        };
         match &self.workspace {
             None => {
                 keep::file_fields(
@@ -612,19 +618,15 @@ pub fn undeclared_output(stdout: &str) -> Value {
 
 /// What the script was expected to print, for the start of each message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Expected(Vec<String>);
+pub struct Expected(String);
 
 impl std::fmt::Display for Expected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "The script must print one JSON object with the fields {}",
-            self.0.join(", ")
-        )
+        write!(f, "The script must print {}", self.0)
     }
 }
 
-/// How a script's stdout missed its declared `output.fields`.
+/// How a script's stdout missed its declared output.
 #[derive(Debug, thiserror::Error)]
 pub enum DeclaredOutputError {
     /// Nothing on stdout.
@@ -638,29 +640,20 @@ pub enum DeclaredOutputError {
         /// The parser's complaint.
         reason: serde_json::Error,
     },
-    /// JSON, but not an object.
-    #[error("{expected}; it printed {found} instead.")]
-    NotObject {
-        /// What was expected.
-        expected: Expected,
-        /// What it was, with its article ("an array").
-        found: String,
-    },
-    /// An object whose fields are wrong; every problem is listed.
+    /// JSON of the wrong shape; every problem is listed.
     #[error("{expected}: {}.", .problems.join("; "))]
     Fields {
         /// What was expected.
         expected: Expected,
-        /// Each missing, mistyped or unexpected field.
+        /// Each missing, mistyped or unexpected field, item or object.
         problems: Vec<String>,
     },
 }
 
-/// Checks stdout against declared fields: one JSON object, each field there
-/// with its type, nothing else. The error lists every problem found.
-pub fn check_declared(stdout: &str, fields: &[Field]) -> Result<Value, DeclaredOutputError> {
-    let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-    let expected = Expected(names.iter().map(|n| n.to_string()).collect());
+/// Checks stdout against the declared shape (the rules an agent's reply
+/// follows too: [`Shape::check`]); the error lists every problem found.
+pub fn check_declared(stdout: &str, shape: Shape<'_>) -> Result<Value, DeclaredOutputError> {
+    let expected = Expected(shape.describe());
     let value: Value = serde_json::from_str(stdout).map_err(|reason| {
         if stdout.trim().is_empty() {
             DeclaredOutputError::Empty(expected.clone())
@@ -671,60 +664,15 @@ pub fn check_declared(stdout: &str, fields: &[Field]) -> Result<Value, DeclaredO
             }
         }
     })?;
-    let Value::Object(map) = &value else {
-        return Err(DeclaredOutputError::NotObject {
-            expected,
-            found: with_article(json_type(&value)),
-        });
-    };
-    let mut problems = Vec::new();
-    for field in fields {
-        match map.get(&field.name) {
-            None => problems.push(format!("missing field `{}`", field.name)),
-            Some(v) if !field.accepts(v) => problems.push(format!(
-                "field `{}` is {}, expected {}",
-                field.name,
-                with_article(json_type(v)),
-                field.type_
-            )),
-            Some(_) => {}
-        }
-    }
-    for key in map.keys() {
-        if !names.contains(&key.as_str()) {
-            problems.push(format!("unexpected field `{key}`"));
-        }
-    }
-    if problems.is_empty() {
-        Ok(value)
-    } else {
-        Err(DeclaredOutputError::Fields { expected, problems })
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_f64() => "number",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn with_article(type_name: &str) -> String {
-    match type_name {
-        "null" => "null".to_string(),
-        "integer" | "object" | "array" => format!("an {type_name}"),
-        other => format!("a {other}"),
-    }
+    shape
+        .check(value)
+        .map_err(|problems| DeclaredOutputError::Fields { expected, problems })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coxswain_core::api::Field;
     use serde_json::json;
 
     fn field(name: &str, type_: &str) -> Field {
@@ -767,19 +715,43 @@ mod tests {
     #[test]
     fn declared_output_messages() {
         let fields = [field("id", "integer"), field("name", "string")];
-        assert!(check_declared(r#"{"id": 1, "name": "x"}"#, &fields).is_ok());
-        let err = check_declared("nope", &fields).unwrap_err().to_string();
+        let shape = Shape::Object(&fields);
+        assert!(check_declared(r#"{"id": 1, "name": "x"}"#, shape).is_ok());
+        let err = check_declared("nope", shape).unwrap_err().to_string();
         assert!(err.contains("stdout is not JSON"), "{err}");
-        let err = check_declared("[1]", &fields).unwrap_err().to_string();
-        assert!(err.contains("it printed an array instead"), "{err}");
-        let err = check_declared(r#"{"id": "1", "extra": true}"#, &fields)
+        let err = check_declared("[1]", shape).unwrap_err().to_string();
+        assert!(
+            err.contains("expected a JSON object, found an array ([1])"),
+            "{err}"
+        );
+        let err = check_declared(r#"{"id": "1", "extra": true}"#, shape)
             .unwrap_err()
             .to_string();
         assert_eq!(
             err,
-            "The script must print one JSON object with the fields id, name: field `id` is a string, expected integer; missing field `name`; unexpected field `extra`."
+            "The script must print one JSON object with the fields id, name: field `id` must be an integer, found a string (\"1\"); missing field `name` (string); unexpected field `extra`: only `id`, `name` may be given."
         );
-        let err = check_declared("", &fields).unwrap_err().to_string();
+        let err = check_declared("", shape).unwrap_err().to_string();
         assert!(err.ends_with("it printed nothing."), "{err}");
+    }
+
+    #[test]
+    fn a_script_prints_a_list_bare_and_its_output_is_wrapped() {
+        let items = coxswain_core::api::Items {
+            fields: vec![field("owner", "string")],
+            description: None,
+        };
+        let shape = Shape::List(&items);
+        assert_eq!(
+            check_declared(r#"[{"owner": "ana"}]"#, shape).unwrap(),
+            json!({"items": [{"owner": "ana"}]})
+        );
+        let err = check_declared(r#"[{"who": "ana"}]"#, shape)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "The script must print a JSON array of objects with the fields owner: item 0: missing field `owner` (string); item 0: unexpected field `who`: only `owner` may be given."
+        );
     }
 }

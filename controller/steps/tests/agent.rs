@@ -124,6 +124,7 @@ fn work(fields: Option<Vec<Field>>, input: Value, given: Vec<Given>) -> Work {
                 reply: fields.map(|fields| Reply {
                     format: ReplyFormat::Json,
                     fields,
+                    ..Default::default()
                 }),
             },
             given,

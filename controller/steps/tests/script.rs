@@ -38,6 +38,7 @@ fn fields(list: &[(&str, &str)]) -> Option<ScriptOutput> {
                 description: None,
             })
             .collect(),
+        ..Default::default()
     })
 }
 
@@ -184,15 +185,15 @@ async fn declared_fields_are_checked() {
     let prefix = "The script must print one JSON object with the fields id, title";
     assert_eq!(
         declared_error(r#"{"id": 7}"#).await,
-        format!("{prefix}: missing field `title`.")
+        format!("{prefix}: missing field `title` (string).")
     );
     assert_eq!(
         declared_error(r#"{"id": "7", "title": "x"}"#).await,
-        format!("{prefix}: field `id` is a string, expected integer.")
+        format!("{prefix}: field `id` must be an integer, found a string (\"7\").")
     );
     assert_eq!(
         declared_error(r#"{"id": 7, "title": "x", "more": 1}"#).await,
-        format!("{prefix}: unexpected field `more`.")
+        format!("{prefix}: unexpected field `more`: only `id`, `title` may be given.")
     );
     let not_json = declared_error("not json").await;
     assert!(
@@ -201,7 +202,7 @@ async fn declared_fields_are_checked() {
     );
     assert_eq!(
         declared_error("[1, 2]").await,
-        format!("{prefix}; it printed an array instead.")
+        format!("{prefix}: expected a JSON object, found an array ([1,2]).")
     );
 }
 

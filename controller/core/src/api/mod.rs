@@ -35,9 +35,10 @@ pub use run::{
 };
 pub use step::{
     AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,
-    HttpBody, HttpHeader, HttpStep, JoinStep, Lookup, LoopStep, MatrixTarget, MessageStep,
-    NameValue, OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, SaveStep, ScriptOutput,
-    ScriptStep, SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom, WebhookTarget,
+    HttpBody, HttpHeader, HttpStep, Items, JoinStep, Lookup, LoopStep, MatrixTarget, MessageStep,
+    NameValue, NamedObject, OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, SaveStep,
+    ScriptOutput, ScriptStep, SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom,
+    WebhookTarget,
 };
 
 pub use workspace::{

@@ -300,12 +300,51 @@ pub struct AgentStep {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Reply {
-    /// `text` (the reply is the output) or `json` (an object with `fields`).
+    /// `text` (the reply is the output) or `json`: one object (`fields`), a
+    /// list (`items`) or several named objects (`objects`).
     #[serde(default)]
     pub format: ReplyFormat,
-    /// With `format: json`, the fields the reply must hold.
+    /// With `format: json`, the fields of the one object the reply holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<Field>,
+    /// With `format: json`, the reply is a list of such items; the output
+    /// is `{items: [...]}` (`$steps.KEY.output.items[0]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Items>,
+    /// With `format: json`, the reply holds each of these objects under its
+    /// name (`$steps.KEY.output.NAME`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<NamedObject>,
+}
+
+/// The items of a list output.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Items {
+    /// The fields of each item, an object; none: any JSON value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Field>,
+    /// What the items are; passed to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One of several objects a step yields at once, under its name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamedObject {
+    /// Its name in the output: a plain identifier.
+    pub name: String,
+    /// What it is; passed to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its fields (an object), unless it is a list (`items`); neither: any
+    /// object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Field>,
+    /// It is a list of such items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Items>,
 }
 
 /// The format of an agent's reply.
@@ -399,13 +438,20 @@ pub struct EnvVar {
     pub value_from: Option<ValueFrom>,
 }
 
-/// The declared output of a script.
+/// The declared output of a script: the same shapes as an agent's reply.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScriptOutput {
-    /// The fields of the JSON object the script prints.
+    /// The fields of the one JSON object the script prints.
     #[serde(default)]
     pub fields: Vec<Field>,
+    /// The script prints a JSON array of such items; the output is
+    /// `{items: [...]}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Items>,
+    /// The script prints one JSON object holding each of these under its name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<NamedObject>,
 }
 
 /// Sends one HTTP request.

@@ -20,6 +20,7 @@ mod nesting;
 mod record_size;
 mod schedule;
 mod secrets;
+mod shape;
 mod start;
 mod validate;
 mod workspace;
@@ -45,6 +46,7 @@ pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
 pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
+pub use shape::{Hop, ITEMS_KEY, Shape, kind_of};
 pub use start::{StartProblem, check_start, input_fits, one_line};
 pub use validate::{
     FILE_TYPE, Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,

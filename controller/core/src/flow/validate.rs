@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::api::{
-    ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, Lookup, LoopStep,
-    MessageStep, ParallelStep, ReplyFormat, SaveStep, ScriptStep, Step, StepKind, StepProblem,
+    ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, Items, Lookup, LoopStep,
+    MessageStep, NamedObject, ParallelStep, ReplyFormat, SaveStep, ScriptStep, Step, StepKind,
+    StepProblem,
 };
 use crate::expr::{self, Reference, Root};
 use crate::template::{self, Place};
@@ -18,6 +19,7 @@ use super::graph::{FlowGraph, exits, split_after};
 use super::input_schema::check_schema;
 use super::record_size::{RECORD_CEILING, STEP_RECORD_BYTES};
 use super::schedule::check_schedule;
+use super::shape::{Hop, Shape};
 use super::workspace::{RunsOn, check_workspace};
 
 /// Whether the text before the placeholder at `position` (1-based
@@ -436,15 +438,27 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                     }
                     self.check_step_list(reader, key, &f("agent.give"), &a.give);
                     if let Some(reply) = &a.reply {
-                        if reply.format == ReplyFormat::Text && !reply.fields.is_empty() {
+                        let declared = [
+                            ("fields", !reply.fields.is_empty()),
+                            ("items", reply.items.is_some()),
+                            ("objects", !reply.objects.is_empty()),
+                        ];
+                        if reply.format == ReplyFormat::Text
+                            && let Some((name, _)) = declared.iter().find(|(_, given)| *given)
+                        {
                             self.report(
                                 key,
-                                &f("agent.reply.fields"),
-                                "reply fields need `format: json`",
+                                &f(&format!("agent.reply.{name}")),
+                                format!("reply {name} need `format: json`"),
                                 None,
                             );
                         }
-                        self.check_fields(key, &f("agent.reply.fields"), &reply.fields, false);
+                        self.check_output_shape(
+                            key,
+                            &f("agent.reply"),
+                            (&reply.fields, reply.items.as_ref(), &reply.objects),
+                            false,
+                        );
                     }
                 }
                 StepKind::Script(s) => self.check_script(key, prefix, s),
@@ -778,7 +792,12 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             }
         }
         if let Some(output) = &s.output {
-            self.check_fields(key, &format!("{field}.output.fields"), &output.fields, true);
+            self.check_output_shape(
+                key,
+                &format!("{field}.output"),
+                (&output.fields, output.items.as_ref(), &output.objects),
+                true,
+            );
         }
     }
 
@@ -1215,6 +1234,57 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         self.check_expr(until_reader, key, &format!("{field}.until"), &l.until);
     }
 
+    /// A declared output (an agent's `reply`, a script's `output`): one of
+    /// `fields`, `items` and `objects`; object names plain identifiers,
+    /// each once, each an object or a list. `file` fields only in a
+    /// script's own `fields` (`files`: true), where they are kept.
+    fn check_output_shape(
+        &mut self,
+        key: &str,
+        field: &str,
+        (fields, items, objects): (&[Field], Option<&Items>, &[NamedObject]),
+        files: bool,
+    ) {
+        let given: Vec<&str> = [
+            ("fields", !fields.is_empty()),
+            ("items", items.is_some()),
+            ("objects", !objects.is_empty()),
+        ]
+        .iter()
+        .filter(|(_, given)| *given)
+        .map(|(name, _)| *name)
+        .collect();
+        if given.len() > 1 {
+            let message = format!(
+                "give one of `fields` (one object), `items` (a list) and `objects` (several), not {}",
+                given.join(" and ")
+            );
+            self.report(key, &format!("{field}.{}", given[1]), message, None);
+        }
+        self.check_fields(key, &format!("{field}.fields"), fields, files);
+        if let Some(items) = items {
+            self.check_fields(key, &format!("{field}.items.fields"), &items.fields, false);
+        }
+        let mut seen = HashSet::new();
+        for (i, object) in objects.iter().enumerate() {
+            let here = format!("{field}.objects[{i}]");
+            if let Some((character, message)) = name_problem(&object.name, "object name") {
+                self.report(key, &format!("{here}.name"), message, character);
+            } else if !seen.insert(object.name.as_str()) {
+                let message = format!("the object `{}` is declared twice", object.name);
+                self.report(key, &format!("{here}.name"), message, None);
+            }
+            if !object.fields.is_empty() && object.items.is_some() {
+                let message = "an object is either `fields` (one object) or `items` (a list)";
+                self.report(key, &format!("{here}.items"), message, None);
+            }
+            self.check_fields(key, &format!("{here}.fields"), &object.fields, false);
+            if let Some(items) = &object.items {
+                self.check_fields(key, &format!("{here}.items.fields"), &items.fields, false);
+            }
+        }
+    }
+
     /// Declared fields; `file` fields only where a script prints them
     /// (`files`: true).
     fn check_fields(&mut self, key: &str, field: &str, fields: &[Field], files: bool) {
@@ -1292,6 +1362,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         }
         for placeholder in parsed.placeholders() {
             if !placeholder.reads_input() && !self.lookup_names.contains(&placeholder.key) {
+                let before = self.problems.len();
                 self.check_step_read(
                     reader,
                     key,
@@ -1299,6 +1370,21 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                     &placeholder.key,
                     Some(placeholder.position),
                 );
+                if self.problems.len() == before
+                    && placeholder.path.source == template::Source::Json
+                {
+                    let hops: Vec<Hop> = placeholder
+                        .path
+                        .segments
+                        .iter()
+                        .map(|segment| match segment {
+                            template::Segment::Name(n) => Hop::Key(n.clone()),
+                            template::Segment::Index(i) => Hop::Either(i.to_string()),
+                        })
+                        .collect();
+                    let at = Some(placeholder.position);
+                    self.check_typed_read(key, field, &placeholder.key, &hops, at);
+                }
             }
         }
     }
@@ -1307,7 +1393,21 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let position = Some(reference.position());
         match reference.root() {
             Root::Step { key: target } => {
-                self.check_step_read(reader, key, field, target, Some(reference.key_position()))
+                let before = self.problems.len();
+                self.check_step_read(reader, key, field, target, Some(reference.key_position()));
+                // Typed only where the read itself is allowed: one problem
+                // per mistake.
+                if self.problems.len() == before && reference.field() == Some(expr::Field::Output) {
+                    let hops: Vec<Hop> = reference
+                        .path()
+                        .iter()
+                        .map(|segment| match segment {
+                            expr::Segment::Key(k) => Hop::Key(k.clone()),
+                            expr::Segment::Index(_) => Hop::Index,
+                        })
+                        .collect();
+                    self.check_typed_read(key, field, target, &hops, position);
+                }
             }
             Root::Loop if !reader.in_loop => {
                 self.report(key, field, "`$loop` is only known inside a loop", position)
@@ -1326,6 +1426,30 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 self.report(key, field, message, position)
             }
             _ => {}
+        }
+    }
+
+    /// A read into the output of `target` (`hops` after `output`), checked
+    /// against what `target` declares it yields: a field it does not
+    /// declare, a list read as an object, a path into text.
+    fn check_typed_read(
+        &mut self,
+        key: &str,
+        field: &str,
+        target: &str,
+        hops: &[Hop],
+        character: Option<usize>,
+    ) {
+        let Some(t) = self.graph.find(target) else {
+            return;
+        };
+        let shape = match self.graph.nodes[t].step.kind() {
+            Some(StepKind::Agent(a)) => Shape::of_reply(a.reply.as_ref()),
+            Some(StepKind::Script(s)) => Shape::of_script(s.output.as_ref()),
+            _ => Shape::Any,
+        };
+        if let Err(message) = shape.check_read(target, hops) {
+            self.report(key, field, message, character);
         }
     }
 

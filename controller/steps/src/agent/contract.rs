@@ -4,9 +4,10 @@
 //! Everything here is pure so the parsing rules can be tested without a
 //! server and measured on their own (`benches/agent.rs`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use coxswain_core::api::{Field, ReplyFormat};
+use coxswain_core::api::{Field, Reply, ReplyFormat};
+use coxswain_core::flow::{Shape, kind_of};
 
 /// The name of the tool the model hands its output in through.
 pub const SUBMIT_TOOL: &str = "submit_output";
@@ -96,65 +97,48 @@ impl Provider {
     }
 }
 
-/// What the step expects back: text, or an object with declared fields.
-/// Derived once per attempt from the step's `reply`.
-#[derive(Debug, Clone, PartialEq)]
+/// What the step expects back: text, or JSON of the declared shape (one
+/// object, a list, several objects). Derived once per attempt from the
+/// step's `reply`; the rules live in [`Shape`], which scripts share.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Contract {
-    /// Text or JSON.
-    pub format: ReplyFormat,
-    /// The declared fields (empty with `format: json` means any object).
-    pub fields: Vec<Field>,
+    /// The reply as declared (`format: text` when the step has none).
+    pub reply: Reply,
 }
 
 impl Contract {
     /// The contract of an agent step's `reply` (text when absent).
-    pub fn of(reply: Option<&coxswain_core::api::Reply>) -> Contract {
-        match reply {
-            Some(r) => Contract {
-                format: r.format,
-                fields: r.fields.clone(),
-            },
-            None => Contract {
-                format: ReplyFormat::Text,
-                fields: Vec::new(),
+    pub fn of(reply: Option<&Reply>) -> Contract {
+        Contract {
+            reply: reply.cloned().unwrap_or_default(),
+        }
+    }
+
+    /// One JSON object with `fields` (none: any object).
+    pub fn json(fields: Vec<Field>) -> Contract {
+        Contract {
+            reply: Reply {
+                format: ReplyFormat::Json,
+                fields,
+                ..Default::default()
             },
         }
+    }
+
+    /// The declared shape.
+    pub fn shape(&self) -> Shape<'_> {
+        Shape::of_reply(Some(&self.reply))
     }
 
     /// Whether the reply must be structured (so tools or a schema apply).
     pub fn is_json(&self) -> bool {
-        self.format == ReplyFormat::Json
+        self.shape().is_structured()
     }
 
-    /// The JSON Schema of the declared fields: an object with exactly those
-    /// properties, all required. Unknown field types are left unconstrained
-    /// (the validator of the flow refuses them before a run starts).
+    /// The JSON Schema of what is handed in: an object with exactly the
+    /// declared properties, all required (a list as `{items: [...]}`).
     pub fn schema(&self) -> Value {
-        if self.fields.is_empty() {
-            return json!({"type": "object"});
-        }
-        let mut properties = Map::new();
-        for field in &self.fields {
-            let mut prop = Map::new();
-            if let Some(t) = json_type(&field.type_) {
-                prop.insert("type".into(), Value::String(t.into()));
-            }
-            if let Some(d) = &field.description {
-                prop.insert("description".into(), Value::String(d.clone()));
-            }
-            properties.insert(field.name.clone(), Value::Object(prop));
-        }
-        let required: Vec<Value> = self
-            .fields
-            .iter()
-            .map(|f| Value::String(f.name.clone()))
-            .collect();
-        json!({
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": false,
-        })
+        self.shape().schema()
     }
 
     /// The request-body members that put the contract to the provider in
@@ -194,19 +178,6 @@ impl Contract {
             )],
             Mode::Text => Vec::new(),
         }
-    }
-}
-
-/// The JSON Schema type of a declared field type.
-fn json_type(t: &str) -> Option<&'static str> {
-    match t {
-        "string" => Some("string"),
-        "number" => Some("number"),
-        "integer" => Some("integer"),
-        "boolean" => Some("boolean"),
-        "array" => Some("array"),
-        "object" => Some("object"),
-        _ => None,
     }
 }
 
@@ -270,10 +241,12 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
         }
         return Ok(Value::String(text));
     }
+    let shape = contract.shape();
+    let arrays = matches!(shape, Shape::List(_));
     let found = match &reply.tool_arguments {
-        Some(args) => parse_arguments(args),
+        Some(args) => parse_arguments(args, arrays),
         None => match &reply.content {
-            Some(c) if !c.trim().is_empty() => extract_json(c),
+            Some(c) if !c.trim().is_empty() => extract_json_in(c, arrays),
             _ => Err(JsonError::NoReply),
         },
     };
@@ -288,7 +261,7 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
             return Err(Verdict::Misfit(problems));
         }
     };
-    match validate(&contract.fields, value) {
+    match shape.check(value) {
         Ok(v) => Ok(v),
         Err(mut problems) => {
             if cut {
@@ -324,11 +297,14 @@ pub enum JsonError {
 }
 
 /// Tool-call arguments: a JSON string (perhaps padded, perhaps fenced) or,
-/// from some servers, an object.
-fn parse_arguments(args: &Value) -> Result<Value, JsonError> {
+/// from some servers, an object (or, for a list, an array).
+fn parse_arguments(args: &Value, arrays: bool) -> Result<Value, JsonError> {
     match args {
-        Value::String(s) => extract_json(s).map_err(|e| JsonError::Arguments(Box::new(e))),
+        Value::String(s) => {
+            extract_json_in(s, arrays).map_err(|e| JsonError::Arguments(Box::new(e)))
+        }
         Value::Object(_) => Ok(args.clone()),
+        Value::Array(_) if arrays => Ok(args.clone()),
         other => Err(JsonError::ArgumentsNotObject(kind_of(other))),
     }
 }
@@ -336,20 +312,33 @@ fn parse_arguments(args: &Value) -> Result<Value, JsonError> {
 /// Finds the JSON object in a text: the whole text, a fenced block (```json
 /// or plain ```), or the span from the first `{` to the last `}`.
 pub fn extract_json(text: &str) -> Result<Value, JsonError> {
+    extract_json_in(text, false)
+}
+
+/// [`extract_json`], also taking a JSON array (`arrays`: a list is due) —
+/// from the whole text, a fenced block, or the first `[` to the last `]`.
+pub fn extract_json_in(text: &str, arrays: bool) -> Result<Value, JsonError> {
     let trimmed = text.trim();
     let mut not_object = None;
     let mut parse_error = None;
-    let mut candidates: Vec<&str> = Vec::with_capacity(3);
+    let mut candidates: Vec<&str> = Vec::with_capacity(4);
     candidates.push(trimmed);
     candidates.extend(fenced_blocks(trimmed));
-    if let (Some(a), Some(b)) = (trimmed.find('{'), trimmed.rfind('}'))
-        && a < b
-    {
-        candidates.push(&trimmed[a..=b]);
+    let mut spans = vec![('{', '}')];
+    if arrays {
+        spans.push(('[', ']'));
+    }
+    for (open, close) in spans {
+        if let (Some(a), Some(b)) = (trimmed.find(open), trimmed.rfind(close))
+            && a < b
+        {
+            candidates.push(&trimmed[a..=b]);
+        }
     }
     for candidate in candidates {
         match serde_json::from_str::<Value>(candidate.trim()) {
             Ok(v @ Value::Object(_)) => return Ok(v),
+            Ok(v @ Value::Array(_)) if arrays => return Ok(v),
             Ok(other) => {
                 not_object.get_or_insert(JsonError::NotAnObject(kind_of(&other)));
             }
@@ -398,119 +387,6 @@ fn fenced_blocks(text: &str) -> Vec<&str> {
     blocks
 }
 
-/// Checks an object against the declared fields: each present with its type,
-/// nothing else. Integers written as `3.0` become `3`. With no declared
-/// fields any object is accepted as it is.
-pub fn validate(fields: &[Field], value: Value) -> Result<Value, Vec<String>> {
-    let Value::Object(mut object) = value else {
-        return Err(vec![format!(
-            "expected a JSON object, found {}",
-            kind_of(&value)
-        )]);
-    };
-    if fields.is_empty() {
-        return Ok(Value::Object(object));
-    }
-    let mut problems = Vec::new();
-    for field in fields {
-        match object.get_mut(&field.name) {
-            None => problems.push(format!("missing field `{}` ({})", field.name, field.type_)),
-            Some(v) => {
-                if let Some(fixed) = check_type(&field.type_, v) {
-                    *v = fixed;
-                } else if !has_type(&field.type_, v) {
-                    problems.push(format!(
-                        "field `{}` must be {} {}, found {}",
-                        field.name,
-                        article(&field.type_),
-                        field.type_,
-                        describe(v)
-                    ));
-                }
-            }
-        }
-    }
-    let mut extras: Vec<&String> = object
-        .keys()
-        .filter(|k| !fields.iter().any(|f| &f.name == *k))
-        .collect();
-    extras.sort();
-    if !extras.is_empty() {
-        let names: Vec<String> = extras.iter().map(|k| format!("`{k}`")).collect();
-        let allowed: Vec<String> = fields.iter().map(|f| format!("`{}`", f.name)).collect();
-        problems.push(format!(
-            "unexpected field{} {}: only {} may be given",
-            if names.len() == 1 { "" } else { "s" },
-            names.join(", "),
-            allowed.join(", ")
-        ));
-    }
-    if problems.is_empty() {
-        Ok(Value::Object(object))
-    } else {
-        Err(problems)
-    }
-}
-
-/// A normalised value when `v` is an integer written as a whole float.
-fn check_type(t: &str, v: &Value) -> Option<Value> {
-    if t != "integer" {
-        return None;
-    }
-    let f = v.as_f64()?;
-    if v.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 {
-        Some(Value::from(f as i64))
-    } else {
-        None
-    }
-}
-
-fn has_type(t: &str, v: &Value) -> bool {
-    match t {
-        "string" => v.is_string(),
-        "number" => v.is_number(),
-        "integer" => v.is_i64() || v.is_u64(),
-        "boolean" => v.is_boolean(),
-        "array" => v.is_array(),
-        "object" => v.is_object(),
-        _ => true,
-    }
-}
-
-fn article(t: &str) -> &'static str {
-    match t.chars().next() {
-        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
-        _ => "a",
-    }
-}
-
-/// The JSON kind of a value, for messages.
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a number",
-        Value::Number(_) => "an integer",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// The kind and a short preview of a value, for messages.
-fn describe(v: &Value) -> String {
-    let mut shown = v.to_string();
-    if shown.len() > 60 {
-        let mut cut = 57;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
-        shown.push('…');
-    }
-    format!("{} ({shown})", kind_of(v))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,10 +400,7 @@ mod tests {
     }
 
     fn json_contract(fields: Vec<Field>) -> Contract {
-        Contract {
-            format: ReplyFormat::Json,
-            fields,
-        }
+        Contract::json(fields)
     }
 
     fn args(s: &str) -> ReplyParts {
@@ -670,9 +543,10 @@ mod tests {
             field("o", "object"),
         ];
         let good = json!({"s": "x", "n": 1.5, "i": 2, "b": true, "a": [1], "o": {"k": 1}});
-        assert_eq!(validate(&fields, good.clone()), Ok(good));
+        let c = json_contract(fields);
+        assert_eq!(c.shape().check(good.clone()), Ok(good));
         let bad = json!({"s": 1, "n": "1", "i": true, "b": "yes", "a": {}, "o": []});
-        assert_eq!(validate(&fields, bad).map_err(|p| p.len()), Err(6));
+        assert_eq!(c.shape().check(bad).map_err(|p| p.len()), Err(6));
     }
 
     #[test]
@@ -693,10 +567,7 @@ mod tests {
 
     #[test]
     fn json_object_mode_puts_the_schema_beside_the_type() {
-        let c = Contract {
-            format: ReplyFormat::Json,
-            fields: vec![field("ok", "boolean")],
-        };
+        let c = Contract::json(vec![field("ok", "boolean")]);
         let members = c.request_members(Mode::JsonObject);
         assert_eq!(members.len(), 1);
         assert_eq!(members[0].0, "response_format");
@@ -724,7 +595,7 @@ mod json_error_tests {
             extract_json("just words"),
             Err(JsonError::NotFound)
         ));
-        let err = parse_arguments(&Value::String("{oops".into())).unwrap_err();
+        let err = parse_arguments(&Value::String("{oops".into()), false).unwrap_err();
         assert!(
             matches!(&err, JsonError::Arguments(inner) if matches!(**inner, JsonError::Invalid(_)))
         );

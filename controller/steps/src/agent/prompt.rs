@@ -11,7 +11,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::contract::{Contract, Mode, SUBMIT_TOOL};
+use coxswain_core::api::{Field, Items};
 use coxswain_core::engine::AgentTask;
+use coxswain_core::flow::{ITEMS_KEY, Shape};
 
 /// One Chat Completions message, as sent on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -231,15 +233,54 @@ fn push_contract(out: &mut String, contract: &Contract, mode: Mode) {
         }
         Mode::Text => "Reply with one JSON object inside a ```json code block".to_string(),
     };
-    if contract.fields.is_empty() {
-        out.push_str(&how);
-        out.push_str(", holding your result.\n");
-        return;
-    }
     out.push_str(&how);
-    out.push_str(", with exactly these fields and no others:\n");
-    for field in &contract.fields {
-        out.push_str(&format!("- `{}` ({})", field.name, field.type_));
+    match contract.shape() {
+        Shape::Object([]) | Shape::Text | Shape::Any => {
+            out.push_str(", holding your result.\n");
+        }
+        Shape::Object(fields) => {
+            out.push_str(", with exactly these fields and no others:\n");
+            push_fields(out, fields, "");
+        }
+        Shape::List(items) => {
+            out.push_str(&format!(", holding `{ITEMS_KEY}`: a JSON array"));
+            push_items(out, items, "");
+        }
+        Shape::Objects(objects) => {
+            out.push_str(", holding exactly these and no others:\n");
+            for object in objects {
+                out.push_str(&format!("- `{}`", object.name));
+                push_description(out, object.description.as_deref());
+                match &object.items {
+                    Some(items) => {
+                        out.push_str(": a JSON array");
+                        push_items(out, items, "  ");
+                    }
+                    None if object.fields.is_empty() => out.push_str(": a JSON object\n"),
+                    None => {
+                        out.push_str(": a JSON object with exactly these fields:\n");
+                        push_fields(out, &object.fields, "  ");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A list's items, after "a JSON array": any JSON, or objects with fields.
+fn push_items(out: &mut String, items: &Items, indent: &str) {
+    push_description(out, items.description.as_deref());
+    if items.fields.is_empty() {
+        out.push_str(" of any JSON values\n");
+    } else {
+        out.push_str(" of objects, each with exactly these fields:\n");
+        push_fields(out, &items.fields, indent);
+    }
+}
+
+fn push_fields(out: &mut String, fields: &[Field], indent: &str) {
+    for field in fields {
+        out.push_str(&format!("{indent}- `{}` ({})", field.name, field.type_));
         if let Some(d) = field.description.as_deref().map(str::trim)
             && !d.is_empty()
         {
@@ -247,6 +288,13 @@ fn push_contract(out: &mut String, contract: &Contract, mode: Mode) {
             out.push_str(d);
         }
         out.push('\n');
+    }
+}
+
+/// ` (what it is)` after a name, when the flow says.
+fn push_description(out: &mut String, description: Option<&str>) {
+    if let Some(d) = description.map(str::trim).filter(|d| !d.is_empty()) {
+        out.push_str(&format!(" ({d})"));
     }
 }
 
@@ -307,6 +355,7 @@ mod tests {
                         type_: "string".into(),
                         description: Some("A short title".into()),
                     }],
+                    ..Default::default()
                 }),
                 ..Default::default()
             },

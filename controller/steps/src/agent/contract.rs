@@ -429,6 +429,54 @@ mod tests {
     }
 
     #[test]
+    fn a_list_reply_is_handed_in_wrapped_or_bare_and_kept_wrapped() {
+        let c = Contract {
+            reply: serde_json::from_value(json!({
+                "format": "json",
+                "items": {"fields": [{"name": "owner", "type": "string"}, {"name": "task", "type": "string"}]}
+            }))
+            .expect("reply"),
+        };
+        let parameters = &c.request_members(Mode::Tools)[0].1[0]["function"]["parameters"];
+        assert_eq!(parameters["required"], json!(["items"]));
+        assert_eq!(parameters["properties"]["items"]["type"], "array");
+        let kept = json!({"items": [{"owner": "ana", "task": "ship"}]});
+        let wrapped = args(r#"{"items": [{"owner": "ana", "task": "ship"}]}"#);
+        assert_eq!(interpret(&c, &wrapped), Ok(kept.clone()));
+        let fenced = ReplyParts {
+            content: Some("Here:\n```json\n[{\"owner\": \"ana\", \"task\": \"ship\"}]\n```".into()),
+            ..Default::default()
+        };
+        assert_eq!(interpret(&c, &fenced), Ok(kept));
+        let Err(Verdict::Misfit(problems)) = interpret(&c, &args(r#"[{"owner": "ana"}]"#)) else {
+            panic!("expected a misfit")
+        };
+        assert_eq!(problems, ["item 0: missing field `task` (string)"]);
+    }
+
+    #[test]
+    fn several_objects_are_put_to_the_model_as_one_closed_object() {
+        let c = Contract {
+            reply: serde_json::from_value(json!({
+                "format": "json",
+                "objects": [
+                    {"name": "summary", "fields": [{"name": "text", "type": "string"}]},
+                    {"name": "risks", "items": {}}
+                ]
+            }))
+            .expect("reply"),
+        };
+        let schema = c.schema();
+        assert_eq!(schema["required"], json!(["summary", "risks"]));
+        assert_eq!(schema["additionalProperties"], false);
+        let reply = args(r#"{"summary": {"text": "fine"}, "risks": ["late"]}"#);
+        assert_eq!(
+            interpret(&c, &reply),
+            Ok(json!({"summary": {"text": "fine"}, "risks": ["late"]}))
+        );
+    }
+
+    #[test]
     fn text_contract_adds_nothing_to_the_request() {
         let c = Contract::of(None);
         assert!(c.request_members(Mode::Tools).is_empty());

@@ -391,6 +391,33 @@ mod tests {
     }
 
     #[test]
+    fn the_contract_of_a_list_and_of_several_objects_is_spelled_out() {
+        let contract = |reply: serde_json::Value| Contract {
+            reply: serde_json::from_value(reply).expect("reply"),
+        };
+        let mut out = String::new();
+        let list = contract(serde_json::json!({"format": "json", "items": {
+            "description": "every action item",
+            "fields": [{"name": "owner", "type": "string", "description": "who does it"}]
+        }}));
+        push_contract(&mut out, &list, Mode::Tools);
+        assert_eq!(
+            out,
+            "Hand in your work by calling the `submit_output` tool once, holding `items`: a JSON array (every action item) of objects, each with exactly these fields:\n- `owner` (string): who does it\n"
+        );
+        let mut out = String::new();
+        let several = contract(serde_json::json!({"format": "json", "objects": [
+            {"name": "summary", "fields": [{"name": "text", "type": "string"}]},
+            {"name": "risks", "description": "what may go wrong", "items": {}}
+        ]}));
+        push_contract(&mut out, &several, Mode::Text);
+        assert_eq!(
+            out,
+            "Reply with one JSON object inside a ```json code block, holding exactly these and no others:\n- `summary`: a JSON object with exactly these fields:\n  - `text` (string)\n- `risks` (what may go wrong): a JSON array of any JSON values\n"
+        );
+    }
+
+    #[test]
     fn parts_come_in_order() {
         let mut t = task();
         t.flow_description = Some("Research, then write, then review.".into());

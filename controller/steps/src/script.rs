@@ -339,6 +339,12 @@ impl LocalScript {
                 listing.add_to(&mut output);
             }
         }
+        // A script that printed JSON has its output as its text: the raw
+        // stdout (spacing aside) would be the same value a second time.
+        let text = match serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+            Ok(_) => output_text(&output),
+            Err(_) => text,
+        };
         Ok(Done {
             output,
             text: Some(text),
@@ -602,6 +608,16 @@ fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
         .open(path)?;
     file.write_all(content.as_bytes())?;
     file.flush()
+}
+
+/// The text of a script that printed JSON: its output written as compact
+/// JSON (a string output is its own text). The stored record keeps only
+/// the output and rebuilds this text when read.
+pub fn output_text(output: &Value) -> String {
+    match output {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Output of a script without declared fields: any JSON, `{"data": v}`

@@ -424,6 +424,10 @@ pub struct StepRecord {
     /// The raw text of the latest attempt (`$steps.KEY.text`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Only in the stored record: the text is the output written as JSON
+    /// (a script that printed JSON), rebuilt from `output` when read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_from_output: bool,
     /// Why the latest attempt failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
@@ -503,6 +507,10 @@ pub struct PartRecord {
     /// Its raw text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Only in the stored record: the text is the output written as JSON
+    /// (a script that printed JSON), rebuilt from `output` when read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_from_output: bool,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
@@ -544,6 +552,10 @@ pub struct Attempt {
     /// Its raw text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Only in the stored record: the text is the output written as JSON
+    /// (a script that printed JSON), rebuilt from `output` when read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_from_output: bool,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,

@@ -8,6 +8,8 @@
 //! - the latest attempt, when it completed, leaves its output and text to
 //!   the step (or part) record, which shows them;
 //! - an output that is exactly the text (a string) is kept as `text` only;
+//! - a text that is exactly the output written as JSON (a script that
+//!   printed JSON) is left out, `textFromOutput: true` saying so;
 //! - a parallel step whose output is what its parts gathered says
 //!   `outputFromParts: true` instead of repeating them.
 
@@ -60,17 +62,29 @@ fn compact_step(record: &StepRecord) -> StepRecord {
     for part in &mut stored.parts {
         leave_to_record(&part.output, &part.text, &mut part.attempts);
         text_only(&mut part.output, &part.text);
+        output_only(&part.output, &mut part.text, &mut part.text_from_output);
     }
     leave_to_record(&stored.output, &stored.text, &mut stored.attempts);
     text_only(&mut stored.output, &stored.text);
+    output_only(
+        &stored.output,
+        &mut stored.text,
+        &mut stored.text_from_output,
+    );
     stored
 }
 
 fn expand_step(record: &mut StepRecord) {
     from_text(&mut record.output, &record.text);
+    to_text(
+        &record.output,
+        &mut record.text,
+        &mut record.text_from_output,
+    );
     take_from_record(&record.output, &record.text, &mut record.attempts);
     for part in &mut record.parts {
         from_text(&mut part.output, &part.text);
+        to_text(&part.output, &mut part.text, &mut part.text_from_output);
         take_from_record(&part.output, &part.text, &mut part.attempts);
     }
     if record.output_from_parts {
@@ -83,15 +97,22 @@ fn expand_step(record: &mut StepRecord) {
 fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
     for attempt in attempts.iter_mut() {
         text_only(&mut attempt.output, &attempt.text);
+        output_only(
+            &attempt.output,
+            &mut attempt.text,
+            &mut attempt.text_from_output,
+        );
     }
     let Some(last) = attempts.last_mut() else {
         return;
     };
     let mut full = last.clone();
     from_text(&mut full.output, &full.text);
+    to_text(&full.output, &mut full.text, &mut full.text_from_output);
     if holds_its_output(last) && full.output == *output && full.text == *text {
         last.output = None;
         last.text = None;
+        last.text_from_output = false;
     }
 }
 
@@ -100,6 +121,11 @@ fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut
 fn take_from_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
     for attempt in attempts.iter_mut() {
         from_text(&mut attempt.output, &attempt.text);
+        to_text(
+            &attempt.output,
+            &mut attempt.text,
+            &mut attempt.text_from_output,
+        );
     }
     if let Some(last) = attempts.last_mut()
         && holds_its_output(last)
@@ -120,6 +146,25 @@ fn text_only(output: &mut Option<Value>, text: &Option<String>) {
         && o == t
     {
         *output = None;
+    }
+}
+
+/// A text that is exactly its output (not a string) written as JSON is
+/// left out, and `from_output` says so.
+fn output_only(output: &Option<Value>, text: &mut Option<String>, from_output: &mut bool) {
+    if let (Some(o), Some(t)) = (output.as_ref(), text.as_ref())
+        && !o.is_string()
+        && serde_json::to_string(o).is_ok_and(|json| json == *t)
+    {
+        *text = None;
+        *from_output = true;
+    }
+}
+
+/// The inverse of [`output_only`].
+fn to_text(output: &Option<Value>, text: &mut Option<String>, from_output: &mut bool) {
+    if std::mem::take(from_output) {
+        *text = output.as_ref().and_then(|o| serde_json::to_string(o).ok());
     }
 }
 

@@ -429,6 +429,45 @@ fn two_large_outputs_are_stored_once_each() {
     assert_stored_once(record, &[big('a'), big('b')]);
 }
 
+/// A script that printed a JSON object: its text is that object as JSON.
+fn printed_json(step: &str, output: Value) -> Event {
+    Event::Finished {
+        step: step.into(),
+        part: None,
+        attempt: 1,
+        result: Ok(Done {
+            text: Some(output.to_string()),
+            output,
+            usage: None,
+            log: None,
+        }),
+    }
+}
+
+#[test]
+fn json_outputs_are_stored_without_their_text() {
+    let flow = CompiledFlow::new(spec(
+        "steps:\n  - {key: a, script: {source: x}}\n  - {key: b, script: {source: x}}\n",
+    ))
+    .expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine.handle(printed_json("a", json!({"body": big('a')})), at(1));
+    machine.handle(printed_json("b", json!({"body": big('b')})), at(2));
+    let record = machine.record();
+    assert_eq!(record.phase, RunPhase::Succeeded);
+    let stored = serde_json::to_value(record).expect("record to JSON");
+    assert_eq!(stored["steps"]["a"]["textFromOutput"], true);
+    assert!(stored["steps"]["a"].get("text").is_none());
+    assert_stored_once(record, &[big('a'), big('b')]);
+    let read: RunStatus = serde_json::from_value(stored).expect("read back");
+    assert_eq!(
+        read.steps["a"].text.as_deref(),
+        Some(json!({"body": big('a')}).to_string().as_str()),
+        "`$steps.a.text` is rebuilt from the output"
+    );
+}
+
 #[test]
 fn large_part_outputs_are_stored_once_each() {
     let flow = CompiledFlow::new(spec(

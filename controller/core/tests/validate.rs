@@ -200,6 +200,66 @@ steps:
 }
 
 #[test]
+fn an_agent_decides_with_exits_that_arrows_and_send_backs_use() {
+    let flow = |critic: &str| {
+        check(&format!(
+            r#"
+steps:
+  - key: write
+    {WRITE}
+  - key: critic
+{critic}
+    sendBack: [{{exit: changes, to: write}}]
+  - key: publish
+    after: [critic.approve]
+    {WRITE}
+"#
+        ))
+    };
+    let good = "    agent:\n      prompt: Review.\n      reviews: write\n      decisions: [{name: approve}, {name: changes, description: it needs work}]";
+    assert!(flow(good).is_empty(), "{:#?}", flow(good));
+    let no_decisions = "    agent:\n      prompt: Review.\n      reviews: write";
+    let problems = flow(no_decisions);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.field == "agent.reviews" && p.message.contains("give `decisions`")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.field == "sendBack[0].exit" && p.message.contains("only a step with exits")),
+        "{problems:#?}"
+    );
+    let twice = "    agent:\n      prompt: Review.\n      reviews: writ\n      reply: {format: json}\n      decisions: [{name: approve}, {name: approve}, {name: changes}]";
+    let problems = flow(twice);
+    let found: Vec<(&str, &str)> = problems
+        .iter()
+        .map(|p| (p.field.as_str(), p.message.as_str()))
+        .collect();
+    assert!(
+        found.contains(&(
+            "agent.decisions[1].name",
+            "the decision `approve` is listed twice"
+        )),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(f, m)| *f == "agent.reply" && m.contains("takes no `reply`")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(f, m)| *f == "agent.reviews" && m.contains("no step has the key `writ`")),
+        "{found:#?}"
+    );
+}
+
+#[test]
 fn malformed_expression_points_at_the_character() {
     let problems = check(&format!(
         "steps:\n  - key: a\n    {WRITE}\n    when: \"$input.x == 'open\"\n"

@@ -126,6 +126,7 @@ fn work(fields: Option<Vec<Field>>, input: Value, given: Vec<Given>) -> Work {
                     fields,
                     ..Default::default()
                 }),
+                ..Default::default()
             },
             given,
             change_request: None,

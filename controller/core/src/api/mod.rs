@@ -34,11 +34,11 @@ pub use run::{
     TokenUsage,
 };
 pub use step::{
-    AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep, EnvVar, Field,
-    HttpBody, HttpHeader, HttpStep, Items, JoinStep, Lookup, LoopStep, MatrixTarget, MessageStep,
-    NameValue, NamedObject, OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat, SaveStep,
-    ScriptOutput, ScriptStep, SecretKeyRef, SendBack, SlackTarget, Step, StepKind, ValueFrom,
-    WebhookTarget,
+    AgentDecision, AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep,
+    EnvVar, Field, HttpBody, HttpHeader, HttpStep, Items, JoinStep, Lookup, LoopStep, MatrixTarget,
+    MessageStep, NameValue, NamedObject, OnFailure, ParallelPart, ParallelStep, Reply, ReplyFormat,
+    SaveStep, ScriptOutput, ScriptStep, SecretKeyRef, SendBack, SlackTarget, Step, StepKind,
+    ValueFrom, WebhookTarget,
 };
 
 pub use workspace::{

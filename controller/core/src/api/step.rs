@@ -294,6 +294,28 @@ pub struct AgentStep {
     /// The shape of the reply (default: text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<Reply>,
+    /// The decisions the agent hands in beside its output, with optional
+    /// instructions (at most 10). They are the step's exits: `after:
+    /// [KEY.approve]` follows one, and `sendBack` sends work back on one,
+    /// with the agent's instructions as the change request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<AgentDecision>,
+    /// An earlier step whose work the agent reviews: it receives that
+    /// step's output and hands in only its decision and instructions (its
+    /// own output), leaving the reviewed work as it is. Needs `decisions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviews: Option<String>,
+}
+
+/// One decision an agent may hand in.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentDecision {
+    /// The decision's name, which is also the step's exit.
+    pub name: String,
+    /// When to take it; passed to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// The shape of an agent's reply.

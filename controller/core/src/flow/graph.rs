@@ -245,6 +245,9 @@ pub fn exits(step: &Step) -> Option<Vec<String>> {
             Some(names)
         }
         StepKind::Approval(a) if !a.decisions.is_empty() => Some(a.decisions.clone()),
+        StepKind::Agent(a) if !a.decisions.is_empty() => {
+            Some(a.decisions.iter().map(|d| d.name.clone()).collect())
+        }
         _ => None,
     }
 }

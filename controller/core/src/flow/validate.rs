@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::api::{
-    ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, Items, Lookup, LoopStep,
-    MessageStep, NamedObject, ParallelStep, ReplyFormat, SaveStep, ScriptStep, Step, StepKind,
-    StepProblem,
+    AgentStep, ApprovalMode, ApprovalStep, ConditionStep, Field, FlowSpec, HttpStep, Items, Lookup,
+    LoopStep, MessageStep, NamedObject, ParallelStep, ReplyFormat, SaveStep, ScriptStep, Step,
+    StepKind, StepProblem,
 };
 use crate::expr::{self, Reference, Root};
 use crate::template::{self, Place};
@@ -437,6 +437,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                         );
                     }
                     self.check_step_list(reader, key, &f("agent.give"), &a.give);
+                    self.check_agent_decisions(reader, key, prefix, a);
                     if let Some(reply) = &a.reply {
                         let declared = [
                             ("fields", !reply.fields.is_empty()),
@@ -667,7 +668,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 None => self.report(
                     key,
                     &format!("{field}.exit"),
-                    "only a step with exits (a condition or an approval with decisions) can send work back",
+                    "only a step with exits (a condition, or an approval or agent with decisions) can send work back",
                     None,
                 ),
                 Some(names) if !names.contains(&back.exit) => {
@@ -1040,6 +1041,35 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             }
         }
         self.check_fields(key, &format!("{field}.fields"), &a.fields, false);
+    }
+
+    /// An agent's `decisions` (plain names, each once: they are its exits)
+    /// and `reviews` (an earlier step; only with decisions, and then the
+    /// agent hands in nothing but its decision, so no `reply`).
+    fn check_agent_decisions(&mut self, reader: Reader, key: &str, prefix: &str, a: &AgentStep) {
+        let mut seen = HashSet::new();
+        for (i, decision) in a.decisions.iter().enumerate() {
+            let here = format!("{prefix}agent.decisions[{i}].name");
+            if let Some((character, message)) = name_problem(&decision.name, "decision") {
+                self.report(key, &here, message, character);
+            } else if !seen.insert(decision.name.as_str()) {
+                let message = format!("the decision `{}` is listed twice", decision.name);
+                self.report(key, &here, message, None);
+            }
+        }
+        let Some(reviewed) = &a.reviews else {
+            return;
+        };
+        let field = format!("{prefix}agent.reviews");
+        if a.decisions.is_empty() {
+            let message = "an agent that reviews another step's work hands in a decision: give `decisions`, such as [{name: approve}, {name: changes}]";
+            self.report(key, &field, message, None);
+        }
+        if a.reply.is_some() {
+            let message = "an agent that reviews another step's work hands in only its decision and instructions, so it takes no `reply`";
+            self.report(key, &format!("{prefix}agent.reply"), message, None);
+        }
+        self.check_step_read(reader, key, &field, reviewed, None);
     }
 
     /// `approvals`: at least 1; more only in review mode, and never more

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use coxswain_core::api::{Field, Reply, ReplyFormat};
+use coxswain_core::api::{AgentDecision, AgentStep, Field, Reply, ReplyFormat};
 use coxswain_core::flow::{Shape, kind_of};
 
 /// The name of the tool the model hands its output in through.
@@ -104,14 +104,42 @@ impl Provider {
 pub struct Contract {
     /// The reply as declared (`format: text` when the step has none).
     pub reply: Reply,
+    /// The decisions handed in beside the output (none: the agent decides
+    /// nothing).
+    pub decisions: Vec<AgentDecision>,
+    /// The agent reviews another step's work: it hands in only its
+    /// decision and instructions.
+    pub reviews: bool,
 }
+
+/// The members of what a deciding agent hands in.
+pub const DECISION: &str = "decision";
+/// See [`DECISION`].
+pub const INSTRUCTIONS: &str = "instructions";
+/// See [`DECISION`].
+pub const OUTPUT: &str = "output";
 
 impl Contract {
     /// The contract of an agent step's `reply` (text when absent).
     pub fn of(reply: Option<&Reply>) -> Contract {
         Contract {
             reply: reply.cloned().unwrap_or_default(),
+            ..Default::default()
         }
+    }
+
+    /// The contract of an agent step: its reply, and its decisions.
+    pub fn for_agent(step: &AgentStep) -> Contract {
+        Contract {
+            reply: step.reply.clone().unwrap_or_default(),
+            decisions: step.decisions.clone(),
+            reviews: step.reviews.is_some(),
+        }
+    }
+
+    /// Whether the agent hands in a decision beside (or instead of) its output.
+    pub fn decides(&self) -> bool {
+        !self.decisions.is_empty()
     }
 
     /// One JSON object with `fields` (none: any object).
@@ -122,6 +150,7 @@ impl Contract {
                 fields,
                 ..Default::default()
             },
+            ..Default::default()
         }
     }
 
@@ -132,13 +161,117 @@ impl Contract {
 
     /// Whether the reply must be structured (so tools or a schema apply).
     pub fn is_json(&self) -> bool {
-        self.shape().is_structured()
+        self.decides() || self.shape().is_structured()
     }
 
     /// The JSON Schema of what is handed in: an object with exactly the
-    /// declared properties, all required (a list as `{items: [...]}`).
+    /// declared properties, all required (a list as `{items: [...]}`). A
+    /// deciding agent hands in `decision`, `instructions` and (unless it
+    /// only reviews) its `output`.
     pub fn schema(&self) -> Value {
-        self.shape().schema()
+        if !self.decides() {
+            return self.shape().schema();
+        }
+        let names: Vec<&str> = self.decisions.iter().map(|d| d.name.as_str()).collect();
+        let mut properties = serde_json::Map::new();
+        properties.insert(
+            DECISION.into(),
+            json!({"type": "string", "enum": names, "description": self.decision_help()}),
+        );
+        properties.insert(
+            INSTRUCTIONS.into(),
+            json!({"type": "string", "description": "What whoever takes your decision should do; empty when nothing."}),
+        );
+        if !self.reviews {
+            let output = match self.shape() {
+                Shape::Text => json!({"type": "string"}),
+                shape => shape.schema(),
+            };
+            properties.insert(OUTPUT.into(), output);
+        }
+        let required: Vec<&String> = properties.keys().collect();
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
+
+    /// `approve; changes: when the draft needs work`, for the schema and
+    /// the prompt.
+    pub fn decision_help(&self) -> String {
+        let each: Vec<String> = self
+            .decisions
+            .iter()
+            .map(|d| match d.description.as_deref().map(str::trim) {
+                Some(why) if !why.is_empty() => format!("{}: {why}", d.name),
+                _ => d.name.clone(),
+            })
+            .collect();
+        each.join("; ")
+    }
+
+    /// A deciding agent's hand-in checked: the decision one of its own, the
+    /// instructions text, the output of its shape; kept as `{decision,
+    /// instructions, output}`.
+    fn check_decided(&self, value: Value) -> Result<Value, Vec<String>> {
+        let Value::Object(mut handed) = value else {
+            return Err(vec![format!(
+                "expected a JSON object, found {}",
+                kind_of(&value)
+            )]);
+        };
+        let mut problems = Vec::new();
+        let names: Vec<&str> = self.decisions.iter().map(|d| d.name.as_str()).collect();
+        let decision = handed.remove(DECISION);
+        match decision.as_ref().and_then(Value::as_str) {
+            Some(d) if names.contains(&d) => {}
+            Some(d) => problems.push(format!(
+                "`{d}` is not a decision here; `{DECISION}` must be one of {}",
+                names.join(", ")
+            )),
+            None => problems.push(format!("missing `{DECISION}`: one of {}", names.join(", "))),
+        }
+        let instructions = match handed.remove(INSTRUCTIONS) {
+            None | Some(Value::Null) => Value::Null,
+            Some(Value::String(text)) => Value::String(text),
+            Some(other) => {
+                problems.push(format!(
+                    "`{INSTRUCTIONS}` must be text, found {}",
+                    kind_of(&other)
+                ));
+                Value::Null
+            }
+        };
+        let mut output = Value::Null;
+        if !self.reviews {
+            match (self.shape(), handed.remove(OUTPUT)) {
+                (_, None) => problems.push(format!("missing `{OUTPUT}`")),
+                (Shape::Text, Some(Value::String(text))) if !text.trim().is_empty() => {
+                    output = Value::String(text);
+                }
+                (Shape::Text, Some(other)) => problems.push(format!(
+                    "`{OUTPUT}` must be your answer as text, found {}",
+                    kind_of(&other)
+                )),
+                (shape, Some(value)) => match shape.check(value) {
+                    Ok(value) => output = value,
+                    Err(found) => {
+                        problems.extend(found.into_iter().map(|p| format!("`{OUTPUT}`: {p}")));
+                    }
+                },
+            }
+        }
+        let mut extras: Vec<String> = handed.keys().map(|k| format!("`{k}`")).collect();
+        if !extras.is_empty() {
+            extras.sort();
+            problems.push(format!("unexpected {}", extras.join(", ")));
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(json!({DECISION: decision, INSTRUCTIONS: instructions, OUTPUT: output}))
     }
 
     /// The request-body members that put the contract to the provider in
@@ -242,7 +375,7 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
         return Ok(Value::String(text));
     }
     let shape = contract.shape();
-    let arrays = matches!(shape, Shape::List(_));
+    let arrays = !contract.decides() && matches!(shape, Shape::List(_));
     let found = match &reply.tool_arguments {
         Some(args) => parse_arguments(args, arrays),
         None => match &reply.content {
@@ -261,7 +394,12 @@ pub fn interpret(contract: &Contract, reply: &ReplyParts) -> Result<Value, Verdi
             return Err(Verdict::Misfit(problems));
         }
     };
-    match shape.check(value) {
+    let checked = if contract.decides() {
+        contract.check_decided(value)
+    } else {
+        shape.check(value)
+    };
+    match checked {
         Ok(v) => Ok(v),
         Err(mut problems) => {
             if cut {
@@ -436,6 +574,7 @@ mod tests {
                 "items": {"fields": [{"name": "owner", "type": "string"}, {"name": "task", "type": "string"}]}
             }))
             .expect("reply"),
+            ..Default::default()
         };
         let parameters = &c.request_members(Mode::Tools)[0].1[0]["function"]["parameters"];
         assert_eq!(parameters["required"], json!(["items"]));
@@ -465,6 +604,7 @@ mod tests {
                 ]
             }))
             .expect("reply"),
+            ..Default::default()
         };
         let schema = c.schema();
         assert_eq!(schema["required"], json!(["summary", "risks"]));
@@ -473,6 +613,59 @@ mod tests {
         assert_eq!(
             interpret(&c, &reply),
             Ok(json!({"summary": {"text": "fine"}, "risks": ["late"]}))
+        );
+    }
+
+    #[test]
+    fn a_deciding_agent_hands_in_its_decision_beside_its_output() {
+        let step: AgentStep = serde_json::from_value(json!({
+            "prompt": "Review.",
+            "decisions": [{"name": "approve"}, {"name": "changes", "description": "it needs work"}]
+        }))
+        .expect("step");
+        let c = Contract::for_agent(&step);
+        assert!(c.is_json());
+        let schema = c.schema();
+        assert_eq!(
+            schema["required"],
+            json!(["decision", "instructions", "output"])
+        );
+        assert_eq!(
+            schema["properties"]["decision"]["enum"],
+            json!(["approve", "changes"])
+        );
+        assert_eq!(
+            schema["properties"]["decision"]["description"],
+            "approve; changes: it needs work"
+        );
+        assert_eq!(schema["properties"]["output"]["type"], "string");
+        let handed =
+            args(r#"{"decision": "changes", "instructions": "Shorter.", "output": "Too long."}"#);
+        assert_eq!(
+            interpret(&c, &handed),
+            Ok(json!({"decision": "changes", "instructions": "Shorter.", "output": "Too long."}))
+        );
+        let Err(Verdict::Misfit(problems)) =
+            interpret(&c, &args(r#"{"decision": "maybe", "extra": 1}"#))
+        else {
+            panic!("expected a misfit")
+        };
+        assert_eq!(
+            problems,
+            [
+                "`maybe` is not a decision here; `decision` must be one of approve, changes",
+                "missing `output`",
+                "unexpected `extra`"
+            ]
+        );
+        let reviewer = Contract { reviews: true, ..c };
+        assert!(reviewer.schema()["properties"].get("output").is_none());
+        assert_eq!(
+            interpret(
+                &reviewer,
+                &args(r#"{"decision": "approve", "instructions": ""}"#)
+            ),
+            Ok(json!({"decision": "approve", "instructions": "", "output": null}))
         );
     }
 

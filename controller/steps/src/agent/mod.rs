@@ -247,7 +247,7 @@ impl AgentExecutor {
         input: &Value,
         usage: &mut Option<TokenUsage>,
     ) -> Result<Done, StepError> {
-        let contract = Contract::of(task.spec.reply.as_ref());
+        let contract = Contract::for_agent(&task.spec);
         let mode = self.config.mode;
         let model = self.config.model_for(task.spec.model.as_deref());
         let mut messages = prompt::build(task, input, &contract, mode).messages;

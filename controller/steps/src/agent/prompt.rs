@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::contract::{Contract, Mode, SUBMIT_TOOL};
+use super::contract::{Contract, DECISION, INSTRUCTIONS, Mode, OUTPUT, SUBMIT_TOOL};
 use coxswain_core::api::{Field, Items};
 use coxswain_core::engine::AgentTask;
 use coxswain_core::flow::{ITEMS_KEY, Shape};
@@ -234,6 +234,9 @@ fn push_contract(out: &mut String, contract: &Contract, mode: Mode) {
         Mode::Text => "Reply with one JSON object inside a ```json code block".to_string(),
     };
     out.push_str(&how);
+    if contract.decides() {
+        return push_decided(out, contract);
+    }
     match contract.shape() {
         Shape::Object([]) | Shape::Text | Shape::Any => {
             out.push_str(", holding your result.\n");
@@ -263,6 +266,48 @@ fn push_contract(out: &mut String, contract: &Contract, mode: Mode) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A deciding agent's members: its decision, its instructions and (unless
+/// it only reviews) its output.
+fn push_decided(out: &mut String, contract: &Contract) {
+    out.push_str(", holding exactly these and no others:\n");
+    out.push_str(&format!("- `{DECISION}`: your decision, one of:\n"));
+    for decision in &contract.decisions {
+        out.push_str(&format!("  - `{}`", decision.name));
+        if let Some(why) = decision.description.as_deref().map(str::trim)
+            && !why.is_empty()
+        {
+            out.push_str(": ");
+            out.push_str(why);
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "- `{INSTRUCTIONS}` (string): what whoever takes your decision should do; empty when nothing\n"
+    ));
+    if contract.reviews {
+        return;
+    }
+    out.push_str(&format!("- `{OUTPUT}`: "));
+    match contract.shape() {
+        Shape::Text | Shape::Any => out.push_str("your answer, as text\n"),
+        Shape::Object([]) => out.push_str("a JSON object holding your result\n"),
+        Shape::Object(fields) => {
+            out.push_str("a JSON object with exactly these fields:\n");
+            push_fields(out, fields, "  ");
+        }
+        Shape::List(items) => {
+            out.push_str(&format!(
+                "a JSON object holding `{ITEMS_KEY}`: a JSON array"
+            ));
+            push_items(out, items, "  ");
+        }
+        shape @ Shape::Objects(_) => {
+            out.push_str(&shape.describe());
+            out.push('\n');
         }
     }
 }
@@ -394,6 +439,7 @@ mod tests {
     fn the_contract_of_a_list_and_of_several_objects_is_spelled_out() {
         let contract = |reply: serde_json::Value| Contract {
             reply: serde_json::from_value(reply).expect("reply"),
+            ..Default::default()
         };
         let mut out = String::new();
         let list = contract(serde_json::json!({"format": "json", "items": {

@@ -118,14 +118,16 @@ impl RunMachine<'_> {
                 let given = a
                     .give
                     .iter()
-                    .map(|key| {
+                    .map(|key| (key, "instrument"))
+                    .chain(a.reviews.iter().map(|key| (key, "reviewed")))
+                    .map(|(key, role)| {
                         let record = self.state.steps.get(key);
                         let ran = record.is_some_and(|r| r.status == StepStatus::Completed);
                         Given {
                             name: key.clone(),
                             state: record
                                 .map_or("pending".into(), |r| r.status.as_str().to_string()),
-                            role: "instrument",
+                            role,
                             value: if ran {
                                 record.and_then(|r| r.output.clone())
                             } else {

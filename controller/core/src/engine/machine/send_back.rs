@@ -31,10 +31,16 @@ impl RunMachine<'_> {
                 step_error(codes::SEND_BACK_LIMIT, message),
             );
         }
-        let reviewed = step
-            .approval
-            .as_ref()
-            .map(|a| Value::Object(self.outputs_of(&a.show)));
+        // What the reviewer looked at: a person what the step shows; an
+        // agent the step it reviews, or else its own work.
+        let reviewed = match (&step.approval, &step.agent) {
+            (Some(a), _) => Some(Value::Object(self.outputs_of(&a.show))),
+            (None, Some(agent)) => {
+                let looked_at = agent.reviews.clone().unwrap_or_else(|| from.clone());
+                Some(Value::Object(self.outputs_of(&[looked_at])))
+            }
+            (None, None) => None,
+        };
         self.state.pending_send_back = Some(ReviewNote {
             from: from.clone(),
             to: back.to.clone(),

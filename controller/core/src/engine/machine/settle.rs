@@ -34,7 +34,11 @@ impl RunMachine<'_> {
         record.review = None;
         self.set_status(node, StepStatus::Completed);
         self.settled(node);
-        if let (Some(exit), false) = (exit, self.flow.steps[node].step.approval.is_some()) {
+        // People and deciding agents send back with their instructions,
+        // from where they decided.
+        let step = self.flow.steps[node].step;
+        let decides = step.approval.is_some() || step.agent.is_some();
+        if let (Some(exit), false) = (exit, decides) {
             self.maybe_send_back(node, &exit, None, None);
         }
     }

@@ -850,3 +850,99 @@ fn a_failed_push_fails_a_run_that_succeeded_and_the_record_keeps_both_commits() 
         Some(codes::WORKSPACE)
     );
 }
+
+const CRITIQUED: &str = "
+steps:
+  - key: write
+    agent: {prompt: Write a post.}
+  - key: critic
+    agent:
+      prompt: Review the post.
+      reviews: write
+      decisions:
+        - {name: approve}
+        - {name: changes, description: the post needs work}
+    sendBack: [{exit: changes, to: write}]
+  - key: publish
+    after: [critic.approve]
+    script: {source: x}
+";
+
+/// The attempt of `step` the actions start, if any.
+fn started<'a>(actions: &'a [Action], step: &str) -> Option<&'a crate::engine::Work> {
+    actions.iter().find_map(|a| match a {
+        Action::Run(work) if work.step == step => Some(work.as_ref()),
+        _ => None,
+    })
+}
+
+#[test]
+fn an_agent_that_decides_sends_work_back_with_its_instructions() {
+    let flow = CompiledFlow::new(spec(CRITIQUED)).expect("valid");
+    let mut machine = fresh(&flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    let actions = machine.handle(
+        Event::Finished {
+            step: "write".into(),
+            part: None,
+            attempt: 1,
+            result: Ok(Done::output(json!("Draft one."))),
+        },
+        at(1),
+    );
+    let critic = started(&actions, "critic").expect("the critic runs");
+    let crate::engine::Task::Agent(task) = &critic.task else {
+        panic!("an agent task")
+    };
+    assert_eq!(task.given[0].name, "write");
+    assert_eq!(task.given[0].role, "reviewed");
+    assert_eq!(task.given[0].value, Some(json!("Draft one.")));
+    let decided = |decision: &str, instructions: &str| Event::Finished {
+        step: "critic".into(),
+        part: None,
+        attempt: if decision == "changes" { 1 } else { 2 },
+        result: Ok(Done::output(json!({
+            "decision": decision, "instructions": instructions, "output": null
+        }))),
+    };
+    let actions = machine.handle(decided("changes", "Cut the intro to two sentences."), at(2));
+    let record = machine.record();
+    assert_eq!(record.steps["critic"].exit.as_deref(), Some("changes"));
+    assert_eq!(
+        record.steps["critic"].output,
+        Some(json!({"decision": "changes", "instructions": "Cut the intro to two sentences."}))
+    );
+    let write = started(&actions, "write").expect("the work goes back to the writer");
+    let request = write.review.as_ref().expect("with a change request");
+    assert_eq!(request.reviewer, "critic");
+    assert_eq!(request.decision, "changes");
+    assert_eq!(request.instructions, "Cut the intro to two sentences.");
+    assert_eq!(
+        request.reviewed,
+        [("write".to_string(), json!("Draft one."))]
+    );
+    let crate::engine::Task::Agent(task) = &write.task else {
+        panic!("an agent task")
+    };
+    assert_eq!(task.change_request.as_ref(), Some(request));
+    assert!(started(&actions, "publish").is_none());
+
+    let actions = machine.handle(
+        Event::Finished {
+            step: "write".into(),
+            part: None,
+            attempt: 2,
+            result: Ok(Done::output(json!("Draft two."))),
+        },
+        at(3),
+    );
+    assert!(started(&actions, "critic").is_some(), "reviewed again");
+    let actions = machine.handle(decided("approve", ""), at(4));
+    assert!(started(&actions, "publish").is_some(), "{actions:?}");
+    let record = machine.record();
+    assert_eq!(record.send_backs.get("critic->write"), Some(&1));
+    assert_eq!(
+        record.steps["critic"].output,
+        Some(json!({"decision": "approve", "instructions": null}))
+    );
+}

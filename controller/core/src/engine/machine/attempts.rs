@@ -567,6 +567,32 @@ fn record_is_approval(step: &crate::api::Step) -> bool {
     matches!(step.kind(), Some(StepKind::Approval(_)))
 }
 
+/// What a deciding agent handed in (`{decision, instructions, output}`, the
+/// contract its executor checked): the step's output, and its decision
+/// (the exit) with the instructions, if any. An agent that reviews another
+/// step's work has `{decision, instructions}` as its output; any other
+/// step's output is what it handed in.
+fn decided(step: &crate::api::Step, handed: Value) -> (Value, Option<(String, Option<String>)>) {
+    let Some(agent) = step.agent.as_ref().filter(|a| !a.decisions.is_empty()) else {
+        return (handed, None);
+    };
+    let Some(decision) = handed.get("decision").and_then(Value::as_str) else {
+        return (handed, None);
+    };
+    let decision = decision.to_string();
+    let instructions = handed
+        .get("instructions")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(str::to_string);
+    let output = match agent.reviews {
+        Some(_) => serde_json::json!({"decision": decision, "instructions": instructions}),
+        None => handed.get("output").cloned().unwrap_or(Value::Null),
+    };
+    (output, Some((decision, instructions)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,30 +670,4 @@ mod tests {
         let spread = retry_time(now, base, 3, 1023).expect("in range");
         assert_eq!(spread.duration_since(now).as_millis(), 24_995);
     }
-}
-
-/// What a deciding agent handed in (`{decision, instructions, output}`, the
-/// contract its executor checked): the step's output, and its decision
-/// (the exit) with the instructions, if any. An agent that reviews another
-/// step's work has `{decision, instructions}` as its output; any other
-/// step's output is what it handed in.
-fn decided(step: &crate::api::Step, handed: Value) -> (Value, Option<(String, Option<String>)>) {
-    let Some(agent) = step.agent.as_ref().filter(|a| !a.decisions.is_empty()) else {
-        return (handed, None);
-    };
-    let Some(decision) = handed.get("decision").and_then(Value::as_str) else {
-        return (handed, None);
-    };
-    let decision = decision.to_string();
-    let instructions = handed
-        .get("instructions")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .map(str::to_string);
-    let output = match agent.reviews {
-        Some(_) => serde_json::json!({"decision": decision, "instructions": instructions}),
-        None => handed.get("output").cloned().unwrap_or(Value::Null),
-    };
-    (output, Some((decision, instructions)))
 }

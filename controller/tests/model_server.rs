@@ -405,15 +405,14 @@ async fn injected_instructions_reach_the_model_only_inside_the_fence() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs a model server: e2e/model/up"]
-async fn the_offline_demo_in_the_readme_runs() {
+/// `coxswain run examples/FILE` through a recording proxy in front of the
+/// real server: exit code, record, stderr, and every exchange.
+async fn run_example(file: &str, input: &str) -> (Option<i32>, Value, String, Vec<Exchange>) {
     let upstream = model();
     let (url, seen) = proxy(upstream).await;
-    let flow = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/critique.yaml");
+    let flow = format!("{}/../examples/{file}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(["run", flow, "--output", "json", "--input"])
-        .arg(r#"{"product": "a kayak that folds into a backpack"}"#)
+        .args(["run", &flow, "--output", "json", "--input", input])
         .env("COXSWAIN_AGENT_BASE_URL", &url)
         .env("COXSWAIN_AGENT_MAX_TOKENS", "300")
         .env_remove("COXSWAIN_AGENT_MODE")
@@ -421,10 +420,85 @@ async fn the_offline_demo_in_the_readme_runs() {
         .output()
         .await
         .expect("coxswain runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let record: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("record ({e}); stderr: {stderr}"));
-    match out.status.code() {
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.iter().all(|x| x.request["max_tokens"] == 300));
+    (out.status.code(), record, stderr, seen)
+}
+
+/// The text of every message of a request.
+fn messages_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a model server: e2e/model/up"]
+async fn the_offline_demo_in_the_readme_runs() {
+    let (code, record, stderr, seen) = run_example(
+        "critique.yaml",
+        r#"{"product": "a kayak that folds into a backpack"}"#,
+    )
+    .await;
+    match code {
+        Some(0) => {
+            assert!(record["output"]["tagline"].is_string(), "{record:#}");
+            assert_eq!(record["output"]["verdict"], "approve");
+        }
+        Some(1) => assert_eq!(
+            record["error"]["code"], "workflow.send_back_limit",
+            "{record:#}"
+        ),
+        other => panic!("exit {other:?}: {stderr}"),
+    }
+    // The critic decided through the tool, with the decisions as an enum.
+    let critic_asks: Vec<&Exchange> = seen
+        .iter()
+        .filter(|x| messages_text(&x.request).contains("Review the tagline"))
+        .collect();
+    assert!(!critic_asks.is_empty(), "the critic was asked");
+    let schema = &critic_asks[0].request["tools"][0]["function"]["parameters"];
+    assert_eq!(
+        schema["properties"]["decision"]["enum"],
+        json!(["approve", "changes"])
+    );
+    // Every time the critic sent the tagline back, the writer's next prompt
+    // held the critic's decision and its instructions as a change request.
+    let redone: Vec<String> = seen
+        .iter()
+        .map(|x| messages_text(&x.request))
+        .filter(|t| t.contains("Write a one-line tagline") && t.contains("<change_request>"))
+        .collect();
+    let sends = record["sendBacks"]["critic->write"].as_i64().unwrap_or(0);
+    assert_eq!(
+        redone.len() as i64,
+        sends,
+        "one change request per send-back"
+    );
+    for prompt in &redone {
+        assert!(
+            prompt.contains("The reviewer \"critic\" decided \"changes\""),
+            "{prompt}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a model server: e2e/model/up"]
+async fn the_loop_version_of_the_critique_runs() {
+    let (code, record, stderr, _) = run_example(
+        "critique-loop.yaml",
+        r#"{"product": "a kayak that folds into a backpack"}"#,
+    )
+    .await;
+    match code {
         Some(0) => {
             assert!(record["output"]["tagline"].is_string(), "{record:#}");
             assert_eq!(record["output"]["approved"], true);
@@ -432,6 +506,100 @@ async fn the_offline_demo_in_the_readme_runs() {
         Some(1) => assert_eq!(record["error"]["code"], "workflow.loop_limit", "{record:#}"),
         other => panic!("exit {other:?}: {stderr}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a model server: e2e/model/up"]
+async fn a_list_of_action_items_fans_out_to_one_reminder_each() {
+    let (code, record, stderr, seen) = run_example(
+        "actions.yaml",
+        r#"{"notes": "Ana sends the budget by Friday. Bo fixes the login bug before the release."}"#,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}\n{record:#}");
+    let schema = &seen[0].request["tools"][0]["function"]["parameters"];
+    assert_eq!(schema["required"], json!(["items"]));
+    assert_eq!(schema["properties"]["items"]["type"], "array");
+    let items = record["steps"]["extract"]["output"]["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("a list: {record:#}"));
+    let parts = record["output"]["reminders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(parts.len(), items.len(), "one part per item: {record:#}");
+    for (item, part) in items.iter().zip(&parts) {
+        assert_eq!(part["output"]["to"]["data"], item["owner"], "{record:#}");
+        assert_eq!(part["output"]["todo"]["data"], item["task"], "{record:#}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a model server: e2e/model/up"]
+async fn a_critic_that_always_asks_for_changes_sends_its_instructions_to_the_writer() {
+    // A critic with one decision, `changes`: every review sends the work
+    // back, so the writer is asked again with the critic's words until the
+    // send-back limit ends the run. Deterministic whatever the tiny model
+    // thinks of the tagline.
+    let steps = r#"    - key: write
+      agent:
+        prompt: Write a one-line tagline for the product. If a reviewer asked for changes, make them.
+        reply: {format: json, fields: [{name: tagline, type: string}]}
+      input: {product: $input.product}
+    - key: critic
+      agent:
+        prompt: Ask for one change to the tagline and say exactly what to change.
+        reviews: write
+        decisions: [{name: changes, description: "say what to change in the instructions"}]
+      sendBack: [{exit: changes, to: write}]
+"#;
+    let (url, seen) = proxy(model()).await;
+    let (code, record, stderr) = run_flow(
+        &url,
+        "nitpick",
+        steps,
+        r#"{"product": "a kayak that folds into a backpack"}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        record["error"]["code"], "workflow.send_back_limit",
+        "{record:#}"
+    );
+    assert_eq!(record["sendBacks"]["critic->write"], 11, "{record:#}");
     let seen = seen.lock().expect("lock").clone();
-    assert!(seen.iter().all(|x| x.request["max_tokens"] == 300));
+    // In order: write, critic, write, critic, … Each critic reply's
+    // instructions reach the next writer prompt as its change request.
+    let mut redone = 0;
+    for pair in seen.windows(2) {
+        let (critic, writer) = (&pair[0], &pair[1]);
+        if !messages_text(&critic.request).contains("Ask for one change")
+            || !messages_text(&writer.request).contains("Write a one-line tagline")
+        {
+            continue;
+        }
+        let call = &critic.reply["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"];
+        let handed: Value = match call {
+            Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+            other => other.clone(),
+        };
+        assert_eq!(handed["decision"], "changes", "{handed}");
+        let prompt = messages_text(&writer.request);
+        assert!(
+            prompt.contains("The reviewer \"critic\" decided \"changes\""),
+            "{prompt}"
+        );
+        let instructions = handed["instructions"].as_str().unwrap_or_default().trim();
+        assert!(
+            prompt.contains(&format!("<change_request>{instructions}</change_request>")),
+            "{instructions:?} in {prompt}"
+        );
+        if redone == 0 {
+            eprintln!("the critic handed in: {handed}\nthe redone writer's prompt:\n{prompt}");
+        }
+        redone += 1;
+    }
+    assert_eq!(redone, 10, "every redone write followed a critic's changes");
 }

@@ -275,15 +275,62 @@ async fn the_agent_examples_run_on_the_cluster_with_approvals_patched_by_kubectl
     assert!(done["output"]["title"].is_string(), "{done:#}");
     assert_eq!(done["steps"]["publish"]["output"]["published"], true);
 
-    // critique: two agents in a loop; the critic approves within three
-    // passes or the loop's limit ends the run, as it does locally.
+    // critique: an agent critic decides; on `changes` the work goes back to
+    // the writer with its instructions, until it approves or the send-back
+    // limit ends the run, as it does locally.
     let run = c.start(
         "critique.yaml",
         &json!({"product": "a kayak that folds into a backpack"}),
     );
     let done = c.wait(&run, &["Succeeded", "Failed"]).await;
     match done["phase"].as_str() {
+        Some("Succeeded") => {
+            assert_eq!(done["output"]["verdict"], "approve", "{done:#}");
+            assert_eq!(done["steps"]["critic"]["exit"], "approve", "{done:#}");
+        }
+        _ => assert_eq!(
+            done["error"]["code"], "workflow.send_back_limit",
+            "{done:#}"
+        ),
+    }
+    let sent_back = done["sendBacks"]["critic->write"].as_i64().unwrap_or(0);
+    let writes = done["steps"]["write"]["attempts"]
+        .as_array()
+        .map_or(0, Vec::len) as i64;
+    assert!(
+        writes > sent_back,
+        "one more write than send-backs: {done:#}"
+    );
+
+    // critique-loop: the same as a loop; the critic approves within three
+    // passes or the loop's limit ends the run.
+    let run = c.start(
+        "critique-loop.yaml",
+        &json!({"product": "a kayak that folds into a backpack"}),
+    );
+    let done = c.wait(&run, &["Succeeded", "Failed"]).await;
+    match done["phase"].as_str() {
         Some("Succeeded") => assert_eq!(done["output"]["approved"], true, "{done:#}"),
         _ => assert_eq!(done["error"]["code"], "workflow.loop_limit", "{done:#}"),
+    }
+
+    // actions: a list output fanned out to one reminder per item.
+    let run = c.start(
+        "actions.yaml",
+        &json!({"notes": "Ana sends the budget by Friday. Bo fixes the login bug before the release."}),
+    );
+    let done = c.wait(&run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["phase"], "Succeeded", "{done:#}");
+    let items = done["output"]["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let reminders = done["output"]["reminders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(items.len(), reminders.len(), "{done:#}");
+    for (item, reminder) in items.iter().zip(&reminders) {
+        assert_eq!(reminder["output"]["to"]["data"], item["owner"], "{done:#}");
     }
 }

@@ -1473,7 +1473,18 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let Some(t) = self.graph.find(target) else {
             return;
         };
+        let reviewer: Vec<Field>;
         let shape = match self.graph.nodes[t].step.kind() {
+            // A reviewing agent's output is its decision and instructions.
+            Some(StepKind::Agent(a)) if a.reviews.is_some() && !a.decisions.is_empty() => {
+                let text = |name: &str| Field {
+                    name: name.into(),
+                    type_: "string".into(),
+                    description: None,
+                };
+                reviewer = vec![text("decision"), text("instructions")];
+                Shape::Object(&reviewer)
+            }
             Some(StepKind::Agent(a)) => Shape::of_reply(a.reply.as_ref()),
             Some(StepKind::Script(s)) => Shape::of_script(s.output.as_ref()),
             _ => Shape::Any,

@@ -69,6 +69,19 @@ async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
         "flows.coxswain.dev",
         &["step draft: input.notes: ", "`review`", "(character "],
     );
+    // A read into a declared output is typed at apply, client-side and
+    // server-side alike.
+    let typed = flow(
+        "typed",
+        "    - key: write\n      agent:\n        prompt: Write it.\n        reply: {format: json, fields: [{name: tagline, type: string}]}\n    - {key: post, agent: {prompt: x}, input: {line: $steps.write.output.taglin}}\n",
+    );
+    for apply in [&["apply", "-f", "-"][..], &["apply", "--server-side", "-f", "-"][..]] {
+        assert_refused(
+            s.kubectl_as(&ALICE, apply, Some(&typed)),
+            "flows.coxswain.dev",
+            &["step post: input.line: `write` yields `tagline`, not `taglin` (character 1)"],
+        );
+    }
     // Every problem of a flow in one refusal.
     let two = flow(
         "two",
@@ -79,7 +92,7 @@ async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
         "flows.coxswain.dev",
         &["(2 problems): step a: when: ", "; step b: after[0]: "],
     );
-    for name in ["malformed", "capitalised", "later", "two"] {
+    for name in ["malformed", "capitalised", "later", "typed", "two"] {
         assert!(
             s.kubectl_as(&[], &["get", "flow", name], None).is_err(),
             "{name} was stored"

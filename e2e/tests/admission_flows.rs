@@ -75,7 +75,10 @@ async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
         "typed",
         "    - key: write\n      agent:\n        prompt: Write it.\n        reply: {format: json, fields: [{name: tagline, type: string}]}\n    - {key: post, agent: {prompt: x}, input: {line: $steps.write.output.taglin}}\n",
     );
-    for apply in [&["apply", "-f", "-"][..], &["apply", "--server-side", "-f", "-"][..]] {
+    for apply in [
+        &["apply", "-f", "-"][..],
+        &["apply", "--server-side", "-f", "-"][..],
+    ] {
         assert_refused(
             s.kubectl_as(&ALICE, apply, Some(&typed)),
             "flows.coxswain.dev",

@@ -93,6 +93,7 @@ use coxswain_core::scope::Scope;
 use serde_json::{Number, Value, json};
 use tokio_postgres::types::{ToSql, Type};
 
+use crate::number::{Exact, exact};
 use crate::record::SAVED_AT_TEXT;
 
 /// The values of the references that do not read the record, by their text
@@ -739,23 +740,6 @@ fn is_order(op: CompareOp) -> bool {
 
 // ---------------------------------------------------------------------------
 // Numbers
-
-/// A constant number, exactly as the evaluator holds it.
-#[derive(Debug, Clone, Copy)]
-enum Exact {
-    Int(i128),
-    Float(f64),
-}
-
-fn exact(n: &Number) -> Exact {
-    if let Some(i) = n.as_i64() {
-        Exact::Int(i128::from(i))
-    } else if let Some(u) = n.as_u64() {
-        Exact::Int(i128::from(u))
-    } else {
-        Exact::Float(n.as_f64().unwrap_or(f64::NAN))
-    }
-}
 
 /// The whole numbers `n` with `n op c`, as one comparison of whole numbers.
 #[derive(Debug, Clone, Copy, PartialEq)]

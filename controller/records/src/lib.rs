@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod filter;
+mod number;
 pub mod order;
 mod pg;
 pub mod record;

@@ -34,6 +34,7 @@ use coxswain_core::expr::{Expr, Reference, Root, parse};
 use serde_json::{Number, Value, json};
 
 use crate::filter::{Column, order_column};
+use crate::number::{Exact, exact};
 use crate::record::Record;
 
 /// Why a path cannot order records.
@@ -130,22 +131,6 @@ pub fn compare(a: &Value, b: &Value) -> Ordering {
         (Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
         (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
         _ => rank(a).cmp(&rank(b)),
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Exact {
-    Int(i128),
-    Float(f64),
-}
-
-fn exact(n: &Number) -> Exact {
-    if let Some(i) = n.as_i64() {
-        Exact::Int(i128::from(i))
-    } else if let Some(u) = n.as_u64() {
-        Exact::Int(i128::from(u))
-    } else {
-        Exact::Float(n.as_f64().unwrap_or(0.0))
     }
 }
 

@@ -397,43 +397,12 @@ async fn look_up(
     let records = crate::records::records(ctx.records.as_ref());
     let mut actions = Vec::new();
     for work in due {
-        let found = match records.look_up(work).await {
-            Ok(found) => Ok(found),
-            Err(LookupFailed::Step(error)) => Err(error),
-            Err(LookupFailed::Unavailable(reason)) => {
-                tracing::warn!(run = %run.name_any(), step = %work.step, "{reason}; trying again");
-                actions.extend(machine.handle(
-                    Event::LookupsWaiting {
-                        step: work.step.clone(),
-                        part: work.part.as_ref().map(|p| p.index),
-                        attempt: work.attempt,
-                        reason: waiting_for_database(&reason),
-                    },
-                    now,
-                ));
-                continue;
-            }
-        };
-        actions.extend(machine.handle(
-            Event::LookedUp {
-                step: work.step.clone(),
-                part: work.part.as_ref().map(|p| p.index),
-                attempt: work.attempt,
-                found,
-            },
-            now,
-        ));
+        let found = records.look_up(work).await;
+        let part = work.part.as_ref().map(|p| p.index);
+        let slot = (work.step.as_str(), part, work.attempt);
+        actions.extend(take_found(run, machine, slot, found, now));
     }
     actions
-}
-
-/// What an attempt's record says while its lookups wait for the records
-/// database.
-fn waiting_for_database(reason: &str) -> String {
-    format!(
-        "waiting for the records database, which did not answer ({reason}); asking again every {} s",
-        crate::settings::ERROR_REQUEUE.as_secs()
-    )
 }
 
 /// [`look_up`] for person steps: what their lookups find is shown on
@@ -449,34 +418,58 @@ async fn look_up_for_people(
     let facts = run_info(run);
     let mut actions = Vec::new();
     for request in due {
-        let found = match records.look_up_for(request, &facts).await {
-            Ok(found) => Ok(found),
-            Err(LookupFailed::Step(error)) => Err(error),
-            Err(LookupFailed::Unavailable(reason)) => {
-                tracing::warn!(run = %run.name_any(), step = %request.step, "{reason}; trying again");
-                actions.extend(machine.handle(
-                    Event::LookupsWaiting {
-                        step: request.step.clone(),
-                        part: None,
-                        attempt: request.attempt,
-                        reason: waiting_for_database(&reason),
-                    },
-                    now,
-                ));
-                continue;
-            }
-        };
-        actions.extend(machine.handle(
-            Event::LookedUp {
-                step: request.step.clone(),
-                part: None,
-                attempt: request.attempt,
-                found,
-            },
-            now,
-        ));
+        let found = records.look_up_for(request, &facts).await;
+        let slot = (request.step.as_str(), None, request.attempt);
+        actions.extend(take_found(run, machine, slot, found, now));
     }
     actions
+}
+
+/// Hands the engine what the lookups of one attempt (`step`, `part`,
+/// `attempt`) found: the records, the step's failure, or, when the
+/// database did not answer, that the attempt waits (said in its record).
+fn take_found(
+    run: &Run,
+    machine: &mut RunMachine<'_>,
+    (step, part, attempt): (&str, Option<usize>, u32),
+    found: Result<serde_json::Map<String, serde_json::Value>, LookupFailed>,
+    now: Timestamp,
+) -> Vec<engine::Action> {
+    let found = match found {
+        Ok(found) => Ok(found),
+        Err(LookupFailed::Step(error)) => Err(error),
+        Err(LookupFailed::Unavailable(reason)) => {
+            tracing::warn!(run = %run.name_any(), %step, "{reason}; trying again");
+            let reason = waiting_for_database(&reason);
+            let step = step.to_string();
+            let waiting = Event::LookupsWaiting {
+                step,
+                part,
+                attempt,
+                reason,
+            };
+            return machine.handle(waiting, now);
+        }
+    };
+    let step = step.to_string();
+    machine.handle(
+        Event::LookedUp {
+            step,
+            part,
+            attempt,
+            found,
+        },
+        now,
+    )
+}
+
+/// What an attempt's record says while its lookups wait for the records
+/// database.
+fn waiting_for_database(reason: &str) -> String {
+    format!(
+        "waiting for the records database, which did not answer ({reason}); asking again every {} s",
+        crate::settings::ERROR_REQUEUE.as_secs()
+    )
 }
 
 /// Hands the engine the answers written on the Approvals of the attempts

@@ -218,19 +218,25 @@ fn input_of(run: &Run) -> Value {
     run.spec.input.clone().unwrap_or_else(|| json!({}))
 }
 
-/// Reads the old Run `from` names; `Err(problem)` when there is none.
+/// Reads the old Run `from` names, in the rerun's own namespace (`None`:
+/// there is none; [`SourceProblem::missing`] says so).
 pub async fn old_run(
     client: &kube::Client,
     run: &Run,
     from: &RunFrom,
-) -> Result<Result<Run, SourceProblem>, kube::Error> {
+) -> Result<Option<Run>, kube::Error> {
     let namespace = run.namespace().unwrap_or_default();
-    let runs: Api<Run> = Api::namespaced(client.clone(), &namespace);
-    Ok(runs
+    Api::<Run>::namespaced(client.clone(), &namespace)
         .get_opt(&from.run)
-        .await?
-        .ok_or(SourceProblem::Missing {
+        .await
+}
+
+impl SourceProblem {
+    /// No Run `from` names in the namespace of `run`.
+    pub fn missing(run: &Run, from: &RunFrom) -> SourceProblem {
+        SourceProblem::Missing {
             run: from.run.clone(),
-            namespace,
-        }))
+            namespace: run.namespace().unwrap_or_default(),
+        }
+    }
 }

@@ -172,7 +172,7 @@ impl Admit for Run {
                     source,
                 })?;
             // No Run of that name: the validating review says so.
-            if let Some(uid) = old.ok().and_then(|old| old.uid()) {
+            if let Some(uid) = old.and_then(|old| old.uid()) {
                 stamps.push(json!({"op": "add", "path": "/spec/from/uid", "value": uid}));
             }
         }
@@ -323,7 +323,7 @@ async fn review_rerun(
     let old = rerun::old_run(client, run, from)
         .await
         .map_err(cannot_read)?
-        .map_err(RunRefusal::from)?;
+        .ok_or_else(|| RunRefusal::from(rerun::SourceProblem::missing(run, from)))?;
     if from.uid.is_none() {
         return Err(RunRefusal::RerunUnpinned {
             run: old.name_any(),

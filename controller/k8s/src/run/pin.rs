@@ -86,19 +86,14 @@ pub async fn pinned_flow(
             if let Some(flow) = cache.get(digest) {
                 return Ok(Pinned::Flow(flow));
             }
-            match recorded_snapshot(&snapshots, run, digest).await? {
-                Ok(flow) => flow,
-                Err(not_pinned) => return Ok(not_pinned),
-            }
+            recorded_snapshot(&snapshots, run, digest).await?
         }
-        None => match snapshot_flow(client, run, &snapshots).await? {
-            Ok(flow) => flow,
-            Err(not_pinned) => return Ok(not_pinned),
-        },
+        None => snapshot_flow(client, run, &snapshots).await?,
     };
-    let flow = Arc::new(pinned);
-    cache.put(flow.clone());
-    Ok(Pinned::Flow(flow))
+    if let Pinned::Flow(flow) = &pinned {
+        cache.put(flow.clone());
+    }
+    Ok(pinned)
 }
 
 /// The flow `run` pinned (the snapshot its record's `digest` names,
@@ -107,10 +102,7 @@ pub async fn pinned_flow(
 pub async fn read_pinned(client: &kube::Client, run: &Run, digest: &str) -> Result<Pinned, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    Ok(match recorded_snapshot(&snapshots, run, digest).await? {
-        Ok(flow) => Pinned::Flow(Arc::new(flow)),
-        Err(not_pinned) => not_pinned,
-    })
+    recorded_snapshot(&snapshots, run, digest).await
 }
 
 /// The snapshot holding the flow `digest` that the run's record pinned.
@@ -118,7 +110,7 @@ async fn recorded_snapshot(
     snapshots: &Api<ConfigMap>,
     run: &Run,
     digest: &str,
-) -> Result<Result<CompiledFlow, Pinned>, Error> {
+) -> Result<Pinned, Error> {
     let found = snapshot::recorded(snapshots, &run.name_any(), digest)
         .await
         .map_err(|e| {
@@ -128,9 +120,9 @@ async fn recorded_snapshot(
             )
         })?;
     Ok(match found {
-        Recorded::Flow(flow) => Ok(flow),
-        Recorded::Tampered { object, reason } => Err(Pinned::Tampered { object, reason }),
-        Recorded::Gone(reason) => Err(Pinned::Refused(codes::INTERNAL, reason)),
+        Recorded::Flow(flow) => Pinned::Flow(Arc::new(flow)),
+        Recorded::Tampered { object, reason } => Pinned::Tampered { object, reason },
+        Recorded::Gone(reason) => Pinned::Refused(codes::INTERNAL, reason),
     })
 }
 
@@ -149,12 +141,12 @@ async fn read(snapshots: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap
 }
 
 /// Reads the Flow the run names, checks it and the input, and writes the
-/// snapshot. `Err` carries why the run cannot start (now or ever).
+/// snapshot; or why the run cannot start (now or ever).
 async fn snapshot_flow(
     client: &kube::Client,
     run: &Run,
     snapshots: &Api<ConfigMap>,
-) -> Result<Result<CompiledFlow, Pinned>, Error> {
+) -> Result<Pinned, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let flow_name = &run.spec.flow_ref.name;
     let flows: Api<Flow> = Api::namespaced(client.clone(), &namespace);
@@ -163,27 +155,27 @@ async fn snapshot_flow(
         .await
         .map_err(|e| Error::kube(format!("reading the flow {namespace}/{flow_name}"), e))?
     else {
-        return Ok(Err(Pinned::NotYet(format!(
+        return Ok(Pinned::NotYet(format!(
             "the flow `{flow_name}` does not exist in namespace `{namespace}`"
-        ))));
+        )));
     };
     let generation = flow.metadata.generation.unwrap_or_default();
     let compiled = match CompiledFlow::start(flow.spec.clone(), run.spec.input.as_ref()) {
         Ok(compiled) => compiled.with_generation(generation),
         Err(problem @ StartProblem::Invalid(_)) => {
-            return Ok(Err(Pinned::Refused(
+            return Ok(Pinned::Refused(
                 codes::FLOW_INVALID,
                 format!("the flow `{flow_name}` is not valid: {}", problem.list()),
-            )));
+            ));
         }
         Err(problem @ StartProblem::Input(_)) => {
-            return Ok(Err(Pinned::Refused(
+            return Ok(Pinned::Refused(
                 codes::INPUT,
                 format!(
                     "the run's input does not fit the flow `{flow_name}`: {}",
                     problem.list()
                 ),
-            )));
+            ));
         }
     };
     let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
@@ -195,7 +187,7 @@ async fn snapshot_flow(
     }
     let snapshot = snapshot_object(run, &name, &flow.spec, generation)?;
     match snapshots.create(&PostParams::default(), &snapshot).await {
-        Ok(_) => Ok(Ok(compiled)),
+        Ok(_) => Ok(Pinned::Flow(Arc::new(compiled))),
         // A snapshot of this very flow exists: another reconcile (or a
         // controller before a restart) pinned it first, and its record
         // write was lost. It is taken only if it holds this flow.
@@ -247,26 +239,26 @@ fn snapshot_object(
 /// For a rerun: `flow` (the old run's pinned flow) copied into a snapshot
 /// `run` owns, so the rerun goes on with it after the old run and its
 /// snapshot are deleted. A ConfigMap already under that name is taken only
-/// when it holds exactly this flow.
+/// when it holds exactly this flow. `Pinned::Flow(flow)` once it is there.
 pub async fn copy_snapshot(
     client: &kube::Client,
     run: &Run,
-    flow: &CompiledFlow,
-) -> Result<Result<(), Pinned>, Error> {
+    flow: &Arc<CompiledFlow>,
+) -> Result<Pinned, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let digest = &flow.get().digest;
     let name = names::flow_snapshot(&run.name_any(), digest);
     let check = |existing: &ConfigMap| match snapshot::from_snapshot(existing) {
-        Ok(found) if found.get().digest == *digest => Ok(()),
-        Ok(found) => Err(tampered(
+        Ok(found) if found.get().digest == *digest => Pinned::Flow(flow.clone()),
+        Ok(found) => tampered(
             &name,
             format!(
                 "holds the flow {}, not the flow {digest} of the run it reruns",
                 found.get().digest
             ),
-        )),
-        Err(why) => Err(tampered(&name, why)),
+        ),
+        Err(why) => tampered(&name, why),
     };
     if let Some(existing) = read(&snapshots, &name).await? {
         return Ok(check(&existing));
@@ -274,7 +266,7 @@ pub async fn copy_snapshot(
     let generation = flow.get().generation.unwrap_or_default();
     let snapshot = snapshot_object(run, &name, flow.spec(), generation)?;
     match snapshots.create(&PostParams::default(), &snapshot).await {
-        Ok(_) => Ok(Ok(())),
+        Ok(_) => Ok(Pinned::Flow(flow.clone())),
         Err(kube::Error::Api(status)) if status.code == 409 => match read(&snapshots, &name).await?
         {
             Some(existing) => Ok(check(&existing)),
@@ -291,22 +283,19 @@ pub async fn copy_snapshot(
 
 /// `compiled` (the Flow as the controller read it), when the snapshot
 /// `existing` holds exactly that flow; else why it is not the run's.
-fn adopt(
-    existing: &ConfigMap,
-    name: &str,
-    compiled: CompiledFlow,
-    flow_name: &str,
-) -> Result<CompiledFlow, Pinned> {
+fn adopt(existing: &ConfigMap, name: &str, compiled: CompiledFlow, flow_name: &str) -> Pinned {
     match snapshot::from_snapshot(existing) {
-        Ok(found) if found.get().digest == compiled.get().digest => Ok(compiled),
-        Ok(found) => Err(tampered(
+        Ok(found) if found.get().digest == compiled.get().digest => {
+            Pinned::Flow(Arc::new(compiled))
+        }
+        Ok(found) => tampered(
             name,
             format!(
                 "holds the flow {}, not the flow {} of the Flow `{flow_name}`",
                 found.get().digest,
                 compiled.get().digest
             ),
-        )),
-        Err(why) => Err(tampered(name, why)),
+        ),
+        Err(why) => tampered(name, why),
     }
 }

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 
 use crate::error::Error;
 use coxswain_core::api::{CopiedFrom, Run, RunFrom, RunStatus};
-use coxswain_core::engine::{CompiledFlow, RerunError, copied_decisions, rerun_from};
+use coxswain_core::engine::{CompiledFlow, RerunError, codes, copied_decisions, rerun_from};
 
 use super::Context;
 use super::pin::{self, Pinned};
@@ -49,8 +49,12 @@ pub use crate::rerun_source::{
 /// Seeds the record of `run`, a rerun of `from`, as its first reconcile.
 pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Error> {
     let old = match old_run(&ctx.client, run, from).await {
-        Ok(Ok(old)) => old,
-        Ok(Err(problem)) => return Ok(Seeded::Refused(problem.to_string())),
+        Ok(Some(old)) => old,
+        Ok(None) => {
+            return Ok(Seeded::Refused(
+                SourceProblem::missing(run, from).to_string(),
+            ));
+        }
         Err(e) => {
             let what = format!("reading the Run {} to rerun from", from.run);
             return Err(Error::kube(what, e));
@@ -65,8 +69,9 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
         Err(e) => return Err(e),
     };
     let flow = match old_flow(ctx, &old, &status).await? {
-        Ok(flow) => flow,
-        Err(not) => return Ok(not),
+        Pinned::Flow(flow) => flow,
+        Pinned::Tampered { object, reason } => return Ok(Seeded::Tampered { object, reason }),
+        Pinned::Refused(_, reason) | Pinned::NotYet(reason) => return Ok(Seeded::Refused(reason)),
     };
     let source = CopiedFrom {
         run: old.name_any(),
@@ -87,9 +92,9 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
         return Ok(Seeded::Refused(problem.to_string()));
     }
     match pin::copy_snapshot(&ctx.client, run, &flow).await? {
-        Ok(()) => {}
-        Err(Pinned::Tampered { object, reason }) => return Ok(Seeded::Tampered { object, reason }),
-        Err(_) => {
+        Pinned::Flow(_) => {}
+        Pinned::Tampered { object, reason } => return Ok(Seeded::Tampered { object, reason }),
+        Pinned::Refused(..) | Pinned::NotYet(_) => {
             return Ok(Seeded::Refused(
                 "the flow snapshot could not be copied".into(),
             ));
@@ -103,14 +108,14 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
 
 /// The old run's pinned flow, read from its snapshot and checked against
 /// the digest its record names; a run not ended or never pinned is
-/// refused first (its snapshot may not exist yet).
-async fn old_flow(
-    ctx: &Context,
-    old: &Run,
-    status: &RunStatus,
-) -> Result<Result<Arc<CompiledFlow>, Seeded>, Error> {
+/// refused first (its snapshot may not exist yet). A refusal's reason is
+/// the whole message for the rerun's record.
+async fn old_flow(ctx: &Context, old: &Run, status: &RunStatus) -> Result<Pinned, Error> {
     let run = old.name_any();
-    let refused = |e: RerunError| Ok(Err(Seeded::Refused(SourceProblem::from(e).to_string())));
+    let refused = |e: RerunError| {
+        let message = SourceProblem::from(e).to_string();
+        Ok(Pinned::Refused(codes::RERUN, message))
+    };
     if !status.phase.is_over() {
         let phase = status.phase;
         return refused(RerunError::NotEnded { run, phase });
@@ -120,11 +125,11 @@ async fn old_flow(
     };
     Ok(
         match pin::pinned_flow(&ctx.client, &ctx.flows, old, Some(digest)).await? {
-            Pinned::Flow(flow) => Ok(flow),
-            Pinned::Tampered { object, reason } => Err(Seeded::Tampered { object, reason }),
-            Pinned::Refused(_, reason) | Pinned::NotYet(reason) => Err(Seeded::Refused(format!(
-                "spec.from: the flow of the Run `{run}` cannot be read: {reason}"
-            ))),
+            Pinned::Refused(_, reason) | Pinned::NotYet(reason) => Pinned::Refused(
+                codes::RERUN,
+                format!("spec.from: the flow of the Run `{run}` cannot be read: {reason}"),
+            ),
+            pinned => pinned,
         },
     )
 }

@@ -17,7 +17,8 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::documents::yaml_documents;
-use super::validate::{Limits, closest, quote_list, validate_placed};
+use super::suggest::closest;
+use super::validate::{Limits, quote_list, validate_placed};
 use super::yaml_1_1::Schemas;
 use super::yaml_tree::{self, NodeKind, Place, Seg, Source, YamlNode, parse_path, write_path};
 use super::{FlowError, reads_differently};

@@ -22,6 +22,7 @@ mod schedule;
 mod secrets;
 mod shape;
 mod start;
+mod suggest;
 mod validate;
 mod workspace;
 mod yaml_1_1;

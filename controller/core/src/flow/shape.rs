@@ -253,7 +253,7 @@ fn not_there<'n>(step: &str, at: &str, key: &str, names: impl Iterator<Item = &'
     } else {
         at.to_string()
     };
-    match super::validate::closest(key, names.iter().copied()) {
+    match super::suggest::closest(key, names.iter().copied()) {
         Some(near) => format!("{whose} yields `{near}`, not `{key}`"),
         None => {
             let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();

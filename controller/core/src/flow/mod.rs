@@ -17,6 +17,7 @@ mod input_schema;
 mod lint;
 mod message_target;
 mod nesting;
+mod placed;
 mod record_size;
 mod schedule;
 mod secrets;
@@ -44,14 +45,13 @@ pub use input_schema::{InputProblem, check_input, check_schema, describe_type};
 pub use lint::{LintProblem, LintedFlow, lint_yaml};
 pub use message_target::{check_matrix, target_problem};
 pub use nesting::{MAX_BRACKET_DEPTH, TooDeep, check_nesting};
+pub use placed::PlacedProblem;
 pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
-pub use shape::{Hop, ITEMS_KEY, Shape, kind_of};
+pub use shape::{FILE_TYPE, Hop, ITEMS_KEY, Shape, kind_of};
 pub use start::{StartProblem, check_start, input_fits, one_line};
-pub use validate::{
-    FILE_TYPE, Limits, PlacedProblem, validate, validate_graph, validate_placed, validate_with,
-};
+pub use validate::{Limits, validate, validate_graph, validate_placed, validate_with};
 pub use workspace::{
     MAX_REPOS, REPO_SCHEMES, RunsOn, WorkspaceProblem, check_workspace, workspace_warnings,
 };

@@ -15,6 +15,14 @@ use serde_json::{Map, Value, json};
 
 use crate::api::{Field, Items, NamedObject, Reply, ReplyFormat, ScriptOutput};
 
+/// The field types a reply, a script output or an entry may declare.
+pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
+
+/// The field type of a script output naming a file the script left in
+/// `$OUTPUTS`: text, a path relative to `$OUTPUTS` (or under it). In a run
+/// with a workspace it becomes the path where the file is kept.
+pub const FILE_TYPE: &str = "file";
+
 /// The key a list output keeps its items under.
 pub const ITEMS_KEY: &str = "items";
 

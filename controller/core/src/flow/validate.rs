@@ -17,9 +17,10 @@ use crate::template::{self, Place};
 use super::duration::parse_duration;
 use super::graph::{FlowGraph, exits, split_after};
 use super::input_schema::check_schema;
+use super::placed::PlacedProblem;
 use super::record_size::{RECORD_CEILING, STEP_RECORD_BYTES};
 use super::schedule::check_schedule;
-use super::shape::{Hop, Shape};
+use super::shape::{FIELD_TYPES, FILE_TYPE, Hop, Shape};
 use super::suggest::closest;
 use super::workspace::{RunsOn, check_workspace};
 
@@ -46,14 +47,6 @@ fn origin_is_literal(url: &str, position: usize) -> bool {
 
 /// Keys no step may take: they are the roots of references.
 pub const RESERVED_KEYS: [&str; 7] = ["input", "steps", "previous", "loop", "item", "index", "run"];
-
-/// The field types a reply, a script output or an entry may declare.
-pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
-
-/// The field type of a script output naming a file the script left in
-/// `$OUTPUTS`: text, a path relative to `$OUTPUTS` (or under it). In a run
-/// with a workspace it becomes the path where the file is kept.
-pub const FILE_TYPE: &str = "file";
 
 /// The HTTP methods an `http` step may use.
 pub const HTTP_METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
@@ -114,18 +107,6 @@ pub fn validate_graph<'a>(
     let mut checker = Checker::new(graph, limits);
     checker.check_flow(spec);
     checker.problems
-}
-
-/// A problem with the path, from the Flow's `spec`, of what it is about:
-/// `steps[2].loop.steps[0].after[1]`, `schedule.cron`. The path follows the
-/// field as far as the flow has it: a problem with the step's kind names
-/// the step (`steps[3].kind`, which no YAML node has).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlacedProblem {
-    /// The problem, as [`validate`] reports it.
-    pub problem: StepProblem,
-    /// Its step's place in `spec` joined to its field.
-    pub path: String,
 }
 
 /// [`validate_with`], with the place of each problem in the spec, so

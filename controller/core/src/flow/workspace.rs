@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use crate::api::{FlowSpec, StepProblem, Workspace};
 
 use super::graph::FlowGraph;
-use super::validate::{FILE_TYPE, PlacedProblem};
+use super::placed::PlacedProblem;
+use super::shape::FILE_TYPE;
 
 /// The most repos one workspace checks out.
 pub const MAX_REPOS: usize = 20;

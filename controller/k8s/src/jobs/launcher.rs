@@ -12,9 +12,9 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::JobSettings;
 use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, config_map_digest, manifests};
+use super::mounted::MountedWorkspace;
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
-use super::workspace::MountedWorkspace;
 use crate::names;
 use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, Run, StepError};
 use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};

@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 
 use super::JobSettings;
+use super::mounted::MountedWorkspace;
 use super::task::{PodTask, paths};
-use super::workspace::MountedWorkspace;
 use crate::names;
 use coxswain_core::api::{Run, ScriptStep, StepError};
 use coxswain_core::engine::{Work, codes, step_error};

@@ -51,6 +51,7 @@
 
 mod launcher;
 mod manifest;
+pub mod mounted;
 mod observe;
 pub mod pod;
 mod settings;

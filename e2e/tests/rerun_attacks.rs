@@ -159,16 +159,22 @@ async fn wait_phase(s: &admission::Admission, run: &str, phases: &[&str]) -> Val
     }
 }
 
+/// A namespace served by admission where eve holds the member Role, the
+/// Secret `cms` exists, and the stand-in CMS listens.
+async fn with_member_and_cms() -> (admission::Admission, SocketAddr, Cms) {
+    let s = setup().await;
+    for yaml in [member_role(&["eve"]).as_str(), SECRET] {
+        s.kubectl
+            .apply(s.ns(), yaml)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let (addr, cms) = serve_cms().await;
+    (s, addr, cms)
+}
+
 #[tokio::test]
 async fn a_member_cannot_replay_another_persons_review_through_a_rerun() {
-    let s = setup().await;
-    s.kubectl
-        .apply(s.ns(), &member_role(&["eve"]))
-        .unwrap_or_else(|e| panic!("{e}"));
-    s.kubectl
-        .apply(s.ns(), SECRET)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let (addr, cms) = serve_cms().await;
+    let (s, addr, cms) = with_member_and_cms().await;
     s.apply_as(&ADMIN, &release(addr))
         .unwrap_or_else(|e| panic!("{e}"));
 
@@ -258,14 +264,7 @@ async fn a_member_cannot_replay_another_persons_review_through_a_rerun() {
 
 #[tokio::test]
 async fn a_rerun_never_outlives_a_gate_its_flows_owner_added_or_the_flow_itself() {
-    let s = setup().await;
-    s.kubectl
-        .apply(s.ns(), &member_role(&["eve"]))
-        .unwrap_or_else(|e| panic!("{e}"));
-    s.kubectl
-        .apply(s.ns(), SECRET)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let (addr, cms) = serve_cms().await;
+    let (s, addr, cms) = with_member_and_cms().await;
     s.apply_as(&ADMIN, &deploy(addr, false))
         .unwrap_or_else(|e| panic!("{e}"));
 

@@ -9,7 +9,7 @@
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use coxswain_core::api::{Flow, Run, RunFrom};
+use coxswain_core::api::{Flow, Run, RunFrom, RunStatus};
 use coxswain_core::engine::RerunError;
 use coxswain_core::flow::flow_digest;
 
@@ -158,6 +158,35 @@ pub fn check_source(run: &Run, old: &Run) -> Result<(), SourceProblem> {
         });
     }
     Ok(())
+}
+
+/// The digest of the flow the old run pinned, once it has ended: a run
+/// still going, or one that never pinned a flow, cannot be rerun (its
+/// snapshot may not exist yet).
+pub fn pinned_digest<'s>(old: &Run, status: &'s RunStatus) -> Result<&'s str, SourceProblem> {
+    let run = old.name_any();
+    if !status.phase.is_over() {
+        let phase = status.phase;
+        return Err(RerunError::NotEnded { run, phase }.into());
+    }
+    status
+        .flow_digest
+        .as_deref()
+        .ok_or_else(|| RerunError::Unpinned { run }.into())
+}
+
+/// The gates a rerun passes once its seed is known: today's Flow is the
+/// one the old run ran ([`check_today`]), and the approvals it copies
+/// (`decided`) are reused only by the old run's creator ([`check_reuse`]).
+pub fn check_gates(
+    run: &Run,
+    old: &Run,
+    ran: &str,
+    today: Option<&Flow>,
+    decided: Vec<String>,
+) -> Result<(), SourceProblem> {
+    check_today(old, ran, today)?;
+    check_reuse(run, old, decided)
 }
 
 /// The check against today's Flow: it exists, and its spec has the digest

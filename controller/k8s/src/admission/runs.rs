@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use coxswain_core::api::{CopiedFrom, Flow, Run, RunFrom, StepProblem};
-use coxswain_core::engine::{RerunError, copied_decisions, rerun_from};
+use coxswain_core::engine::{copied_decisions, rerun_from};
 use coxswain_core::flow::{
     InputProblem, MAX_JSON_DEPTH, StartProblem, check_start, json_depth, one_line,
 };
@@ -337,20 +337,7 @@ async fn review_rerun(
         uid: old.uid().unwrap_or_default(),
     };
     // Not ended, or never pinned: refused before its snapshot is looked for.
-    let Some(digest) = status
-        .flow_digest
-        .as_deref()
-        .filter(|_| status.phase.is_over())
-    else {
-        let why = match status.phase.is_over() {
-            false => RerunError::NotEnded {
-                run: source.run,
-                phase: status.phase,
-            },
-            true => RerunError::Unpinned { run: source.run },
-        };
-        return Err(RunRefusal::from(rerun::SourceProblem::from(why)).into());
-    };
+    let digest = rerun::pinned_digest(&old, &status).map_err(RunRefusal::from)?;
     let unreadable = |reason: String| RunRefusal::RerunFlowUnreadable {
         run: old.name_any(),
         reason,
@@ -373,8 +360,8 @@ async fn review_rerun(
             flow: old.spec.flow_ref.name.clone(),
             source,
         })?;
-    rerun::check_today(&old, digest, today.as_ref()).map_err(problem)?;
-    rerun::check_reuse(run, &old, copied_decisions(flow.get(), &seeded)).map_err(problem)?;
+    let decided = copied_decisions(flow.get(), &seeded);
+    rerun::check_gates(run, &old, digest, today.as_ref(), decided).map_err(problem)?;
     if rerun::creator(&old) != rerun::creator(run) {
         let namespace = old.namespace().unwrap_or_default();
         if !may_get(client, who, "runs", &namespace, &old.name_any())

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 
 use crate::error::Error;
 use coxswain_core::api::{CopiedFrom, Run, RunFrom, RunStatus};
-use coxswain_core::engine::{CompiledFlow, RerunError, codes, copied_decisions, rerun_from};
+use coxswain_core::engine::{CompiledFlow, codes, copied_decisions, rerun_from};
 
 use super::Context;
 use super::pin::{self, Pinned};
@@ -43,7 +43,7 @@ pub enum Seeded {
 }
 
 pub use crate::rerun_source::{
-    SourceProblem, check_reuse, check_source, check_today, old_run, today_flow,
+    SourceProblem, check_gates, check_source, old_run, pinned_digest, today_flow,
 };
 
 /// Seeds the record of `run`, a rerun of `from`, as its first reconcile.
@@ -86,9 +86,7 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
         Error::kube(what, e)
     })?;
     let decided = copied_decisions(flow.get(), &seeded);
-    if let Err(problem) = check_today(&old, &flow.get().digest, today.as_ref())
-        .and_then(|()| check_reuse(run, &old, decided))
-    {
+    if let Err(problem) = check_gates(run, &old, &flow.get().digest, today.as_ref(), decided) {
         return Ok(Seeded::Refused(problem.to_string()));
     }
     match pin::copy_snapshot(&ctx.client, run, &flow).await? {
@@ -112,16 +110,9 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
 /// the whole message for the rerun's record.
 async fn old_flow(ctx: &Context, old: &Run, status: &RunStatus) -> Result<Pinned, Error> {
     let run = old.name_any();
-    let refused = |e: RerunError| {
-        let message = SourceProblem::from(e).to_string();
-        Ok(Pinned::Refused(codes::RERUN, message))
-    };
-    if !status.phase.is_over() {
-        let phase = status.phase;
-        return refused(RerunError::NotEnded { run, phase });
-    }
-    let Some(digest) = status.flow_digest.as_deref() else {
-        return refused(RerunError::Unpinned { run });
+    let digest = match pinned_digest(old, status) {
+        Ok(digest) => digest,
+        Err(problem) => return Ok(Pinned::Refused(codes::RERUN, problem.to_string())),
     };
     Ok(
         match pin::pinned_flow(&ctx.client, &ctx.flows, old, Some(digest)).await? {

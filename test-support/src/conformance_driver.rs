@@ -297,7 +297,7 @@ where
             finished: &finished,
             asked: &asked,
             open: &asked,
-            answers: &[],
+            ..Seen::default()
         };
         let plan = Plan::new(&actions, &machine, &seen);
         in_flight.retain(|w| !plan.stop.iter().any(|s| same_attempt(s, w)));

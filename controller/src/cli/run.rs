@@ -5,18 +5,13 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 use serde_json::Value;
 
 use super::CliError;
-use crate::local::{
-    CommandLineApprover, Progress, Start, failed_before_start, local_run, run_started,
-};
-use coxswain_core::api::{CopiedFrom, RunPhase, RunStatus, Workspace, WorkspaceStatus};
+use crate::local::{CommandLineApprover, LocalWorkspace, Progress, Start, local_run, run_started};
+use coxswain_core::api::{CopiedFrom, RunPhase, RunStatus};
 use coxswain_core::engine::{CompiledFlow, rerun_from};
 use coxswain_core::flow::{Limits, RunsOn, check_input, workspace_warnings};
 use coxswain_steps::agent::{Mode, Provider};
 use coxswain_steps::local::{AgentFlags, LocalConfig, LocalExecutors};
 use coxswain_steps::records::Records;
-use coxswain_steps::script::SharedWorkspace;
-use coxswain_steps::secrets::EnvSecrets;
-use coxswain_steps::workspace::{Repos, WorkspaceError, temp_folder};
 
 /// Options of `coxswain run`.
 #[derive(clap::Args, Debug)]
@@ -210,37 +205,32 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
         }
     };
     let records = store.clone().map(Records::new).unwrap_or_default();
-    let executors = executors.with_records(records.clone());
+    let run = local_run();
+    let workspace = spec.workspace.as_ref().map(|workspace| {
+        let given = args.workspace.as_deref();
+        LocalWorkspace::new(workspace, &run, given, args.keep_workspace)
+    });
+    let mut executors = executors.with_records(records.clone());
+    if let Some(workspace) = &workspace {
+        executors = executors.with_workspace(workspace.shared());
+    }
     let start = Start {
-        run: local_run(),
-        workspace: None,
+        run,
+        workspace,
         records,
         seed,
     };
     let run_info = start.run.clone();
     let archived_input = input.clone();
-    let state = match &spec.workspace {
-        None => runtime.block_on(run_started(
-            &flow,
-            input,
-            start,
-            Arc::new(executors),
-            &mut approver,
-            &mut progress,
-            cancel,
-        )),
-        Some(workspace) => runtime.block_on(with_workspace(
-            args,
-            workspace,
-            &flow,
-            input,
-            start,
-            executors,
-            &mut approver,
-            &mut progress,
-            cancel,
-        )),
-    };
+    let state = runtime.block_on(run_started(
+        &flow,
+        input,
+        start,
+        Arc::new(executors),
+        &mut approver,
+        &mut progress,
+        cancel,
+    ));
     if let Some(store) = &store {
         let archived = super::records::local_archive(name, &run_info, &archived_input, &state);
         if let Err(e) = runtime.block_on(store.archive(&archived)) {
@@ -267,132 +257,6 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
     } else {
         ExitCode::FAILURE
     }
-}
-
-/// Makes the run's workspace, runs the flow in it, pushes its branch when
-/// the flow says so, and removes it unless `--keep-workspace` (a
-/// `--workspace DIR` of the user's is never removed, nor pushed from).
-#[allow(clippy::too_many_arguments)]
-async fn with_workspace(
-    args: &Args,
-    workspace: &Workspace,
-    flow: &CompiledFlow,
-    input: Value,
-    mut start: Start,
-    executors: LocalExecutors,
-    approver: &mut CommandLineApprover,
-    progress: &mut Progress,
-    cancel: impl std::future::Future<Output = ()>,
-) -> RunStatus {
-    let branch = workspace.branch_for(&start.run.name);
-    let secrets = EnvSecrets::new();
-    let repos = match Repos::read(workspace, &secrets).await {
-        Ok(repos) => repos,
-        Err(e) => return failed_before_start(flow, input, start, e.into(), progress),
-    };
-    // A private folder of the run's own (0700), unless the user gave one.
-    let (dir, temp) = match &args.workspace {
-        // Made absolute: scripts run in it, and the record's paths must
-        // read the same from anywhere.
-        Some(dir) => match std::fs::canonicalize(dir) {
-            Ok(dir) => (dir, None),
-            Err(source) => {
-                let error = WorkspaceError::Folder {
-                    path: dir.clone(),
-                    source,
-                };
-                return failed_before_start(flow, input, start, error.into(), progress);
-            }
-        },
-        None => match temp_folder() {
-            Ok(temp) => (temp.path().to_path_buf(), Some(temp)),
-            Err(e) => return failed_before_start(flow, input, start, e.into(), progress),
-        },
-    };
-    let made = match &args.workspace {
-        Some(_) => repos.existing(&dir, &branch).await,
-        None => repos.check_out(&dir, &branch).await,
-    };
-    let mut state = match made {
-        Ok(status) => {
-            for repo in &status.repos {
-                let at = repo.ref_.as_deref().unwrap_or("HEAD");
-                let made = if args.workspace.is_some() {
-                    "using"
-                } else {
-                    "checked out"
-                };
-                progress.info(&format!(
-                    "{made} {} ({at}) at {} on {branch} in {}",
-                    repo.name,
-                    short(&repo.commit),
-                    dir.display()
-                ));
-            }
-            start.workspace = Some(status);
-            let executors = executors.with_workspace(SharedWorkspace {
-                dir: Some(dir.clone()),
-                branch: branch.clone(),
-            });
-            run_started(
-                flow,
-                input,
-                start,
-                Arc::new(executors),
-                approver,
-                progress,
-                cancel,
-            )
-            .await
-        }
-        Err(e) => {
-            start.workspace = Some(WorkspaceStatus {
-                branch: branch.clone(),
-                volume: Some(dir.display().to_string()),
-                ..Default::default()
-            });
-            failed_before_start(flow, input, start, e.into(), progress)
-        }
-    };
-    let ready = state
-        .workspace
-        .as_ref()
-        .is_some_and(|w| !w.repos.is_empty());
-    if args.workspace.is_none() && ready && workspace.pushes(state.phase == RunPhase::Succeeded) {
-        let (pushed, failure) = repos.push(&dir, &branch).await;
-        for p in &pushed {
-            progress.info(&format!(
-                "pushed {branch} to {} at {}",
-                p.name,
-                short(&p.commit)
-            ));
-        }
-        if let Some(e) = &failure {
-            progress.note(&e.to_string());
-        }
-        state.workspace_pushed(pushed, failure.map(Into::into));
-    }
-    match temp {
-        Some(temp) if args.keep_workspace => {
-            let kept = temp.keep();
-            eprintln!("workspace kept at {}", kept.display());
-        }
-        Some(temp) => {
-            if let Err(e) = temp.close() {
-                eprintln!(
-                    "warning: cannot remove the workspace {}: {e}",
-                    dir.display()
-                );
-            }
-        }
-        None => {}
-    }
-    state
-}
-
-/// A commit's first 12 hex digits, as people read them.
-fn short(commit: &str) -> &str {
-    commit.get(..12).unwrap_or(commit)
 }
 
 /// Answers given with `--decide` that no step asked for by the end of the

@@ -4,13 +4,14 @@
 
 mod approve;
 mod progress;
+mod workspace;
 
 use std::sync::Arc;
 
-use coxswain_core::api::{RunStatus, StepError, WorkspaceStatus};
+use coxswain_core::api::{RunStatus, StepError};
 use coxswain_core::engine::{
     ApprovalRequest, AskRef, CompiledFlow, Decision, Event, Failed, Plan, RunInfo, RunMachine,
-    Seen, Work, codes, same_attempt, step_error,
+    Seen, Work, WorkspaceWork, codes, same_attempt, step_error,
 };
 use coxswain_steps::Executor;
 use coxswain_steps::in_process::InProcess;
@@ -22,6 +23,7 @@ use serde_json::Value;
 pub use approve::{ApproveError, Approver, CommandLineApprover, parse_answer};
 pub use progress::Progress;
 pub(crate) use progress::duration;
+pub use workspace::LocalWorkspace;
 
 /// A new local run's facts: a name no other run of this machine has (the
 /// time, and a random tail so two runs started in the same second, and
@@ -37,12 +39,13 @@ pub fn local_run() -> RunInfo {
 }
 
 /// What a run starts with besides its flow and input.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Start {
     /// The run's facts.
     pub run: RunInfo,
-    /// Its workspace, made already, for a flow with one.
-    pub workspace: Option<WorkspaceStatus>,
+    /// Where its workspace goes, for a flow with one: made, pushed and let
+    /// go when the engine's plan asks.
+    pub workspace: Option<LocalWorkspace>,
     /// Where its lookups read (its saves go through the executor).
     pub records: Records,
     /// A rerun's starting record (`coxswain run --from REC --step KEY`),
@@ -51,19 +54,17 @@ pub struct Start {
     pub seed: Option<RunStatus>,
 }
 
-/// The record of a run that failed before its first step (its workspace
-/// could not be made): every step pending, the run failed with `error`.
-pub fn failed_before_start(
+/// The record of a run that failed before its first step (its rerun
+/// seed does not fit the flow): every step pending, the run failed with
+/// `error`.
+fn failed_before_start(
     flow: &CompiledFlow,
     input: Value,
-    start: Start,
+    run: RunInfo,
     error: StepError,
     progress: &mut Progress,
 ) -> RunStatus {
-    let mut machine = RunMachine::new(flow, input, start.run);
-    if let Some(workspace) = start.workspace {
-        machine.set_workspace(workspace);
-    }
+    let mut machine = RunMachine::new(flow, input, run);
     progress.note(&error.message);
     machine.handle(Event::GiveUp(error), Timestamp::now());
     machine.record();
@@ -93,12 +94,14 @@ fn machine_for<'f>(
         progress.note(&format!("copied from the old run: {}", copied.join(", ")));
     }
     RunMachine::resume(flow, input.clone(), start.run.clone(), seed).map_err(|e| {
-        let plain = Start {
-            seed: None,
-            ..start.clone()
-        };
         let error = step_error(codes::FLOW_INVALID, e.to_string());
-        Box::new(failed_before_start(flow, input, plain, error, progress))
+        Box::new(failed_before_start(
+            flow,
+            input,
+            start.run.clone(),
+            error,
+            progress,
+        ))
     })
 }
 
@@ -128,7 +131,7 @@ where
 pub async fn run_started<E, C>(
     flow: &CompiledFlow,
     input: Value,
-    start: Start,
+    mut start: Start,
     executor: Arc<E>,
     approver: &mut dyn Approver,
     progress: &mut Progress,
@@ -142,9 +145,6 @@ where
         Ok(machine) => machine,
         Err(record) => return *record,
     };
-    if let Some(workspace) = start.workspace.clone() {
-        machine.set_workspace(workspace);
-    }
     let (launcher, mut finishes) = InProcess::new(executor);
     let mut driver = Driver::default();
     let mut events = vec![Input::Event(Event::Start)];
@@ -154,6 +154,8 @@ where
     loop {
         while let Some(input) = events.pop() {
             let mut finished = Vec::new();
+            let workspace_before = machine.workspace_work();
+            let workspace_ended = matches!(input, Input::Event(Event::Workspace(_)));
             let actions = match input {
                 Input::Event(event) => machine.handle(event, Timestamp::now()),
                 Input::Finished(work, event) => {
@@ -178,8 +180,16 @@ where
             };
             let touched = machine.take_touched();
             progress.changed(machine.state(), &touched);
-            let plan = Plan::new(&actions, &machine, &driver.seen(&finished));
+            let seen = Seen {
+                workspace: workspace_before,
+                workspace_ended,
+                ..driver.seen(&finished)
+            };
+            let plan = Plan::new(&actions, &machine, &seen);
             driver.wake = plan.wake;
+            if let Some(event) = workspace_work(&mut start, &plan, progress).await {
+                events.push(Input::Event(event));
+            }
             for work in &plan.forget {
                 if let Err(e) = launcher.forget(&WorkId::of(work)).await {
                     progress.note(&e.to_string());
@@ -256,6 +266,21 @@ where
     machine.into_state()
 }
 
+/// Does the workspace work the plan asks for, here and now (nothing else
+/// runs meanwhile: the run has not started, or its steps are done), and
+/// says how it ended; lets the folder go once the plan says so.
+async fn workspace_work(start: &mut Start, plan: &Plan, progress: &mut Progress) -> Option<Event> {
+    let workspace = start.workspace.as_mut()?;
+    if plan.release {
+        workspace.release();
+    }
+    let ended = match plan.workspace? {
+        WorkspaceWork::CheckOut => workspace.check_out(progress).await,
+        WorkspaceWork::Push => workspace.push(progress).await,
+    };
+    Some(Event::Workspace(ended))
+}
+
 /// What the local driver knows of the world outside the engine.
 #[derive(Default)]
 struct Driver {
@@ -276,7 +301,7 @@ impl Driver {
             finished,
             asked: &self.asked,
             open: &self.asked,
-            answers: &[],
+            ..Seen::default()
         }
     }
 

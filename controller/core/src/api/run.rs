@@ -255,26 +255,6 @@ impl RunStatus {
         }
     }
 
-    /// Holds a run that just ended for the push of its branch, when its
-    /// flow's `workspace` pushes a run that ended this way and the
-    /// workspace was made: the phase it ended with is kept in
-    /// `workspace.pushing` and the run stays `Running` (without an end
-    /// time) until the push is done. Says whether it held it.
-    pub fn hold_for_push(&mut self, workspace: &super::Workspace) -> bool {
-        let Some(ws) = self.workspace.as_mut() else {
-            return false;
-        };
-        let ready = ws.volume_uid.is_some();
-        let pushes = workspace.pushes(self.phase == RunPhase::Succeeded);
-        if !self.phase.is_over() || !ready || !pushes || ws.pushing.is_some() {
-            return false;
-        }
-        ws.pushing = Some(self.phase);
-        self.phase = RunPhase::Running;
-        self.finished_at = None;
-        true
-    }
-
     /// The run's result: its computed output, or the output of the step it
     /// names in `outputFrom`.
     pub fn result(&self) -> Option<&Value> {

@@ -283,48 +283,6 @@ mod push_tests {
         }
     }
 
-    fn pushing(policy: PushPolicy) -> Workspace {
-        Workspace {
-            push: Some(policy),
-            ..Workspace::default()
-        }
-    }
-
-    #[test]
-    fn a_run_that_pushes_is_held_running_until_the_push_then_ends_as_it_did() {
-        let mut run = ended(RunPhase::Succeeded);
-        assert!(run.hold_for_push(&pushing(PushPolicy::OnSuccess)));
-        assert_eq!(run.phase, RunPhase::Running);
-        assert_eq!(run.finished_at, None);
-        let ws = run.workspace.as_ref().expect("workspace");
-        assert_eq!(ws.pushing, Some(RunPhase::Succeeded));
-        // Held once: a second look changes nothing.
-        let before = run.clone();
-        assert!(!run.hold_for_push(&pushing(PushPolicy::OnSuccess)));
-        assert_eq!(run, before);
-    }
-
-    #[test]
-    fn only_what_the_policy_pushes_and_only_a_workspace_that_was_made_is_held() {
-        let mut failed = ended(RunPhase::Failed);
-        assert!(!failed.hold_for_push(&pushing(PushPolicy::OnSuccess)));
-        assert_eq!(failed.phase, RunPhase::Failed);
-        assert!(failed.hold_for_push(&pushing(PushPolicy::Always)));
-
-        let mut never = ended(RunPhase::Succeeded);
-        assert!(!never.hold_for_push(&pushing(PushPolicy::Never)));
-
-        // A checkout that failed left no volume uid: nothing to push from.
-        let mut unmade = ended(RunPhase::Failed);
-        if let Some(ws) = unmade.workspace.as_mut() {
-            ws.volume_uid = None;
-        }
-        assert!(!unmade.hold_for_push(&pushing(PushPolicy::Always)));
-
-        let mut running = ended(RunPhase::Running);
-        assert!(!running.hold_for_push(&pushing(PushPolicy::Always)));
-    }
-
     #[test]
     fn a_failed_push_fails_a_run_that_succeeded_and_keeps_what_was_pushed() {
         let mut run = ended(RunPhase::Succeeded);

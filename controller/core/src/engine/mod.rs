@@ -20,7 +20,8 @@ mod work;
 pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
     Action, ApprovalRequest, Ballot, DecideError, Decision, Event, MAX_PART_KEY_LEN,
-    MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef, keep_stopped_log,
+    MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef, WorkspaceEnded, WorkspaceWork,
+    keep_stopped_log, releases, workspace_work,
 };
 pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
 pub use rerun::{RerunError, copied_decisions, first_failed_step, rerun_from, rerun_nodes};

@@ -16,7 +16,9 @@ use std::collections::HashSet;
 
 use jiff::Timestamp;
 
-use super::machine::{Action, ApprovalRequest, RunMachine, WorkKey, WorkRef};
+use super::machine::{
+    Action, ApprovalRequest, RunMachine, WorkKey, WorkRef, WorkspaceWork, releases,
+};
 use super::work::Work;
 
 /// One Approval: the attempt of a person step it answers.
@@ -77,6 +79,12 @@ pub struct Seen<'a> {
     pub open: &'a [AskRef],
     /// The answers the step handled.
     pub answers: &'a [Answer],
+    /// The workspace work the record asked for before the step
+    /// ([`RunMachine::workspace_work`]).
+    pub workspace: Option<WorkspaceWork>,
+    /// Whether the step took in how that work ended
+    /// ([`Event::Workspace`](super::Event::Workspace)).
+    pub workspace_ended: bool,
 }
 
 /// What to do after one step of the engine, in the order a driver does it:
@@ -116,6 +124,18 @@ pub struct Plan {
     pub close: Vec<AskRef>,
     /// When the engine wants a [`Tick`](super::Event::Tick).
     pub wake: Option<Timestamp>,
+    /// The workspace work the record asks for after the step: the driver
+    /// looks at it, starts it when it does not run (starting is
+    /// idempotent, as for attempts) and hands the engine how it ended.
+    pub workspace: Option<WorkspaceWork>,
+    /// Workspace work whose end was taken in: what was kept to read it can go.
+    pub workspace_forget: Option<WorkspaceWork>,
+    /// Workspace work no longer wanted (the run was cancelled while it
+    /// ran): stopped.
+    pub workspace_stop: Option<WorkspaceWork>,
+    /// The run is over and its workspace's `keep` lets it go: the driver
+    /// deletes it.
+    pub release: bool,
 }
 
 impl Plan {
@@ -130,6 +150,13 @@ impl Plan {
             settle: seen.answers.iter().filter_map(settle).collect(),
             ..Plan::default()
         };
+        plan.workspace = machine.workspace_work();
+        match seen.workspace {
+            Some(before) if seen.workspace_ended => plan.workspace_forget = Some(before),
+            Some(before) if plan.workspace != Some(before) => plan.workspace_stop = Some(before),
+            _ => {}
+        }
+        plan.release = releases(machine.state());
         if over {
             return plan;
         }

@@ -57,7 +57,11 @@ fn drive(machine: &mut RunMachine<'_>, mut actions: Vec<Action>, failing: &[&str
 /// A whole run of `flow` with the steps in `failing` failing: its record.
 fn ended(flow: &CompiledFlow, failing: &[&str]) -> RunStatus {
     let mut machine = RunMachine::new(flow, json!({"xs": [1, 2]}), RunInfo::default());
-    let actions = machine.handle(Event::Start, at(0));
+    let mut actions = machine.handle(Event::Start, at(0));
+    if machine.workspace_work().is_some() {
+        let made = crate::engine::WorkspaceEnded::Made(Default::default());
+        actions = machine.handle(Event::Workspace(made), at(0));
+    }
     drive(&mut machine, actions, failing);
     machine.record().clone()
 }

@@ -86,6 +86,16 @@ impl JobLauncher {
         }
     }
 
+    /// The launcher for the run as `record` has it: its scripts mount the
+    /// workspace the record holds (made in this very reconcile, perhaps,
+    /// and not yet in the Run that was read).
+    pub fn mounting(&mut self, record: &coxswain_core::api::RunStatus) {
+        self.workspace = record
+            .workspace
+            .as_ref()
+            .and_then(|w| MountedWorkspace::of(w, &self.settings));
+    }
+
     /// The name of the Job (and inputs ConfigMap) of `id`.
     pub fn job_name(&self, id: &WorkId) -> String {
         names::job(&self.owner.name, id)

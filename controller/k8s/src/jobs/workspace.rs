@@ -61,6 +61,15 @@ pub enum GitAct {
     Push,
 }
 
+impl From<coxswain_core::engine::WorkspaceWork> for GitAct {
+    fn from(work: coxswain_core::engine::WorkspaceWork) -> Self {
+        match work {
+            coxswain_core::engine::WorkspaceWork::CheckOut => GitAct::Checkout,
+            coxswain_core::engine::WorkspaceWork::Push => GitAct::Push,
+        }
+    }
+}
+
 impl GitAct {
     /// The name its work goes by (and its Job's name ends with).
     pub fn key(self) -> &'static str {

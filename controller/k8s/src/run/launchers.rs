@@ -54,6 +54,11 @@ impl<'a> Launchers<'a> {
         }
     }
 
+    /// Launches from `record` on: its scripts mount the workspace it holds.
+    pub fn mounting(&mut self, record: &coxswain_core::api::RunStatus) {
+        self.jobs.mounting(record);
+    }
+
     /// Whether `work` runs as a Job: a pod stuck before it starts does not
     /// change its Job, so a Run with such work is looked at now and then.
     pub fn runs_as_job(work: &Work) -> bool {

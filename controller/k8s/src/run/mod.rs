@@ -41,10 +41,10 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::settings::Settings;
-use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus};
+use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus, Workspace};
 use coxswain_core::engine::{
-    self, Answer, AskRef, CompiledFlow, Event, Plan, RunInfo, RunMachine, Seen, Work, codes,
-    step_error,
+    self, Answer, AskRef, CompiledFlow, Event, Plan, RunInfo, RunMachine, Seen, Work,
+    WorkspaceWork, codes, step_error,
 };
 use coxswain_steps::in_process::InProcess;
 use coxswain_steps::launch::{Observation, WorkId};
@@ -107,26 +107,16 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
             return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, e.to_string())).await;
         }
     };
-    // The workspace's phases write from the record as the engine resumed
-    // it: pinned to the flow's digest, so the flow checked out for is the
-    // flow that runs.
-    let workspace = flow.spec().workspace.clone();
-    if let Some(workspace) = &workspace {
-        match workspace::before_steps(&ctx, &run, machine.state(), workspace).await? {
-            workspace::Prepared::Ready => {}
-            workspace::Prepared::Done(action) => return Ok(action),
-        }
-    }
-    let launchers = Launchers::new(
+    let mut launchers = Launchers::new(
         ctx.client.clone(),
         ctx.jobs.clone(),
         &ctx.in_controller,
         &ctx.routes,
         &run,
     );
-    let seen = gather(&ctx, &run, &machine, &launchers).await?;
+    let mut seen = gather(&ctx, &run, &machine, &launchers, &flow).await?;
     let now = Timestamp::now();
-    let mut fed = feed(&run, &mut machine, &seen, now);
+    let mut fed = feed(&run, &mut machine, &mut seen, now);
     let mut plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
     if !plan.lookups.is_empty() || !plan.ask_lookups.is_empty() {
         // Lookups run now, after the saves just taken in, so the one write
@@ -136,7 +126,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         fed.actions.extend(more);
         plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
     }
-    let wrote = match write(&ctx, &run, &mut machine, &old, workspace.as_ref(), now).await {
+    let wrote = match write(&ctx, &run, &mut machine, &old, &mut fed.told, now).await {
         Ok(written) => written,
         Err(Error::Tampered { object, reason }) => {
             tracing::warn!(run = %run.name_any(), %object, "{reason}");
@@ -146,6 +136,8 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         }
         Err(e) => return Err(e),
     };
+    // The workspace the engine just took in is mounted by what starts now.
+    launchers.mounting(machine.state());
     act(
         &ctx,
         &run,
@@ -268,6 +260,10 @@ struct Gathered {
     existing: Vec<AskRef>,
     /// Of those, the ones open and unanswered, that nobody else made.
     open: Vec<AskRef>,
+    /// The flow's `workspace`, if it has one.
+    workspace_spec: Option<Workspace>,
+    /// The workspace work the record asks for, and what became of it.
+    workspace: Option<(WorkspaceWork, workspace::Observed)>,
 }
 
 impl Gathered {
@@ -280,19 +276,39 @@ impl Gathered {
             asked: &self.existing,
             open: &self.open,
             answers: &fed.answers,
+            workspace: self.workspace.as_ref().map(|(work, _)| *work),
+            workspace_ended: fed.workspace_ended,
+        }
+    }
+
+    /// Whether `work` is to be started: it was not looked at (the step
+    /// just asked for it), or its Job is not there.
+    fn workspace_unstarted(&self, work: WorkspaceWork) -> bool {
+        match &self.workspace {
+            Some((seen, observed)) if *seen == work => {
+                matches!(observed, workspace::Observed::Unknown)
+            }
+            _ => true,
         }
     }
 }
 
-/// The rest of gathering: each attempt the record says runs, looked at
-/// where it runs, and the Approvals of the attempts it waits on, each
-/// checked to be the one Coxswain made (a foreign one is named in an Event).
+/// The rest of gathering: the workspace work and each attempt the record
+/// says runs, looked at where they run, and the Approvals of the attempts
+/// it waits on, each checked to be the one Coxswain made (a foreign one is
+/// named in an Event).
 async fn gather(
     ctx: &Context,
     run: &Run,
     machine: &RunMachine<'_>,
     launchers: &Launchers<'_>,
+    flow: &CompiledFlow,
 ) -> Result<Gathered, Error> {
+    let workspace_spec = flow.spec().workspace.clone();
+    let workspace = match (machine.workspace_work(), &workspace_spec) {
+        (Some(work), Some(spec)) => Some((work, workspace::observe(ctx, run, spec, work).await?)),
+        _ => None,
+    };
     let before = machine.running_work();
     let mut observed = Vec::with_capacity(before.len());
     let mut running = Vec::new();
@@ -334,6 +350,8 @@ async fn gather(
         asked,
         existing,
         open,
+        workspace_spec,
+        workspace,
     })
 }
 
@@ -345,15 +363,22 @@ struct Fed {
     finished: Vec<Work>,
     /// The answers it took or refused.
     answers: Vec<Answer>,
+    /// Whether it took in how the workspace work ended.
+    workspace_ended: bool,
+    /// The Events that tell of it, published with the write.
+    told: Vec<kube::runtime::events::Event>,
 }
 
 /// Feeds the engine what was gathered, in a fixed order: the start, a
-/// cancel, finished work, people's answers, then time. Pure: no I/O.
-fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp) -> Fed {
+/// cancel, the workspace work's end, finished work, people's answers, then
+/// time. Pure: no I/O.
+fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &mut Gathered, now: Timestamp) -> Fed {
     let mut fed = Fed {
         actions: Vec::new(),
         finished: Vec::new(),
         answers: Vec::new(),
+        workspace_ended: false,
+        told: Vec::new(),
     };
     // A rerun's seeded record holds its copied steps and starts all the same.
     let state = machine.state();
@@ -364,6 +389,14 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &Gathered, now: Timestamp
     }
     if run.spec.cancel && !machine.state().phase.is_over() {
         fed.actions.extend(machine.handle(Event::Cancel, now));
+    }
+    if let Some((work, workspace::Observed::Ended(ended, told))) = &mut seen.workspace
+        && machine.workspace_work() == Some(*work)
+    {
+        let event = Event::Workspace((**ended).clone());
+        fed.actions.extend(machine.handle(event, now));
+        fed.workspace_ended = true;
+        fed.told = std::mem::take(told);
     }
     for (work, observation) in &seen.observed {
         if machine.state().phase.is_over() {
@@ -537,28 +570,26 @@ fn take_answers(
     }
 }
 
-/// Writes the record once, when it changed; says whether it did. A run
-/// that ended and pushes its workspace's branch is written held for the
-/// push ([`RunStatus::hold_for_push`]).
+/// Writes the record once, when it changed; says whether it did. The
+/// Events `told` of the workspace go out with the write's own.
 async fn write(
     ctx: &Context,
     run: &Run,
     machine: &mut RunMachine<'_>,
     old: &RunStatus,
-    workspace: Option<&coxswain_core::api::Workspace>,
+    told: &mut Vec<kube::runtime::events::Event>,
     now: Timestamp,
 ) -> Result<Option<RunStatus>, Error> {
     let mut new = machine.record().clone();
-    if let Some(workspace) = workspace {
-        new.hold_for_push(workspace);
-    }
     status::set_conditions(&mut new, run.metadata.generation, now);
     if new == *old {
         return Ok(None);
     }
     write_record(ctx, run, &new).await?;
     count(ctx, machine, old, &new);
-    ctx.events.publish(run, story(ctx, old, &new));
+    let mut all = std::mem::take(told);
+    all.extend(story(ctx, old, &new));
+    ctx.events.publish(run, all);
     Ok(Some(new))
 }
 
@@ -575,6 +606,12 @@ async fn act(
 ) -> Result<Action, Error> {
     let wrote = written.is_some();
     let api = approvals_api(ctx, run);
+    if let Some(work) = plan.workspace_forget {
+        workspace::forget(ctx, run, work).await;
+    }
+    if let Some(work) = plan.workspace_stop {
+        workspace::stop(ctx, run, record, work).await?;
+    }
     for work in &plan.forget {
         if let Err(e) = launchers.forget(work).await {
             tracing::debug!(error = %e, "could not forget finished work");
@@ -591,15 +628,24 @@ async fn act(
     if let Some(written) = written {
         keep_stopped_logs(ctx, run, written, stopped_logs).await;
     }
+    let start_workspace = plan
+        .workspace
+        .filter(|&work| seen.workspace_unstarted(work))
+        .zip(seen.workspace_spec.as_ref());
     if plan.over {
         launchers::forget_run(&ctx.routes, &run.uid().unwrap_or_default());
+        workspace::release(ctx, run, record).await?;
     } else {
         // Work is launched only from a record known to be current: the
         // write just made proves it; without one, the Run read may be
         // older than a record that already saw this work finish (and
         // forgot it), and launching it again would run it twice.
-        if !wrote && !plan.launch.is_empty() && !is_current(ctx, run).await? {
+        let launches = !plan.launch.is_empty() || start_workspace.is_some();
+        if !wrote && launches && !is_current(ctx, run).await? {
             return Ok(Action::requeue(STALE_REQUEUE));
+        }
+        if let Some((work, spec)) = start_workspace {
+            workspace::launch(ctx, run, record, spec, work).await?;
         }
         for work in &plan.launch {
             if let Err(e) = launchers.launch(work).await {
@@ -715,6 +761,11 @@ fn look_again(plan: &Plan, running: &[Work]) -> Action {
     if !plan.lookups.is_empty() || !plan.ask_lookups.is_empty() {
         // The records database could not answer: ask it again soon.
         return Action::requeue(crate::settings::ERROR_REQUEUE);
+    }
+    if plan.workspace.is_some() {
+        // A claim that does not bind changes no Job: its time limit is
+        // checked by looking.
+        return Action::requeue(workspace::RECHECK);
     }
     let jobs_run = plan.running(running).any(Launchers::runs_as_job);
     let wake = plan.wake.map(|at| {
@@ -899,7 +950,9 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
     );
     let approvals: Api<Approval> = Api::namespaced(ctx.client.clone(), &namespace);
     let closed = approvals::close_unanswered(&approvals, run, &reason).await?;
-    workspace::release(ctx, run).await?;
+    if let Some(record) = run.status.as_ref() {
+        workspace::release(ctx, run, record).await?;
+    }
     if closed > 0 {
         tracing::info!(run = %run.name_any(), closed, "closed the unanswered approvals of an ended run");
     }

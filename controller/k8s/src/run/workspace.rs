@@ -1,108 +1,81 @@
-//! The workspace phases of a Run's reconcile, on either side of the
-//! engine: before the first step, the run's volume is claimed and its repos
-//! checked out by a Job ([`before_steps`]); once the engine says the run is
-//! over and the flow pushes, the run is held `Running` while a second Job
-//! pushes its branch ([`push`]); when the run has ended, its volume is
-//! deleted unless the flow keeps it ([`release`]).
+//! The run's workspace work on a cluster, as the engine's plan asks for
+//! it ([`coxswain_core::engine::WorkspaceWork`]): the checkout makes the
+//! run's volume (a PersistentVolumeClaim the Run controls) and a Job that
+//! clones into it; the push is a second Job on the same volume; the volume
+//! is deleted once the plan says the run let it go.
 //!
-//! Each phase reads what it needs from the API server and the record, and
-//! writes what it learned to the record before anything else happens, so a
-//! controller killed at any point finds the same Jobs under the same names
-//! and makes no second checkout. The claim is taken for the run's only when
-//! the Run controls it; its uid is then recorded, and nothing but that
-//! object is ever mounted as, or deleted as, the run's volume.
+//! Nothing here decides: [`observe`] says what became of the work, the
+//! engine takes it in, and [`launch`], [`stop`], [`forget`] and
+//! [`release`] carry out the plan. Each is idempotent and reads what it
+//! needs from the API server and the record, so a controller killed at any
+//! point finds the same Jobs under the same names and makes no second
+//! checkout. The claim is taken for the run's only when the Run controls
+//! it; its uid is then recorded, and nothing but that object is ever
+//! mounted as, or deleted as, the run's volume.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod};
 use kube::api::{ListParams, PostParams};
-use kube::runtime::controller::Action;
+use kube::runtime::events::Event;
 use kube::{Api, ResourceExt};
 
-use super::{Context, events, refuse, status, write_record};
+use super::{Context, events};
 use crate::error::Error;
 use crate::jobs::RunOwner;
 use crate::jobs::workspace::{GitAct, GitTask, Pushed, claim, git_job};
 use crate::jobs::{JobLauncher, delete_exactly};
 use crate::names;
-use coxswain_core::api::{
-    KeepPolicy, Run, RunPhase, RunStatus, StepError, Workspace, WorkspaceStatus,
-};
-use coxswain_core::engine::{codes, step_error};
+use coxswain_core::api::{Run, RunStatus, StepError, Workspace, WorkspaceStatus};
+use coxswain_core::engine::{WorkspaceEnded, WorkspaceWork, codes, step_error};
 use coxswain_steps::launch::{Launcher, Observation};
 
-/// What the workspace phase decided.
-pub enum Prepared {
-    /// The workspace is there: step the engine.
-    Ready,
-    /// Not yet (or the run ended here): the reconcile ends with this.
-    Done(Action),
+/// What became of the workspace work the record asks for.
+pub enum Observed {
+    /// Not started (or its Job is gone): launch it.
+    Unknown,
+    /// Still running.
+    Running,
+    /// It ended: the engine takes this in, and these Events tell people,
+    /// once the record saying so is written.
+    Ended(Box<WorkspaceEnded>, Vec<Event>),
 }
 
 /// How often a run waiting for its checkout or push looks again when no
 /// Job changed (a pod that cannot be placed changes nothing).
-const RECHECK: Duration = Duration::from_secs(5);
+pub const RECHECK: Duration = Duration::from_secs(5);
 
-/// How soon the reconcile after a record write runs.
-const AFTER_WRITE: Duration = Duration::from_millis(200);
-
-/// Before the engine steps a run whose flow declares `workspace`: the
-/// push, when the run is held for it; else the checkout, until the record
-/// says the workspace was made.
-pub async fn before_steps(
-    ctx: &Context,
-    run: &Run,
-    old: &RunStatus,
-    workspace: &Workspace,
-) -> Result<Prepared, Error> {
-    let made = old.workspace.as_ref();
-    if let Some(ending) = made.and_then(|w| w.pushing) {
-        return push(ctx, run, old, workspace, ending)
-            .await
-            .map(Prepared::Done);
-    }
-    if made.is_some_and(|w| w.volume_uid.is_some()) {
-        return Ok(Prepared::Ready);
-    }
-    if run.spec.cancel {
-        // Nothing ran yet: the engine cancels the run, and what the
-        // checkout had begun is stopped here.
-        stop_checkout(ctx, run).await?;
-        return Ok(Prepared::Ready);
-    }
-    check_out(ctx, run, old, workspace)
-        .await
-        .map(Prepared::Done)
+/// The Job id of `work` for run `uid`.
+fn work_id(work: WorkspaceWork, uid: &str) -> coxswain_steps::launch::WorkId {
+    GitAct::from(work).work_id(uid)
 }
 
-/// The claim, then the checkout Job, then the record.
-async fn check_out(
+/// What became of `work`, from its Job (and for the checkout, its claim).
+pub async fn observe(
     ctx: &Context,
     run: &Run,
-    old: &RunStatus,
     workspace: &Workspace,
-) -> Result<Action, Error> {
+    work: WorkspaceWork,
+) -> Result<Observed, Error> {
+    match work {
+        WorkspaceWork::CheckOut => observe_checkout(ctx, run, workspace).await,
+        WorkspaceWork::Push => observe_push(ctx, run).await,
+    }
+}
+
+/// The checkout: the claim must be the Run's own; then its Job's result
+/// is the workspace's record, and a Job that could not start in time (the
+/// claim never bound, the pod never placed) fails the run saying why.
+async fn observe_checkout(
+    ctx: &Context,
+    run: &Run,
+    workspace: &Workspace,
+) -> Result<Observed, Error> {
     let owner = RunOwner::of(run);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &owner.namespace);
     let name = names::workspace_claim(&owner.name, &owner.uid);
-    let found = match claims.get_opt(&name).await {
-        Ok(found) => found,
-        Err(e) => return Err(Error::kube(format!("reading the claim {name}"), e)),
-    };
-    let claim_object = match found {
-        Some(found) => found,
-        None => {
-            let made = claim(&owner, workspace, &ctx.jobs);
-            match claims.create(&PostParams::default(), &made).await {
-                Ok(created) => created,
-                // Made between the read and now: read again next time.
-                Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => {
-                    return Ok(Action::requeue(AFTER_WRITE));
-                }
-                Err(e) => return Err(Error::kube(format!("creating the claim {name}"), e)),
-            }
-        }
+    let Some(claim_object) = read_claim(ctx, &owner.namespace, &name).await? else {
+        return Ok(Observed::Unknown);
     };
     if !names::controlled_by(&claim_object, &owner.uid) {
         let reason = format!(
@@ -110,19 +83,21 @@ async fn check_out(
             owner.name
         );
         tracing::warn!(run = %owner.name, claim = %name, "{reason}");
-        ctx.events.publish(
-            run,
-            vec![events::tampered("PersistentVolumeClaim", &name, &reason)],
-        );
-        return refuse(ctx, run, old, step_error(codes::TAMPERED, reason)).await;
+        let told = vec![events::tampered("PersistentVolumeClaim", &name, &reason)];
+        let error = step_error(codes::TAMPERED, reason);
+        let ended = WorkspaceEnded::NotMade {
+            error,
+            workspace: None,
+        };
+        return Ok(Observed::Ended(Box::new(ended), told));
     }
-    let branch = workspace.branch_for(&owner.name);
     let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
-    let id = GitAct::Checkout.work_id(&owner.uid);
+    let id = work_id(WorkspaceWork::CheckOut, &owner.uid);
     let observed = launcher
         .observe(&id)
         .await
         .map_err(|e| Error::Corrupt(e.to_string()))?;
+    let branch = workspace.branch_for(&owner.name);
     let made = |node: Option<String>| WorkspaceStatus {
         branch: branch.clone(),
         volume: Some(name.clone()),
@@ -131,50 +106,27 @@ async fn check_out(
         node,
         ..WorkspaceStatus::default()
     };
+    let failed = |error: StepError, told: &str| {
+        let note = events::workspace("WorkspaceFailed", told.to_string(), true);
+        let ended = WorkspaceEnded::NotMade {
+            error,
+            workspace: Some(made(None)),
+        };
+        Observed::Ended(Box::new(ended), vec![note])
+    };
     match observed {
-        Observation::Unknown => {
-            let task = GitTask {
-                workspace: workspace.clone(),
-                branch: branch.clone(),
-            };
-            let job = git_job(&owner, GitAct::Checkout, &task, &name, None, &ctx.jobs);
-            launcher
-                .launch_job(&id, &job)
-                .await
-                .map_err(|e| Error::Corrupt(e.to_string()))?;
-            let repos: Vec<&str> = workspace.repos.iter().map(|r| r.name.as_str()).collect();
-            let note = if repos.is_empty() {
-                format!("making the run's volume {name}")
-            } else {
-                format!(
-                    "checking out {} on {branch} into the volume {name}",
-                    repos.join(", ")
-                )
-            };
-            ctx.events.publish(
-                run,
-                vec![events::workspace("WorkspaceCheckout", note, false)],
-            );
-            Ok(Action::requeue(RECHECK))
-        }
+        Observation::Unknown => Ok(Observed::Unknown),
         Observation::Running => {
-            let waited = since(&claim_object);
             let limit = Duration::from_secs(ctx.jobs.workspace.bind_timeout_seconds);
-            if waited < limit {
-                return Ok(Action::requeue(RECHECK.min(limit - waited)));
+            if since(&claim_object) < limit {
+                return Ok(Observed::Running);
             }
             match not_started(ctx, run, &launcher, &claim_object, limit).await? {
-                Some(reason) => {
-                    launcher.cancel(&id).await.ok();
-                    let mut new = old.clone();
-                    new.workspace = Some(made(None));
-                    ctx.events.publish(
-                        run,
-                        vec![events::workspace("WorkspaceFailed", reason.clone(), true)],
-                    );
-                    refuse(ctx, run, &new, step_error(codes::WORKSPACE, reason)).await
-                }
-                None => Ok(Action::requeue(RECHECK)),
+                Some(reason) => Ok(failed(
+                    step_error(codes::WORKSPACE, reason.clone()),
+                    &reason,
+                )),
+                None => Ok(Observed::Running),
             }
         }
         Observation::Finished(Ok(done)) => {
@@ -187,53 +139,217 @@ async fn check_out(
                             "the checkout Job's result is not a workspace record ({e}); do the controller and the workspace image differ in version?"
                         ),
                     );
-                    return refuse(ctx, run, old, error).await;
+                    let told = error.message.clone();
+                    return Ok(failed(error, &told));
                 }
             };
-            let mut new = old.clone();
-            let node = checked.node.clone();
-            new.workspace = Some(WorkspaceStatus {
+            let status = WorkspaceStatus {
                 repos: checked.repos,
-                ..made(node)
-            });
-            status::set_conditions(&mut new, run.metadata.generation, Timestamp::now());
-            write_record(ctx, run, &new).await?;
-            let note = match new.workspace.as_ref().map(|w| w.repos.as_slice()) {
-                Some([]) | None => format!("the volume {name} is ready"),
-                Some(repos) => repos
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "checked out {} ({}) at {} on {branch}",
-                            r.name,
-                            r.ref_.as_deref().unwrap_or("HEAD"),
-                            short(&r.commit)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                ..made(checked.node)
             };
-            ctx.events
-                .publish(run, vec![events::workspace("WorkspaceReady", note, false)]);
-            if let Err(e) = launcher.forget(&id).await {
-                tracing::debug!(error = %e, "could not expire the checkout Job");
-            }
-            Ok(Action::requeue(AFTER_WRITE))
+            let note = ready_note(&status, &name);
+            let told = vec![events::workspace("WorkspaceReady", note, false)];
+            Ok(Observed::Ended(
+                Box::new(WorkspaceEnded::Made(status)),
+                told,
+            ))
         }
-        Observation::Finished(Err(failed)) => {
-            let mut new = old.clone();
-            new.workspace = Some(made(None));
-            ctx.events.publish(
-                run,
-                vec![events::workspace(
-                    "WorkspaceFailed",
-                    failed.error.message.clone(),
-                    true,
-                )],
-            );
-            refuse(ctx, run, &new, failed.error).await
+        Observation::Finished(Err(failed_job)) => {
+            let told = failed_job.error.message.clone();
+            Ok(failed(failed_job.error, &told))
         }
     }
+}
+
+/// What people read when the volume is ready.
+fn ready_note(status: &WorkspaceStatus, claim: &str) -> String {
+    if status.repos.is_empty() {
+        return format!("the volume {claim} is ready");
+    }
+    status
+        .repos
+        .iter()
+        .map(|r| {
+            format!(
+                "checked out {} ({}) at {} on {}",
+                r.name,
+                r.ref_.as_deref().unwrap_or("HEAD"),
+                short(&r.commit),
+                status.branch
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The push: its Job's result, the branches pushed.
+async fn observe_push(ctx: &Context, run: &Run) -> Result<Observed, Error> {
+    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
+    let id = work_id(WorkspaceWork::Push, &run.uid().unwrap_or_default());
+    let observed = launcher
+        .observe(&id)
+        .await
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    let result = match observed {
+        Observation::Unknown => return Ok(Observed::Unknown),
+        Observation::Running => return Ok(Observed::Running),
+        Observation::Finished(result) => result,
+    };
+    let pushed = match result {
+        Ok(done) => serde_json::from_value(done.output).unwrap_or_else(|e| Pushed {
+            pushed: Vec::new(),
+            error: Some(step_error(
+                codes::INTERNAL,
+                format!("the push Job's result is not a list of pushed branches ({e})"),
+            )),
+        }),
+        Err(failed) => Pushed {
+            pushed: Vec::new(),
+            error: Some(failed.error),
+        },
+    };
+    let note = pushed
+        .pushed
+        .iter()
+        .map(|p| format!("pushed to {} at {}", p.name, short(&p.commit)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let note = match &pushed.error {
+        Some(e) if note.is_empty() => e.message.clone(),
+        Some(e) => format!("{note}; {}", e.message),
+        None => note,
+    };
+    let warning = pushed.error.is_some();
+    let told = vec![events::workspace("WorkspacePushed", note, warning)];
+    let ended = WorkspaceEnded::Pushed {
+        pushed: pushed.pushed,
+        error: pushed.error,
+    };
+    Ok(Observed::Ended(Box::new(ended), told))
+}
+
+/// Starts `work`: for the checkout the claim (made if missing; used only
+/// when the Run controls it) and the clone Job; for the push, the push
+/// Job on the run's recorded volume.
+pub async fn launch(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    workspace: &Workspace,
+    work: WorkspaceWork,
+) -> Result<(), Error> {
+    let owner = RunOwner::of(run);
+    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
+    let id = work_id(work, &owner.uid);
+    let (job, note) = match work {
+        WorkspaceWork::CheckOut => {
+            let name = names::workspace_claim(&owner.name, &owner.uid);
+            let claims: Api<PersistentVolumeClaim> =
+                Api::namespaced(ctx.client.clone(), &owner.namespace);
+            if read_claim(ctx, &owner.namespace, &name).await?.is_none() {
+                let made = claim(&owner, workspace, &ctx.jobs);
+                match claims.create(&PostParams::default(), &made).await {
+                    // Made between the read and now: checked when observed.
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => {}
+                    Err(e) => return Err(Error::kube(format!("creating the claim {name}"), e)),
+                }
+            }
+            let branch = workspace.branch_for(&owner.name);
+            let repos: Vec<&str> = workspace.repos.iter().map(|r| r.name.as_str()).collect();
+            let note = if repos.is_empty() {
+                format!("making the run's volume {name}")
+            } else {
+                format!(
+                    "checking out {} on {branch} into the volume {name}",
+                    repos.join(", ")
+                )
+            };
+            let task = GitTask {
+                workspace: workspace.clone(),
+                branch,
+            };
+            let job = git_job(&owner, GitAct::Checkout, &task, &name, None, &ctx.jobs);
+            (job, events::workspace("WorkspaceCheckout", note, false))
+        }
+        WorkspaceWork::Push => {
+            let made = record.workspace.clone().unwrap_or_default();
+            let claim = made.volume.clone().unwrap_or_default();
+            let node = made.node.as_deref().filter(|_| ctx.jobs.pins_pods());
+            let task = GitTask {
+                workspace: workspace.clone(),
+                branch: made.branch.clone(),
+            };
+            let job = git_job(&owner, GitAct::Push, &task, &claim, node, &ctx.jobs);
+            let ending = made.pushing.unwrap_or_default();
+            let note = format!("pushing {} (the run ended {ending:?})", made.branch);
+            (job, events::workspace("WorkspacePush", note, false))
+        }
+    };
+    launcher
+        .launch_job(&id, &job)
+        .await
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    ctx.events.publish(run, vec![note]);
+    Ok(())
+}
+
+/// Stops `work` the run no longer wants (it was cancelled): its Job goes,
+/// and a claim made for a checkout the record never took goes with it.
+pub async fn stop(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    work: WorkspaceWork,
+) -> Result<(), Error> {
+    let owner = RunOwner::of(run);
+    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
+    if let Err(e) = launcher.cancel(&work_id(work, &owner.uid)).await {
+        tracing::debug!(error = %e, "could not stop the workspace Job");
+    }
+    let recorded = record
+        .workspace
+        .as_ref()
+        .is_some_and(|w| w.volume_uid.is_some());
+    if work != WorkspaceWork::CheckOut || recorded {
+        // A recorded volume is released (or kept) as its `keep` says.
+        return Ok(());
+    }
+    let name = names::workspace_claim(&owner.name, &owner.uid);
+    if let Some(found) = read_claim(ctx, &owner.namespace, &name)
+        .await?
+        .filter(|c| names::controlled_by(c, &owner.uid))
+    {
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(ctx.client.clone(), &owner.namespace);
+        delete_claim(&claims, &name, found.metadata.uid.clone()).await?;
+    }
+    Ok(())
+}
+
+/// Lets the Job of `work` go once its end is recorded (it stays for
+/// `kubectl logs` until its time is up; one still trying is stopped).
+pub async fn forget(ctx: &Context, run: &Run, work: WorkspaceWork) {
+    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
+    if let Err(e) = launcher
+        .forget(&work_id(work, &run.uid().unwrap_or_default()))
+        .await
+    {
+        tracing::debug!(error = %e, "could not expire the workspace Job");
+    }
+}
+
+/// Reads the claim `name`, if there is one.
+async fn read_claim(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<PersistentVolumeClaim>, Error> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    claims
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading the claim {name}"), e))
 }
 
 /// How long ago `claim` was made.
@@ -336,177 +452,22 @@ async fn last_warning(ctx: &Context, namespace: &str, kind: &str, name: &str) ->
         })
 }
 
-/// Stops a checkout begun for a run cancelled before its first step, and
-/// deletes the claim made for it (only the Run's own).
-async fn stop_checkout(ctx: &Context, run: &Run) -> Result<(), Error> {
-    let owner = RunOwner::of(run);
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
-    let id = GitAct::Checkout.work_id(&owner.uid);
-    if let Err(e) = launcher.cancel(&id).await {
-        tracing::debug!(error = %e, "could not stop the checkout Job");
-    }
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &owner.namespace);
-    let name = names::workspace_claim(&owner.name, &owner.uid);
-    let found = claims
-        .get_opt(&name)
-        .await
-        .map_err(|e| Error::kube(format!("reading the claim {name}"), e))?;
-    if let Some(found) = found.filter(|c| names::controlled_by(c, &owner.uid)) {
-        delete_claim(&claims, &name, found.metadata.uid.clone()).await?;
-    }
-    Ok(())
-}
-
-/// The push of a run held for it: the push Job, then the run's end.
-async fn push(
-    ctx: &Context,
-    run: &Run,
-    old: &RunStatus,
-    workspace: &Workspace,
-    ending: RunPhase,
-) -> Result<Action, Error> {
-    let owner = RunOwner::of(run);
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
-    let id = GitAct::Push.work_id(&owner.uid);
-    let made = old.workspace.clone().unwrap_or_default();
-    // A cancel that ended the run is no reason to stop its push (`push:
-    // always`); one that came during the push is.
-    if run.spec.cancel && ending != RunPhase::Cancelled {
-        if let Err(e) = launcher.cancel(&id).await {
-            tracing::debug!(error = %e, "could not stop the push Job");
-        }
-        let error = step_error(
-            codes::CANCELLED,
-            "the run was cancelled while its branch was being pushed",
-        );
-        return end(
-            ctx,
-            run,
-            old,
-            RunPhase::Cancelled,
-            Pushed {
-                pushed: Vec::new(),
-                error: Some(error),
-            },
-        )
-        .await;
-    }
-    let observed = launcher
-        .observe(&id)
-        .await
-        .map_err(|e| Error::Corrupt(e.to_string()))?;
-    match observed {
-        Observation::Unknown => {
-            let claim = made.volume.clone().unwrap_or_default();
-            let node = made.node.as_deref().filter(|_| ctx.jobs.pins_pods());
-            let task = GitTask {
-                workspace: workspace.clone(),
-                branch: made.branch.clone(),
-            };
-            let job = git_job(&owner, GitAct::Push, &task, &claim, node, &ctx.jobs);
-            launcher
-                .launch_job(&id, &job)
-                .await
-                .map_err(|e| Error::Corrupt(e.to_string()))?;
-            ctx.events.publish(
-                run,
-                vec![events::workspace(
-                    "WorkspacePush",
-                    format!("pushing {} (the run ended {ending:?})", made.branch),
-                    false,
-                )],
-            );
-            Ok(Action::requeue(RECHECK))
-        }
-        Observation::Running => Ok(Action::requeue(RECHECK)),
-        Observation::Finished(result) => {
-            let pushed = match result {
-                Ok(done) => serde_json::from_value(done.output).unwrap_or_else(|e| Pushed {
-                    pushed: Vec::new(),
-                    error: Some(step_error(
-                        codes::INTERNAL,
-                        format!("the push Job's result is not a list of pushed branches ({e})"),
-                    )),
-                }),
-                Err(failed) => Pushed {
-                    pushed: Vec::new(),
-                    error: Some(failed.error),
-                },
-            };
-            let action = end(ctx, run, old, ending, pushed).await?;
-            if let Err(e) = launcher.forget(&id).await {
-                tracing::debug!(error = %e, "could not expire the push Job");
-            }
-            Ok(action)
-        }
-    }
-}
-
-/// Ends a run held for its push: the phase it ended with (`Failed` when
-/// the push of a run that succeeded failed), what was pushed, the end time.
-async fn end(
-    ctx: &Context,
-    run: &Run,
-    old: &RunStatus,
-    ending: RunPhase,
-    pushed: Pushed,
-) -> Result<Action, Error> {
-    let mut new = old.clone();
-    new.phase = ending;
-    if let Some(ws) = new.workspace.as_mut() {
-        ws.pushing = None;
-    }
-    let note = pushed
-        .pushed
-        .iter()
-        .map(|p| format!("pushed to {} at {}", p.name, short(&p.commit)))
-        .collect::<Vec<_>>()
-        .join("; ");
-    let failure: Option<StepError> = pushed.error;
-    let warning = failure.is_some();
-    let note = match &failure {
-        Some(e) if note.is_empty() => e.message.clone(),
-        Some(e) => format!("{note}; {}", e.message),
-        None => note,
-    };
-    new.workspace_pushed(pushed.pushed, failure);
-    let now = Timestamp::now();
-    new.finished_at = Some(now.to_string());
-    status::set_conditions(&mut new, run.metadata.generation, now);
-    write_record(ctx, run, &new).await?;
-    ctx.metrics.run_finished(new.phase);
-    let mut story = vec![events::workspace("WorkspacePushed", note, warning)];
-    story.extend(super::story(ctx, old, &new));
-    ctx.events.publish(run, story);
-    Ok(Action::requeue(AFTER_WRITE))
-}
-
-/// Deletes the volume of a run that ended, unless its flow keeps it: only
-/// the claim whose uid the record holds.
-pub async fn release(ctx: &Context, run: &Run) -> Result<(), Error> {
-    let Some(status) = run.status.as_ref() else {
+/// Deletes the volume of a run that ended when the plan lets it go
+/// ([`coxswain_core::engine::releases`]): only the claim whose uid the
+/// record holds, after the run's Jobs (whose pods hold it).
+pub async fn release(ctx: &Context, run: &Run, record: &RunStatus) -> Result<(), Error> {
+    if !coxswain_core::engine::releases(record) {
         return Ok(());
-    };
-    let Some(ws) = status.workspace.as_ref() else {
+    }
+    let Some(ws) = record.workspace.as_ref() else {
         return Ok(());
     };
     let (Some(name), Some(uid)) = (ws.volume.as_ref(), ws.volume_uid.as_ref()) else {
         return Ok(());
     };
-    let keep = match ws.keep.unwrap_or_default() {
-        KeepPolicy::Never => false,
-        KeepPolicy::OnFailure => status.phase != RunPhase::Succeeded,
-        KeepPolicy::Always => true,
-    };
-    if keep {
-        return Ok(());
-    }
     let namespace = run.namespace().unwrap_or_default();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    let found = claims
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("reading the claim {name}"), e))?;
+    let found = read_claim(ctx, &namespace, name).await?;
     if found.is_none_or(|c| c.metadata.uid.as_deref() != Some(uid)) {
         return Ok(());
     }

@@ -18,6 +18,9 @@ mod send_back;
 mod settle;
 #[cfg(test)]
 mod tests;
+mod workspace;
+#[cfg(test)]
+mod workspace_tests;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,10 +31,11 @@ use serde_json::{Map, Value, json};
 pub use approval::DecideError;
 pub use attempts::keep_stopped_log;
 pub use part_keys::MAX_PART_KEY_LEN;
+pub use workspace::{WorkspaceEnded, WorkspaceWork, releases, workspace_work};
 
 use crate::api::{
     ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus,
-    StepError, StepKind, StepRecord, StepStatus, WorkspaceStatus,
+    StepError, StepKind, StepRecord, StepStatus,
 };
 use crate::expr::EvalError;
 
@@ -92,6 +96,9 @@ pub enum Event {
     Tick,
     /// Stop the run (someone asked to).
     Cancel,
+    /// The workspace work the record asked for
+    /// ([`RunMachine::workspace_work`]) ended.
+    Workspace(WorkspaceEnded),
     /// The driver cannot go on (no one can answer a person step, or the
     /// engine has nothing left to do but did not finish): the run fails with
     /// this error, and whatever runs is stopped.
@@ -365,10 +372,12 @@ impl<'f> RunMachine<'f> {
                 reason,
             } => self.lookups_waiting(&step, part, attempt, reason),
             Event::Tick => {}
+            Event::Cancel if self.cancel_push() => {}
             Event::Cancel => self.stop(
                 RunPhase::Cancelled,
                 step_error(codes::CANCELLED, "the run was cancelled"),
             ),
+            Event::Workspace(ended) => self.workspace_ended(ended),
             Event::GiveUp(error) => self.stop(RunPhase::Failed, error),
         }
         self.settle_event()
@@ -466,13 +475,6 @@ impl<'f> RunMachine<'f> {
         &self.state
     }
 
-    /// Notes the run's workspace as the runner made it (branch, the commit
-    /// each checkout starts from, where it is). The driver makes it before
-    /// the run starts; the engine only keeps the facts.
-    pub fn set_workspace(&mut self, workspace: WorkspaceStatus) {
-        self.state.workspace = Some(workspace);
-    }
-
     /// The record as it stands (phase and output settle on every event; the
     /// summary and arrows only in [`RunMachine::record`]).
     pub fn state(&self) -> &RunStatus {
@@ -565,12 +567,17 @@ impl<'f> RunMachine<'f> {
 }
 
 impl RunMachine<'_> {
+    /// Whether steps may move: the run started, has not ended, and is not
+    /// held for its push (its steps are done).
     pub(in crate::engine) fn is_active(&self) -> bool {
-        !self.state.phase.is_over() && self.state.phase != RunPhase::Pending
+        !self.state.phase.is_over()
+            && self.state.phase != RunPhase::Pending
+            && self.workspace_work().is_none()
     }
 
+    /// Starts the run, once its workspace (if the flow has one) is made.
     pub(in crate::engine) fn start(&mut self) {
-        if self.state.phase != RunPhase::Pending {
+        if self.state.phase != RunPhase::Pending || !self.workspace_ready() {
             return;
         }
         self.state.phase = RunPhase::Running;

@@ -143,6 +143,7 @@ impl RunMachine<'_> {
         self.state.finished_at = Some(self.now_text.clone());
         self.state.due.clear();
         self.candidates.clear();
+        self.hold_for_push();
     }
 
     // ---- retries, loops, parallel steps, send-backs ---------------------------
@@ -193,5 +194,6 @@ impl RunMachine<'_> {
         }
         self.state.phase = RunPhase::Succeeded;
         self.state.finished_at = Some(self.now_text.clone());
+        self.hold_for_push();
     }
 }

@@ -803,54 +803,6 @@ fn a_stopped_attempts_log_is_kept_once_its_attempt_has_ended() {
     );
 }
 
-#[test]
-fn a_failed_push_fails_a_run_that_succeeded_and_the_record_keeps_both_commits() {
-    let flow = CompiledFlow::new(spec("steps: [{key: a, script: {source: x}}]")).expect("valid");
-    let mut m = fresh(&flow, json!({}));
-    m.set_workspace(crate::api::WorkspaceStatus {
-        branch: "coxswain/r".into(),
-        repos: vec![crate::api::RepoCheckout {
-            name: "app".into(),
-            url: "https://h/app.git".into(),
-            ref_: None,
-            commit: "c0".into(),
-        }],
-        ..Default::default()
-    });
-    m.handle(Event::Start, at(0));
-    m.handle(success_of("a", None, 1), at(1));
-    assert_eq!(m.state().phase, RunPhase::Succeeded);
-    let mut record = m.state().clone();
-    record.workspace_pushed(
-        vec![crate::api::PushedBranch {
-            name: "app".into(),
-            commit: "c1".into(),
-        }],
-        None,
-    );
-    let ws = record.workspace.clone().expect("workspace");
-    assert_eq!(
-        (ws.repos[0].commit.as_str(), ws.pushed[0].commit.as_str()),
-        ("c0", "c1")
-    );
-    assert_eq!(record.phase, RunPhase::Succeeded);
-    let first = record
-        .workspace
-        .as_ref()
-        .map(|w| w.pushed.clone())
-        .unwrap_or_default();
-    record.workspace_pushed(
-        first,
-        Some(step_error(codes::WORKSPACE, "repo app: push refused")),
-    );
-    assert_eq!(record.phase, RunPhase::Failed);
-    assert_eq!(record.workspace.as_ref().map(|w| w.pushed.len()), Some(1));
-    assert_eq!(
-        record.error.as_ref().map(|e| e.code.as_str()),
-        Some(codes::WORKSPACE)
-    );
-}
-
 const CRITIQUED: &str = "
 steps:
   - key: write

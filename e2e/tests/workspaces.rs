@@ -467,3 +467,100 @@ async fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_push_creden
     assert_eq!(r["workspace"]["pushed"][0]["commit"], edited);
     claims_gone(&s, &run).await;
 }
+
+/// The uids of run `run`'s Jobs for workspace work `key`
+/// (`workspace-checkout` or `workspace-push`).
+fn workspace_jobs(s: &Setup, run: &str, key: &str) -> Vec<String> {
+    let out = s.kubectl.json(&[
+        "get",
+        "jobs",
+        "-n",
+        s.ns(),
+        "-l",
+        &format!("coxswain.dev/run={run},coxswain.dev/step={key}"),
+        "-o",
+        "json",
+    ]);
+    out["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["metadata"]["uid"].as_str().map(String::from))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_controller_killed_at_every_workspace_moment_checks_out_and_pushes_once() {
+    let git = GitDaemon::start().expect("git daemon");
+    let repo = git.create_repo("app");
+    let mut s = Setup::new(&[]).await;
+    let steps = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          echo changed >> README
+          git commit --quiet -am "edit on $BRANCH"
+          sleep 2
+          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
+"#;
+    s.apply(&flow("killed", &app(&repo.url), steps));
+    let run = start(&s, "killed");
+    // Each moment holds from when it is reached on (a later one reached
+    // first counts too): the controller is SIGKILLed there and started
+    // again, and every Job of the workspace seen is remembered.
+    type Moment = (&'static str, fn(&Value, usize, usize) -> bool);
+    let moments: [Moment; 6] = [
+        ("the checkout Job exists", |_, checkouts, _| checkouts > 0),
+        ("the record holds the workspace", |r, _, _| {
+            r["status"]["workspace"]["volumeUid"].is_string()
+        }),
+        ("the first step runs", |r, _, _| {
+            r["status"]["steps"]["edit"]["status"].is_string()
+        }),
+        ("the run is held for its push", |r, _, _| {
+            r["status"]["workspace"]["pushing"].is_string() || r["status"]["finishedAt"].is_string()
+        }),
+        ("the push Job exists", |r, _, pushes| {
+            pushes > 0 || r["status"]["finishedAt"].is_string()
+        }),
+        ("the run ended", |r, _, _| {
+            r["status"]["finishedAt"].is_string()
+        }),
+    ];
+    let mut checkouts = std::collections::BTreeSet::new();
+    let mut pushes = std::collections::BTreeSet::new();
+    for (what, reached) in moments {
+        wait_for(what, BOUND, || {
+            let now = s.get("run", &run);
+            checkouts.extend(workspace_jobs(&s, &run, "workspace-checkout"));
+            pushes.extend(workspace_jobs(&s, &run, "workspace-push"));
+            let hit = reached(&now, checkouts.len(), pushes.len());
+            async move { Ok(hit.then_some(())) }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{:#}\n{}", s.get("run", &run), s.logs()));
+        s.controllers[0].kill();
+        s.controllers[0].restart().expect("controller restarts");
+    }
+    let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
+    assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", s.logs());
+    checkouts.extend(workspace_jobs(&s, &run, "workspace-checkout"));
+    pushes.extend(workspace_jobs(&s, &run, "workspace-push"));
+    assert_eq!(checkouts.len(), 1, "one checkout Job: {checkouts:?}");
+    assert_eq!(pushes.len(), 1, "one push Job: {pushes:?}");
+    let edited = r["steps"]["edit"]["output"]["commit"]
+        .as_str()
+        .expect("edit's commit")
+        .to_string();
+    assert_eq!(
+        r["steps"]["edit"]["attempts"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let ws = &r["workspace"];
+    assert_eq!(ws["pushed"][0]["commit"], edited.as_str(), "{ws}");
+    assert_eq!(ws["pushing"], Value::Null, "{ws}");
+    let branch = format!("coxswain/{run}");
+    assert_eq!(git.branch("app", &branch).as_deref(), Some(edited.as_str()));
+    claims_gone(&s, &run).await;
+}

@@ -94,16 +94,21 @@ impl<'a> Launchers<'a> {
         }
     }
 
-    /// Stops `work`; for a script, the last lines of its log, read before
-    /// its pod goes, for the attempt's record.
-    pub async fn cancel(&self, work: &Work) -> Result<Option<LogTail>, LauncherError> {
+    /// For a script, the last lines of its log: read before it is stopped,
+    /// for the attempt's record (its pod goes with it).
+    pub async fn last_lines(&self, work: &Work) -> Option<LogTail> {
+        match self.route(work) {
+            Route::Job(jobs) => jobs.last_lines(&WorkId::of(work)).await,
+            Route::Here(_) => None,
+        }
+    }
+
+    /// Stops `work`.
+    pub async fn cancel(&self, work: &Work) -> Result<(), LauncherError> {
         let id = WorkId::of(work);
         match self.route(work) {
-            Route::Job(jobs) => {
-                let log = jobs.last_lines(&id).await;
-                jobs.cancel(&id).await.map(|()| log)
-            }
-            Route::Here(here) => here.cancel(&id).await.map(|()| None),
+            Route::Job(jobs) => jobs.cancel(&id).await,
+            Route::Here(here) => here.cancel(&id).await,
         }
     }
 

@@ -117,16 +117,16 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let mut seen = gather(&ctx, &run, &machine, &launchers, &flow).await?;
     let now = Timestamp::now();
     let mut fed = feed(&run, &mut machine, &mut seen, now);
-    let mut plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
-    if !plan.lookups.is_empty() || !plan.ask_lookups.is_empty() {
-        // Lookups run now, after the saves just taken in, so the one write
-        // below records both the attempt and what it found.
-        let mut more = look_up(&ctx, &run, &mut machine, &plan.lookups, now).await;
-        more.extend(look_up_for_people(&ctx, &run, &mut machine, &plan.ask_lookups, now).await);
-        fed.actions.extend(more);
-        plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
-    }
-    let wrote = match write(&ctx, &run, &mut machine, &old, &mut fed.told, now).await {
+    // Lookups run now, after the saves just taken in, so the one write
+    // below records both the attempt and what it found.
+    fed.actions
+        .extend(look_up(&ctx, &run, &mut machine, now).await);
+    let plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
+    let mut new = machine.record().clone();
+    keep_stopped_logs(&mut new, &plan, &launchers).await;
+    status::set_conditions(&mut new, run.metadata.generation, now);
+    let told = std::mem::take(&mut fed.told);
+    let wrote = match write(&ctx, &run, &old, new, told, Some(machine.flow())).await {
         Ok(written) => written,
         Err(Error::Tampered { object, reason }) => {
             tracing::warn!(run = %run.name_any(), %object, "{reason}");
@@ -145,7 +145,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         &plan,
         &seen,
         &launchers,
-        wrote.as_ref(),
+        wrote.is_some(),
     )
     .await
 }
@@ -210,11 +210,9 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
             tracing::info!(run = %run.name_any(), "{reason}; looking again soon");
             let mut new = old.clone();
             status::set_flow_missing(&mut new, run.metadata.generation, Timestamp::now(), &reason);
-            if new != old {
-                write_record(ctx, run, &new).await?;
-                // Once, as the run starts waiting for its Flow.
-                ctx.events.publish(run, vec![events::flow_missing(&reason)]);
-            }
+            // Told once, as the run starts waiting for its Flow.
+            let told = vec![events::flow_missing(&reason)];
+            write(ctx, run, &old, new, told, None).await?;
             return Ok(Read::Done(Action::requeue(FLOW_MISSING_REQUEUE)));
         }
     };
@@ -416,41 +414,30 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &mut Gathered, now: Times
     fed
 }
 
-/// Runs the lookups of the attempts about to start and hands the engine
-/// what they found; a database that cannot answer now leaves the attempt
-/// waiting for the next reconcile (the plan lists it again), anything else
-/// fails the attempt.
+/// Runs the lookups of the attempts about to start and of the person
+/// steps about to be asked, and hands the engine what they found; a
+/// database that cannot answer now leaves them waiting for the next
+/// reconcile (the plan lists them again), anything else fails the attempt.
 async fn look_up(
     ctx: &Context,
     run: &Run,
     machine: &mut RunMachine<'_>,
-    due: &[Work],
     now: Timestamp,
 ) -> Vec<engine::Action> {
+    let (work, people) = machine.lookups_due();
+    if work.is_empty() && people.is_empty() {
+        return Vec::new();
+    }
     let records = crate::records::records(ctx.records.as_ref());
+    let facts = run_info(run);
     let mut actions = Vec::new();
-    for work in due {
+    for work in &work {
         let found = records.look_up(work).await;
         let part = work.part.as_ref().map(|p| p.index);
         let slot = (work.step.as_str(), part, work.attempt);
         actions.extend(take_found(run, machine, slot, found, now));
     }
-    actions
-}
-
-/// [`look_up`] for person steps: what their lookups find is shown on
-/// the Approval, asked once it is recorded.
-async fn look_up_for_people(
-    ctx: &Context,
-    run: &Run,
-    machine: &mut RunMachine<'_>,
-    due: &[engine::ApprovalRequest],
-    now: Timestamp,
-) -> Vec<engine::Action> {
-    let records = crate::records::records(ctx.records.as_ref());
-    let facts = run_info(run);
-    let mut actions = Vec::new();
-    for request in due {
+    for request in &people {
         let found = records.look_up_for(request, &facts).await;
         let slot = (request.step.as_str(), None, request.attempt);
         actions.extend(take_found(run, machine, slot, found, now));
@@ -570,26 +557,26 @@ fn take_answers(
     }
 }
 
-/// Writes the record once, when it changed; says whether it did. The
-/// Events `told` of the workspace go out with the write's own.
+/// The one place a reconcile writes a Run's record: `new` (its
+/// conditions set), when it differs from `old`. Then what changed is
+/// counted (the steps of `flow`, when the engine ran, and the run's end)
+/// and told: the Events `told`, then the story of the change. Says
+/// whether it wrote, and what.
 async fn write(
     ctx: &Context,
     run: &Run,
-    machine: &mut RunMachine<'_>,
     old: &RunStatus,
-    told: &mut Vec<kube::runtime::events::Event>,
-    now: Timestamp,
+    new: RunStatus,
+    mut told: Vec<kube::runtime::events::Event>,
+    flow: Option<&engine::Compiled<'_>>,
 ) -> Result<Option<RunStatus>, Error> {
-    let mut new = machine.record().clone();
-    status::set_conditions(&mut new, run.metadata.generation, now);
     if new == *old {
         return Ok(None);
     }
     write_record(ctx, run, &new).await?;
-    count(ctx, machine, old, &new);
-    let mut all = std::mem::take(told);
-    all.extend(story(ctx, old, &new));
-    ctx.events.publish(run, all);
+    count(ctx, flow, old, &new);
+    told.extend(story(ctx, old, &new));
+    ctx.events.publish(run, told);
     Ok(Some(new))
 }
 
@@ -602,9 +589,8 @@ async fn act(
     plan: &Plan,
     seen: &Gathered,
     launchers: &Launchers<'_>,
-    written: Option<&RunStatus>,
+    wrote: bool,
 ) -> Result<Action, Error> {
-    let wrote = written.is_some();
     let api = approvals_api(ctx, run);
     if let Some(work) = plan.workspace_forget {
         workspace::forget(ctx, run, work).await;
@@ -617,16 +603,10 @@ async fn act(
             tracing::debug!(error = %e, "could not forget finished work");
         }
     }
-    let mut stopped_logs = Vec::new();
     for work in &plan.stop {
-        match launchers.cancel(work).await {
-            Ok(Some(log)) => stopped_logs.push((work, log)),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(run = %run.name_any(), error = %e, "could not stop work"),
+        if let Err(e) = launchers.cancel(work).await {
+            tracing::warn!(run = %run.name_any(), error = %e, "could not stop work");
         }
-    }
-    if let Some(written) = written {
-        keep_stopped_logs(ctx, run, written, stopped_logs).await;
     }
     let start_workspace = plan
         .workspace
@@ -702,27 +682,14 @@ async fn act(
     Ok(look_again(plan, &seen.running))
 }
 
-/// Writes the logs of stopped scripts into their attempts' records: a
-/// second write, after the one that stopped them (`written`), from the Run
-/// as just written. Best effort: a write that fails (the Run changed since) loses
-/// only those lines, which `kubectl logs` no longer has either.
-async fn keep_stopped_logs(
-    ctx: &Context,
-    run: &Run,
-    record: &RunStatus,
-    logs: Vec<(&Work, coxswain_core::api::LogTail)>,
-) {
-    let mut new = record.clone();
-    let mut changed = false;
-    for (work, log) in logs {
-        changed |= engine::keep_stopped_log(&mut new, work, log);
-    }
-    if !changed {
-        return;
-    }
-    let latest = ctx.written.newest(Arc::new(run.clone()));
-    if let Err(e) = write_record(ctx, &latest, &new).await {
-        tracing::debug!(run = %run.name_any(), error = %e, "could not keep the logs of stopped work");
+/// Keeps the last lines of the scripts the plan stops in their attempts'
+/// records, read before the write that stops them (their pods go with
+/// them, and `kubectl logs` with their pods).
+async fn keep_stopped_logs(new: &mut RunStatus, plan: &Plan, launchers: &Launchers<'_>) {
+    for work in &plan.stop {
+        if let Some(log) = launchers.last_lines(work).await {
+            engine::keep_stopped_log(new, work, log);
+        }
     }
 }
 
@@ -832,9 +799,8 @@ fn story(ctx: &Context, old: &RunStatus, new: &RunStatus) -> Vec<kube::runtime::
 }
 
 /// Counts the steps that settled, the tokens they used and the run's end.
-fn count(ctx: &Context, machine: &RunMachine<'_>, old: &RunStatus, new: &RunStatus) {
-    let compiled = machine.flow();
-    for (key, record) in &new.steps {
+fn count(ctx: &Context, flow: Option<&engine::Compiled<'_>>, old: &RunStatus, new: &RunStatus) {
+    for (key, record) in new.steps.iter().filter(|_| flow.is_some()) {
         let before = old.steps.get(key);
         let settled = matches!(record.status, StepStatus::Completed | StepStatus::Failed);
         let same = before.is_some_and(|b| {
@@ -843,9 +809,10 @@ fn count(ctx: &Context, machine: &RunMachine<'_>, old: &RunStatus, new: &RunStat
         if !settled || same {
             continue;
         }
-        let kind = compiled
-            .node(key)
-            .and_then(|n| compiled.steps[n].step.kind());
+        let kind = flow.and_then(|compiled| {
+            let node = compiled.node(key)?;
+            compiled.steps[node].step.kind()
+        });
         let took = match (&record.started_at, &record.finished_at) {
             (Some(a), Some(b)) => match (a.parse::<Timestamp>(), b.parse::<Timestamp>()) {
                 (Ok(a), Ok(b)) => Duration::try_from(b.duration_since(a)).unwrap_or_default(),
@@ -900,11 +867,7 @@ async fn refuse(
         new.finished_at = Some(now.to_string());
     }
     status::set_conditions(&mut new, run.metadata.generation, now);
-    if new != *old {
-        write_record(ctx, run, &new).await?;
-        ctx.metrics.run_finished(new.phase);
-        ctx.events.publish(run, story(ctx, old, &new));
-    }
+    write(ctx, run, old, new, Vec::new(), None).await?;
     Ok(Action::await_change())
 }
 

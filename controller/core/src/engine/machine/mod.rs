@@ -552,6 +552,29 @@ impl<'f> RunMachine<'f> {
         refs
     }
 
+    /// The attempts and the person steps waiting for their lookups
+    /// ([`Work::lookups_due`], [`ApprovalRequest::lookups_due`]): a driver
+    /// that can reach the records database runs them and hands the engine
+    /// [`Event::LookedUp`] before it plans; the others stay in the plan.
+    pub fn lookups_due(&self) -> (Vec<Work>, Vec<ApprovalRequest>) {
+        let work = self
+            .running_refs()
+            .iter()
+            .filter(|r| {
+                let step = &self.flow.steps[r.node];
+                !step.part.as_deref().unwrap_or(step).lookups.is_empty()
+            })
+            .filter_map(|r| self.work_of(r))
+            .filter(Work::lookups_due)
+            .collect();
+        let people = self
+            .pending_approvals()
+            .into_iter()
+            .filter(ApprovalRequest::lookups_due)
+            .collect();
+        (work, people)
+    }
+
     /// The work of one attempt [`RunMachine::running_refs`] named.
     pub fn work_of(&self, attempt: &WorkRef<'_>) -> Option<Work> {
         match attempt.key.part {

@@ -68,7 +68,7 @@ fn drive_with(
             events += 1;
         }
     }
-    (events, machine.into_state())
+    (events, machine.into_status())
 }
 
 /// [`drive`] as the drivers do it: after every event the [`Plan`] says what
@@ -99,7 +99,7 @@ fn drive_planned(flow: &CompiledFlow, input: serde_json::Value) -> (usize, RunSt
         running.extend(plan.launch);
         events += 1;
     }
-    (events, machine.into_state())
+    (events, machine.into_status())
 }
 
 fn bench(c: &mut Criterion) {

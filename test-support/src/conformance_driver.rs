@@ -306,7 +306,7 @@ where
         asks.extend(plan.ask);
         wake = plan.wake;
         if let Some(store) = store.as_mut() {
-            let state = store(machine.record().clone()).await?;
+            let state = store(machine.summarized()).await?;
             machine = RunMachine::resume(flow, case.input.clone(), RunInfo::default(), state)
                 .map_err(|e| e.to_string())?;
             // A restarted driver knows nothing: the plan from the record
@@ -333,7 +333,7 @@ where
                 .filter_map(|id| rebuilt.iter().find(|w| attempt_of(w) == *id).cloned())
                 .collect();
         }
-        if machine.state().phase.is_over() || machine.state().phase == RunPhase::Pending {
+        if machine.status().phase.is_over() || machine.status().phase == RunPhase::Pending {
             break;
         }
         next = if let Some(work) = in_flight.pop_front() {
@@ -356,8 +356,7 @@ where
             None
         };
     }
-    machine.record();
-    let mut record = serde_json::to_value(machine.state()).map_err(|e| e.to_string())?;
+    let mut record = serde_json::to_value(machine.summarized()).map_err(|e| e.to_string())?;
     let received = scripted.received.lock().unwrap().clone();
     let feedback = scripted.feedback.lock().unwrap().clone();
     record["received"] = serde_json::to_value(received).unwrap_or_default();

@@ -65,7 +65,7 @@
 //!     }),
 //! };
 //! assert!(machine.handle(finished, now).is_empty());
-//! assert_eq!(machine.state().phase, RunPhase::Succeeded);
+//! assert_eq!(machine.status().phase, RunPhase::Succeeded);
 //! ```
 
 #![warn(missing_docs)]

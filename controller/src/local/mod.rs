@@ -67,9 +67,9 @@ fn failed_before_start(
     let mut machine = RunMachine::new(flow, input, run);
     progress.note(&error.message);
     machine.handle(Event::GiveUp(error), Timestamp::now());
-    machine.record();
-    progress.finished(machine.state());
-    machine.into_state()
+    let status = machine.into_status();
+    progress.finished(&status);
+    status
 }
 
 /// The machine a run starts with: a new one, or for a rerun one resumed
@@ -179,7 +179,7 @@ where
                 }
             };
             let touched = machine.take_touched();
-            progress.changed(machine.state(), &touched);
+            progress.changed(machine.status(), &touched);
             let seen = Seen {
                 workspace: workspace_before,
                 workspace_ended,
@@ -228,7 +228,7 @@ where
                 driver.asked.retain(|a| a != closed);
             }
         }
-        if machine.state().phase.is_over() {
+        if machine.status().phase.is_over() {
             break;
         }
         if driver.running.is_empty() && driver.wake.is_none() {
@@ -261,9 +261,9 @@ where
             }
         }
     }
-    machine.record();
-    progress.finished(machine.state());
-    machine.into_state()
+    let status = machine.into_status();
+    progress.finished(&status);
+    status
 }
 
 /// Does the workspace work the plan asks for, here and now (nothing else

@@ -142,7 +142,7 @@ impl Plan {
     /// The plan after the engine, now `machine`, returned `actions` for
     /// the events the driver fed it, having seen `seen`.
     pub fn new(actions: &[Action], machine: &RunMachine<'_>, seen: &Seen<'_>) -> Plan {
-        let over = machine.state().phase.is_over();
+        let over = machine.status().phase.is_over();
         let mut plan = Plan {
             over,
             forget: seen.finished.to_vec(),
@@ -156,7 +156,7 @@ impl Plan {
             Some(before) if plan.workspace != Some(before) => plan.workspace_stop = Some(before),
             _ => {}
         }
-        plan.release = releases(machine.state());
+        plan.release = releases(machine.status());
         if over {
             return plan;
         }
@@ -352,7 +352,7 @@ steps:
         let flow = compile(TWO);
         let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
         machine.handle(Event::Start, at(0));
-        let record = machine.record().clone();
+        let record = machine.summarized();
         let resumed =
             RunMachine::resume(&flow, Value::Null, RunInfo::default(), record).expect("resumes");
         let plan = Plan::new(&[], &resumed, &Seen::default());

@@ -63,7 +63,7 @@ fn ended(flow: &CompiledFlow, failing: &[&str]) -> RunStatus {
         actions = machine.handle(Event::Workspace(made), at(0));
     }
     drive(&mut machine, actions, failing);
-    machine.record().clone()
+    machine.summarized()
 }
 
 /// Seeds a rerun of `old` from `step`, runs it with nothing failing, and
@@ -74,7 +74,7 @@ fn rerun(flow: &CompiledFlow, old: &RunStatus, step: &str) -> (Vec<String>, RunS
         RunMachine::resume(flow, json!({"xs": [1, 2]}), RunInfo::default(), seed).expect("resume");
     let actions = machine.handle(Event::Start, at(100));
     let ran = drive(&mut machine, actions, &[]);
-    (ran, machine.record().clone())
+    (ran, machine.summarized())
 }
 
 const LINE: &str = "
@@ -281,7 +281,7 @@ fn send_back_counts_start_again_only_for_a_rerunning_sender() {
     drive(&mut machine, actions, &[]);
     let actions = decide(&mut machine, 2, "approve");
     drive(&mut machine, actions, &["ship"]);
-    let old = machine.record().clone();
+    let old = machine.summarized();
     assert_eq!(old.phase, RunPhase::Failed);
     assert_eq!(old.send_backs.get("review->build"), Some(&1));
     let from_ship = rerun_from(flow.get(), &old, "ship", old_run()).expect("seed");
@@ -308,7 +308,7 @@ fn send_back_counts_start_again_only_for_a_rerunning_sender() {
     let actions = decide(&mut machine, 1, "changes");
     let ran = drive(&mut machine, actions, &[]);
     assert_eq!(ran, ["build"]);
-    assert_eq!(machine.record().steps["build"].copied_from, None);
+    assert_eq!(machine.summarized().steps["build"].copied_from, None);
 }
 
 #[test]
@@ -319,7 +319,7 @@ fn a_rerun_names_the_decisions_it_copies_and_only_those() {
     drive(&mut machine, actions, &[]);
     let actions = decide(&mut machine, 1, "approve");
     drive(&mut machine, actions, &["ship"]);
-    let old = machine.record().clone();
+    let old = machine.summarized();
     let from_ship = rerun_from(flow.get(), &old, "ship", old_run()).expect("seed");
     assert_eq!(copied_decisions(flow.get(), &from_ship), ["review"]);
     // From the review (or before it) the review is asked again: nothing copied.
@@ -388,7 +388,7 @@ fn a_cancelled_run_reruns_what_never_ended() {
         at(1),
     );
     machine.handle(Event::Cancel, at(2));
-    let old = machine.record().clone();
+    let old = machine.summarized();
     assert_eq!(old.phase, RunPhase::Cancelled);
     assert_eq!(first_failed_step(flow.get(), &old).as_deref(), Some("b"));
     // Asked from `c`, b (stopped mid-run) still runs again.
@@ -478,7 +478,7 @@ steps:
         },
         at(2),
     );
-    let old = machine.record().clone();
+    let old = machine.summarized();
     assert_eq!(old.phase, RunPhase::Failed);
     assert_eq!(old.steps["b"].status, StepStatus::Failed);
     assert_eq!(first_failed_step(flow.get(), &old).as_deref(), Some("c"));

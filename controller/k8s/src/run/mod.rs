@@ -122,7 +122,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     fed.actions
         .extend(look_up(&ctx, &run, &mut machine, now).await);
     let plan = Plan::new(&fed.actions, &machine, &seen.as_seen(&fed));
-    let mut new = machine.record().clone();
+    let mut new = machine.summarized();
     keep_stopped_logs(&mut new, &plan, &launchers).await;
     status::set_conditions(&mut new, run.metadata.generation, now);
     let told = std::mem::take(&mut fed.told);
@@ -137,11 +137,11 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         Err(e) => return Err(e),
     };
     // The workspace the engine just took in is mounted by what starts now.
-    launchers.mounting(machine.state());
+    launchers.mounting(machine.status());
     act(
         &ctx,
         &run,
-        machine.state(),
+        machine.status(),
         &plan,
         &seen,
         &launchers,
@@ -379,13 +379,13 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &mut Gathered, now: Times
         told: Vec::new(),
     };
     // A rerun's seeded record holds its copied steps and starts all the same.
-    let state = machine.state();
+    let state = machine.status();
     let fresh =
         state.phase == RunPhase::Pending && (state.steps.is_empty() || state.rerun_of.is_some());
     if fresh {
         fed.actions.extend(machine.handle(Event::Start, now));
     }
-    if run.spec.cancel && !machine.state().phase.is_over() {
+    if run.spec.cancel && !machine.status().phase.is_over() {
         fed.actions.extend(machine.handle(Event::Cancel, now));
     }
     if let Some((work, workspace::Observed::Ended(ended, told))) = &mut seen.workspace
@@ -397,7 +397,7 @@ fn feed(run: &Run, machine: &mut RunMachine<'_>, seen: &mut Gathered, now: Times
         fed.told = std::mem::take(told);
     }
     for (work, observation) in &seen.observed {
-        if machine.state().phase.is_over() {
+        if machine.status().phase.is_over() {
             break;
         }
         if let Observation::Finished(result) = observation {

@@ -13,7 +13,7 @@ impl RunMachine<'_> {
     pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
         self.live_nodes()
             .into_iter()
-            .filter(|&node| self.status(node) == StepStatus::Waiting)
+            .filter(|&node| self.step_status(node) == StepStatus::Waiting)
             .filter_map(|node| {
                 let attempts = self.state.steps.get(self.flow.key(node))?.attempts.len();
                 self.request(node, attempts as u32)

@@ -118,7 +118,7 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn settle_composites(&mut self) -> bool {
         let mut progressed = false;
         for &node in self.flow.composites.iter().rev() {
-            if self.status(node) != StepStatus::Running {
+            if self.step_status(node) != StepStatus::Running {
                 continue;
             }
             let compiled = &self.flow.steps[node];
@@ -143,7 +143,7 @@ impl RunMachine<'_> {
         self.flow.body(node).iter().all(|&child| {
             !self.state.due.contains(self.flow.key(child))
                 && matches!(
-                    self.status(child),
+                    self.step_status(child),
                     StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
                 )
         })

@@ -54,7 +54,7 @@ fn an_output_deeper_than_the_bound_fails_the_attempt_and_a_retry_may_succeed() {
     let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
     machine.handle(Event::Start, at(0));
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH + 1)), at(1));
-    let record = machine.record().clone();
+    let record = machine.summarized();
     let s = &record.steps["s"];
     assert_eq!(s.status, StepStatus::Running, "a retry is due");
     assert!(s.retry_at.is_some());
@@ -69,7 +69,7 @@ fn an_output_deeper_than_the_bound_fails_the_attempt_and_a_retry_may_succeed() {
     // A one-minute backoff, spread by up to a quarter.
     machine.handle(Event::Tick, at(100));
     machine.handle(printed("s", None, 2, nested(MAX_JSON_DEPTH)), at(101));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(record.steps["s"].output, Some(nested(MAX_JSON_DEPTH)));
 }
@@ -83,7 +83,7 @@ fn a_part_output_deeper_than_the_bound_fails_that_part() {
     machine.handle(Event::Start, at(0));
     machine.handle(printed("each", Some(0), 1, json!("fine")), at(1));
     machine.handle(printed("each", Some(1), 1, nested(100)), at(2));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Failed);
     let part = &record.steps["each"].parts[1];
     assert_eq!(part.status, StepStatus::Failed);
@@ -104,7 +104,7 @@ fn a_loop_that_would_wrap_its_steps_too_deep_fails() {
     let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
     machine.handle(Event::Start, at(0));
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH - 1)), at(1));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.steps["s"].status, StepStatus::Completed);
     let again = &record.steps["again"];
     assert_eq!(again.status, StepStatus::Failed);
@@ -130,7 +130,7 @@ fn a_flow_output_that_would_be_too_deep_fails_the_run_instead_of_being_written()
     machine.handle(Event::Start, at(0));
     // 63 levels, wrapped in two more by `output:`.
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH - 1)), at(1));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Failed);
     assert_eq!(record.output, None);
     let error = record.error.as_ref().expect("the run says why");
@@ -144,7 +144,7 @@ fn a_flow_output_that_would_be_too_deep_fails_the_run_instead_of_being_written()
     let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
     machine.handle(Event::Start, at(0));
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH - 2)), at(1));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(record.output.as_ref().map(json_depth), Some(MAX_JSON_DEPTH));
 }

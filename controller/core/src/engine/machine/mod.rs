@@ -332,7 +332,7 @@ impl<'f> RunMachine<'f> {
         for node in 0..flow.graph.nodes.len() {
             machine.refresh_view(node);
             if matches!(
-                machine.status(node),
+                machine.step_status(node),
                 StepStatus::Running | StepStatus::Waiting
             ) {
                 machine.mark_live(node);
@@ -414,7 +414,7 @@ impl<'f> RunMachine<'f> {
     ) -> Vec<Action> {
         self.set_now(now);
         if let Some(node) = self.flow.node(step) {
-            let current = self.status(node) == StepStatus::Waiting
+            let current = self.step_status(node) == StepStatus::Waiting
                 && self
                     .state
                     .steps
@@ -460,7 +460,10 @@ impl<'f> RunMachine<'f> {
     fn prune_live(&mut self) {
         let mut live = std::mem::take(&mut self.live);
         live.retain(|&node| {
-            let keep = matches!(self.status(node), StepStatus::Running | StepStatus::Waiting);
+            let keep = matches!(
+                self.step_status(node),
+                StepStatus::Running | StepStatus::Waiting
+            );
             self.is_live[node] = keep;
             keep
         });
@@ -468,22 +471,26 @@ impl<'f> RunMachine<'f> {
         self.live = live;
     }
 
-    /// The record with its summary (progress, current step) and arrows brought
-    /// up to date; computed on demand because it walks the whole flow.
-    pub fn record(&mut self) -> &RunStatus {
-        self.update_summary();
+    /// The run's status as it stands: its phase, steps and output settle
+    /// on every event; its summary (progress, current step, whether it
+    /// runs or waits) and arrows only in [`RunMachine::summarized`].
+    pub fn status(&self) -> &RunStatus {
         &self.state
     }
 
-    /// The record as it stands (phase and output settle on every event; the
-    /// summary and arrows only in [`RunMachine::record`]).
-    pub fn state(&self) -> &RunStatus {
-        &self.state
+    /// The run's status with its summary and arrows, as a driver writes or
+    /// prints it: computed on demand, because it walks the whole flow.
+    pub fn summarized(&self) -> RunStatus {
+        let mut status = self.state.clone();
+        self.summarize(&mut status);
+        status
     }
 
-    /// The record, once the run is over or handed on.
-    pub fn into_state(self) -> RunStatus {
-        self.state
+    /// [`RunMachine::summarized`], once the run is over or handed on.
+    pub fn into_status(self) -> RunStatus {
+        let mut status = self.state.clone();
+        self.summarize(&mut status);
+        status
     }
 
     /// The steps whose record changed since the last call, for progress display.
@@ -634,7 +641,7 @@ impl RunMachine<'_> {
             .collect()
     }
 
-    pub(in crate::engine) fn status(&self, node: usize) -> StepStatus {
+    pub(in crate::engine) fn step_status(&self, node: usize) -> StepStatus {
         self.state
             .steps
             .get(self.flow.key(node))
@@ -706,11 +713,13 @@ impl RunMachine<'_> {
         }
     }
 
-    pub(in crate::engine) fn update_summary(&mut self) {
+    /// Writes the summary of the status as it stands into `out` (a copy
+    /// of it).
+    fn summarize(&self, out: &mut RunStatus) {
         if self.is_active() {
             let any = |status| self.state.steps.values().any(|r| r.status == status);
             let waiting = any(StepStatus::Waiting) && !any(StepStatus::Running);
-            self.state.phase = if waiting {
+            out.phase = if waiting {
                 RunPhase::Waiting
             } else {
                 RunPhase::Running
@@ -721,17 +730,23 @@ impl RunMachine<'_> {
             .filter(|&n| {
                 !self.state.due.contains(self.flow.key(n))
                     && matches!(
-                        self.status(n),
+                        self.step_status(n),
                         StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
                     )
             })
             .count();
-        self.state.progress = Some(format!("{settled}/{total}"));
-        self.state.current_step = (0..total)
+        out.progress = Some(format!("{settled}/{total}"));
+        out.current_step = (0..total)
             .rev()
-            .find(|&n| matches!(self.status(n), StepStatus::Running | StepStatus::Waiting))
+            .find(|&n| {
+                matches!(
+                    self.step_status(n),
+                    StepStatus::Running | StepStatus::Waiting
+                )
+            })
             .map(|n| self.flow.key(n).to_string());
-        self.state.arrows = super::arrows::arrows(self.flow, &self.state);
+        let arrows = super::arrows::arrows(self.flow, out);
+        out.arrows = arrows;
     }
 }
 

@@ -83,7 +83,7 @@ fn a_save_reads_its_key_and_value_from_the_run() {
     };
     assert_eq!(note.key_text(), Ok("fixed".to_string()));
     assert_eq!(note.value, json!({"title": "Disk full", "seen": true}));
-    assert_eq!(machine.state().steps["remember"].output, Some(saved));
+    assert_eq!(machine.status().steps["remember"].output, Some(saved));
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn a_step_with_lookups_waits_for_them_then_gets_them_as_inputs() {
         work[0].input,
         json!({"ticket": {"component": "db"}, "similar": records})
     );
-    let attempt = &machine.state().steps["triage"].attempts[0];
+    let attempt = &machine.status().steps["triage"].attempts[0];
     assert_eq!(
         attempt.lookups.as_ref().map(|l| l["similar"].clone()),
         Some(records.clone()),
@@ -175,7 +175,7 @@ fn a_step_with_lookups_waits_for_them_then_gets_them_as_inputs() {
         &flow,
         json!({}),
         RunInfo::default(),
-        machine.state().clone(),
+        machine.status().clone(),
     )
     .expect("same flow");
     let rebuilt = again.running_work();
@@ -192,7 +192,7 @@ fn a_step_with_lookups_waits_for_them_then_gets_them_as_inputs() {
     );
     assert!(runs(&late).is_empty());
     assert_eq!(
-        machine.state().steps["triage"].attempts[0]
+        machine.status().steps["triage"].attempts[0]
             .lookups
             .as_ref()
             .map(|l| l["similar"].clone()),
@@ -237,7 +237,7 @@ fn a_lookup_that_fails_fails_its_attempt_and_a_retry_looks_again() {
         },
         at(2),
     );
-    let triage = &machine.state().steps["triage"];
+    let triage = &machine.status().steps["triage"];
     assert_eq!(triage.attempts[0].error, Some(error));
     assert_eq!(triage.status, StepStatus::Running, "waiting to retry");
     let actions = machine.handle(Event::Tick, at(10));
@@ -253,7 +253,7 @@ fn a_lookup_that_fails_fails_its_attempt_and_a_retry_looks_again() {
         },
         at(11),
     );
-    assert_eq!(machine.state().phase, RunPhase::Failed);
+    assert_eq!(machine.status().phase, RunPhase::Failed);
 }
 
 #[test]
@@ -343,7 +343,7 @@ steps:
         &flow,
         json!({}),
         RunInfo::default(),
-        machine.state().clone(),
+        machine.status().clone(),
     )
     .expect("same flow");
     let pending = again.pending_approvals();
@@ -368,7 +368,7 @@ fn lookups_the_database_cannot_answer_keep_the_attempt_waiting_and_say_why() {
         at(2),
     );
     assert!(runs(&actions).is_empty(), "nothing starts: {actions:?}");
-    let triage = &machine.state().steps["triage"];
+    let triage = &machine.status().steps["triage"];
     assert_eq!(triage.status, StepStatus::Running);
     assert_eq!(triage.attempts[0].waiting.as_deref(), Some(reason));
     assert!(machine.running_work()[0].lookups_due(), "still due");
@@ -383,7 +383,7 @@ fn lookups_the_database_cannot_answer_keep_the_attempt_waiting_and_say_why() {
         at(3),
     );
     assert!(!runs(&actions)[0].lookups_due());
-    assert_eq!(machine.state().steps["triage"].attempts[0].waiting, None);
+    assert_eq!(machine.status().steps["triage"].attempts[0].waiting, None);
     // A late note for an attempt no longer waiting changes nothing.
     machine.handle(
         Event::LookupsWaiting {
@@ -394,5 +394,5 @@ fn lookups_the_database_cannot_answer_keep_the_attempt_waiting_and_say_why() {
         },
         at(4),
     );
-    assert_eq!(machine.state().steps["triage"].attempts[0].waiting, None);
+    assert_eq!(machine.status().steps["triage"].attempts[0].waiting, None);
 }

@@ -72,7 +72,7 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn list_active(&self, node: usize) -> bool {
         match self.flow.graph.nodes[node].parent {
             None => true,
-            Some(parent) => self.status(parent) == StepStatus::Running,
+            Some(parent) => self.step_status(parent) == StepStatus::Running,
         }
     }
 

@@ -154,12 +154,12 @@ impl RunMachine<'_> {
             || top.iter().rev().any(|&n| {
                 self.state.due.contains(self.flow.key(n))
                     || matches!(
-                        self.status(n),
+                        self.step_status(n),
                         StepStatus::Running | StepStatus::Waiting | StepStatus::Pending
                     )
             });
         if open {
-            // Running or Waiting is settled in `update_summary`: telling them
+            // Running or Waiting is settled in `summarize`: telling them
             // apart walks every record, too much for every event.
             return;
         }
@@ -181,7 +181,7 @@ impl RunMachine<'_> {
             None => match top
                 .iter()
                 .rev()
-                .find(|&&n| self.status(n) == StepStatus::Completed)
+                .find(|&&n| self.step_status(n) == StepStatus::Completed)
             {
                 Some(&n) => {
                     let key = self.flow.key(n).to_string();

@@ -62,7 +62,7 @@ fn cancelling_closes_every_part_and_clears_its_retry() {
     assert_eq!(started.len(), 2, "{started:?}");
     machine.handle(failure(), at(1));
     let actions = machine.handle(Event::Cancel, at(2));
-    let record = machine.record().clone();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Cancelled);
     let each = &record.steps["each"];
     for part in &each.parts {
@@ -112,7 +112,7 @@ steps:
     assert_eq!(ids.len(), 2, "two parts, two idempotency keys: {ids:?}");
     machine.handle(success_of("each", Some(0), 1), at(1));
     machine.handle(success_of("each", Some(1), 1), at(2));
-    let output = machine.record().steps["each"]
+    let output = machine.summarized().steps["each"]
         .output
         .clone()
         .expect("output");
@@ -151,7 +151,7 @@ steps:
         let part = w.part.as_ref().map(|p| p.index);
         actions = machine.handle(success_of(&w.step, part, w.attempt), at(t));
     }
-    assert_eq!(machine.state().phase, RunPhase::Succeeded);
+    assert_eq!(machine.status().phase, RunPhase::Succeeded);
     assert_eq!(keys.len(), 4, "two parts in each of two passes: {keys:?}");
     let mut distinct = keys.clone();
     distinct.sort();
@@ -166,7 +166,7 @@ steps:
         "every part attempt has its own idempotency key: {keys:?}"
     );
     // A restart keeps the round: a resumed machine names the same work.
-    assert_eq!(machine.record().steps["each"].rounds, 2);
+    assert_eq!(machine.summarized().steps["each"].rounds, 2);
 }
 
 /// A machine that picks the run up from `record` alone, after a trip
@@ -195,7 +195,7 @@ steps:
     let [Action::Ask(request)] = asked.as_slice() else {
         panic!("one ask, got {asked:?}")
     };
-    let mut again = restarted(&flow, json!({}), machine.record());
+    let mut again = restarted(&flow, json!({}), &machine.summarized());
     assert_eq!(again.pending_approvals(), vec![request.clone()]);
     assert!(
         again.handle(Event::Tick, at(2)).is_empty(),
@@ -218,7 +218,7 @@ fn a_pending_retry_wakes_the_engine_after_a_restart() {
     let first = *first;
     // A one-minute backoff, spread by up to a quarter.
     assert!(first >= at(61) && first < at(76), "{first}");
-    let mut again = restarted(&flow, input, machine.record());
+    let mut again = restarted(&flow, input, &machine.summarized());
     assert_eq!(again.next_wake(), Some(first));
     // The second part fails later and retries later: the earlier wake stays first.
     let actions = again.handle(failure_of("each", Some(1), 1), at(30));
@@ -247,7 +247,7 @@ fn a_record_is_never_resumed_with_another_flow() {
     let changed = CompiledFlow::new(changed.clone()).expect("valid");
     let mut machine = fresh(&first, json!({}));
     machine.handle(Event::Start, at(0));
-    let record = machine.record().clone();
+    let record = machine.summarized();
     assert_eq!(
         record.flow_digest.as_deref(),
         Some(first.get().digest.as_str())
@@ -282,7 +282,7 @@ fn since_comes_back_from_the_record() {
     };
     let mut machine = RunMachine::new(&flow, json!({}), run);
     machine.handle(Event::Start, at(0));
-    let record = machine.record().clone();
+    let record = machine.summarized();
     assert_eq!(record.since.as_deref(), Some("1799990000"));
     let again =
         RunMachine::resume(&flow, json!({}), RunInfo::default(), record).expect("same flow");
@@ -314,7 +314,7 @@ fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
     let flow = CompiledFlow::new(spec.clone()).expect("valid");
     let mut machine = fresh(&flow, json!({}));
     machine.handle(Event::Start, at(0));
-    let before = machine.record().clone();
+    let before = machine.summarized();
     let refused = machine
         .decide("review", 1, answer(Some("maybe"), None), at(1))
         .expect_err("refused");
@@ -323,8 +323,8 @@ fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
         "`maybe` is not a decision of step `review`; choose one of approve, reject"
     );
     assert_eq!(
-        machine.record(),
-        &before,
+        machine.summarized(),
+        before,
         "a refused answer changes nothing"
     );
     let stale = machine.decide("review", 2, answer(Some("approve"), None), at(1));
@@ -352,12 +352,12 @@ fn an_entry_must_have_exactly_the_declared_fields_and_types() {
         .decide("assign", 1, answer(None, Some(bad)), at(2))
         .expect_err("refused");
     assert!(refused.to_string().contains("`owner`"), "{refused}");
-    assert_eq!(machine.state().steps["assign"].status, StepStatus::Waiting);
+    assert_eq!(machine.status().steps["assign"].status, StepStatus::Waiting);
     let good = json!({"owner": "ana", "count": 2});
     machine
         .decide("assign", 1, answer(None, Some(good.clone())), at(3))
         .expect("taken");
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(record.result(), Some(&good));
 }
@@ -416,7 +416,7 @@ fn two_large_outputs_are_stored_once_each() {
     machine.handle(Event::Start, at(0));
     machine.handle(printed("a", None, big('a')), at(1));
     machine.handle(printed("b", None, big('b')), at(2));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(record.result(), Some(&json!(big('b'))));
     assert_eq!(
@@ -426,7 +426,7 @@ fn two_large_outputs_are_stored_once_each() {
     );
     assert_eq!(record.output_from.as_deref(), Some("b"));
     assert_eq!(record.steps["b"].attempts[0].output, Some(json!(big('b'))));
-    assert_stored_once(record, &[big('a'), big('b')]);
+    assert_stored_once(&record, &[big('a'), big('b')]);
 }
 
 /// A script that printed a JSON object: its text is that object as JSON.
@@ -454,12 +454,12 @@ fn json_outputs_are_stored_without_their_text() {
     machine.handle(Event::Start, at(0));
     machine.handle(printed_json("a", json!({"body": big('a')})), at(1));
     machine.handle(printed_json("b", json!({"body": big('b')})), at(2));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
-    let stored = serde_json::to_value(record).expect("record to JSON");
+    let stored = serde_json::to_value(&record).expect("record to JSON");
     assert_eq!(stored["steps"]["a"]["textFromOutput"], true);
     assert!(stored["steps"]["a"].get("text").is_none());
-    assert_stored_once(record, &[big('a'), big('b')]);
+    assert_stored_once(&record, &[big('a'), big('b')]);
     let read: RunStatus = serde_json::from_value(stored).expect("read back");
     assert_eq!(
         read.steps["a"].text.as_deref(),
@@ -478,11 +478,11 @@ fn large_part_outputs_are_stored_once_each() {
     machine.handle(Event::Start, at(0));
     machine.handle(printed("each", Some(0), big('p')), at(1));
     machine.handle(printed("each", Some(1), big('q')), at(2));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     let gathered = record.steps["each"].output.as_ref().expect("gathered");
     assert_eq!(gathered["by_key"]["q"], json!(big('q')));
-    assert_stored_once(record, &[big('p'), big('q')]);
+    assert_stored_once(&record, &[big('p'), big('q')]);
 }
 
 const HURRIED: &str = "
@@ -519,7 +519,7 @@ fn an_unanswered_approval_times_out_is_asked_again_then_fails() {
     assert_eq!(machine.pending_approvals().len(), 1);
     // Then the attempt fails with a timeout and waits out its backoff.
     machine.handle(Event::Tick, at(3600));
-    let record = machine.record().clone();
+    let record = machine.summarized();
     let review = &record.steps["review"];
     assert_eq!(review.attempts[0].status, StepStatus::Failed);
     let error = review.attempts[0].error.clone().expect("an error");
@@ -545,15 +545,15 @@ fn an_unanswered_approval_times_out_is_asked_again_then_fails() {
             .expect("time")
     );
     // A record rebuilt from the status alone knows the same deadline.
-    let record = machine.record().clone();
+    let record = machine.summarized();
     let resumed =
         RunMachine::resume(&flow, json!({}), RunInfo::default(), record.clone()).expect("resume");
     assert_eq!(resumed.next_wake(), Some(deadline));
     // The answer to the first, expired attempt is refused; the second ends it.
     assert!(machine.decide("review", 1, approve(), deadline).is_err());
     machine.handle(Event::Tick, deadline);
-    assert_eq!(machine.record().phase, RunPhase::Failed);
-    assert_eq!(machine.record().steps["review"].attempts.len(), 2);
+    assert_eq!(machine.summarized().phase, RunPhase::Failed);
+    assert_eq!(machine.summarized().steps["review"].attempts.len(), 2);
 }
 
 #[test]
@@ -564,7 +564,7 @@ fn an_approval_answered_in_time_never_times_out() {
     machine
         .decide("review", 1, approve(), at(10))
         .expect("taken");
-    assert_eq!(machine.record().phase, RunPhase::Succeeded);
+    assert_eq!(machine.summarized().phase, RunPhase::Succeeded);
     assert_eq!(machine.next_wake(), None);
     assert!(machine.handle(Event::Tick, at(7200)).is_empty());
 }
@@ -583,7 +583,7 @@ fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
     );
     assert_eq!(machine.pending_approvals().len(), 1);
     machine.fail_waiting("review", 1, tampered(), at(1));
-    let record = machine.record().clone();
+    let record = machine.summarized();
     let first = &record.steps["review"].attempts[0];
     assert_eq!(first.status, StepStatus::Failed);
     assert_eq!(
@@ -599,7 +599,7 @@ fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
         "{again:?}"
     );
     machine.fail_waiting("review", 2, tampered(), retry);
-    assert_eq!(machine.record().phase, RunPhase::Failed);
+    assert_eq!(machine.summarized().phase, RunPhase::Failed);
 }
 
 const BOTH_AND_SEND_BACK: &str = "
@@ -656,7 +656,7 @@ fn a_redone_script_gets_the_reviewers_decision_and_feedback() {
         })
     );
     // A machine rebuilt from the record builds the same work.
-    let rebuilt = restarted(&flow, json!({}), machine.record());
+    let rebuilt = restarted(&flow, json!({}), &machine.summarized());
     let running = rebuilt.running_work();
     assert_eq!(running.len(), 1);
     assert_eq!(running[0].review, redo.review);
@@ -693,7 +693,7 @@ fn a_both_mode_answer_gives_the_decision_and_the_entry() {
         ballots,
     };
     machine.decide("triage", 1, accept, at(3)).expect("taken");
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(
         record.steps["triage"].output,
@@ -761,7 +761,7 @@ steps:
         result: Ok(done),
     };
     machine.handle(event, at(10_000));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Succeeded);
     let attempts = &record.steps["build"].attempts;
     assert_eq!(attempts.len(), 7);
@@ -784,13 +784,13 @@ fn a_stopped_attempts_log_is_kept_once_its_attempt_has_ended() {
             _ => None,
         })
         .expect("the step is launched");
-    let mut record = machine.record().clone();
+    let mut record = machine.summarized();
     assert!(
         !crate::engine::keep_stopped_log(&mut record, &work, log("early\n")),
         "not while it still runs"
     );
     machine.handle(Event::Cancel, at(1));
-    let mut record = machine.record().clone();
+    let mut record = machine.summarized();
     assert!(crate::engine::keep_stopped_log(
         &mut record,
         &work,
@@ -858,7 +858,7 @@ fn an_agent_that_decides_sends_work_back_with_its_instructions() {
         }))),
     };
     let actions = machine.handle(decided("changes", "Cut the intro to two sentences."), at(2));
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.steps["critic"].exit.as_deref(), Some("changes"));
     assert_eq!(
         record.steps["critic"].output,
@@ -891,7 +891,7 @@ fn an_agent_that_decides_sends_work_back_with_its_instructions() {
     assert!(started(&actions, "critic").is_some(), "reviewed again");
     let actions = machine.handle(decided("approve", ""), at(4));
     assert!(started(&actions, "publish").is_some(), "{actions:?}");
-    let record = machine.record();
+    let record = machine.summarized();
     assert_eq!(record.send_backs.get("critic->write"), Some(&1));
     assert_eq!(
         record.steps["critic"].output,

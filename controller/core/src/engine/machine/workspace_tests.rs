@@ -63,7 +63,8 @@ fn pushed(error: Option<StepError>) -> Event {
 
 /// The machine resumed from `m`'s record, as a restarted driver has it.
 fn resumed<'f>(flow: &'f CompiledFlow, m: &RunMachine<'_>) -> RunMachine<'f> {
-    RunMachine::resume(flow, Value::Null, RunInfo::default(), m.state().clone()).expect("same flow")
+    RunMachine::resume(flow, Value::Null, RunInfo::default(), m.status().clone())
+        .expect("same flow")
 }
 
 #[test]
@@ -73,8 +74,8 @@ fn a_run_waits_pending_for_its_checkout_then_starts_its_steps() {
     assert_eq!(m.workspace_work(), Some(WorkspaceWork::CheckOut));
     let actions = m.handle(Event::Start, at(0));
     assert!(actions.is_empty(), "{actions:?}");
-    assert_eq!(m.state().phase, RunPhase::Pending);
-    assert_eq!(m.state().started_at, None);
+    assert_eq!(m.status().phase, RunPhase::Pending);
+    assert_eq!(m.status().started_at, None);
     // From the record alone, the checkout is still what is due.
     assert_eq!(
         resumed(&flow, &m).workspace_work(),
@@ -86,8 +87,8 @@ fn a_run_waits_pending_for_its_checkout_then_starts_its_steps() {
 
     let before = m.workspace_work();
     let actions = m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(1));
-    assert_eq!(m.state().phase, RunPhase::Running);
-    assert_eq!(m.state().workspace, Some(made()));
+    assert_eq!(m.status().phase, RunPhase::Running);
+    assert_eq!(m.status().workspace, Some(made()));
     let seen = Seen {
         workspace: before,
         workspace_ended: true,
@@ -105,26 +106,26 @@ fn a_run_that_pushes_is_held_running_until_the_push_then_ends_as_it_did() {
     let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
     m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
     let actions = m.handle(a_done(), at(1));
-    assert_eq!(m.state().phase, RunPhase::Running);
-    assert_eq!(m.state().finished_at, None);
-    let ws = m.state().workspace.clone().expect("workspace");
+    assert_eq!(m.status().phase, RunPhase::Running);
+    assert_eq!(m.status().finished_at, None);
+    let ws = m.status().workspace.clone().expect("workspace");
     assert_eq!(ws.pushing, Some(RunPhase::Succeeded));
     let plan = Plan::new(&actions, &m, &Seen::default());
     assert_eq!(plan.workspace, Some(WorkspaceWork::Push));
     assert!(!plan.over && !plan.release);
     // Held once: time passing, or a restart, changes nothing.
-    let held = m.state().clone();
+    let held = m.status().clone();
     m.handle(Event::Tick, at(2));
-    assert_eq!(*m.state(), held);
+    assert_eq!(*m.status(), held);
     let mut m = resumed(&flow, &m);
     assert_eq!(m.workspace_work(), Some(WorkspaceWork::Push));
     m.handle(pushed(None), at(3));
-    assert_eq!(m.state().phase, RunPhase::Succeeded);
+    assert_eq!(m.status().phase, RunPhase::Succeeded);
     assert_eq!(
-        m.state().finished_at.as_deref(),
+        m.status().finished_at.as_deref(),
         Some(at(3).to_string().as_str())
     );
-    let ws = m.state().workspace.clone().expect("workspace");
+    let ws = m.status().workspace.clone().expect("workspace");
     assert_eq!((ws.pushing, ws.pushed.len()), (None, 1));
     assert_eq!(m.workspace_work(), None);
     let plan = Plan::new(&[], &m, &Seen::default());
@@ -133,9 +134,9 @@ fn a_run_that_pushes_is_held_running_until_the_push_then_ends_as_it_did() {
         "a run that succeeded lets its volume go"
     );
     // A second answer for the push is not taken.
-    let done = m.state().clone();
+    let done = m.status().clone();
     m.handle(pushed(Some(step_error(codes::WORKSPACE, "late"))), at(4));
-    assert_eq!(*m.state(), done);
+    assert_eq!(*m.status(), done);
 }
 
 #[test]
@@ -151,7 +152,7 @@ fn a_failed_push_fails_a_run_that_succeeded_and_the_record_keeps_both_commits() 
         ))),
         at(2),
     );
-    let record = m.state();
+    let record = m.status();
     assert_eq!(record.phase, RunPhase::Failed);
     let ws = record.workspace.clone().expect("workspace");
     assert_eq!(
@@ -183,7 +184,7 @@ fn only_what_the_policy_pushes_is_held() {
         at(1),
     );
     assert_eq!(
-        m.state().phase,
+        m.status().phase,
         RunPhase::Failed,
         "onSuccess does not push a failed run"
     );
@@ -194,7 +195,7 @@ fn only_what_the_policy_pushes_is_held() {
     m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
     m.handle(Event::Cancel, at(1));
     assert_eq!(
-        m.state().phase,
+        m.status().phase,
         RunPhase::Running,
         "always pushes a cancelled run"
     );
@@ -202,13 +203,13 @@ fn only_what_the_policy_pushes_is_held() {
     m.handle(Event::Cancel, at(2));
     assert_eq!(m.workspace_work(), Some(WorkspaceWork::Push));
     m.handle(pushed(None), at(3));
-    assert_eq!(m.state().phase, RunPhase::Cancelled);
+    assert_eq!(m.status().phase, RunPhase::Cancelled);
 
     let never = compile(&PUSHES.replace("onSuccess", "never"));
     let mut m = RunMachine::new(&never, Value::Null, RunInfo::default());
     m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
     m.handle(a_done(), at(1));
-    assert_eq!(m.state().phase, RunPhase::Succeeded);
+    assert_eq!(m.status().phase, RunPhase::Succeeded);
 }
 
 #[test]
@@ -219,8 +220,8 @@ fn a_cancel_during_the_push_of_a_run_that_succeeded_stops_it() {
     m.handle(a_done(), at(1));
     let before = m.workspace_work();
     let actions = m.handle(Event::Cancel, at(2));
-    assert_eq!(m.state().phase, RunPhase::Cancelled);
-    let error = m.state().error.clone().expect("error");
+    assert_eq!(m.status().phase, RunPhase::Cancelled);
+    let error = m.status().error.clone().expect("error");
     assert_eq!(error.code, codes::CANCELLED);
     assert!(error.message.contains("pushed"), "{}", error.message);
     let seen = Seen {
@@ -242,7 +243,7 @@ fn a_checkout_that_fails_or_is_cancelled_ends_the_run_before_its_first_step() {
     m.handle(Event::Start, at(0));
     let before = m.workspace_work();
     let actions = m.handle(Event::Cancel, at(1));
-    assert_eq!(m.state().phase, RunPhase::Cancelled);
+    assert_eq!(m.status().phase, RunPhase::Cancelled);
     let seen = Seen {
         workspace: before,
         ..Seen::default()
@@ -253,7 +254,7 @@ fn a_checkout_that_fails_or_is_cancelled_ends_the_run_before_its_first_step() {
     // What the stopped checkout made no longer counts.
     m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(2));
     assert_eq!(
-        (m.state().phase, m.state().workspace.clone()),
+        (m.status().phase, m.status().workspace.clone()),
         (RunPhase::Cancelled, None)
     );
 
@@ -270,7 +271,7 @@ fn a_checkout_that_fails_or_is_cancelled_ends_the_run_before_its_first_step() {
         }),
         at(1),
     );
-    let record = m.state();
+    let record = m.status();
     assert_eq!(record.phase, RunPhase::Failed);
     assert_eq!(record.workspace, Some(partial), "not held for a push");
     assert!(record.steps.is_empty());

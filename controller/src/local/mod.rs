@@ -54,7 +54,7 @@ pub struct Start {
     pub seed: Option<RunStatus>,
 }
 
-/// The record of a run that failed before its first step (its rerun
+/// The status of a run that failed before its first step (its rerun
 /// seed does not fit the flow): every step pending, the run failed with
 /// `error`.
 fn failed_before_start(

@@ -47,7 +47,7 @@ impl LocalWorkspace {
     /// the user named a folder, else in a new private one.
     pub fn new(spec: &Workspace, run: &RunInfo, given: Option<&Path>, keep: bool) -> Self {
         let folder = match given {
-            // Made absolute: scripts run in it, and the record's paths must
+            // Made absolute: scripts run in it, and the status's paths must
             // read the same from anywhere.
             Some(dir) => match std::fs::canonicalize(dir) {
                 Ok(dir) => Folder::Given(dir),

@@ -4,7 +4,7 @@
 //! work finished, a person decided, time passed, cancel) and returns
 //! [`Action`]s (run this work, ask this person, wake me then, stop that).
 //! It does no I/O and reads no clock, so `coxswain run` and the controller
-//! drive exactly the same logic, and a run resumes from its record alone.
+//! drive exactly the same logic, and a run resumes from its status alone.
 
 mod arrows;
 mod compiled;

@@ -6,10 +6,10 @@
 //! conformance driver) feeds it events, then builds a [`Plan`] from the
 //! work that ran before the step, the engine after it and what it saw of
 //! the outside world, and carries the plan out. The plan is computed from
-//! the record, not from the [`Action`]s alone, so a driver that restarted
+//! the status, not from the [`Action`]s alone, so a driver that restarted
 //! (and never saw the actions that asked for its work) does the same as
-//! one that did: an attempt the record says runs and nobody runs is
-//! launched, an Approval the record waits for and nobody asked is asked.
+//! one that did: an attempt the status says runs and nobody runs is
+//! launched, an Approval the status waits for and nobody asked is asked.
 //! The actions only order the launches and name what the engine stopped.
 
 use std::collections::HashSet;
@@ -65,10 +65,10 @@ pub struct Settle {
 /// What the driver saw around one step of the engine.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Seen<'a> {
-    /// The attempts running before the step, as the record said.
+    /// The attempts running before the step, as the status said.
     pub before: &'a [Work],
     /// Of those and any launched since, the ones known to be running still
-    /// (launched and not finished). Work the record says runs but that is
+    /// (launched and not finished). Work the status says runs but that is
     /// not here is launched (again: launching is idempotent).
     pub running: &'a [Work],
     /// The attempts whose result the step took in.
@@ -79,7 +79,7 @@ pub struct Seen<'a> {
     pub open: &'a [AskRef],
     /// The answers the step handled.
     pub answers: &'a [Answer],
-    /// The workspace work the record asked for before the step
+    /// The workspace work the status asked for before the step
     /// ([`RunMachine::workspace_work`]).
     pub workspace: Option<WorkspaceWork>,
     /// Whether the step took in how that work ended
@@ -100,7 +100,7 @@ pub struct Plan {
     /// Attempts to stop: running before, stopped by the engine (or by the
     /// run's end) and not finished.
     pub stop: Vec<Work>,
-    /// Attempts to start: the record says they run and nobody runs them;
+    /// Attempts to start: the status says they run and nobody runs them;
     /// those the engine just asked for first, in its order.
     pub launch: Vec<Work>,
     /// Attempts that may start only once their lookups ran
@@ -109,9 +109,9 @@ pub struct Plan {
     /// launched for them yet.
     pub lookups: Vec<Work>,
     /// Of the attempts known to run ([`Seen::running`]), by position, those
-    /// the record still says run (none once over); see [`Plan::running`].
+    /// the status still says run (none once over); see [`Plan::running`].
     pub kept: Vec<usize>,
-    /// Approvals to create: the record waits for them and none was asked.
+    /// Approvals to create: the status waits for them and none was asked.
     pub ask: Vec<ApprovalRequest>,
     /// Approvals that may be asked only once their step's lookups ran
     /// ([`ApprovalRequest::lookups_due`]): the driver runs the lookups and
@@ -124,7 +124,7 @@ pub struct Plan {
     pub close: Vec<AskRef>,
     /// When the engine wants a [`Tick`](super::Event::Tick).
     pub wake: Option<Timestamp>,
-    /// The workspace work the record asks for after the step: the driver
+    /// The workspace work the status asks for after the step: the driver
     /// looks at it, starts it when it does not run (starting is
     /// idempotent, as for attempts) and hands the engine how it ended.
     pub workspace: Option<WorkspaceWork>,
@@ -190,7 +190,7 @@ impl Plan {
 }
 
 impl Plan {
-    /// Every attempt the record says runs after the step: those of
+    /// Every attempt the status says runs after the step: those of
     /// `running` (the [`Seen::running`] the plan was made with) it keeps,
     /// and those to launch. Nothing once the run is over.
     pub fn running<'a>(&'a self, running: &'a [Work]) -> impl Iterator<Item = &'a Work> + 'a {
@@ -235,7 +235,7 @@ fn stopped(actions: &[Action], seen: &Seen<'_>, over: bool) -> Vec<Work> {
     stop
 }
 
-/// The attempts of `refs` (the record's, `wanted` by key) not `known` to
+/// The attempts of `refs` (the status's, `wanted` by key) not `known` to
 /// run, those the engine just asked for first in the order it asked; only
 /// the work of attempts it did not hand over is built again.
 fn to_launch(
@@ -249,7 +249,7 @@ fn to_launch(
     let mut taken: HashSet<WorkKey<'_>> = HashSet::new();
     for action in actions {
         // Work asked for before its lookups were recorded is built again
-        // below, from the record as it stands.
+        // below, from the status as it stands.
         if let Action::Run(asked) = action
             && !asked.lookups_due()
         {

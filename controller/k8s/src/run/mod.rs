@@ -1,10 +1,10 @@
 //! The Run reconciler: read the Run, rebuild the engine from its status, feed
-//! it what happened, write the record back in one write, then act. Each
+//! it what happened, write the status back in one write, then act. Each
 //! phase is a function of its own:
 //!
 //! 1. `read_run` and `gather`: the Run, its record (moved-out values
 //!    put back and checked), its pinned flow (checked against its digest),
-//!    what became of the attempts the record says run, and the Approvals of
+//!    what became of the attempts the status says run, and the Approvals of
 //!    the attempts it waits on (checked to be the ones Coxswain made).
 //! 2. `feed`: the engine takes it in, in a fixed order (start, cancel,
 //!    finished work, answers, time). Pure; from the work before, the engine
@@ -13,11 +13,11 @@
 //! 3. `write`: the new record, written once with the resource version
 //!    that was read; a stale read fails the write and changes nothing.
 //! 4. `act`: only then is anything started, stopped or created. Every
-//!    attempt the record says runs and that is not known to run is
+//!    attempt the status says runs and that is not known to run is
 //!    launched (under a name built from the work, so launching twice
 //!    starts it once), stopped work is cancelled, Approvals are created for
 //!    waiting steps. A controller killed before this phase does it after
-//!    its restart, from the record alone.
+//!    its restart, from the status alone.
 
 pub mod answer;
 pub mod approvals;
@@ -152,7 +152,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
 
 /// What [`read_run`] found: a run to step, or the reconcile's end.
 enum Read {
-    /// The record with its moved-out values put back, and the pinned flow.
+    /// The status with its moved-out values put back, and the pinned flow.
     Ready {
         old: Box<RunStatus>,
         flow: Arc<CompiledFlow>,
@@ -179,7 +179,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         stop_leftovers(ctx, run).await?;
         return archive::after_end(ctx, run).await.map(Read::Done);
     }
-    // The record with the values that were moved out of the status put back.
+    // The status with the values that were moved out of the status put back.
     let old = match ctx.offloader.load(run).await {
         Ok(old) => old,
         Err(Error::Tampered { object, reason }) => {
@@ -246,13 +246,13 @@ async fn start_rerun(
 
 /// What the reconcile saw of the Run's children before stepping the engine.
 struct Gathered {
-    /// The attempts the record says run.
+    /// The attempts the status says run.
     before: Vec<Work>,
     /// Of those, what their launcher says (not looked at for a cancelled run).
     observed: Vec<(Work, Observation)>,
     /// Of those, the ones known to run still (or that could not be looked at).
     running: Vec<Work>,
-    /// The Approvals of the attempts the record waits on.
+    /// The Approvals of the attempts the status waits on.
     asked: Vec<approvals::Asked>,
     /// Of those, the ones that exist.
     existing: Vec<AskRef>,
@@ -260,7 +260,7 @@ struct Gathered {
     open: Vec<AskRef>,
     /// The flow's `workspace`, if it has one.
     workspace_spec: Option<Workspace>,
-    /// The workspace work the record asks for, and what became of it.
+    /// The workspace work the status asks for, and what became of it.
     workspace: Option<(WorkspaceWork, workspace::Observed)>,
 }
 
@@ -291,7 +291,7 @@ impl Gathered {
     }
 }
 
-/// The rest of gathering: the workspace work and each attempt the record
+/// The rest of gathering: the workspace work and each attempt the status
 /// says runs, looked at where they run, and the Approvals of the attempts
 /// it waits on, each checked to be the one Coxswain made (a foreign one is
 /// named in an Event).
@@ -557,7 +557,7 @@ fn take_answers(
     }
 }
 
-/// The one place a reconcile writes a Run's record: `new` (its
+/// The one place a reconcile writes a Run's status: `new` (its
 /// conditions set), when it differs from `old`. Then what changed is
 /// counted (the steps of `flow`, when the engine ran, and the run's end)
 /// and told: the Events `told`, then the story of the change. Says
@@ -580,7 +580,7 @@ async fn write(
     Ok(Some(new))
 }
 
-/// Carries out the plan, once the record that asks for it is written:
+/// Carries out the plan, once the status that asks for it is written:
 /// forget, stop, launch, ask, settle, close; then says when to look again.
 async fn act(
     ctx: &Context,
@@ -629,7 +629,7 @@ async fn act(
         }
         for work in &plan.launch {
             if let Err(e) = launchers.launch(work).await {
-                // Launching is retried by the next reconcile; the record
+                // Launching is retried by the next reconcile; the status
                 // already says the attempt runs.
                 tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
                 return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));

@@ -7,7 +7,7 @@
 //! Nothing here decides: [`observe`] says what became of the work, the
 //! engine takes it in, and [`launch`], [`stop`], [`forget`] and
 //! [`release`] carry out the plan. Each is idempotent and reads what it
-//! needs from the API server and the record, so a controller killed at any
+//! needs from the API server and the status, so a controller killed at any
 //! point finds the same Jobs under the same names and makes no second
 //! checkout. The claim is taken for the run's only when the Run controls
 //! it; its uid is then recorded, and nothing but that object is ever
@@ -31,14 +31,14 @@ use coxswain_core::api::{Run, RunStatus, StepError, Workspace, WorkspaceStatus};
 use coxswain_core::engine::{WorkspaceEnded, WorkspaceWork, codes, step_error};
 use coxswain_steps::launch::{Launcher, Observation};
 
-/// What became of the workspace work the record asks for.
+/// What became of the workspace work the status asks for.
 pub enum Observed {
     /// Not started (or its Job is gone): launch it.
     Unknown,
     /// Still running.
     Running,
     /// It ended: the engine takes this in, and these Events tell people,
-    /// once the record saying so is written.
+    /// once the status saying so is written.
     Ended(Box<WorkspaceEnded>, Vec<Event>),
 }
 
@@ -295,7 +295,7 @@ pub async fn launch(
 }
 
 /// Stops `work` the run no longer wants (it was cancelled): its Job goes,
-/// and a claim made for a checkout the record never took goes with it.
+/// and a claim made for a checkout the status never took goes with it.
 pub async fn stop(
     ctx: &Context,
     run: &Run,

@@ -1,8 +1,8 @@
-//! The run state machine: given the compiled flow, the run's record and one
+//! The run state machine: given the compiled flow, the run's status and one
 //! event (start, work finished, a person decided, time passed, cancel), it
-//! updates the record and returns the actions to take. No I/O, no clock:
+//! updates the status and returns the actions to take. No I/O, no clock:
 //! time comes in as an argument, so the controller and `coxswain run` drive
-//! it the same way and a restarted controller resumes from the record alone.
+//! it the same way and a restarted controller resumes from the status alone.
 
 mod approval;
 mod attempts;
@@ -46,7 +46,7 @@ use super::work::{Failed, RunInfo, Work, WorkResult, codes, step_error};
 pub const MAX_SEND_BACKS: i32 = 10;
 
 /// How many of a step's latest attempts keep their output and text in the
-/// record; older ones keep status, times, error and usage, so a long loop keeps the record small.
+/// record; older ones keep status, times, error and usage, so a long loop keeps the status small.
 pub const ATTEMPTS_WITH_OUTPUT: usize = 5;
 
 /// Something that happened to a run. A person's answer is not an event:
@@ -89,14 +89,14 @@ pub enum Event {
         part: Option<usize>,
         /// The attempt number the work carried.
         attempt: u32,
-        /// Why, for the person reading the record.
+        /// Why, for the person reading the status.
         reason: String,
     },
     /// Time passed (a retry may be due).
     Tick,
     /// Stop the run (someone asked to).
     Cancel,
-    /// The workspace work the record asked for
+    /// The workspace work the status asked for
     /// ([`RunMachine::workspace_work`]) ended.
     Workspace(WorkspaceEnded),
     /// The driver cannot go on (no one can answer a person step, or the
@@ -194,18 +194,18 @@ impl ApprovalRequest {
 /// Why a record cannot be resumed with the flow given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResumeError {
-    /// The record was made with another flow.
+    /// The status was made with another flow.
     #[error(
         "the run's record was made with the flow {record}, but the flow given is {flow}; \
          a run must go on with the flow it started with (its pinned snapshot)"
     )]
     DifferentFlow {
-        /// The digest the record names.
+        /// The digest the status names.
         record: String,
         /// The digest of the flow given.
         flow: String,
     },
-    /// The record started without naming its flow, so no flow can be trusted with it.
+    /// The status started without naming its flow, so no flow can be trusted with it.
     #[error(
         "the run's record has started but names no flow digest, so it cannot be matched \
          with the flow given ({flow})"
@@ -216,10 +216,10 @@ pub enum ResumeError {
     },
 }
 
-/// A run in progress: the compiled flow, the record, and derived views.
+/// A run in progress: the compiled flow, the status, and derived views.
 pub struct RunMachine<'f> {
     pub(in crate::engine) flow: &'f Compiled<'f>,
-    /// The run's record; what the controller writes to the Run's status.
+    /// The run's status, as the controller writes it to the Run.
     /// Private: the machine's indexes (`recorded`, `views`) follow it.
     pub(in crate::engine) state: RunStatus,
     pub(in crate::engine) input: Value,
@@ -268,10 +268,10 @@ impl<'f> RunMachine<'f> {
         Self::from_record(flow, input, run, state)
     }
 
-    /// Picks a run up from its record alone, as a restarted controller does.
-    /// The record must have been made with this very flow (same digest); a
+    /// Picks a run up from its status alone, as a restarted controller does.
+    /// The status must have been made with this very flow (same digest); a
     /// record not started yet and not pinned is pinned to it now. `$SINCE`
-    /// comes from the record, whatever `run.since` says.
+    /// comes from the status, whatever `run.since` says.
     pub fn resume(
         flow: &'f CompiledFlow,
         input: Value,
@@ -502,7 +502,7 @@ impl<'f> RunMachine<'f> {
             .collect()
     }
 
-    /// Every attempt that should be running now, rebuilt from the record — a
+    /// Every attempt that should be running now, rebuilt from the status — a
     /// restarted controller uses it to find (or recreate) its Jobs and calls.
     pub fn running_work(&self) -> Vec<Work> {
         self.running_refs()
@@ -778,7 +778,7 @@ fn runs_work(step: &CompiledStep<'_>) -> bool {
 
 /// What tells one attempt from every other of a run: its step, its part
 /// (position and round), its loop pass and its number. Borrowed, so a
-/// driver can compare what runs with what the record says without building
+/// driver can compare what runs with what the status says without building
 /// anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WorkKey<'a> {

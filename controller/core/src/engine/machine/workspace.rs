@@ -4,7 +4,7 @@
 //! pushes, the run is held `Running` while the branch is pushed, and takes
 //! the phase it ended with once the push is done.
 //!
-//! Like every attempt, what the workspace needs is read from the record
+//! Like every attempt, what the workspace needs is read from the status
 //! alone ([`RunMachine::workspace_work`]): a driver that restarted does the
 //! same as one that saw every event.
 
@@ -26,14 +26,14 @@ pub enum WorkspaceWork {
 /// What the driver learned of the workspace work it ran.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkspaceEnded {
-    /// The workspace was made: the record keeps these facts and the steps
+    /// The workspace was made: the status keeps these facts and the steps
     /// start.
     Made(WorkspaceStatus),
     /// It could not be made: the run fails with `error` before its first
     /// step; `workspace` is what was made of it, if anything (the volume to
     /// keep or release).
     NotMade {
-        /// Why, for the person reading the record.
+        /// Why, for the person reading the status.
         error: StepError,
         /// What exists of the workspace.
         workspace: Option<WorkspaceStatus>,
@@ -48,7 +48,7 @@ pub enum WorkspaceEnded {
 }
 
 impl RunMachine<'_> {
-    /// The workspace work the record says is due: the checkout of a run
+    /// The workspace work the status says is due: the checkout of a run
     /// that has not started, or the push of a run held for it.
     pub fn workspace_work(&self) -> Option<WorkspaceWork> {
         workspace_work(self.flow.spec.workspace.is_some(), &self.state)

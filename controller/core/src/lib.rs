@@ -9,10 +9,12 @@
 //!
 //! Whoever drives a run (the controller, `coxswain run`, a test) does what
 //! the example below does: read the flow, refuse it with its problems if it
-//! is not valid, then feed the engine one event at a time and carry out the
-//! [`engine::Action`]s it returns. The engine keeps the run's whole record
+//! is not valid, then feed the engine one event at a time. After each, the
+//! driver follows the [`engine::Plan`] built from the engine's status: the
+//! workspace work, the attempts to launch and stop, the people to ask, the
+//! volume to let go. The engine keeps the run's whole status
 //! ([`api::RunStatus`]) and reads no clock, so the driver hands it the time
-//! of each event and stores the record wherever runs are kept.
+//! of each event and stores the status wherever runs are kept.
 //!
 //! ```
 //! use coxswain_core::api::{FlowSpec, RunPhase};

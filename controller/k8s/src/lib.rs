@@ -1,12 +1,15 @@
 //! Coxswain on Kubernetes: the thin shell around the pure engine.
 //!
 //! The Run reconciler reads a Run, rebuilds the engine from its status, feeds
-//! it what happened (Jobs finished, an Approval decided, in-controller work
-//! finished, time passed, `spec.cancel`), carries out the actions it returns
-//! and writes the record back in one status write. Nothing lives only in
-//! memory: a controller killed at any moment resumes every run from the API
-//! server. This crate sits above `coxswain-core` and `coxswain-steps` and is
-//! the only one that talks to the API server.
+//! it what happened (the workspace's checkout or push ended, Jobs finished,
+//! an Approval decided, in-controller work finished, time passed,
+//! `spec.cancel`), writes the new status in one write, then carries out the
+//! core's [`coxswain_core::engine::Plan`]: the same plan `coxswain run` and
+//! the conformance driver follow, so the three drivers cannot disagree on
+//! what runs, stops, is asked or let go. Nothing lives only in memory: a
+//! controller killed at any moment resumes every run from the API server.
+//! This crate sits above `coxswain-core` and `coxswain-steps` and is the
+//! only one that talks to the API server.
 
 pub mod admission;
 pub mod chat;

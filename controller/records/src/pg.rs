@@ -299,7 +299,10 @@ impl PgStore {
             "looking records up",
             lookup(c, q, filter.as_ref(), &order, max)
         )?;
-        let Found { kept, suspects } = found?;
+        if let (true, Some(f)) = (found.too_many, filter.as_ref()) {
+            return Err(too_many(q, f, max));
+        }
+        let (kept, suspects) = found.read(q.collection)?;
         let Some(cond) = q.condition else {
             return Ok(kept);
         };
@@ -588,11 +591,40 @@ async fn save(c: &mut Client, s: &Saving) -> Result<Saved, tokio_postgres::Error
     })
 }
 
-/// What SQL answered: the records it keeps (ordered, limited) and those it
-/// leaves to the evaluator (by key, each marked when SQL says it fails).
+/// What SQL answered, as rows: those it keeps (ordered, limited) and
+/// those it leaves to the evaluator (with a `failing` column), or that
+/// more than the bound were left to it.
 struct Found {
-    kept: Vec<Record>,
-    suspects: Vec<(Record, bool)>,
+    kept: Vec<Row>,
+    suspects: Vec<Row>,
+    too_many: bool,
+}
+
+/// The records SQL kept, and those left to the evaluator, each marked
+/// when SQL says it fails.
+type Sorted = (Vec<Record>, Vec<(Record, bool)>);
+
+impl Found {
+    /// The records SQL kept, and those it left to the evaluator by key,
+    /// each marked when SQL says it fails (read up to the first that does).
+    fn read(self, collection: &str) -> Result<Sorted, LookupError> {
+        let kept = records(collection, &self.kept)?;
+        let mut suspects = Vec::new();
+        for row in &self.suspects {
+            let failing: bool = row.get("failing");
+            match Record::from_row(row) {
+                Ok(r) => suspects.push((r, failing)),
+                Err(e) => return Err(row_error(collection, row, e)),
+            }
+            if failing {
+                // The evaluator fails on it (or on one before it): the
+                // lookup ends there.
+                break;
+            }
+        }
+        suspects.sort_by(|(a, _), (b, _)| a.key.as_bytes().cmp(b.key.as_bytes()));
+        Ok((kept, suspects))
+    }
 }
 
 async fn lookup(
@@ -601,7 +633,7 @@ async fn lookup(
     filter: Option<&Filter>,
     order: &OrderBy,
     max_candidates: usize,
-) -> Result<Result<Found, LookupError>, tokio_postgres::Error> {
+) -> Result<Found, tokio_postgres::Error> {
     // One snapshot for every query of the lookup: a save between two of
     // them cannot show a record twice or not at all.
     let tx = c
@@ -622,12 +654,12 @@ async fn lookup(
         order.sql(),
         q.limit
     );
-    let rows = tx.query_typed(&sql, &params).await?;
-    let kept = match records(q.collection, &rows) {
-        Ok(k) => k,
-        Err(e) => return Ok(Err(e)),
+    let kept = tx.query_typed(&sql, &params).await?;
+    let mut found = Found {
+        kept,
+        suspects: Vec::new(),
+        too_many: false,
     };
-    let mut suspects = Vec::new();
     if let Some(f) = filter
         && (f.fail != "FALSE" || !f.exact)
     {
@@ -678,24 +710,12 @@ async fn lookup(
                 rows.push(failing);
             }
         } else if rows.len() > max_candidates {
-            return Ok(Err(too_many(q, f, max_candidates)));
+            found.too_many = true;
         }
-        for row in &rows {
-            let failing: bool = row.get("failing");
-            match Record::from_row(row) {
-                Ok(r) => suspects.push((r, failing)),
-                Err(e) => return Ok(Err(row_error(q.collection, row, e))),
-            }
-            if failing {
-                // The evaluator fails on it (or on one before it): the
-                // lookup ends there.
-                break;
-            }
-        }
-        suspects.sort_by(|(a, _), (b, _)| a.key.as_bytes().cmp(b.key.as_bytes()));
+        found.suspects = rows;
     }
     tx.commit().await?;
-    Ok(Ok(Found { kept, suspects }))
+    Ok(found)
 }
 
 fn records(collection: &str, rows: &[Row]) -> Result<Vec<Record>, LookupError> {

@@ -304,32 +304,7 @@ async fn a_run_deleted_mid_run_leaves_no_claim_and_a_killed_controller_checks_ou
     let run = start(&s, "slow");
     // The controller is killed once the checkout Job exists, and started
     // again: the same Job is taken up, no second one made.
-    let checkout_jobs = |s: &Setup| {
-        let out = s.kubectl.json(&[
-            "get",
-            "jobs",
-            "-n",
-            s.ns(),
-            "-l",
-            &format!("coxswain.dev/run={run},coxswain.dev/step=workspace-checkout"),
-            "-o",
-            "json",
-        ]);
-        out["items"]
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .map(|j| {
-                        j["metadata"]["uid"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string()
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
+    let checkout_jobs = |s: &Setup| workspace_jobs(s, &run, "workspace-checkout");
     let first = wait_for("the checkout Job", BOUND, || async {
         let jobs = checkout_jobs(&s);
         Ok((!jobs.is_empty()).then_some(jobs))

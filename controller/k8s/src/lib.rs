@@ -11,21 +11,18 @@
 //! This crate sits above `coxswain-core` and `coxswain-steps` and is the
 //! only one that talks to the API server.
 
-pub mod admission;
 pub mod chat;
 pub mod controller;
 pub mod error;
 pub mod flows;
-pub mod guard;
 pub mod jobs;
-pub mod names;
 pub mod offload;
-pub mod ops;
 pub mod records;
-pub mod rerun_source;
 pub mod run;
 pub mod settings;
-pub mod snapshot;
+
+pub use coxswain_admission as admission;
+pub use coxswain_kube::{guard, names, ops, rerun_source, snapshot};
 
 pub use error::{Error, StartError};
 pub use settings::Settings;

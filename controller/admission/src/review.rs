@@ -291,8 +291,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::admission::admit::typed;
-    use crate::admission::runs;
+    use crate::admit::typed;
+    use crate::runs;
 
     /// An AdmissionReview as the API server sends it, creating Run `r1` as
     /// `user` with `input`.
@@ -368,7 +368,7 @@ mod tests {
                     let mut run = run;
                     run.metadata.annotations = Some(
                         [(
-                            crate::names::CREATED_BY_ANNOTATION.to_string(),
+                            coxswain_kube::names::CREATED_BY_ANNOTATION.to_string(),
                             "eve".to_string(),
                         )]
                         .into(),

@@ -8,20 +8,20 @@
 //!
 //! ```no_run
 //! use std::future::Future;
-//! use coxswain_k8s::ops::{self, Health, Leadership, Metrics, OpsError, Readiness};
+//! use coxswain_kube::ops::{self, Health, Leadership, Metrics, OpsError, OpsSettings, Readiness};
 //!
 //! async fn run(
-//!     settings: coxswain_k8s::Settings,
+//!     settings: OpsSettings,
 //!     client: kube::Client,
 //!     reconcile: impl Future<Output = ()>,
 //! ) -> Result<(), OpsError> {
-//!     ops::init_tracing(&settings.ops)?;
+//!     ops::init_tracing(&settings)?;
 //!     let stop = ops::shutdown_signal()?;
 //!     let (metrics, health) = (Metrics::new(), Health::new());
-//!     ops::serve(&settings.ops, metrics.clone(), health.clone()).await?;
+//!     ops::serve(&settings, metrics.clone(), health.clone()).await?;
 //!     health.set(Readiness::Standby);
-//!     let leadership = if settings.ops.leader_election {
-//!         Some(Leadership::acquire(client, &settings.ops).await?)
+//!     let leadership = if settings.leader_election {
+//!         Some(Leadership::acquire(client, &settings).await?)
 //!     } else {
 //!         None
 //!     };

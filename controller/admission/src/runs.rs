@@ -17,9 +17,9 @@ use coxswain_core::flow::{
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer, may_get};
 use super::reserved;
-use crate::names::CREATED_BY_ANNOTATION;
-use crate::rerun_source as rerun;
-use crate::snapshot::{self, Recorded};
+use coxswain_kube::names::CREATED_BY_ANNOTATION;
+use coxswain_kube::rerun_source as rerun;
+use coxswain_kube::snapshot::{self, Recorded};
 
 /// Why a Run is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -98,7 +98,7 @@ pub enum RunRefusal {
     },
     /// A rerun (`spec.from`) whose old Run cannot be rerun from that step.
     #[error(transparent)]
-    Rerun(#[from] crate::rerun_source::SourceProblem),
+    Rerun(#[from] coxswain_kube::rerun_source::SourceProblem),
     /// A rerun whose old Run's uid was not pinned (the mutating webhook did
     /// not run).
     #[error(
@@ -304,7 +304,7 @@ pub async fn review_create(
 }
 
 /// Checks a rerun being created, with the controller's rules
-/// ([`crate::rerun_source`]): the old Run is the one `spec.from.uid` pins,
+/// ([`coxswain_kube::rerun_source`]): the old Run is the one `spec.from.uid` pins,
 /// ran the same Flow with the same input and has ended; `step` is a step
 /// of the flow it pinned (read from its snapshot, checked by digest); the
 /// Flow still exists with that very spec; a person's decision is copied

@@ -19,7 +19,7 @@ use rcgen::{
 };
 
 use super::AdmissionError;
-use crate::names::{
+use coxswain_kube::names::{
     CA_NOT_AFTER_ANNOTATION as CA_NOT_AFTER, CERT_NAMES_ANNOTATION as NAMES,
     CERT_NOT_AFTER_ANNOTATION as CERT_NOT_AFTER,
 };

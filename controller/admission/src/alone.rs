@@ -2,7 +2,7 @@
 //! run the webhook apart from the controller (its own Deployment, or next
 //! to a controller started with admission off).
 
-use crate::ops::{self, LogFormat, OpsSettings};
+use coxswain_kube::ops::{self, LogFormat, OpsSettings};
 
 use super::{AdmissionError, AdmissionSettings};
 

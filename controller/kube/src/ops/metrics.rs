@@ -212,7 +212,7 @@ impl Metrics {
     }
 
     /// Counts a reconcile that failed; `label` is short and fixed, such as
-    /// [`crate::Error::metric_label`] gives.
+    /// `coxswain_k8s::Error::metric_label` gives.
     pub fn reconcile_failed(&self, label: &'static str) {
         self.reconcile_errors.with_label_values(&[label]).inc();
     }

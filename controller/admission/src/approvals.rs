@@ -19,7 +19,7 @@ use coxswain_core::flow::{
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
 use super::reserved;
-use crate::names::CREATED_BY_ANNOTATION;
+use coxswain_kube::names::CREATED_BY_ANNOTATION;
 
 /// Why a write to an Approval is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -523,7 +523,7 @@ fn creator_of_run(
 
 /// Whether `run` is the controller owner of `approval`.
 fn owned_by(approval: &Approval, run: &Run) -> bool {
-    crate::names::controlled_by(approval, &run.uid().unwrap_or_default())
+    coxswain_kube::names::controlled_by(approval, &run.uid().unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
 
-use crate::names::is_reserved;
+use coxswain_kube::names::is_reserved;
 
-use crate::names::CREATED_BY_ANNOTATION;
+use coxswain_kube::names::CREATED_BY_ANNOTATION;
 
 /// Why a write only the controller makes is refused from someone else.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -581,7 +581,8 @@ async fn write(
 }
 
 /// Carries out the plan, once the status that asks for it is written:
-/// forget, stop, launch, ask, settle, close; then says when to look again.
+/// let go of what ended, start what the status says runs, then write the
+/// answers back; says when to look again.
 async fn act(
     ctx: &Context,
     run: &Run,
@@ -591,7 +592,25 @@ async fn act(
     launchers: &Launchers<'_>,
     wrote: bool,
 ) -> Result<Action, Error> {
-    let api = approvals_api(ctx, run);
+    let_go(ctx, run, record, plan, launchers).await?;
+    if !plan.over
+        && let Some(later) = start(ctx, run, record, plan, seen, launchers, wrote).await?
+    {
+        return Ok(later);
+    }
+    answer_back(ctx, run, record, plan, seen).await?;
+    Ok(look_again(plan, &seen.running))
+}
+
+/// Forgets what finished, stops what the engine stopped (the workspace's
+/// work too), and once the run is over, its routes and its volume.
+async fn let_go(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    plan: &Plan,
+    launchers: &Launchers<'_>,
+) -> Result<(), Error> {
     if let Some(work) = plan.workspace_forget {
         workspace::forget(ctx, run, work).await;
     }
@@ -608,37 +627,64 @@ async fn act(
             tracing::warn!(run = %run.name_any(), error = %e, "could not stop work");
         }
     }
+    if plan.over {
+        launchers::forget_run(&ctx.routes, &run.uid().unwrap_or_default());
+        workspace::release(ctx, run, record).await?;
+    }
+    Ok(())
+}
+
+/// Starts the workspace work and the attempts the status says run and
+/// nobody runs, then asks the people it waits for; `Some` when the
+/// reconcile ends early (a stale read, a launch to retry, a foreign
+/// Approval).
+async fn start(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    plan: &Plan,
+    seen: &Gathered,
+    launchers: &Launchers<'_>,
+    wrote: bool,
+) -> Result<Option<Action>, Error> {
     let start_workspace = plan
         .workspace
         .filter(|&work| seen.workspace_unstarted(work))
         .zip(seen.workspace_spec.as_ref());
-    if plan.over {
-        launchers::forget_run(&ctx.routes, &run.uid().unwrap_or_default());
-        workspace::release(ctx, run, record).await?;
-    } else {
-        // Work is launched only from a record known to be current: the
-        // write just made proves it; without one, the Run read may be
-        // older than a record that already saw this work finish (and
-        // forgot it), and launching it again would run it twice.
-        let launches = !plan.launch.is_empty() || start_workspace.is_some();
-        if !wrote && launches && !is_current(ctx, run).await? {
-            return Ok(Action::requeue(STALE_REQUEUE));
-        }
-        if let Some((work, spec)) = start_workspace {
-            workspace::launch(ctx, run, record, spec, work).await?;
-        }
-        for work in &plan.launch {
-            if let Err(e) = launchers.launch(work).await {
-                // Launching is retried by the next reconcile; the status
-                // already says the attempt runs.
-                tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
-                return Ok(Action::requeue(crate::settings::ERROR_REQUEUE));
-            }
-        }
-        if let Some(later) = ask(ctx, run, record, plan, seen).await? {
-            return Ok(later);
+    // Work is launched only from a status known to be current: the write
+    // just made proves it; without one, the Run read may be older than a
+    // status that already saw this work finish (and forgot it), and
+    // launching it again would run it twice.
+    let launches = !plan.launch.is_empty() || start_workspace.is_some();
+    if !wrote && launches && !is_current(ctx, run).await? {
+        return Ok(Some(Action::requeue(STALE_REQUEUE)));
+    }
+    if let Some((work, spec)) = start_workspace {
+        workspace::launch(ctx, run, record, spec, work).await?;
+    }
+    for work in &plan.launch {
+        if let Err(e) = launchers.launch(work).await {
+            // Launching is retried by the next reconcile; the status
+            // already says the attempt runs.
+            tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
+            return Ok(Some(Action::requeue(crate::settings::ERROR_REQUEUE)));
         }
     }
+    ask(ctx, run, record, plan, seen).await
+}
+
+/// Writes the answers taken or refused back on their Approvals, the
+/// standing tally of steps that need several approvers, and closes the
+/// Approvals nobody waits for any more (an ended run's are closed by
+/// `stop_leftovers`).
+async fn answer_back(
+    ctx: &Context,
+    run: &Run,
+    record: &RunStatus,
+    plan: &Plan,
+    seen: &Gathered,
+) -> Result<(), Error> {
+    let api = approvals_api(ctx, run);
     for settle in &plan.settle {
         let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
         let asked = seen
@@ -673,13 +719,12 @@ async fn act(
             approvals::show_tally(&api, &a.name, &tally).await?;
         }
     }
-    // An ended run's are closed by `stop_leftovers`.
     for ask in &plan.close {
         let name = approvals::approval_name(run, &ask.step, ask.attempt);
         let reason = approvals::attempt_ended_reason(record, &ask.step, ask.attempt);
         approvals::close(&api, &name, &reason).await?;
     }
-    Ok(look_again(plan, &seen.running))
+    Ok(())
 }
 
 /// Keeps the last lines of the scripts the plan stops in their attempts'

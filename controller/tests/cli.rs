@@ -4,20 +4,9 @@
 use std::io::Write;
 use std::process::{Command, Output};
 
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
+mod common;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{coxswain, stderr, stdout};
 
 /// A temporary file in a folder of its own, both removed when the value is
 /// dropped (at the end of the test that made it).

@@ -3,26 +3,9 @@
 //! rerun succeeds, and a record of another flow or an unknown step is
 //! refused before anything runs.
 
-use std::process::{Command, Output};
+mod common;
 
-use serde_json::Value;
-
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
-
-fn record(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
-}
+use common::{coxswain, record};
 
 /// A flow whose first step appends a line to `first.marker` and whose last
 /// step fails until the file `ok` exists in `dir`.

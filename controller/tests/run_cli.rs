@@ -2,16 +2,13 @@
 //! record, approvals from `--decide`, timeouts, and the examples.
 
 use std::io::Write;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
+mod common;
+
+use common::{coxswain, record, succeeded};
 
 fn example(name: &str) -> String {
     format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -47,27 +44,6 @@ fn flow_file(name: &str, steps: &str) -> FlowFile {
         _dir: dir,
         path: path.display().to_string(),
     }
-}
-
-/// The record of a run that must have succeeded (exit 0).
-fn succeeded(o: &Output) -> Value {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    record(o)
-}
-
-fn record(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
 }
 
 #[test]

@@ -140,32 +140,9 @@ fn flow(dir: &Path, workspace: &str, steps: &str) -> String {
     path.display().to_string()
 }
 
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
+mod common;
 
-fn record(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
-}
-
-fn succeeded(o: &Output) -> Value {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    record(o)
-}
+use common::{coxswain, record, succeeded};
 
 /// The repo `app` of `remote` at `main`, pushed on success.
 fn app_workspace(remote: &Remote) -> String {

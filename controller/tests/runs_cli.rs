@@ -7,40 +7,22 @@
 //! into a temporary folder: no user data and no cluster is read.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use coxswain_records::{ArchivedRun, PgSettings, Store};
 use coxswain_test_support::postgres::FreshDatabase;
 use serde_json::{Value, json};
 
-struct Place {
-    dir: tempfile::TempDir,
+mod common;
+
+use common::{Place, stderr, stdout};
+
+/// The temporary folder of one test.
+fn place() -> Place {
+    Place::new("coxswain-runs-cli-")
 }
 
 impl Place {
-    fn new() -> Place {
-        Place {
-            dir: tempfile::Builder::new()
-                .prefix("coxswain-runs-cli-")
-                .tempdir()
-                .expect("temp dir"),
-        }
-    }
-
-    fn records(&self) -> String {
-        self.dir.path().join("r.sqlite3").display().to_string()
-    }
-
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).expect("write file");
-        path.display().to_string()
-    }
-
-    fn coxswain(&self, args: &[&str]) -> Output {
-        isolated(self.dir.path(), args)
-    }
-
     /// `coxswain run FLOW --records FILE --input INPUT -q`, exiting `code`.
     fn run(&self, flow: &str, input: &Value, code: i32) {
         let input = input.to_string();
@@ -59,34 +41,8 @@ impl Place {
 
     /// `coxswain runs ARGS --records FILE`.
     fn runs(&self, args: &[&str]) -> Output {
-        let records = self.records();
-        let mut all = vec!["runs"];
-        all.extend_from_slice(args);
-        all.extend(["--records", records.as_str()]);
-        self.coxswain(&all)
+        self.with_records("runs", args)
     }
-}
-
-fn isolated(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .env_remove("COXSWAIN_RECORDS")
-        .env_remove("COXSWAIN_RECORDS_DATABASE")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .env("KUBECONFIG", home.join("no-kubeconfig"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("HOME", home)
-        .output()
-        .expect("coxswain runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn json_of(o: &Output) -> Value {
@@ -158,7 +114,7 @@ fn table(o: &Output) -> Vec<[String; 4]> {
 
 #[test]
 fn runs_list_shows_local_runs_newest_first_with_their_phases() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
 
     let o = place.runs(&["list"]);
@@ -239,7 +195,7 @@ fn runs_list_shows_local_runs_newest_first_with_their_phases() {
 
 #[test]
 fn runs_get_prints_the_archived_run_with_its_steps() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
     let listed = json_of(&place.runs(&["list", "--phase", "Failed", "-o", "json"]));
     let name = listed[0]["name"].as_str().expect("a name").to_string();
@@ -283,7 +239,7 @@ fn runs_get_prints_the_archived_run_with_its_steps() {
 
 #[test]
 fn the_cluster_asked_for_and_missing_is_an_error_and_bad_options_exit_2() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
     let o = place.runs(&["list", "--cluster"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -350,7 +306,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 #[test]
 fn since_keeps_what_ended_after_it_and_one_uid_is_shown_once() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
     // An old run archived straight into the same file, and the same uid
     // archived twice (the second copy replaces the first).
@@ -399,7 +355,7 @@ fn since_keeps_what_ended_after_it_and_one_uid_is_shown_once() {
 
 #[test]
 fn graph_draws_an_archived_run_from_the_records_file() {
-    let place = Place::new();
+    let place = place();
     let (good, bad) = three_local_runs(&place);
     let listed = json_of(&place.runs(&["list", "--flow", "bad", "-o", "json"]));
     let name = listed[0]["name"].as_str().unwrap().to_string();
@@ -483,7 +439,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
             store.archive(&run).await.expect("archive");
         }
     });
-    let place = Place::new();
+    let place = place();
     let url = db.url.clone();
     let runs = |args: &[&str]| {
         let mut all = vec!["runs"];

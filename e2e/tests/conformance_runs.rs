@@ -47,12 +47,7 @@ async fn serve_replies(replies: Replies) -> SocketAddr {
     let app = axum::Router::new()
         .route("/case/{case}", post(reply))
         .with_state(replies);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
+    coxswain_e2e::serve_on_loopback(app).await
 }
 
 /// The next reply for the step that asks; with none left, the step echoes

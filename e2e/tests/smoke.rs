@@ -105,16 +105,9 @@ async fn crd_with_status_subresource_round_trips() {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => panic!("create crd: {e}"),
     }
-    wait_for("crd established", BOUND, || async {
-        let c = crds.get("widgets.e2e.coxswain.dev").await?;
-        let established = c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        Ok(established.then_some(()))
-    })
-    .await
-    .expect("established");
+    coxswain_e2e::wait_crd_established(&crds, "widgets.e2e.coxswain.dev", BOUND)
+        .await
+        .expect("established");
 
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("e2e.coxswain.dev", "v1", "Widget"),

@@ -7,7 +7,6 @@
 //! in the test's namespace ([`RBAC`]).
 #![allow(dead_code, reason = "each admission test binary uses its own parts")]
 
-use std::ops::Deref;
 use std::time::Duration;
 
 use coxswain_e2e::{NOT_A_FLOW, Setup, wait_for};
@@ -53,17 +52,11 @@ subjects:
   - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
 "#;
 
-/// A [`Setup`] serving admission, with what the admission tests do
-/// through it.
-pub struct Admission(Setup);
-
-impl Deref for Admission {
-    type Target = Setup;
-
-    fn deref(&self) -> &Setup {
-        &self.0
-    }
-}
+coxswain_e2e::setup_newtype!(
+    /// A [`Setup`] serving admission, with what the admission tests do
+    /// through it.
+    pub Admission
+);
 
 /// A controller serving admission for a namespace with [`RBAC`]'s people.
 pub async fn setup() -> Admission {

@@ -29,11 +29,7 @@ impl Doubler {
         let app = axum::Router::new()
             .route("/double", get(double))
             .with_state(doubler.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let addr = coxswain_e2e::serve_on_loopback(app).await;
         (addr, doubler)
     }
 

@@ -148,6 +148,16 @@ impl Setup {
             .json(&["get", kind, name, "-n", self.ns(), "-o", "json"])
     }
 
+    /// The `kind/name` of each `kind` object in the namespace whose labels
+    /// match `selector` (`kubectl get KIND -l SELECTOR -o name`).
+    pub fn names(&self, kind: &str, selector: &str) -> Vec<String> {
+        let out = self
+            .kubectl
+            .run(&["get", kind, "-n", self.ns(), "-l", selector, "-o", "name"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        out.lines().map(String::from).collect()
+    }
+
     /// Waits, up to `timeout`, until `kubectl get ARGS -o name` in the
     /// namespace lists nothing (`["run", name, "--ignore-not-found"]`,
     /// `["pods", "-l", selector]`); an error of kubectl's ends the wait.

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use coxswain_test_support::git_server::{GitDaemon, GitHttp};
+use coxswain_test_support::git_server::{GitDaemon, GitHttp, git};
 use serde_json::Value;
 
 /// A bare repository with one commit on `main` (a README), and the folder
@@ -24,67 +24,21 @@ impl Remote {
             .tempdir()
             .expect("temp dir");
         let bare = dir.path().join("app.git");
-        git(
-            dir.path(),
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch=main",
-                "app.git",
-            ],
-        );
+        let init = ["init", "--quiet", "--bare", "--initial-branch=main"];
+        git(dir.path(), &[&init[..], &["app.git"]].concat());
         let seed = dir.path().join("seed");
         git(
             dir.path(),
             &["clone", "--quiet", bare.to_str().expect("utf-8"), "seed"],
         );
-        std::fs::write(seed.join("README"), "hello\n").expect("write README");
-        git(&seed, &["add", "README"]);
-        git(
-            &seed,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "commit",
-                "--quiet",
-                "-m",
-                "first",
-            ],
-        );
-        git(
-            &seed,
-            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-        );
-        let base = git(&seed, &["rev-parse", "HEAD"]);
+        let base = commit_and_push(&seed, "README", "hello\n", "first");
         Remote { dir, base }
     }
 
     /// Adds a commit on `main` in the bare repo; its hash.
     fn commit_more(&self) -> String {
         let seed = self.dir.path().join("seed");
-        std::fs::write(seed.join("NEWS"), "more\n").expect("write NEWS");
-        git(&seed, &["add", "NEWS"]);
-        git(
-            &seed,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "commit",
-                "--quiet",
-                "-m",
-                "second",
-            ],
-        );
-        git(
-            &seed,
-            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-        );
-        git(&seed, &["rev-parse", "HEAD"])
+        commit_and_push(&seed, "NEWS", "more\n", "second")
     }
 
     fn bare(&self) -> PathBuf {
@@ -114,20 +68,18 @@ impl Remote {
     }
 }
 
-/// Runs git in `dir`, which must succeed; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git is installed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+/// Writes `text` to `file` in the checkout `seed`, commits it as
+/// `message` and pushes it to `main`; the new commit's hash.
+fn commit_and_push(seed: &Path, file: &str, text: &str, message: &str) -> String {
+    std::fs::write(seed.join(file), text).unwrap_or_else(|e| panic!("write {file}: {e}"));
+    git(seed, &["add", file]);
+    let committer = ["-c", "user.name=t", "-c", "user.email=t@example.com"];
+    git(
+        seed,
+        &[&committer[..], &["commit", "--quiet", "-m", message]].concat(),
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    git(seed, &["push", "--quiet", "origin", "HEAD:refs/heads/main"]);
+    git(seed, &["rev-parse", "HEAD"])
 }
 
 /// A flow file with `workspace` and `steps` (YAML indented for `spec:`).

@@ -1,39 +1,11 @@
 //! The command-line contracts of `coxswain eval`, `render`, `lint` and
 //! `graph`: exit codes, stdout and the first words of stderr, as documented.
 
-use std::io::Write;
 use std::process::{Command, Output};
 
 mod common;
 
-use common::{coxswain, stderr, stdout};
-
-/// A temporary file in a folder of its own, both removed when the value is
-/// dropped (at the end of the test that made it).
-struct TempFile {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-impl std::ops::Deref for TempFile {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
-/// A temporary file that lives as long as the test needs it.
-fn temp_file(name: &str, content: &str) -> TempFile {
-    let dir = tempfile::Builder::new()
-        .prefix("coxswain-cli-")
-        .tempdir()
-        .expect("temp dir");
-    let path = dir.path().join(name);
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(content.as_bytes()))
-        .expect("temp file");
-    TempFile { _dir: dir, path }
-}
+use common::{coxswain, exits, stderr, stdout, temp_file};
 
 const CONTEXT: &str = r#"{
   "input": {"brief": "Rust", "tags": ["a", "b"], "count": 3},
@@ -108,7 +80,7 @@ fn eval_takes_an_expression_that_starts_with_a_minus() {
         "--context",
         ctx.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     let o = coxswain(&[
         "eval",
         "-3 < $input.count",
@@ -463,12 +435,12 @@ fn graph_draws_a_run_from_its_record() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    exits(&run, 0);
     let record = temp_file("hello-record.json", &stdout(&run));
     let record = record.display().to_string();
 
     let m = coxswain(&["graph", &hello, "--record", &record]);
-    assert_eq!(m.status.code(), Some(0), "{}", stderr(&m));
+    exits(&m, 0);
     let m = stdout(&m);
     assert!(m.starts_with("flowchart TD\n"), "{m}");
     assert!(m.contains("n3[\"whisper<br/>script · completed\"]"), "{m}");
@@ -494,7 +466,7 @@ fn graph_draws_a_run_from_its_record() {
         "--format",
         "dot",
     ]);
-    assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
+    exits(&d, 0);
     let d = stdout(&d);
     assert!(d.starts_with("digraph flow {"), "{d}");
     assert!(
@@ -517,7 +489,7 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    exits(&run, 0);
     let mut record: serde_json::Value = serde_json::from_str(&stdout(&run)).expect("record");
     assert_eq!(record.get("values"), None, "nothing moves locally");
     // As the controller stores it: a large text moved into ConfigMaps.
@@ -545,7 +517,7 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
             "--format",
             format,
         ]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        exits(&o, 0);
         let out = stdout(&o);
         let note = format!(
             "{comment} moved out of the status: /steps/whisper/text (20002 bytes, sha256 {}) is in ConfigMap {}\n",
@@ -625,7 +597,7 @@ fn lint_reports_a_fifo_without_opening_it() {
     assert!(made.success());
     for path in [dir.path(), fifo.as_path()] {
         let o = coxswain_or_kill(&["lint", path.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        exits(&o, 1);
         assert_eq!(
             stdout(&o),
             format!(
@@ -708,7 +680,7 @@ fn graph_refuses_a_record_that_is_not_of_this_flow() {
     );
     let nothing_ran = temp_file("nothing-ran.json", r#"{"phase": "Succeeded"}"#);
     let o = coxswain(&["graph", hello, "--record", nothing_ran.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(
         stderr(&o).ends_with("none of the flow's steps ran\n"),
         "{}",
@@ -717,7 +689,7 @@ fn graph_refuses_a_record_that_is_not_of_this_flow() {
     // A fresh record, before any step ran, is drawn: every step pending.
     let fresh = temp_file("fresh.json", r#"{"phase": "Pending"}"#);
     let o = coxswain(&["graph", hello, "--record", fresh.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert!(
         stdout(&o).contains("check<br/>condition · pending"),
         "{}",

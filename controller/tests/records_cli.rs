@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{Place, stderr, stdout};
+use common::{Place, exits, stderr, stdout};
 
 /// The temporary folder of one test.
 fn place() -> Place {
@@ -164,7 +164,7 @@ fn saving_the_same_key_again_adds_a_version() {
     );
     // One record, the second value.
     let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let all: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
     assert_eq!(all[0]["version"], 2);
@@ -232,7 +232,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
     }
 
     let o = place.records_cmd(&["list", "tickets"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let text = stdout(&o);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "a header and three records: {text}");
@@ -256,7 +256,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
         "-o",
         "json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let found: Value = serde_json::from_slice(&o.stdout).expect("json");
     let keys: Vec<&str> = found
         .as_array()
@@ -282,7 +282,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
         "-o",
         "json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let found: Value = serde_json::from_slice(&o.stdout).expect("json");
     let keys: Vec<&str> = found
         .as_array()
@@ -294,7 +294,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
 
     // An empty collection: only the header, and a note on stderr.
     let o = place.records_cmd(&["list", "nothing"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
     assert!(
         stderr(&o).contains("no records in `nothing`"),
@@ -314,7 +314,7 @@ fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
         "--where",
         "$record.value.priority >= 2 AND true",
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(
         stderr(&o).contains("--where: character 29"),
         "names where `AND` starts: {}",
@@ -324,11 +324,11 @@ fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
     assert_eq!(stdout(&o), "");
 
     let o = place.records_cmd(&["list", "tickets", "--where", "$steps.fetch.output == 1"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(stderr(&o).contains("only `$record`"), "{}", stderr(&o));
 
     let o = place.records_cmd(&["list", "tickets", "--limit", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
 }
 
 #[test]
@@ -341,7 +341,7 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     // `--records` before the subcommand works as well as after it.
     let records = place.records();
     let o = place.coxswain(&["records", "--records", &records, "delete", "tickets", "T-1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert!(stderr(&o).contains("deleted `T-1`"), "{}", stderr(&o));
 
     let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
@@ -350,12 +350,12 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     assert_eq!(left[0]["key"], "T-2");
 
     let o = place.records_cmd(&["delete", "tickets", "T-1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
     assert!(stderr(&o).contains("no record `T-1`"), "{}", stderr(&o));
 
     // Another namespace's record of the same key is not this one.
     let o = place.records_cmd(&["delete", "-n", "team-a", "tickets", "T-2"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
 
     // Saved again after a delete, a key starts over.
     let again = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
@@ -377,7 +377,7 @@ fn records_reads_the_file_named_by_the_environment() {
         .env("HOME", place.dir.path())
         .output()
         .expect("coxswain runs");
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let found: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(found[0]["key"], "T-1", "{found}");
 
@@ -389,7 +389,7 @@ fn records_reads_the_file_named_by_the_environment() {
         &ticket("T-9", "db", 3).to_string(),
         "-q",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let default: PathBuf = place.dir.path().join("data/coxswain/records.sqlite3");
     assert!(default.exists(), "{} was made", default.display());
 }
@@ -451,7 +451,7 @@ fn a_flow_that_saves_without_a_records_file_exits_2_saying_why() {
         "--input",
         &input,
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(
         stderr(&o).contains("opening the records database /proc/nope/x.sqlite3"),
         "{}",
@@ -473,7 +473,7 @@ spec:
 "#,
     );
     let o = place.coxswain(&["run", &plain, "--records", "/proc/nope/x.sqlite3"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert!(
         stderr(&o).contains("warning: the run will not be archived"),
         "{}",
@@ -568,7 +568,7 @@ fn a_row_that_cannot_be_read_fails_the_lookup_and_the_list_naming_it() {
         stderr(&listed)
     );
     let deleted = place.records_cmd(&["delete", "notes", "eve"]);
-    assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
+    exits(&deleted, 0);
     let found = record(&place.run(&read, &json!({})), 0);
     assert_eq!(found["steps"]["look"]["status"], "completed", "{found}");
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{coxswain, record};
+use common::{coxswain, exits, record};
 
 /// A flow whose first step appends a line to `first.marker` and whose last
 /// step fails until the file `ok` exists in `dir`.
@@ -52,12 +52,7 @@ fn a_rerun_from_the_failed_step_runs_only_it_and_succeeds() {
     let again = coxswain(&[
         "run", &flow, "--from", &rec, "--step", "last", "--output", "json",
     ]);
-    assert_eq!(
-        again.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    exits(&again, 0);
     let new = record(&again);
     assert_eq!(new["phase"], "Succeeded");
     assert_eq!(lines(dir.path().join("first.marker")), 1, "first ran once");

@@ -10,6 +10,10 @@ use std::process::{Command, Output};
 use coxswain_test_support::git_server::{GitDaemon, GitHttp, git};
 use serde_json::Value;
 
+mod common;
+
+use common::{coxswain, exits, record, succeeded};
+
 /// A bare repository with one commit on `main` (a README), and the folder
 /// holding it; both removed at the end of the test.
 struct Remote {
@@ -91,10 +95,6 @@ fn flow(dir: &Path, workspace: &str, steps: &str) -> String {
     std::fs::write(&path, text).expect("write flow");
     path.display().to_string()
 }
-
-mod common;
-
-use common::{coxswain, record, succeeded};
 
 /// The repo `app` of `remote` at `main`, pushed on success.
 fn app_workspace(remote: &Remote) -> String {
@@ -282,12 +282,7 @@ fn a_bad_ref_fails_the_run_before_its_first_step_naming_the_repo() {
     let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
     let file = flow(remote.dir.path(), &workspace, steps);
     let o = coxswain(&["run", &file, "--output", "json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
     assert_eq!(r["error"]["code"], "workspace.failed");
@@ -506,12 +501,7 @@ fn a_push_the_remote_refuses_fails_a_run_that_had_succeeded() {
     std::fs::set_permissions(&hook, mode).expect("make the hook runnable");
     let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
     let o = coxswain(&["run", &file, "--output", "json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
     assert_eq!(r["steps"]["read"]["status"], "completed");
@@ -646,12 +636,7 @@ fn over_http_a_username_and_password_secret_clones_and_pushes() {
         EDIT_AND_READ,
     );
     let o = run_with_secret(&bare, &[]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 1);
     assert_eq!(record(&o)["error"]["code"], "workspace.failed");
     let file = flow(
         dir.path(),

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{Place, stderr, stdout};
+use common::{Place, exits, stderr, stdout};
 
 /// The temporary folder of one test.
 fn place() -> Place {
@@ -46,7 +46,7 @@ impl Place {
 }
 
 fn json_of(o: &Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    exits(o, 0);
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("stdout is JSON ({e}): {}\n{}", stdout(o), stderr(o)))
 }
@@ -82,7 +82,7 @@ fn three_local_runs(place: &Place) -> (String, String) {
 
 /// The `(NAME, FLOW, PHASE, SOURCE)` columns of a `runs list` table.
 fn table(o: &Output) -> Vec<[String; 4]> {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    exits(o, 0);
     let text = stdout(o);
     let mut lines = text.lines();
     let header: Vec<&str> = lines
@@ -221,13 +221,13 @@ fn runs_get_prints_the_archived_run_with_its_steps() {
 
     // YAML, the same object.
     let o = place.runs(&["get", &name, "-o", "yaml"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let yaml: Value = serde_yaml::from_slice(&o.stdout).expect("stdout is YAML");
     assert_eq!(yaml, run);
 
     // Missing: exit 1 naming where it looked.
     let o = place.runs(&["get", "no-such-run"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
     assert!(
         stderr(&o).contains("no run `no-such-run`"),
         "{}",
@@ -242,7 +242,7 @@ fn the_cluster_asked_for_and_missing_is_an_error_and_bad_options_exit_2() {
     let place = place();
     three_local_runs(&place);
     let o = place.runs(&["list", "--cluster"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
     assert!(stderr(&o).contains("the cluster"), "{}", stderr(&o));
     assert_eq!(stdout(&o), "", "no partial list");
     // --no-cluster: quietly the archive.
@@ -362,7 +362,7 @@ fn graph_draws_an_archived_run_from_the_records_file() {
     let records = place.records();
 
     let o = place.coxswain(&["graph", &bad, "--archived", &name, "--records", &records]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let diagram = stdout(&o);
     assert!(
         diagram.contains("first<br/>script · completed"),
@@ -373,7 +373,7 @@ fn graph_draws_an_archived_run_from_the_records_file() {
 
     // The same run drawn over another file's flow: a warning naming both.
     let o = place.coxswain(&["graph", &good, "--archived", &name, "--records", &records]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert!(
         stderr(&o).contains("is a run of flow `bad`, not of `good`"),
         "{}",
@@ -381,7 +381,7 @@ fn graph_draws_an_archived_run_from_the_records_file() {
     );
 
     let o = place.coxswain(&["graph", &bad, "--archived", "nope", "--records", &records]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(
         stderr(&o).contains("no archived run `nope`"),
         "{}",
@@ -509,7 +509,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "--format",
         "dot",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert!(stdout(&o).starts_with("digraph"), "{}", stdout(&o));
     assert!(
         stdout(&o).contains(r#"label="first\nscript · completed""#),
@@ -538,7 +538,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "-n",
         "team-a",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
 
     // A database that cannot be reached is an error, not an empty list.
     let o = place.coxswain(&[
@@ -547,6 +547,6 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "--database",
         "postgres://coxswain@127.0.0.1:1/none",
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
     assert!(stderr(&o).contains("--database"), "{}", stderr(&o));
 }

@@ -3,7 +3,8 @@
 //! user's own data. Each test binary uses only part of it.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -54,8 +55,42 @@ pub fn record(o: &Output) -> Value {
 
 /// The record of a run that must have succeeded (exit 0).
 pub fn succeeded(o: &Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    exits(o, 0);
     record(o)
+}
+
+/// Checks that `coxswain` exited with `code`, showing its error output if
+/// not.
+pub fn exits(o: &Output, code: i32) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+}
+
+/// A file in a temporary folder of its own, both removed when the value is
+/// dropped (at the end of the test that made it).
+pub struct TempFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A temporary file `name` holding `content`, that lives as long as the
+/// test needs it.
+pub fn temp_file(name: &str, content: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("coxswain-cli-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(name);
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(content.as_bytes()))
+        .expect("temp file");
+    TempFile { _dir: dir, path }
 }
 
 /// A temporary folder holding the records file and the flow files, removed

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 mod common;
 
-use common::{coxswain, exits, stderr, stdout, temp_file};
+use common::{coxswain, exits, says, stderr, stdout, temp_file};
 
 const CONTEXT: &str = r#"{
   "input": {"brief": "Rust", "tags": ["a", "b"], "count": 3},
@@ -61,7 +61,7 @@ fn eval_runtime_error_exits_1_with_the_code_first() {
 fn eval_refused_expression_exits_2_naming_the_character() {
     let o = coxswain(&["eval", "$input.x == True"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("character 13"), "{}", stderr(&o));
+    says(stderr(&o), "character 13");
     let o = coxswain(&["eval", "1 < $input.x < 5"]);
     assert_eq!(o.status.code(), Some(2));
 }
@@ -180,7 +180,7 @@ fn render_refuses_a_line_break_in_a_header() {
         "{{fetch.json.title}}",
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("line break"), "{}", stderr(&o));
+    says(stderr(&o), "line break");
 }
 
 #[test]
@@ -314,11 +314,8 @@ fn lint_reports_yaml_that_does_not_fit_the_schema() {
     );
     let o = coxswain(&["lint", flow.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stdout(&o).contains("flow typo: ") && stdout(&o).contains("atempts"),
-        "{}",
-        stdout(&o)
-    );
+    says(stdout(&o), "flow typo: ");
+    says(stdout(&o), "atempts");
 }
 
 /// A file full of problems, in two Flows beside another kind: a typo in one
@@ -419,7 +416,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
 fn lint_of_a_missing_path_fails() {
     let o = coxswain(&["lint", "/nonexistent/flows"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains("cannot read"), "{}", stdout(&o));
+    says(stdout(&o), "cannot read");
 }
 
 #[test]
@@ -536,14 +533,10 @@ fn graph_says_what_is_wrong_with_its_input() {
     let bad = temp_file("not-a-record.json", r#"{"phase": 7}"#);
     let o = coxswain(&["graph", &hello, "--record", &bad.display().to_string()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("is not a run's record"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "is not a run's record");
     let o = coxswain(&["graph", &hello, "--flow", "nope"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no Flow named nope"), "{}", stderr(&o));
+    says(stderr(&o), "no Flow named nope");
 }
 
 /// Runs coxswain, killing it if it has not finished after a minute: a walk
@@ -644,7 +637,7 @@ fn graph_record_and_eval_context_stop_reading_at_16_mib() {
     );
     let o = coxswain_or_kill(&["render", "--where", "text", "x", "--context", "/dev/zero"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("larger than 16 MiB"), "{}", stderr(&o));
+    says(stderr(&o), "larger than 16 MiB");
 }
 
 #[test]
@@ -690,9 +683,5 @@ fn graph_refuses_a_record_that_is_not_of_this_flow() {
     let fresh = temp_file("fresh.json", r#"{"phase": "Pending"}"#);
     let o = coxswain(&["graph", hello, "--record", fresh.to_str().unwrap()]);
     exits(&o, 0);
-    assert!(
-        stdout(&o).contains("check<br/>condition · pending"),
-        "{}",
-        stdout(&o)
-    );
+    says(stdout(&o), "check<br/>condition · pending");
 }

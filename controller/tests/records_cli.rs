@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{Place, exits, stderr, stdout};
+use common::{Place, exits, says, stderr, stdout};
 
 /// The temporary folder of one test.
 fn place() -> Place {
@@ -296,11 +296,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
     let o = place.records_cmd(&["list", "nothing"]);
     exits(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
-    assert!(
-        stderr(&o).contains("no records in `nothing`"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "no records in `nothing`");
     let o = place.records_cmd(&["list", "nothing", "-o", "json"]);
     assert_eq!(stdout(&o).trim(), "[]");
 }
@@ -320,12 +316,12 @@ fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
         "names where `AND` starts: {}",
         stderr(&o)
     );
-    assert!(stderr(&o).contains("`and`"), "{}", stderr(&o));
+    says(stderr(&o), "`and`");
     assert_eq!(stdout(&o), "");
 
     let o = place.records_cmd(&["list", "tickets", "--where", "$steps.fetch.output == 1"]);
     exits(&o, 2);
-    assert!(stderr(&o).contains("only `$record`"), "{}", stderr(&o));
+    says(stderr(&o), "only `$record`");
 
     let o = place.records_cmd(&["list", "tickets", "--limit", "0"]);
     exits(&o, 2);
@@ -342,7 +338,7 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     let records = place.records();
     let o = place.coxswain(&["records", "--records", &records, "delete", "tickets", "T-1"]);
     exits(&o, 0);
-    assert!(stderr(&o).contains("deleted `T-1`"), "{}", stderr(&o));
+    says(stderr(&o), "deleted `T-1`");
 
     let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
     let left: Value = serde_json::from_slice(&o.stdout).expect("json");
@@ -351,7 +347,7 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
 
     let o = place.records_cmd(&["delete", "tickets", "T-1"]);
     exits(&o, 1);
-    assert!(stderr(&o).contains("no record `T-1`"), "{}", stderr(&o));
+    says(stderr(&o), "no record `T-1`");
 
     // Another namespace's record of the same key is not this one.
     let o = place.records_cmd(&["delete", "-n", "team-a", "tickets", "T-2"]);
@@ -452,10 +448,9 @@ fn a_flow_that_saves_without_a_records_file_exits_2_saying_why() {
         &input,
     ]);
     exits(&o, 2);
-    assert!(
-        stderr(&o).contains("opening the records database /proc/nope/x.sqlite3"),
-        "{}",
-        stderr(&o)
+    says(
+        stderr(&o),
+        "opening the records database /proc/nope/x.sqlite3",
     );
     assert_eq!(stdout(&o), "", "nothing ran");
 
@@ -474,11 +469,7 @@ spec:
     );
     let o = place.coxswain(&["run", &plain, "--records", "/proc/nope/x.sqlite3"]);
     exits(&o, 0);
-    assert!(
-        stderr(&o).contains("warning: the run will not be archived"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "warning: the run will not be archived");
 }
 
 /// JSON text of `depth` nested lists around a number.

@@ -27,6 +27,20 @@ spec:
     )
 }
 
+/// Writes the flow into `dir` and runs it once; its last step fails
+/// (exit 1). The flow's path, that run's output, and the path of its
+/// record, saved as `rec.json`.
+fn first_run(dir: &std::path::Path) -> (String, std::process::Output, String) {
+    let flow = dir.join("flow.yaml");
+    std::fs::write(&flow, flow_text(dir, "m")).expect("write flow");
+    let flow = flow.display().to_string();
+    let first = coxswain(&["run", &flow, "--output", "json", "--quiet"]);
+    assert_eq!(first.status.code(), Some(1), "the last step fails");
+    let rec = dir.join("rec.json");
+    std::fs::write(&rec, &first.stdout).expect("write record");
+    (flow, first, rec.display().to_string())
+}
+
 fn lines(path: std::path::PathBuf) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
@@ -34,18 +48,10 @@ fn lines(path: std::path::PathBuf) -> usize {
 #[test]
 fn a_rerun_from_the_failed_step_runs_only_it_and_succeeds() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let flow = dir.path().join("flow.yaml");
-    std::fs::write(&flow, flow_text(dir.path(), "m")).expect("write flow");
-    let flow = flow.display().to_string();
-
-    let first = coxswain(&["run", &flow, "--output", "json", "--quiet"]);
-    assert_eq!(first.status.code(), Some(1), "the last step fails");
+    let (flow, first, rec) = first_run(dir.path());
     let old = record(&first);
     assert_eq!(old["phase"], "Failed");
     assert_eq!(old["steps"]["last"]["status"], "failed");
-    let rec = dir.path().join("rec.json");
-    std::fs::write(&rec, &first.stdout).expect("write record");
-    let rec = rec.display().to_string();
     assert_eq!(lines(dir.path().join("first.marker")), 1);
 
     std::fs::write(dir.path().join("ok"), "").expect("write flag");
@@ -92,14 +98,7 @@ fn a_rerun_from_the_failed_step_runs_only_it_and_succeeds() {
 #[test]
 fn another_flow_an_unknown_step_or_a_broken_record_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let flow = dir.path().join("flow.yaml");
-    std::fs::write(&flow, flow_text(dir.path(), "m")).expect("write flow");
-    let flow = flow.display().to_string();
-    let first = coxswain(&["run", &flow, "--output", "json", "--quiet"]);
-    assert_eq!(first.status.code(), Some(1));
-    let rec = dir.path().join("rec.json");
-    std::fs::write(&rec, &first.stdout).expect("write record");
-    let rec = rec.display().to_string();
+    let (flow, _, rec) = first_run(dir.path());
 
     let changed = dir.path().join("changed.yaml");
     std::fs::write(&changed, flow_text(dir.path(), "changed")).expect("write flow");

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{Place, exits, stderr, stdout};
+use common::{Place, exits, says, stderr, stdout};
 
 /// The temporary folder of one test.
 fn place() -> Place {
@@ -156,7 +156,7 @@ fn runs_list_shows_local_runs_newest_first_with_their_phases() {
     );
     let o = place.runs(&["list", "--phase", "failed", "--flow", "good"]);
     assert!(table(&o).is_empty(), "{}", stdout(&o));
-    assert!(stderr(&o).contains("no runs found"), "{}", stderr(&o));
+    says(stderr(&o), "no runs found");
     let rows = table(&place.runs(&["list", "--limit", "1"]));
     assert_eq!(rows.len(), 1);
     // Another namespace has none; every namespace has them all.
@@ -217,7 +217,7 @@ fn runs_get_prints_the_archived_run_with_its_steps() {
         "the exit code: {}",
         status["steps"]["second"]
     );
-    assert!(stderr(&o).contains("from the archive"), "{}", stderr(&o));
+    says(stderr(&o), "from the archive");
 
     // YAML, the same object.
     let o = place.runs(&["get", &name, "-o", "yaml"]);
@@ -228,12 +228,8 @@ fn runs_get_prints_the_archived_run_with_its_steps() {
     // Missing: exit 1 naming where it looked.
     let o = place.runs(&["get", "no-such-run"]);
     exits(&o, 1);
-    assert!(
-        stderr(&o).contains("no run `no-such-run`"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(stderr(&o).contains("namespace local"), "{}", stderr(&o));
+    says(stderr(&o), "no run `no-such-run`");
+    says(stderr(&o), "namespace local");
     assert_eq!(stdout(&o), "");
 }
 
@@ -243,7 +239,7 @@ fn the_cluster_asked_for_and_missing_is_an_error_and_bad_options_exit_2() {
     three_local_runs(&place);
     let o = place.runs(&["list", "--cluster"]);
     exits(&o, 1);
-    assert!(stderr(&o).contains("the cluster"), "{}", stderr(&o));
+    says(stderr(&o), "the cluster");
     assert_eq!(stdout(&o), "", "no partial list");
     // --no-cluster: quietly the archive.
     let o = place.runs(&["list", "--no-cluster"]);
@@ -374,19 +370,11 @@ fn graph_draws_an_archived_run_from_the_records_file() {
     // The same run drawn over another file's flow: a warning naming both.
     let o = place.coxswain(&["graph", &good, "--archived", &name, "--records", &records]);
     exits(&o, 0);
-    assert!(
-        stderr(&o).contains("is a run of flow `bad`, not of `good`"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "is a run of flow `bad`, not of `good`");
 
     let o = place.coxswain(&["graph", &bad, "--archived", "nope", "--records", &records]);
     exits(&o, 2);
-    assert!(
-        stderr(&o).contains("no archived run `nope`"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "no archived run `nope`");
 
     let o = place.coxswain(&["graph", &bad, "--archived", &name, "--record", "x.json"]);
     assert_eq!(o.status.code(), Some(2), "--archived or --record, not both");
@@ -478,11 +466,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "another namespace: {}",
         stderr(&o)
     );
-    assert!(
-        stderr(&o).contains("namespace default of the database"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "namespace default of the database");
     let run = json_of(&runs(&["get", "t-1", "-n", "team-a"]));
     assert_eq!(run["metadata"]["uid"], "u-t1");
 
@@ -511,11 +495,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
     ]);
     exits(&o, 0);
     assert!(stdout(&o).starts_with("digraph"), "{}", stdout(&o));
-    assert!(
-        stdout(&o).contains(r#"label="first\nscript · completed""#),
-        "{}",
-        stdout(&o)
-    );
+    says(stdout(&o), r#"label="first\nscript · completed""#);
     let o = place.coxswain(&["graph", &tickets, "--archived", "t-1", "--database", &url]);
     assert_eq!(
         o.status.code(),
@@ -523,11 +503,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "in namespace team-a only: {}",
         stdout(&o)
     );
-    assert!(
-        stderr(&o).contains("namespace default of the database"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "namespace default of the database");
     let o = place.coxswain(&[
         "graph",
         &tickets,
@@ -548,5 +524,5 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "postgres://coxswain@127.0.0.1:1/none",
     ]);
     exits(&o, 1);
-    assert!(stderr(&o).contains("--database"), "{}", stderr(&o));
+    says(stderr(&o), "--database");
 }

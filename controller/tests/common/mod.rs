@@ -65,6 +65,12 @@ pub fn exits(o: &Output, code: i32) {
     assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
 }
 
+/// Checks that `text` (what `coxswain` printed) contains `part`, showing
+/// all of it if not.
+pub fn says(text: String, part: &str) {
+    assert!(text.contains(part), "{text}");
+}
+
 /// A file in a temporary folder of its own, both removed when the value is
 /// dropped (at the end of the test that made it).
 pub struct TempFile {

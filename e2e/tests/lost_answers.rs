@@ -10,7 +10,6 @@ mod doubling;
 use std::time::Duration;
 
 use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace, wait_for};
-use doubling::Doubler;
 use serde_json::{Value, json};
 
 /// Generous bound for the controller to act (not a timing assertion).
@@ -243,10 +242,7 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
 /// there, goes on as if it had been answered.
 #[tokio::test]
 async fn every_transition_is_told_when_every_write_loses_its_answer() {
-    let (addr, doubler) = Doubler::serve().await;
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (addr, doubler, kubectl, ns) = doubling::start().await;
     let ns = ns.name();
     let plan = FaultPlan {
         lost_response: 1.0,

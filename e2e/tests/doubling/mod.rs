@@ -13,7 +13,18 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
+use coxswain_e2e::{Kubectl, TestNamespace};
 use serde_json::{Value, json};
+
+/// Where these tests start: a [`Doubler`] serving, kubectl with the CRDs
+/// installed, and a namespace of the test's own.
+pub async fn start() -> (SocketAddr, Doubler, Kubectl, TestNamespace) {
+    let (addr, doubler) = Doubler::serve().await;
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    (addr, doubler, kubectl, ns)
+}
 
 /// The http step's server: `GET /double?num=N` answers `{"n": 2N}` and
 /// remembers each call's `Idempotency-Key` by `N`.

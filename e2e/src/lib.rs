@@ -43,7 +43,7 @@ pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use pods::free_finished_pods;
 pub use setup::{NOT_A_FLOW, Setup};
-pub use wait::{wait_crd_established, wait_for, wait_for_job_condition};
+pub use wait::{create_when_discovered, wait_crd_established, wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary
 /// (`target/debug/coxswain` for `target/debug/deps/TEST`), or beside the

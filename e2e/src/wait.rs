@@ -72,3 +72,24 @@ pub async fn wait_crd_established(
     })
     .await
 }
+
+/// Creates `object` through `api`, retrying while the API server's
+/// discovery does not know its kind yet (404, as just after its CRD is
+/// established); fails after `timeout`, or at once on any other error.
+pub async fn create_when_discovered<K>(api: &Api<K>, object: &K, timeout: Duration) -> Result<K>
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + k8s_openapi::serde::Serialize
+        + std::fmt::Debug,
+{
+    wait_for("the object is created", timeout, || async {
+        match api.create(&kube::api::PostParams::default(), object).await {
+            Ok(o) => Ok(Some(o)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await
+}

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use coxswain_core::api::{Approval, Flow, Run, RunSpec, RunStatus};
-use coxswain_e2e::{TestNamespace, wait_for};
+use coxswain_e2e::TestNamespace;
 use coxswain_test_support::conformance_driver as driver;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -29,15 +29,9 @@ async fn create<K>(api: &Api<K>, object: &K) -> K
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    wait_for("create", BOUND, || async {
-        match api.create(&PostParams::default(), object).await {
-            Ok(o) => Ok(Some(o)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("created")
+    coxswain_e2e::create_when_discovered(api, object, BOUND)
+        .await
+        .expect("created")
 }
 
 #[tokio::test]

@@ -42,16 +42,10 @@ async fn setup() -> Restricted {
     }))
     .expect("a run");
     let runs: Api<Run> = ns.api();
-    let run = wait_for("the run is created", BOUND, || async {
-        match runs.create(&PostParams::default(), &run).await {
-            Ok(run) => Ok(Some(run)),
-            // Discovery may not know the new CRD yet.
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("run");
+    // Discovery may not know the new CRD yet.
+    let run = coxswain_e2e::create_when_discovered(&runs, &run, BOUND)
+        .await
+        .expect("run");
     let settings = JobSettings {
         executable: Some(coxswain_e2e::coxswain_bin().expect("coxswain built")),
         ..JobSettings::default()

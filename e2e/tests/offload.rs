@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use coxswain_core::api::{Run, RunPhase, RunStatus};
 use coxswain_core::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Work};
-use coxswain_e2e::{TestNamespace, wait_for};
+use coxswain_e2e::TestNamespace;
 use coxswain_k8s::offload::{OffloadSettings, Offloader};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -93,15 +93,9 @@ async fn create_run(runs: &Api<Run>) -> Run {
         "spec": {"flowRef": {"name": "big-and-long"}}
     }))
     .expect("run");
-    wait_for("create the Run", BOUND, || async {
-        match runs.create(&PostParams::default(), &run).await {
-            Ok(o) => Ok(Some(o)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("created")
+    coxswain_e2e::create_when_discovered(runs, &run, BOUND)
+        .await
+        .expect("created")
 }
 
 /// Writes `status` into the Run with one PUT of the status subresource.

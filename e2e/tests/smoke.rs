@@ -121,15 +121,9 @@ async fn crd_with_status_subresource_round_trips() {
     }))
     .expect("valid widget");
     // The discovery cache may lag the Established condition: retry the create.
-    let created = wait_for("widget create", BOUND, || async {
-        match widgets.create(&PostParams::default(), &w).await {
-            Ok(o) => Ok(Some(o)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("create widget");
+    let created = coxswain_e2e::create_when_discovered(&widgets, &w, BOUND)
+        .await
+        .expect("create widget");
     assert!(
         created.data.get("status").is_none(),
         "status is dropped on create: {:?}",

@@ -134,5 +134,14 @@ pub async fn serve_on_loopback(app: axum::Router) -> std::net::SocketAddr {
     addr
 }
 
+/// kubectl with the CRDs installed, and a namespace of the test's own:
+/// where a test that drives the cluster without [`Setup`] starts.
+pub async fn kubectl_and_namespace() -> (Kubectl, TestNamespace) {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    (kubectl, ns)
+}
+
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

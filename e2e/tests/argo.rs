@@ -28,9 +28,7 @@ async fn argo_in_a_namespace() -> (TestNamespace, PathBuf, Argo) {
 
 #[tokio::test]
 async fn coxswain_runs_the_chains_compared_with_argo_and_the_report_counts_them() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("crds");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let controller = ControllerProcess::for_namespace(ns.name(), &[])
         .await
         .expect("controller starts");

@@ -20,9 +20,7 @@ use serde_json::{Value, json};
 /// installed, and a namespace of the test's own.
 pub async fn start() -> (SocketAddr, Doubler, Kubectl, TestNamespace) {
     let (addr, doubler) = Doubler::serve().await;
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     (addr, doubler, kubectl, ns)
 }
 

@@ -1,50 +1,11 @@
 //! The command-line contracts of `coxswain eval`, `render`, `lint` and
 //! `graph`: exit codes, stdout and the first words of stderr, as documented.
 
-use std::io::Write;
 use std::process::{Command, Output};
 
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
+mod common;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A temporary file in a folder of its own, both removed when the value is
-/// dropped (at the end of the test that made it).
-struct TempFile {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-impl std::ops::Deref for TempFile {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
-/// A temporary file that lives as long as the test needs it.
-fn temp_file(name: &str, content: &str) -> TempFile {
-    let dir = tempfile::Builder::new()
-        .prefix("coxswain-cli-")
-        .tempdir()
-        .expect("temp dir");
-    let path = dir.path().join(name);
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(content.as_bytes()))
-        .expect("temp file");
-    TempFile { _dir: dir, path }
-}
+use common::{coxswain, exits, says, stderr, stdout, temp_file};
 
 const CONTEXT: &str = r#"{
   "input": {"brief": "Rust", "tags": ["a", "b"], "count": 3},
@@ -100,7 +61,7 @@ fn eval_runtime_error_exits_1_with_the_code_first() {
 fn eval_refused_expression_exits_2_naming_the_character() {
     let o = coxswain(&["eval", "$input.x == True"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("character 13"), "{}", stderr(&o));
+    says(stderr(&o), "character 13");
     let o = coxswain(&["eval", "1 < $input.x < 5"]);
     assert_eq!(o.status.code(), Some(2));
 }
@@ -119,7 +80,7 @@ fn eval_takes_an_expression_that_starts_with_a_minus() {
         "--context",
         ctx.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     let o = coxswain(&[
         "eval",
         "-3 < $input.count",
@@ -219,7 +180,7 @@ fn render_refuses_a_line_break_in_a_header() {
         "{{fetch.json.title}}",
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("line break"), "{}", stderr(&o));
+    says(stderr(&o), "line break");
 }
 
 #[test]
@@ -353,11 +314,8 @@ fn lint_reports_yaml_that_does_not_fit_the_schema() {
     );
     let o = coxswain(&["lint", flow.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stdout(&o).contains("flow typo: ") && stdout(&o).contains("atempts"),
-        "{}",
-        stdout(&o)
-    );
+    says(stdout(&o), "flow typo: ");
+    says(stdout(&o), "atempts");
 }
 
 /// A file full of problems, in two Flows beside another kind: a typo in one
@@ -458,7 +416,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
 fn lint_of_a_missing_path_fails() {
     let o = coxswain(&["lint", "/nonexistent/flows"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains("cannot read"), "{}", stdout(&o));
+    says(stdout(&o), "cannot read");
 }
 
 #[test]
@@ -474,12 +432,12 @@ fn graph_draws_a_run_from_its_record() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    exits(&run, 0);
     let record = temp_file("hello-record.json", &stdout(&run));
     let record = record.display().to_string();
 
     let m = coxswain(&["graph", &hello, "--record", &record]);
-    assert_eq!(m.status.code(), Some(0), "{}", stderr(&m));
+    exits(&m, 0);
     let m = stdout(&m);
     assert!(m.starts_with("flowchart TD\n"), "{m}");
     assert!(m.contains("n3[\"whisper<br/>script · completed\"]"), "{m}");
@@ -505,7 +463,7 @@ fn graph_draws_a_run_from_its_record() {
         "--format",
         "dot",
     ]);
-    assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
+    exits(&d, 0);
     let d = stdout(&d);
     assert!(d.starts_with("digraph flow {"), "{d}");
     assert!(
@@ -528,7 +486,7 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
         "json",
         "--quiet",
     ]);
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    exits(&run, 0);
     let mut record: serde_json::Value = serde_json::from_str(&stdout(&run)).expect("record");
     assert_eq!(record.get("values"), None, "nothing moves locally");
     // As the controller stores it: a large text moved into ConfigMaps.
@@ -556,7 +514,7 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
             "--format",
             format,
         ]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        exits(&o, 0);
         let out = stdout(&o);
         let note = format!(
             "{comment} moved out of the status: /steps/whisper/text (20002 bytes, sha256 {}) is in ConfigMap {}\n",
@@ -575,14 +533,10 @@ fn graph_says_what_is_wrong_with_its_input() {
     let bad = temp_file("not-a-record.json", r#"{"phase": 7}"#);
     let o = coxswain(&["graph", &hello, "--record", &bad.display().to_string()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("is not a run's record"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "is not a run's record");
     let o = coxswain(&["graph", &hello, "--flow", "nope"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no Flow named nope"), "{}", stderr(&o));
+    says(stderr(&o), "no Flow named nope");
 }
 
 /// Runs coxswain, killing it if it has not finished after a minute: a walk
@@ -636,7 +590,7 @@ fn lint_reports_a_fifo_without_opening_it() {
     assert!(made.success());
     for path in [dir.path(), fifo.as_path()] {
         let o = coxswain_or_kill(&["lint", path.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        exits(&o, 1);
         assert_eq!(
             stdout(&o),
             format!(
@@ -683,7 +637,7 @@ fn graph_record_and_eval_context_stop_reading_at_16_mib() {
     );
     let o = coxswain_or_kill(&["render", "--where", "text", "x", "--context", "/dev/zero"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("larger than 16 MiB"), "{}", stderr(&o));
+    says(stderr(&o), "larger than 16 MiB");
 }
 
 #[test]
@@ -719,7 +673,7 @@ fn graph_refuses_a_record_that_is_not_of_this_flow() {
     );
     let nothing_ran = temp_file("nothing-ran.json", r#"{"phase": "Succeeded"}"#);
     let o = coxswain(&["graph", hello, "--record", nothing_ran.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(
         stderr(&o).ends_with("none of the flow's steps ran\n"),
         "{}",
@@ -728,10 +682,6 @@ fn graph_refuses_a_record_that_is_not_of_this_flow() {
     // A fresh record, before any step ran, is drawn: every step pending.
     let fresh = temp_file("fresh.json", r#"{"phase": "Pending"}"#);
     let o = coxswain(&["graph", hello, "--record", fresh.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("check<br/>condition · pending"),
-        "{}",
-        stdout(&o)
-    );
+    exits(&o, 0);
+    says(stdout(&o), "check<br/>condition · pending");
 }

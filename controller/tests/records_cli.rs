@@ -5,49 +5,24 @@
 //! `XDG_DATA_HOME` and `HOME` pointed into that folder too, so nothing here
 //! can touch the user's own records.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-/// A temporary folder holding the records file and the flow files.
-struct Place {
-    dir: tempfile::TempDir,
+mod common;
+
+use common::{Place, exits, says, stderr, stdout};
+
+/// The temporary folder of one test.
+fn place() -> Place {
+    Place::new("coxswain-records-cli-")
 }
 
 impl Place {
-    fn new() -> Place {
-        Place {
-            dir: tempfile::Builder::new()
-                .prefix("coxswain-records-cli-")
-                .tempdir()
-                .expect("temp dir"),
-        }
-    }
-
-    fn records(&self) -> String {
-        self.dir.path().join("r.sqlite3").display().to_string()
-    }
-
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).expect("write file");
-        path.display().to_string()
-    }
-
-    /// `coxswain ARGS` with the environment kept away from the user's data.
-    fn coxswain(&self, args: &[&str]) -> Output {
-        isolated(self.dir.path(), args)
-    }
-
-    /// `coxswain records ARGS --records FILE` (the option after the
-    /// subcommand, as people write it).
+    /// `coxswain records ARGS --records FILE`.
     fn records_cmd(&self, args: &[&str]) -> Output {
-        let records = self.records();
-        let mut all = vec!["records"];
-        all.extend_from_slice(args);
-        all.extend(["--records", records.as_str()]);
-        self.coxswain(&all)
+        self.with_records("records", args)
     }
 
     /// `coxswain run FLOW --records FILE --input INPUT --output json -q`.
@@ -68,24 +43,6 @@ impl Place {
     }
 }
 
-fn isolated(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .env_remove("COXSWAIN_RECORDS")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("HOME", home)
-        .output()
-        .expect("coxswain runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// The record a `coxswain run --output json` printed, after checking its
 /// exit code.
 fn record(o: &Output, code: i32) -> Value {
@@ -96,13 +53,7 @@ fn record(o: &Output, code: i32) -> Value {
         stdout(o),
         stderr(o)
     );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            stdout(o),
-            stderr(o)
-        )
-    })
+    common::record(o)
 }
 
 /// A flow: `fetch` echoes its input `ticket` back as output, `remember`
@@ -147,7 +98,7 @@ fn similar_file(record: &Value) -> Value {
 
 #[test]
 fn a_second_run_looks_up_what_the_first_saved_and_an_empty_collection_is_an_empty_array() {
-    let place = Place::new();
+    let place = place();
     let flow = place.file("tickets.yaml", TICKETS);
 
     let first = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
@@ -199,7 +150,7 @@ fn a_second_run_looks_up_what_the_first_saved_and_an_empty_collection_is_an_empt
 
 #[test]
 fn saving_the_same_key_again_adds_a_version() {
-    let place = Place::new();
+    let place = place();
     let flow = place.file("tickets.yaml", TICKETS);
     let first = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
     assert_eq!(
@@ -213,7 +164,7 @@ fn saving_the_same_key_again_adds_a_version() {
     );
     // One record, the second value.
     let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let all: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
     assert_eq!(all[0]["version"], 2);
@@ -222,7 +173,7 @@ fn saving_the_same_key_again_adds_a_version() {
 
 #[test]
 fn a_where_that_fails_on_a_record_fails_the_step_naming_the_record() {
-    let place = Place::new();
+    let place = place();
     let save = place.file(
         "save.yaml",
         r#"apiVersion: coxswain.dev/v1alpha1
@@ -274,14 +225,14 @@ spec:
 
 #[test]
 fn records_list_prints_a_table_or_json_filtered_and_limited() {
-    let place = Place::new();
+    let place = place();
     let flow = place.file("tickets.yaml", TICKETS);
     for (id, component, priority) in [("T-1", "db", 3), ("T-2", "web", 1), ("T-3", "db", 5)] {
         record(&place.run(&flow, &ticket(id, component, priority)), 0);
     }
 
     let o = place.records_cmd(&["list", "tickets"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let text = stdout(&o);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "a header and three records: {text}");
@@ -305,7 +256,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
         "-o",
         "json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let found: Value = serde_json::from_slice(&o.stdout).expect("json");
     let keys: Vec<&str> = found
         .as_array()
@@ -331,7 +282,7 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
         "-o",
         "json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let found: Value = serde_json::from_slice(&o.stdout).expect("json");
     let keys: Vec<&str> = found
         .as_array()
@@ -343,46 +294,42 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
 
     // An empty collection: only the header, and a note on stderr.
     let o = place.records_cmd(&["list", "nothing"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
-    assert!(
-        stderr(&o).contains("no records in `nothing`"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "no records in `nothing`");
     let o = place.records_cmd(&["list", "nothing", "-o", "json"]);
     assert_eq!(stdout(&o).trim(), "[]");
 }
 
 #[test]
 fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
-    let place = Place::new();
+    let place = place();
     let o = place.records_cmd(&[
         "list",
         "tickets",
         "--where",
         "$record.value.priority >= 2 AND true",
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert!(
         stderr(&o).contains("--where: character 29"),
         "names where `AND` starts: {}",
         stderr(&o)
     );
-    assert!(stderr(&o).contains("`and`"), "{}", stderr(&o));
+    says(stderr(&o), "`and`");
     assert_eq!(stdout(&o), "");
 
     let o = place.records_cmd(&["list", "tickets", "--where", "$steps.fetch.output == 1"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("only `$record`"), "{}", stderr(&o));
+    exits(&o, 2);
+    says(stderr(&o), "only `$record`");
 
     let o = place.records_cmd(&["list", "tickets", "--limit", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
 }
 
 #[test]
 fn records_delete_exits_0_for_a_record_and_1_for_none() {
-    let place = Place::new();
+    let place = place();
     let flow = place.file("tickets.yaml", TICKETS);
     record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
     record(&place.run(&flow, &ticket("T-2", "db", 3)), 0);
@@ -390,8 +337,8 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     // `--records` before the subcommand works as well as after it.
     let records = place.records();
     let o = place.coxswain(&["records", "--records", &records, "delete", "tickets", "T-1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("deleted `T-1`"), "{}", stderr(&o));
+    exits(&o, 0);
+    says(stderr(&o), "deleted `T-1`");
 
     let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
     let left: Value = serde_json::from_slice(&o.stdout).expect("json");
@@ -399,12 +346,12 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     assert_eq!(left[0]["key"], "T-2");
 
     let o = place.records_cmd(&["delete", "tickets", "T-1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("no record `T-1`"), "{}", stderr(&o));
+    exits(&o, 1);
+    says(stderr(&o), "no record `T-1`");
 
     // Another namespace's record of the same key is not this one.
     let o = place.records_cmd(&["delete", "-n", "team-a", "tickets", "T-2"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
 
     // Saved again after a delete, a key starts over.
     let again = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
@@ -416,7 +363,7 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
 
 #[test]
 fn records_reads_the_file_named_by_the_environment() {
-    let place = Place::new();
+    let place = place();
     let flow = place.file("tickets.yaml", TICKETS);
     record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
     let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
@@ -426,7 +373,7 @@ fn records_reads_the_file_named_by_the_environment() {
         .env("HOME", place.dir.path())
         .output()
         .expect("coxswain runs");
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let found: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(found[0]["key"], "T-1", "{found}");
 
@@ -438,14 +385,14 @@ fn records_reads_the_file_named_by_the_environment() {
         &ticket("T-9", "db", 3).to_string(),
         "-q",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let default: PathBuf = place.dir.path().join("data/coxswain/records.sqlite3");
     assert!(default.exists(), "{} was made", default.display());
 }
 
 #[test]
 fn lint_names_the_line_and_column_of_a_bad_where() {
-    let place = Place::new();
+    let place = place();
     for (bad, message) in [
         (
             "$record.value.component == \"db\" AND $record.value.priority >= 2",
@@ -489,7 +436,7 @@ spec:
 
 #[test]
 fn a_flow_that_saves_without_a_records_file_exits_2_saying_why() {
-    let place = Place::new();
+    let place = place();
     let flow = place.file("tickets.yaml", TICKETS);
     let input = ticket("T-1", "db", 3).to_string();
     let o = place.coxswain(&[
@@ -500,11 +447,10 @@ fn a_flow_that_saves_without_a_records_file_exits_2_saying_why() {
         "--input",
         &input,
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("opening the records database /proc/nope/x.sqlite3"),
-        "{}",
-        stderr(&o)
+    exits(&o, 2);
+    says(
+        stderr(&o),
+        "opening the records database /proc/nope/x.sqlite3",
     );
     assert_eq!(stdout(&o), "", "nothing ran");
 
@@ -522,12 +468,8 @@ spec:
 "#,
     );
     let o = place.coxswain(&["run", &plain, "--records", "/proc/nope/x.sqlite3"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("warning: the run will not be archived"),
-        "{}",
-        stderr(&o)
-    );
+    exits(&o, 0);
+    says(stderr(&o), "warning: the run will not be archived");
 }
 
 /// JSON text of `depth` nested lists around a number.
@@ -558,7 +500,7 @@ spec:
 
 #[test]
 fn a_save_nested_deeper_than_an_output_is_refused_naming_the_limit() {
-    let place = Place::new();
+    let place = place();
     let save = place.file("save.yaml", SAVE_NOTE);
     // 60 levels of input, 11 more from the flow's `value`.
     let deep: Value = serde_json::from_str(&nested(60)).expect("JSON");
@@ -585,7 +527,7 @@ fn a_save_nested_deeper_than_an_output_is_refused_naming_the_limit() {
 
 #[test]
 fn a_row_that_cannot_be_read_fails_the_lookup_and_the_list_naming_it() {
-    let place = Place::new();
+    let place = place();
     let save = place.file("save.yaml", SAVE_NOTE);
     let read = place.file("read.yaml", READ_NOTES);
     record(&place.run(&save, &json!({"key": "fine", "value": 1})), 0);
@@ -617,7 +559,7 @@ fn a_row_that_cannot_be_read_fails_the_lookup_and_the_list_naming_it() {
         stderr(&listed)
     );
     let deleted = place.records_cmd(&["delete", "notes", "eve"]);
-    assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
+    exits(&deleted, 0);
     let found = record(&place.run(&read, &json!({})), 0);
     assert_eq!(found["steps"]["look"]["status"], "completed", "{found}");
 }

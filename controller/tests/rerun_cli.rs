@@ -3,26 +3,9 @@
 //! rerun succeeds, and a record of another flow or an unknown step is
 //! refused before anything runs.
 
-use std::process::{Command, Output};
+mod common;
 
-use serde_json::Value;
-
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
-
-fn record(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
-}
+use common::{coxswain, exits, record};
 
 /// A flow whose first step appends a line to `first.marker` and whose last
 /// step fails until the file `ok` exists in `dir`.
@@ -44,6 +27,20 @@ spec:
     )
 }
 
+/// Writes the flow into `dir` and runs it once; its last step fails
+/// (exit 1). The flow's path, that run's output, and the path of its
+/// record, saved as `rec.json`.
+fn first_run(dir: &std::path::Path) -> (String, std::process::Output, String) {
+    let flow = dir.join("flow.yaml");
+    std::fs::write(&flow, flow_text(dir, "m")).expect("write flow");
+    let flow = flow.display().to_string();
+    let first = coxswain(&["run", &flow, "--output", "json", "--quiet"]);
+    assert_eq!(first.status.code(), Some(1), "the last step fails");
+    let rec = dir.join("rec.json");
+    std::fs::write(&rec, &first.stdout).expect("write record");
+    (flow, first, rec.display().to_string())
+}
+
 fn lines(path: std::path::PathBuf) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
@@ -51,30 +48,17 @@ fn lines(path: std::path::PathBuf) -> usize {
 #[test]
 fn a_rerun_from_the_failed_step_runs_only_it_and_succeeds() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let flow = dir.path().join("flow.yaml");
-    std::fs::write(&flow, flow_text(dir.path(), "m")).expect("write flow");
-    let flow = flow.display().to_string();
-
-    let first = coxswain(&["run", &flow, "--output", "json", "--quiet"]);
-    assert_eq!(first.status.code(), Some(1), "the last step fails");
+    let (flow, first, rec) = first_run(dir.path());
     let old = record(&first);
     assert_eq!(old["phase"], "Failed");
     assert_eq!(old["steps"]["last"]["status"], "failed");
-    let rec = dir.path().join("rec.json");
-    std::fs::write(&rec, &first.stdout).expect("write record");
-    let rec = rec.display().to_string();
     assert_eq!(lines(dir.path().join("first.marker")), 1);
 
     std::fs::write(dir.path().join("ok"), "").expect("write flag");
     let again = coxswain(&[
         "run", &flow, "--from", &rec, "--step", "last", "--output", "json",
     ]);
-    assert_eq!(
-        again.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    exits(&again, 0);
     let new = record(&again);
     assert_eq!(new["phase"], "Succeeded");
     assert_eq!(lines(dir.path().join("first.marker")), 1, "first ran once");
@@ -114,14 +98,7 @@ fn a_rerun_from_the_failed_step_runs_only_it_and_succeeds() {
 #[test]
 fn another_flow_an_unknown_step_or_a_broken_record_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let flow = dir.path().join("flow.yaml");
-    std::fs::write(&flow, flow_text(dir.path(), "m")).expect("write flow");
-    let flow = flow.display().to_string();
-    let first = coxswain(&["run", &flow, "--output", "json", "--quiet"]);
-    assert_eq!(first.status.code(), Some(1));
-    let rec = dir.path().join("rec.json");
-    std::fs::write(&rec, &first.stdout).expect("write record");
-    let rec = rec.display().to_string();
+    let (flow, _, rec) = first_run(dir.path());
 
     let changed = dir.path().join("changed.yaml");
     std::fs::write(&changed, flow_text(dir.path(), "changed")).expect("write flow");

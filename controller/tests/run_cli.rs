@@ -1,26 +1,22 @@
 //! `coxswain run` end to end with real processes: exit codes, the JSON
 //! record, approvals from `--decide`, timeouts, and the examples.
 
-use std::io::Write;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
+mod common;
+
+use common::{TempFile, coxswain, exits, record, succeeded, temp_file};
 
 fn example(name: &str) -> String {
     format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A flow file in a folder of its own, both removed when the value is
-/// dropped (at the end of the test that made it).
+/// dropped (at the end of the test that made it); derefs to its path.
 struct FlowFile {
-    _dir: tempfile::TempDir,
+    _file: TempFile,
     path: String,
 }
 
@@ -32,42 +28,14 @@ impl std::ops::Deref for FlowFile {
 }
 
 fn flow_file(name: &str, steps: &str) -> FlowFile {
-    let dir = tempfile::Builder::new()
-        .prefix("coxswain-run-")
-        .tempdir()
-        .expect("temp dir");
-    let path = dir.path().join(name);
     let text = format!(
         "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: t}}\nspec:\n  steps:\n{steps}"
     );
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .expect("write flow");
+    let file = temp_file(name, &text);
     FlowFile {
-        _dir: dir,
-        path: path.display().to_string(),
+        path: file.display().to_string(),
+        _file: file,
     }
-}
-
-/// The record of a run that must have succeeded (exit 0).
-fn succeeded(o: &Output) -> Value {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    record(o)
-}
-
-fn record(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
 }
 
 #[test]
@@ -484,12 +452,7 @@ fn a_script_sees_none_of_the_runners_keys() {
         .env("COXSWAIN_SECRET_DB_PASSWORD", "s3cret")
         .output()
         .expect("coxswain runs");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 0);
     let text = record(&o)["steps"]["show"]["text"]
         .as_str()
         .unwrap_or_default()

@@ -7,8 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use coxswain_test_support::git_server::{GitDaemon, GitHttp};
+use coxswain_test_support::git_server::{GitDaemon, GitHttp, git};
 use serde_json::Value;
+
+mod common;
+
+use common::{coxswain, exits, record, succeeded};
 
 /// A bare repository with one commit on `main` (a README), and the folder
 /// holding it; both removed at the end of the test.
@@ -24,67 +28,21 @@ impl Remote {
             .tempdir()
             .expect("temp dir");
         let bare = dir.path().join("app.git");
-        git(
-            dir.path(),
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch=main",
-                "app.git",
-            ],
-        );
+        let init = ["init", "--quiet", "--bare", "--initial-branch=main"];
+        git(dir.path(), &[&init[..], &["app.git"]].concat());
         let seed = dir.path().join("seed");
         git(
             dir.path(),
             &["clone", "--quiet", bare.to_str().expect("utf-8"), "seed"],
         );
-        std::fs::write(seed.join("README"), "hello\n").expect("write README");
-        git(&seed, &["add", "README"]);
-        git(
-            &seed,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "commit",
-                "--quiet",
-                "-m",
-                "first",
-            ],
-        );
-        git(
-            &seed,
-            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-        );
-        let base = git(&seed, &["rev-parse", "HEAD"]);
+        let base = commit_and_push(&seed, "README", "hello\n", "first");
         Remote { dir, base }
     }
 
     /// Adds a commit on `main` in the bare repo; its hash.
     fn commit_more(&self) -> String {
         let seed = self.dir.path().join("seed");
-        std::fs::write(seed.join("NEWS"), "more\n").expect("write NEWS");
-        git(&seed, &["add", "NEWS"]);
-        git(
-            &seed,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "commit",
-                "--quiet",
-                "-m",
-                "second",
-            ],
-        );
-        git(
-            &seed,
-            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-        );
-        git(&seed, &["rev-parse", "HEAD"])
+        commit_and_push(&seed, "NEWS", "more\n", "second")
     }
 
     fn bare(&self) -> PathBuf {
@@ -114,20 +72,18 @@ impl Remote {
     }
 }
 
-/// Runs git in `dir`, which must succeed; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git is installed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+/// Writes `text` to `file` in the checkout `seed`, commits it as
+/// `message` and pushes it to `main`; the new commit's hash.
+fn commit_and_push(seed: &Path, file: &str, text: &str, message: &str) -> String {
+    std::fs::write(seed.join(file), text).unwrap_or_else(|e| panic!("write {file}: {e}"));
+    git(seed, &["add", file]);
+    let committer = ["-c", "user.name=t", "-c", "user.email=t@example.com"];
+    git(
+        seed,
+        &[&committer[..], &["commit", "--quiet", "-m", message]].concat(),
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    git(seed, &["push", "--quiet", "origin", "HEAD:refs/heads/main"]);
+    git(seed, &["rev-parse", "HEAD"])
 }
 
 /// A flow file with `workspace` and `steps` (YAML indented for `spec:`).
@@ -138,33 +94,6 @@ fn flow(dir: &Path, workspace: &str, steps: &str) -> String {
     let path = dir.join("flow.yaml");
     std::fs::write(&path, text).expect("write flow");
     path.display().to_string()
-}
-
-fn coxswain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .output()
-        .expect("coxswain runs")
-}
-
-fn record(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON object ({e}): {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
-}
-
-fn succeeded(o: &Output) -> Value {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    record(o)
 }
 
 /// The repo `app` of `remote` at `main`, pushed on success.
@@ -353,12 +282,7 @@ fn a_bad_ref_fails_the_run_before_its_first_step_naming_the_repo() {
     let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
     let file = flow(remote.dir.path(), &workspace, steps);
     let o = coxswain(&["run", &file, "--output", "json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
     assert_eq!(r["error"]["code"], "workspace.failed");
@@ -577,12 +501,7 @@ fn a_push_the_remote_refuses_fails_a_run_that_had_succeeded() {
     std::fs::set_permissions(&hook, mode).expect("make the hook runnable");
     let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
     let o = coxswain(&["run", &file, "--output", "json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
     assert_eq!(r["steps"]["read"]["status"], "completed");
@@ -717,12 +636,7 @@ fn over_http_a_username_and_password_secret_clones_and_pushes() {
         EDIT_AND_READ,
     );
     let o = run_with_secret(&bare, &[]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits(&o, 1);
     assert_eq!(record(&o)["error"]["code"], "workspace.failed");
     let file = flow(
         dir.path(),

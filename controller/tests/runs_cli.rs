@@ -7,40 +7,22 @@
 //! into a temporary folder: no user data and no cluster is read.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use coxswain_records::{ArchivedRun, PgSettings, Store};
 use coxswain_test_support::postgres::FreshDatabase;
 use serde_json::{Value, json};
 
-struct Place {
-    dir: tempfile::TempDir,
+mod common;
+
+use common::{Place, exits, says, stderr, stdout};
+
+/// The temporary folder of one test.
+fn place() -> Place {
+    Place::new("coxswain-runs-cli-")
 }
 
 impl Place {
-    fn new() -> Place {
-        Place {
-            dir: tempfile::Builder::new()
-                .prefix("coxswain-runs-cli-")
-                .tempdir()
-                .expect("temp dir"),
-        }
-    }
-
-    fn records(&self) -> String {
-        self.dir.path().join("r.sqlite3").display().to_string()
-    }
-
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).expect("write file");
-        path.display().to_string()
-    }
-
-    fn coxswain(&self, args: &[&str]) -> Output {
-        isolated(self.dir.path(), args)
-    }
-
     /// `coxswain run FLOW --records FILE --input INPUT -q`, exiting `code`.
     fn run(&self, flow: &str, input: &Value, code: i32) {
         let input = input.to_string();
@@ -59,38 +41,12 @@ impl Place {
 
     /// `coxswain runs ARGS --records FILE`.
     fn runs(&self, args: &[&str]) -> Output {
-        let records = self.records();
-        let mut all = vec!["runs"];
-        all.extend_from_slice(args);
-        all.extend(["--records", records.as_str()]);
-        self.coxswain(&all)
+        self.with_records("runs", args)
     }
 }
 
-fn isolated(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(args)
-        .env_remove("COXSWAIN_RECORDS")
-        .env_remove("COXSWAIN_RECORDS_DATABASE")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .env("KUBECONFIG", home.join("no-kubeconfig"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("HOME", home)
-        .output()
-        .expect("coxswain runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn json_of(o: &Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    exits(o, 0);
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("stdout is JSON ({e}): {}\n{}", stdout(o), stderr(o)))
 }
@@ -126,7 +82,7 @@ fn three_local_runs(place: &Place) -> (String, String) {
 
 /// The `(NAME, FLOW, PHASE, SOURCE)` columns of a `runs list` table.
 fn table(o: &Output) -> Vec<[String; 4]> {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    exits(o, 0);
     let text = stdout(o);
     let mut lines = text.lines();
     let header: Vec<&str> = lines
@@ -158,7 +114,7 @@ fn table(o: &Output) -> Vec<[String; 4]> {
 
 #[test]
 fn runs_list_shows_local_runs_newest_first_with_their_phases() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
 
     let o = place.runs(&["list"]);
@@ -200,7 +156,7 @@ fn runs_list_shows_local_runs_newest_first_with_their_phases() {
     );
     let o = place.runs(&["list", "--phase", "failed", "--flow", "good"]);
     assert!(table(&o).is_empty(), "{}", stdout(&o));
-    assert!(stderr(&o).contains("no runs found"), "{}", stderr(&o));
+    says(stderr(&o), "no runs found");
     let rows = table(&place.runs(&["list", "--limit", "1"]));
     assert_eq!(rows.len(), 1);
     // Another namespace has none; every namespace has them all.
@@ -239,7 +195,7 @@ fn runs_list_shows_local_runs_newest_first_with_their_phases() {
 
 #[test]
 fn runs_get_prints_the_archived_run_with_its_steps() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
     let listed = json_of(&place.runs(&["list", "--phase", "Failed", "-o", "json"]));
     let name = listed[0]["name"].as_str().expect("a name").to_string();
@@ -261,33 +217,29 @@ fn runs_get_prints_the_archived_run_with_its_steps() {
         "the exit code: {}",
         status["steps"]["second"]
     );
-    assert!(stderr(&o).contains("from the archive"), "{}", stderr(&o));
+    says(stderr(&o), "from the archive");
 
     // YAML, the same object.
     let o = place.runs(&["get", &name, "-o", "yaml"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let yaml: Value = serde_yaml::from_slice(&o.stdout).expect("stdout is YAML");
     assert_eq!(yaml, run);
 
     // Missing: exit 1 naming where it looked.
     let o = place.runs(&["get", "no-such-run"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("no run `no-such-run`"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(stderr(&o).contains("namespace local"), "{}", stderr(&o));
+    exits(&o, 1);
+    says(stderr(&o), "no run `no-such-run`");
+    says(stderr(&o), "namespace local");
     assert_eq!(stdout(&o), "");
 }
 
 #[test]
 fn the_cluster_asked_for_and_missing_is_an_error_and_bad_options_exit_2() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
     let o = place.runs(&["list", "--cluster"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("the cluster"), "{}", stderr(&o));
+    exits(&o, 1);
+    says(stderr(&o), "the cluster");
     assert_eq!(stdout(&o), "", "no partial list");
     // --no-cluster: quietly the archive.
     let o = place.runs(&["list", "--no-cluster"]);
@@ -350,7 +302,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 #[test]
 fn since_keeps_what_ended_after_it_and_one_uid_is_shown_once() {
-    let place = Place::new();
+    let place = place();
     three_local_runs(&place);
     // An old run archived straight into the same file, and the same uid
     // archived twice (the second copy replaces the first).
@@ -399,14 +351,14 @@ fn since_keeps_what_ended_after_it_and_one_uid_is_shown_once() {
 
 #[test]
 fn graph_draws_an_archived_run_from_the_records_file() {
-    let place = Place::new();
+    let place = place();
     let (good, bad) = three_local_runs(&place);
     let listed = json_of(&place.runs(&["list", "--flow", "bad", "-o", "json"]));
     let name = listed[0]["name"].as_str().unwrap().to_string();
     let records = place.records();
 
     let o = place.coxswain(&["graph", &bad, "--archived", &name, "--records", &records]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     let diagram = stdout(&o);
     assert!(
         diagram.contains("first<br/>script · completed"),
@@ -417,20 +369,12 @@ fn graph_draws_an_archived_run_from_the_records_file() {
 
     // The same run drawn over another file's flow: a warning naming both.
     let o = place.coxswain(&["graph", &good, "--archived", &name, "--records", &records]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("is a run of flow `bad`, not of `good`"),
-        "{}",
-        stderr(&o)
-    );
+    exits(&o, 0);
+    says(stderr(&o), "is a run of flow `bad`, not of `good`");
 
     let o = place.coxswain(&["graph", &bad, "--archived", "nope", "--records", &records]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("no archived run `nope`"),
-        "{}",
-        stderr(&o)
-    );
+    exits(&o, 2);
+    says(stderr(&o), "no archived run `nope`");
 
     let o = place.coxswain(&["graph", &bad, "--archived", &name, "--record", "x.json"]);
     assert_eq!(o.status.code(), Some(2), "--archived or --record, not both");
@@ -483,7 +427,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
             store.archive(&run).await.expect("archive");
         }
     });
-    let place = Place::new();
+    let place = place();
     let url = db.url.clone();
     let runs = |args: &[&str]| {
         let mut all = vec!["runs"];
@@ -522,11 +466,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "another namespace: {}",
         stderr(&o)
     );
-    assert!(
-        stderr(&o).contains("namespace default of the database"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "namespace default of the database");
     let run = json_of(&runs(&["get", "t-1", "-n", "team-a"]));
     assert_eq!(run["metadata"]["uid"], "u-t1");
 
@@ -553,13 +493,9 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "--format",
         "dot",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
     assert!(stdout(&o).starts_with("digraph"), "{}", stdout(&o));
-    assert!(
-        stdout(&o).contains(r#"label="first\nscript · completed""#),
-        "{}",
-        stdout(&o)
-    );
+    says(stdout(&o), r#"label="first\nscript · completed""#);
     let o = place.coxswain(&["graph", &tickets, "--archived", "t-1", "--database", &url]);
     assert_eq!(
         o.status.code(),
@@ -567,11 +503,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "in namespace team-a only: {}",
         stdout(&o)
     );
-    assert!(
-        stderr(&o).contains("namespace default of the database"),
-        "{}",
-        stderr(&o)
-    );
+    says(stderr(&o), "namespace default of the database");
     let o = place.coxswain(&[
         "graph",
         &tickets,
@@ -582,7 +514,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "-n",
         "team-a",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    exits(&o, 0);
 
     // A database that cannot be reached is an error, not an empty list.
     let o = place.coxswain(&[
@@ -591,6 +523,6 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         "--database",
         "postgres://coxswain@127.0.0.1:1/none",
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--database"), "{}", stderr(&o));
+    exits(&o, 1);
+    says(stderr(&o), "--database");
 }

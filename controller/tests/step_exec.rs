@@ -1,7 +1,7 @@
 //! `coxswain step-exec`, the wrapper in a script step's pod, run as the
 //! container runs it: in folders standing in for the pod's volumes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -44,22 +44,20 @@ fn pod_dir(source: &str) -> tempfile::TempDir {
 }
 
 fn step_exec(dir: &Path) -> Child {
-    let at = |name: &str| -> PathBuf { dir.join(name) };
-    Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(["step-exec", "run", "--task"])
-        .arg(at("step.json"))
-        .arg("--inputs")
-        .arg(at("inputs"))
-        .arg("--outputs")
-        .arg(at("outputs"))
-        .arg("--workspace")
-        .arg(at("workspace"))
-        .arg("--home")
-        .arg(at("home"))
-        .arg("--tmp")
-        .arg(at("tmp"))
-        .arg("--termination-log")
-        .arg(at("termination-log"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_coxswain"));
+    command.args(["step-exec", "run"]);
+    for (flag, name) in [
+        ("--task", "step.json"),
+        ("--inputs", "inputs"),
+        ("--outputs", "outputs"),
+        ("--workspace", "workspace"),
+        ("--home", "home"),
+        ("--tmp", "tmp"),
+        ("--termination-log", "termination-log"),
+    ] {
+        command.arg(flag).arg(dir.join(name));
+    }
+    command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -539,6 +539,27 @@ fn localpart(user_id: &str) -> &str {
     id.split_once(':').map_or(id, |(local, _)| local)
 }
 
+/// Waits, up to `timeout`, until the controller marks the Run `run` in
+/// `namespace` as answered in chat, and returns the mark: the id of the
+/// outcome message it posted.
+pub async fn wait_answered(
+    kubectl: &crate::Kubectl,
+    namespace: &str,
+    run: &str,
+    timeout: Duration,
+) -> String {
+    crate::wait_for("the run is marked answered", timeout, || async {
+        let run: Value = kubectl.json(&["get", "run", run, "-n", namespace, "-o", "json"]);
+        Ok(
+            run["metadata"]["annotations"][coxswain_k8s::names::CHAT_ANSWERED_ANNOTATION]
+                .as_str()
+                .map(str::to_string),
+        )
+    })
+    .await
+    .expect("answered")
+}
+
 /// The `review` Flow the chat tests start: `!review WORDS` through the
 /// connection `connection`, heard in `room` from `allowed` (a user id or
 /// `*`); one condition step, and an output that shows what the run got.

@@ -43,7 +43,7 @@ pub use kubectl::Kubectl;
 pub use namespace::TestNamespace;
 pub use pods::free_finished_pods;
 pub use setup::{NOT_A_FLOW, Setup};
-pub use wait::{wait_for, wait_for_job_condition};
+pub use wait::{create_when_discovered, wait_crd_established, wait_for, wait_for_job_condition};
 
 /// The `coxswain` executable built beside the running test binary
 /// (`target/debug/coxswain` for `target/debug/deps/TEST`), or beside the
@@ -120,6 +120,27 @@ pub fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// Serves `app` on a free loopback port in the background, for as long as
+/// the test runs, and returns its address: a stand-in for a web service a
+/// flow's steps call.
+pub async fn serve_on_loopback(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("the bound address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// kubectl with the CRDs installed, and a namespace of the test's own:
+/// where a test that drives the cluster without [`Setup`] starts.
+pub async fn kubectl_and_namespace() -> (Kubectl, TestNamespace) {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    (kubectl, ns)
 }
 
 /// Result with this crate's [`Error`].

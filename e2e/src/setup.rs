@@ -148,6 +148,35 @@ impl Setup {
             .json(&["get", kind, name, "-n", self.ns(), "-o", "json"])
     }
 
+    /// The `kind/name` of each `kind` object in the namespace whose labels
+    /// match `selector` (`kubectl get KIND -l SELECTOR -o name`).
+    pub fn names(&self, kind: &str, selector: &str) -> Vec<String> {
+        let out = self
+            .kubectl
+            .run(&["get", kind, "-n", self.ns(), "-l", selector, "-o", "name"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        out.lines().map(String::from).collect()
+    }
+
+    /// Waits, up to `timeout`, until `kubectl get ARGS -o name` in the
+    /// namespace lists nothing (`["run", name, "--ignore-not-found"]`,
+    /// `["pods", "-l", selector]`); an error of kubectl's ends the wait.
+    pub async fn wait_none(
+        &self,
+        what: &str,
+        timeout: Duration,
+        args: &[&str],
+    ) -> crate::Result<()> {
+        wait_for(what, timeout, || async {
+            let mut all = vec!["get"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["-n", self.ns(), "-o", "name"]);
+            let listed = self.kubectl.run(&all).map_err(crate::Error::Start)?;
+            Ok(listed.trim().is_empty().then_some(()))
+        })
+        .await
+    }
+
     /// kubectl in the namespace as `user` (`["--as", "alice"]`, groups
     /// too), with `stdin`; its stdout, or its error output.
     pub fn kubectl_as(
@@ -231,4 +260,29 @@ impl Drop for WebhookProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Declares `struct NAME(Setup)` (`pub NAME` for a `pub` one), a test file's own kind of [`Setup`], that
+/// derefs to it (also mutably): the file adds the methods its tests share
+/// with `impl NAME { … }`. Doc comments before the name go on the struct.
+#[macro_export]
+macro_rules! setup_newtype {
+    ($(#[$attr:meta])* $vis:vis $name:ident) => {
+        $(#[$attr])*
+        $vis struct $name($crate::Setup);
+
+        impl ::std::ops::Deref for $name {
+            type Target = $crate::Setup;
+
+            fn deref(&self) -> &$crate::Setup {
+                &self.0
+            }
+        }
+
+        impl ::std::ops::DerefMut for $name {
+            fn deref_mut(&mut self) -> &mut $crate::Setup {
+                &mut self.0
+            }
+        }
+    };
 }

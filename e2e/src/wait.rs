@@ -4,6 +4,7 @@
 use std::{future::Future, time::Duration};
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 
 use crate::{Error, Result};
@@ -50,6 +51,45 @@ pub async fn wait_for_job_condition(
             })
             .unwrap_or(false);
         Ok(terminal.then_some(job))
+    })
+    .await
+}
+
+/// Waits until the CustomResourceDefinition `name` is established: its
+/// kind can be served from then on.
+pub async fn wait_crd_established(
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+    timeout: Duration,
+) -> Result<()> {
+    wait_for(&format!("{name} established"), timeout, || async {
+        let c = crds.get(name).await?;
+        let ok = c.status.and_then(|s| s.conditions).is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        Ok(ok.then_some(()))
+    })
+    .await
+}
+
+/// Creates `object` through `api`, retrying while the API server's
+/// discovery does not know its kind yet (404, as just after its CRD is
+/// established); fails after `timeout`, or at once on any other error.
+pub async fn create_when_discovered<K>(api: &Api<K>, object: &K, timeout: Duration) -> Result<K>
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + k8s_openapi::serde::Serialize
+        + std::fmt::Debug,
+{
+    wait_for("the object is created", timeout, || async {
+        match api.create(&kube::api::PostParams::default(), object).await {
+            Ok(o) => Ok(Some(o)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     })
     .await
 }

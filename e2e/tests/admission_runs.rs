@@ -43,14 +43,7 @@ async fn runs_need_a_valid_flow_and_fitting_input_and_record_their_creator() {
         "runs.coxswain.dev",
         &["there is no Flow `missing`"],
     );
-    let run = s
-        .create_run_as(&ALICE, "reviewed", json!({"brief": "hello"}))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let stored = s.get("run", &run);
-    assert_eq!(
-        stored["metadata"]["annotations"]["coxswain.dev/created-by"],
-        "alice"
-    );
+    let run = s.run_created_by_alice("reviewed", json!({"brief": "hello"}));
 
     // Nobody forges or moves the creator.
     let forged = json!({

@@ -20,14 +20,7 @@ async fn coxswain_webhook_alone_serves_the_same_checks() {
         "runs.coxswain.dev",
         &["input.brief: expected string"],
     );
-    let run = s
-        .create_run_as(&ALICE, "reviewed", json!({"brief": "hello"}))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let stored = s.get("run", &run);
-    assert_eq!(
-        stored["metadata"]["annotations"]["coxswain.dev/created-by"],
-        "alice"
-    );
+    s.run_created_by_alice("reviewed", json!({"brief": "hello"}));
 }
 
 /// Deleting the TLS Secret is how a person rotates the self-managed CA: the

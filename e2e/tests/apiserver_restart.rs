@@ -7,8 +7,8 @@ mod doubling;
 
 use std::time::Duration;
 
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, restart_apiserver, wait_for};
-use doubling::{Doubler, ended_right, flow};
+use coxswain_e2e::{ControllerProcess, restart_apiserver, wait_for};
+use doubling::{ended_right, flow};
 use serde_json::{Value, json};
 
 /// Runs in flight when the API server restarts.
@@ -20,10 +20,7 @@ const BOUND: Duration = Duration::from_secs(150);
 
 #[tokio::test]
 async fn runs_in_flight_finish_right_across_an_api_server_restart() {
-    let (addr, doubler) = Doubler::serve().await;
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (addr, doubler, kubectl, ns) = doubling::start().await;
     let mut controllers = vec![
         ControllerProcess::for_namespace(ns.name(), &[])
             .await

@@ -5,17 +5,30 @@
 //! `cargo test -p coxswain-e2e --test argo -- --ignored`. Coxswain's side of
 //! the same comparison runs in CI.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use coxswain_e2e::apimetrics;
 use coxswain_e2e::argo::{StepKind, run_coxswain_chains};
 use coxswain_e2e::{Argo, ControllerProcess, Kubectl, TestNamespace, kubeconfig};
 
+/// A namespace of its own, the cluster's kubeconfig, and Argo's
+/// workflow-controller started for that namespace.
+async fn argo_in_a_namespace() -> (TestNamespace, PathBuf, Argo) {
+    let ns = TestNamespace::new().await.expect("namespace");
+    let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
+        .await
+        .expect("join")
+        .expect("cluster");
+    let argo = Argo::start(&kubeconfig, ns.name())
+        .await
+        .expect("argo starts");
+    (ns, kubeconfig, argo)
+}
+
 #[tokio::test]
 async fn coxswain_runs_the_chains_compared_with_argo_and_the_report_counts_them() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("crds");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let controller = ControllerProcess::for_namespace(ns.name(), &[])
         .await
         .expect("controller starts");
@@ -52,14 +65,7 @@ async fn coxswain_runs_the_chains_compared_with_argo_and_the_report_counts_them(
 #[tokio::test]
 #[ignore = "needs Argo's workflow-controller: run e2e/argo/build first (~18 minutes cold)"]
 async fn argo_runs_five_pod_less_chains_of_three_steps_and_the_report_counts_them() {
-    let ns = TestNamespace::new().await.expect("namespace");
-    let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
-        .await
-        .expect("join")
-        .expect("cluster");
-    let argo = Argo::start(&kubeconfig, ns.name())
-        .await
-        .expect("argo starts");
+    let (ns, kubeconfig, argo) = argo_in_a_namespace().await;
     let before = apimetrics::scrape(&ns.client()).await.expect("metrics");
 
     let report = argo
@@ -120,14 +126,7 @@ async fn argo_pod_steps_run_on_the_stand_in_node() {
         "{} is missing: run ARGO_BUILD_ARGOEXEC=1 e2e/argo/build",
         argoexec.display()
     );
-    let ns = TestNamespace::new().await.expect("namespace");
-    let kubeconfig = tokio::task::spawn_blocking(kubeconfig)
-        .await
-        .expect("join")
-        .expect("cluster");
-    let argo = Argo::start(&kubeconfig, ns.name())
-        .await
-        .expect("argo starts");
+    let (ns, kubeconfig, argo) = argo_in_a_namespace().await;
 
     let report = argo
         // Small: each Argo pod copies argoexec (~110 MB) into an emptyDir,

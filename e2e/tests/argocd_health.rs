@@ -10,7 +10,6 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -130,25 +129,15 @@ async fn serve() -> (SocketAddr, watch::Sender<bool>) {
             ),
         )
         .with_state(released);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = coxswain_e2e::serve_on_loopback(app).await;
     (addr, release)
 }
 
-/// A [`Setup`] whose kubectl answers in JSON: the objects as the API
-/// server returns them, which is what Argo CD's scripts are given.
-struct Cluster(Setup);
-
-impl Deref for Cluster {
-    type Target = Setup;
-
-    fn deref(&self) -> &Setup {
-        &self.0
-    }
-}
+coxswain_e2e::setup_newtype!(
+    /// A [`Setup`] whose kubectl answers in JSON: the objects as the API
+    /// server returns them, which is what Argo CD's scripts are given.
+    Cluster
+);
 
 async fn setup() -> Cluster {
     Cluster(Setup::new(&[]).await)

@@ -55,11 +55,7 @@ async fn serve_publisher() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = coxswain_e2e::serve_on_loopback(app).await;
     (addr, seen)
 }
 

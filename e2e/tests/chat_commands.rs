@@ -203,19 +203,8 @@ async fn a_command_starts_a_run_and_its_outcome_is_posted_in_the_thread() {
         answers[1]
     );
     assert!(answers[1].contains("\"asked\": true"), "{}", answers[1]);
-    let answered = wait_for("the run is marked answered", BOUND, || async {
-        let run: Value =
-            setup
-                .kubectl
-                .json(&["get", "run", &run_name, "-n", setup.ns.name(), "-o", "json"]);
-        Ok(
-            run["metadata"]["annotations"][names::CHAT_ANSWERED_ANNOTATION]
-                .as_str()
-                .map(str::to_string),
-        )
-    })
-    .await
-    .expect("answered");
+    let answered =
+        coxswain_e2e::chat::wait_answered(&setup.kubectl, setup.ns.name(), &run_name, BOUND).await;
     assert!(
         answered.starts_with('$'),
         "the outcome's event id: {answered}"

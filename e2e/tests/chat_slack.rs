@@ -402,16 +402,7 @@ async fn slack_commands_start_runs_once_and_are_answered_in_their_thread() {
         "{}",
         answers[1].text
     );
-    let marked = wait_for("the run is marked answered", BOUND, || async {
-        let run: Value = kubectl.json(&["get", "run", &run_name, "-n", ns.name(), "-o", "json"]);
-        Ok(
-            run["metadata"]["annotations"][names::CHAT_ANSWERED_ANNOTATION]
-                .as_str()
-                .map(str::to_string),
-        )
-    })
-    .await
-    .expect("answered");
+    let marked = coxswain_e2e::chat::wait_answered(&kubectl, ns.name(), &run_name, BOUND).await;
     assert_eq!(marked, answers[1].ts, "the outcome's ts");
 
     // Everything said: one started answer (the retry posted nothing), one

@@ -23,7 +23,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path as UrlPath, State};
 use axum::routing::post;
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, workspace_root};
+use coxswain_e2e::{ControllerProcess, Kubectl, workspace_root};
 use serde_json::{Value, json};
 
 use coxswain_test_support::conformance_driver::{self as driver, Case, Reply};
@@ -47,12 +47,7 @@ async fn serve_replies(replies: Replies) -> SocketAddr {
     let app = axum::Router::new()
         .route("/case/{case}", post(reply))
         .with_state(replies);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
+    coxswain_e2e::serve_on_loopback(app).await
 }
 
 /// The next reply for the step that asks; with none left, the step echoes
@@ -219,9 +214,7 @@ struct Running {
 async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
     let replies: Replies = Arc::default();
     let addr = serve_replies(replies.clone()).await;
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let controller = ControllerProcess::for_namespace(ns.name(), &[])
         .await
         .expect("controller");

@@ -3,7 +3,6 @@
 //! created, Approvals patched, runs cancelled, flows edited mid-run.
 
 use std::net::SocketAddr;
-use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,31 +61,15 @@ async fn serve_counter() -> (SocketAddr, Counter) {
             }),
         )
         .with_state(counter.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = coxswain_e2e::serve_on_loopback(app).await;
     (addr, counter)
 }
 
-/// A [`Setup`] (one controller, or more replicas) with what these tests
-/// do through it.
-struct Cluster(Setup);
-
-impl Deref for Cluster {
-    type Target = Setup;
-
-    fn deref(&self) -> &Setup {
-        &self.0
-    }
-}
-
-impl DerefMut for Cluster {
-    fn deref_mut(&mut self) -> &mut Setup {
-        &mut self.0
-    }
-}
+coxswain_e2e::setup_newtype!(
+    /// A [`Setup`] (one controller, or more replicas) with what these tests
+    /// do through it.
+    Cluster
+);
 
 async fn setup() -> Cluster {
     Cluster(Setup::new(&[]).await)

@@ -6,36 +6,22 @@
 use std::time::Duration;
 
 use coxswain_core::api::{Approval, Flow, Run, RunSpec, RunStatus};
-use coxswain_e2e::{TestNamespace, wait_for};
+use coxswain_e2e::TestNamespace;
 use coxswain_test_support::conformance_driver as driver;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const BOUND: Duration = Duration::from_secs(60);
 
+mod crd_files;
+
 async fn install_crds(client: kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    let dir = coxswain_e2e::workspace_root().join("crds");
-    for file in ["flows.yaml", "runs.yaml", "approvals.yaml"] {
-        let text = std::fs::read_to_string(dir.join(file)).expect("crds/ file");
-        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("CRD YAML");
-        let name = crd.metadata.name.clone().expect("named");
-        let params = PatchParams::apply("coxswain-e2e").force();
-        crds.patch(&name, &params, &Patch::Apply(&crd))
-            .await
-            .unwrap_or_else(|e| panic!("install {file}: {e}"));
-        wait_for(&format!("{name} established"), BOUND, || async {
-            let c = crds.get(&name).await?;
-            let ok = c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            Ok(ok.then_some(()))
-        })
-        .await
-        .expect("established");
-    }
+    crd_files::install(
+        client,
+        &["flows.yaml", "runs.yaml", "approvals.yaml"],
+        BOUND,
+    )
+    .await;
 }
 
 /// Creates an object, retrying while discovery catches up with a new CRD.
@@ -43,15 +29,9 @@ async fn create<K>(api: &Api<K>, object: &K) -> K
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    wait_for("create", BOUND, || async {
-        match api.create(&PostParams::default(), object).await {
-            Ok(o) => Ok(Some(o)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("created")
+    coxswain_e2e::create_when_discovered(api, object, BOUND)
+        .await
+        .expect("created")
 }
 
 #[tokio::test]

@@ -10,8 +10,8 @@ mod doubling;
 
 use std::time::Duration;
 
-use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace};
-use doubling::{Doubler, ended_right, flow};
+use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy};
+use doubling::{ended_right, flow};
 use serde_json::json;
 
 /// Runs started at once.
@@ -22,10 +22,7 @@ const BOUND: Duration = Duration::from_secs(150);
 
 #[tokio::test]
 async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
-    let (addr, doubler) = Doubler::serve().await;
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (addr, doubler, kubectl, ns) = doubling::start().await;
     let proxy = FaultProxy::start(FaultPlan::from_env())
         .await
         .expect("fault proxy");

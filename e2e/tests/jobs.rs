@@ -19,7 +19,6 @@ use coxswain_steps::script::LocalScript;
 use coxswain_steps::secrets::MapSecrets;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -43,16 +42,10 @@ async fn setup() -> Restricted {
     }))
     .expect("a run");
     let runs: Api<Run> = ns.api();
-    let run = wait_for("the run is created", BOUND, || async {
-        match runs.create(&PostParams::default(), &run).await {
-            Ok(run) => Ok(Some(run)),
-            // Discovery may not know the new CRD yet.
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("run");
+    // Discovery may not know the new CRD yet.
+    let run = coxswain_e2e::create_when_discovered(&runs, &run, BOUND)
+        .await
+        .expect("run");
     let settings = JobSettings {
         executable: Some(coxswain_e2e::coxswain_bin().expect("coxswain built")),
         ..JobSettings::default()
@@ -74,29 +67,10 @@ async fn restrict(ns: &TestNamespace) {
         .expect("namespace labelled");
 }
 
+mod crd_files;
+
 async fn install_run_crd(client: kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    let path = coxswain_e2e::workspace_root().join("crds/runs.yaml");
-    let text = std::fs::read_to_string(path).expect("crds/runs.yaml");
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("CRD YAML");
-    let name = crd.metadata.name.clone().expect("named");
-    crds.patch(
-        &name,
-        &PatchParams::apply("coxswain-e2e-jobs").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("CRD applied");
-    wait_for("the Run CRD is established", BOUND, || async {
-        let crd = crds.get(&name).await?;
-        let ok = crd.status.and_then(|s| s.conditions).is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        Ok(ok.then_some(()))
-    })
-    .await
-    .expect("established");
+    crd_files::install(client, &["runs.yaml"], BOUND).await;
 }
 
 fn script(source: &str) -> ScriptStep {

@@ -9,8 +9,7 @@ mod doubling;
 
 use std::time::Duration;
 
-use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, TestNamespace, wait_for};
-use doubling::Doubler;
+use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, wait_for};
 use serde_json::{Value, json};
 
 /// Generous bound for the controller to act (not a timing assertion).
@@ -30,9 +29,7 @@ spec:
 
 #[tokio::test]
 async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its_answer() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let ns = ns.name();
     kubectl.apply(ns, FLOW).unwrap_or_else(|e| panic!("{e}"));
     let run = kubectl
@@ -150,9 +147,7 @@ spec:
 #[tokio::test]
 async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_ended_it_lost_its_answer()
  {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let ns = ns.name();
     kubectl
         .apply(ns, ASKED_TWICE)
@@ -243,10 +238,7 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
 /// there, goes on as if it had been answered.
 #[tokio::test]
 async fn every_transition_is_told_when_every_write_loses_its_answer() {
-    let (addr, doubler) = Doubler::serve().await;
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (addr, doubler, kubectl, ns) = doubling::start().await;
     let ns = ns.name();
     let plan = FaultPlan {
         lost_response: 1.0,

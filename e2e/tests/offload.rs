@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use coxswain_core::api::{Run, RunPhase, RunStatus};
 use coxswain_core::engine::{Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Work};
-use coxswain_e2e::{TestNamespace, wait_for};
+use coxswain_e2e::TestNamespace;
 use coxswain_k8s::offload::{OffloadSettings, Offloader};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
@@ -80,29 +79,10 @@ fn drive(flow: &CompiledFlow) -> RunStatus {
     record
 }
 
+mod crd_files;
+
 async fn install_run_crd(client: kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    let path = coxswain_e2e::workspace_root().join("crds/runs.yaml");
-    let text = std::fs::read_to_string(path).expect("crds/runs.yaml");
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("CRD YAML");
-    let name = crd.metadata.name.clone().expect("named");
-    crds.patch(
-        &name,
-        &PatchParams::apply("coxswain-e2e").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("install the Run CRD");
-    wait_for(&format!("{name} established"), BOUND, || async {
-        let c = crds.get(&name).await?;
-        let ok = c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        Ok(ok.then_some(()))
-    })
-    .await
-    .expect("established");
+    crd_files::install(client, &["runs.yaml"], BOUND).await;
 }
 
 /// Creates the Run, retrying while discovery catches up with the new CRD.
@@ -113,15 +93,9 @@ async fn create_run(runs: &Api<Run>) -> Run {
         "spec": {"flowRef": {"name": "big-and-long"}}
     }))
     .expect("run");
-    wait_for("create the Run", BOUND, || async {
-        match runs.create(&PostParams::default(), &run).await {
-            Ok(o) => Ok(Some(o)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("created")
+    coxswain_e2e::create_when_discovered(runs, &run, BOUND)
+        .await
+        .expect("created")
 }
 
 /// Writes `status` into the Run with one PUT of the status subresource.

@@ -368,24 +368,10 @@ async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
             "--wait",
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-    wait_for("the pods gone", BOUND, || async {
-        let pods = s
-            .kubectl
-            .run(&[
-                "get",
-                "pods",
-                "-n",
-                s.ns(),
-                "-l",
-                &format!("coxswain.dev/run={failed}"),
-                "-o",
-                "name",
-            ])
-            .map_err(coxswain_e2e::Error::Start)?;
-        Ok(pods.trim().is_empty().then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let selector = format!("coxswain.dev/run={failed}");
+    s.wait_none("the pods gone", BOUND, &["pods", "-l", &selector])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let said = plugin(&s, &["logs", &failed, "explode"]);
     assert_eq!(said.exits(0).trim(), "boom: the disk is full");
     assert!(

@@ -70,11 +70,7 @@ async fn model_server() -> (String, Asked) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(complete))
         .with_state(asked.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let addr = listener.local_addr().expect("its address");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = coxswain_e2e::serve_on_loopback(app).await;
     (format!("http://{addr}/v1"), asked)
 }
 
@@ -284,22 +280,11 @@ async fn finished_runs_are_archived_and_deleted_by_retention() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    wait_for("the run to be deleted by retention", BOUND, || async {
-        let gone = s
-            .kubectl
-            .run(&[
-                "get",
-                "run",
-                &run,
-                "-n",
-                s.ns(),
-                "--ignore-not-found",
-                "-o",
-                "name",
-            ])
-            .map_err(coxswain_e2e::Error::Start)?;
-        Ok(gone.trim().is_empty().then_some(()))
-    })
+    s.wait_none(
+        "the run to be deleted by retention",
+        BOUND,
+        &["run", &run, "--ignore-not-found"],
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     let archived = db.query(&format!(

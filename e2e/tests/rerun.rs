@@ -83,7 +83,7 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
     let old = s
         .create_run_as(&ALICE, "rerun", input.clone())
         .unwrap_or_else(|e| panic!("{e}"));
-    let failed = wait_phase(&s, &old, &["Failed", "Succeeded"]).await;
+    let failed = s.wait_phase(&old, &["Failed", "Succeeded"]).await;
     assert_eq!(failed["status"]["phase"], "Failed", "{}", failed["status"]);
     assert_eq!(failed["status"]["steps"]["last"]["status"], "failed");
     let old_uid = failed["metadata"]["uid"].as_str().expect("uid").to_string();
@@ -108,7 +108,7 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
     let waiting = s
         .create_run_as(&ALICE, "waits", json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    wait_phase(&s, &waiting, &["Waiting"]).await;
+    s.wait_phase(&waiting, &["Waiting"]).await;
     assert_refused(
         create(&s, &rerun_of("waits", &waiting, "ask", json!({}))),
         RUNS,
@@ -135,7 +135,7 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
     let again = create(&s, &rerun_of("rerun", &old, "last", input.clone()))
         .map(|out| created_name(&out))
         .unwrap_or_else(|e| panic!("{e}"));
-    let done = wait_phase(&s, &again, &["Failed", "Succeeded"]).await;
+    let done = s.wait_phase(&again, &["Failed", "Succeeded"]).await;
     let status = &done["status"];
     assert_eq!(status["phase"], "Succeeded", "{status}\n{}", s.logs());
     let jobs = jobs_of(&s, &again);
@@ -276,33 +276,9 @@ fn create(s: &admission::Admission, run: &str) -> Result<String, String> {
     s.kubectl_as(&ALICE, &["create", "-f", "-", "-o", "name"], Some(run))
 }
 
-async fn wait_phase(s: &admission::Admission, run: &str, phases: &[&str]) -> Value {
-    match s.kubectl.wait_run(s.ns(), run, phases, BOUND).await {
-        Ok(object) => object,
-        Err(e) => panic!(
-            "{e}\nrun: {}\ncontroller log:\n{}",
-            s.get("run", run),
-            s.logs()
-        ),
-    }
-}
-
 /// The Jobs made for `run`, by its name label.
 fn jobs_of(s: &admission::Admission, run: &str) -> Vec<String> {
-    let out = s
-        .kubectl
-        .run(&[
-            "get",
-            "jobs",
-            "-n",
-            s.ns(),
-            "-l",
-            &format!("coxswain.dev/run={run}"),
-            "-o",
-            "name",
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
-    out.lines().map(String::from).collect()
+    s.names("jobs", &format!("coxswain.dev/run={run}"))
 }
 
 /// The ConfigMaps holding the value moved out from `path`.

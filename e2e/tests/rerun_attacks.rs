@@ -21,12 +21,12 @@ mod admission;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use admission::{BOB, BOUND, EVE, assert_refused, setup};
+use admission::{BOB, EVE, assert_refused, setup};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use coxswain_e2e::rbac::member_role;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const RUNS: &str = "runs.coxswain.dev";
 const ADMIN: [&str; 0] = [];
@@ -57,11 +57,7 @@ async fn serve_cms() -> (SocketAddr, Cms) {
             }),
         )
         .with_state(cms.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = coxswain_e2e::serve_on_loopback(app).await;
     (addr, cms)
 }
 
@@ -148,17 +144,6 @@ fn create(s: &admission::Admission, user: &[&str], run: &str) -> Result<String, 
         })
 }
 
-async fn wait_phase(s: &admission::Admission, run: &str, phases: &[&str]) -> Value {
-    match s.kubectl.wait_run(s.ns(), run, phases, BOUND).await {
-        Ok(object) => object,
-        Err(e) => panic!(
-            "{e}\nrun: {}\ncontroller log:\n{}",
-            s.get("run", run),
-            s.logs()
-        ),
-    }
-}
-
 /// A namespace served by admission where eve holds the member Role, the
 /// Secret `cms` exists, and the stand-in CMS listens.
 async fn with_member_and_cms() -> (admission::Admission, SocketAddr, Cms) {
@@ -190,7 +175,7 @@ async fn a_member_cannot_replay_another_persons_review_through_a_rerun() {
         json!({"spec": {"decision": "approve"}}),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let done = wait_phase(&s, &old, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&old, &["Succeeded", "Failed"]).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     assert_eq!(cms.published(), ["Bearer cms-token-1f2e"]);
     let old_uid = done["metadata"]["uid"].as_str().expect("uid").to_string();
@@ -235,7 +220,9 @@ async fn a_member_cannot_replay_another_persons_review_through_a_rerun() {
         .unwrap_or_else(|e| panic!("{e}"));
     let pinned = s.get("run", &asks);
     assert_eq!(pinned["spec"]["from"]["uid"], old_uid.as_str());
-    let waiting = wait_phase(&s, &asks, &["Waiting", "Succeeded", "Failed"]).await;
+    let waiting = s
+        .wait_phase(&asks, &["Waiting", "Succeeded", "Failed"])
+        .await;
     assert_eq!(
         waiting["status"]["phase"], "Waiting",
         "{}",
@@ -252,7 +239,7 @@ async fn a_member_cannot_replay_another_persons_review_through_a_rerun() {
     // The admin reruns their own run from `publish`: bob's decision stands.
     let again = create(&s, &ADMIN, &rerun_of("release", &old, "publish", None))
         .unwrap_or_else(|e| panic!("{e}"));
-    let done = wait_phase(&s, &again, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&again, &["Succeeded", "Failed"]).await;
     let status = &done["status"];
     assert_eq!(status["phase"], "Succeeded", "{status}");
     assert_eq!(
@@ -271,12 +258,12 @@ async fn a_rerun_never_outlives_a_gate_its_flows_owner_added_or_the_flow_itself(
     let old = s
         .create_run_as(&EVE, "deploy", json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    let done = wait_phase(&s, &old, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&old, &["Succeeded", "Failed"]).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     // An honest rerun of her own run of an unchanged Flow works.
     let again = create(&s, &EVE, &rerun_of("deploy", &old, "publish", None))
         .unwrap_or_else(|e| panic!("{e}"));
-    let done = wait_phase(&s, &again, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&again, &["Succeeded", "Failed"]).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     assert_eq!(cms.published().len(), 2);
 

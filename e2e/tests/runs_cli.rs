@@ -104,22 +104,11 @@ async fn runs_shows_a_live_run_once_and_a_deleted_one_from_the_archive() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
-    wait_for("the brief run deleted by retention", BOUND, || async {
-        let gone = s
-            .kubectl
-            .run(&[
-                "get",
-                "run",
-                &brief,
-                "-n",
-                s.ns(),
-                "--ignore-not-found",
-                "-o",
-                "name",
-            ])
-            .map_err(coxswain_e2e::Error::Start)?;
-        Ok(gone.trim().is_empty().then_some(()))
-    })
+    s.wait_none(
+        "the brief run deleted by retention",
+        BOUND,
+        &["run", &brief, "--ignore-not-found"],
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
 

@@ -105,16 +105,9 @@ async fn crd_with_status_subresource_round_trips() {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => panic!("create crd: {e}"),
     }
-    wait_for("crd established", BOUND, || async {
-        let c = crds.get("widgets.e2e.coxswain.dev").await?;
-        let established = c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        Ok(established.then_some(()))
-    })
-    .await
-    .expect("established");
+    coxswain_e2e::wait_crd_established(&crds, "widgets.e2e.coxswain.dev", BOUND)
+        .await
+        .expect("established");
 
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("e2e.coxswain.dev", "v1", "Widget"),
@@ -128,15 +121,9 @@ async fn crd_with_status_subresource_round_trips() {
     }))
     .expect("valid widget");
     // The discovery cache may lag the Established condition: retry the create.
-    let created = wait_for("widget create", BOUND, || async {
-        match widgets.create(&PostParams::default(), &w).await {
-            Ok(o) => Ok(Some(o)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
-    .expect("create widget");
+    let created = coxswain_e2e::create_when_discovered(&widgets, &w, BOUND)
+        .await
+        .expect("create widget");
     assert!(
         created.data.get("status").is_none(),
         "status is dropped on create: {:?}",

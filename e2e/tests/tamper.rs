@@ -7,7 +7,6 @@
 //! left alone, and an honest run beside it must still succeed.
 
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,16 +19,10 @@ const BOUND: Duration = Duration::from_secs(90);
 
 const AS_MALLORY: [&str; 2] = ["--as", "mallory"];
 
-/// A [`Setup`] with the member's Role, and what these tests do through it.
-struct Tamper(Setup);
-
-impl Deref for Tamper {
-    type Target = Setup;
-
-    fn deref(&self) -> &Setup {
-        &self.0
-    }
-}
+coxswain_e2e::setup_newtype!(
+    /// A [`Setup`] with the member's Role, and what these tests do through it.
+    Tamper
+);
 
 async fn setup() -> Tamper {
     let s = Tamper(Setup::new(&[]).await);
@@ -133,11 +126,7 @@ async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = coxswain_e2e::serve_on_loopback(app).await;
     (addr, calls)
 }
 

@@ -8,7 +8,6 @@
 //! network could, to show that `--webhook-client-ca` answers only a caller
 //! with a client certificate from that CA.
 
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,17 +42,11 @@ spec:
         approvers: {users: [bob]}
 "#;
 
-/// A [`Setup`] serving admission, with the member's Role (mallory's and
-/// bob's), and what these tests do through it.
-struct Member(Setup);
-
-impl Deref for Member {
-    type Target = Setup;
-
-    fn deref(&self) -> &Setup {
-        &self.0
-    }
-}
+coxswain_e2e::setup_newtype!(
+    /// A [`Setup`] serving admission, with the member's Role (mallory's and
+    /// bob's), and what these tests do through it.
+    Member
+);
 
 async fn setup() -> Member {
     let rbac = coxswain_e2e::rbac::member_role(&["mallory", "bob"]);

@@ -284,11 +284,7 @@ async fn an_approval_is_answered_by_its_approver_and_refused_to_anyone_else() {
     let run = s
         .create_run_as(&ALICE, "review", json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    let approval = s.approval(&run, "review").await;
-    let name = approval["metadata"]["name"]
-        .as_str()
-        .expect("name")
-        .to_string();
+    let name = s.approval_name(&run, "review").await;
     let page = format!("/namespaces/{}/runs/{run}", s.ns());
     let dir = tempfile::tempdir().expect("temp dir");
 

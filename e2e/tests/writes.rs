@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use coxswain_e2e::bench::objects::{create_flow, create_runs, is_over, phase, wait_runs};
 use coxswain_e2e::bench::{http_steps, server};
-use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, apimetrics, wait_for};
+use coxswain_e2e::{ControllerProcess, apimetrics, wait_for};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -26,9 +26,7 @@ const STEPS: usize = 8;
 
 #[tokio::test]
 async fn a_run_writes_its_status_once_at_the_start_and_once_per_call_and_tells_its_story() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
+    let (_kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let client = ns.client();
     let (addr, calls) = server::start().await.expect("server");
     create_flow(&client, ns.name(), "calls", http_steps(addr, STEPS))

@@ -30,6 +30,38 @@ pub struct BareRepo {
     pub path: PathBuf,
 }
 
+/// The methods [`GitDaemon`] and [`GitHttp`] share: both keep their repos
+/// in a [`Server`] and name them by their own `url`.
+macro_rules! repo_methods {
+    () => {
+        /// The port it listens on.
+        pub fn port(&self) -> u16 {
+            self.server.port
+        }
+
+        /// Makes the bare repo `name` with one commit on `main`.
+        ///
+        /// # Panics
+        /// When git fails (the message has its stderr).
+        pub fn create_repo(&self, name: &str) -> BareRepo {
+            self.server.create_repo(name, self.url(name))
+        }
+
+        /// The commit `branch` of the repo `name` points to, if it is there.
+        pub fn branch(&self, name: &str, branch: &str) -> Option<String> {
+            self.server.branch(name, branch)
+        }
+
+        /// `git log --format=FORMAT` of `branch` of the repo `name`, trimmed.
+        ///
+        /// # Panics
+        /// When git fails, e.g. there is no such branch.
+        pub fn log(&self, name: &str, branch: &str, format: &str) -> String {
+            self.server.log(name, branch, format)
+        }
+    };
+}
+
 /// `git daemon` serving `git://127.0.0.1:PORT/NAME.git` with pushes enabled
 /// (`--enable=receive-pack`, no auth: the git protocol has none).
 pub struct GitDaemon {
@@ -58,36 +90,12 @@ impl GitDaemon {
         Ok(GitDaemon { server })
     }
 
-    /// The port it listens on.
-    pub fn port(&self) -> u16 {
-        self.server.port
-    }
-
     /// The URL of the repo `name`, made or not.
     pub fn url(&self, name: &str) -> String {
         format!("git://127.0.0.1:{}/{name}.git", self.server.port)
     }
 
-    /// Makes the bare repo `name` with one commit on `main`.
-    ///
-    /// # Panics
-    /// When git fails (the message has its stderr).
-    pub fn create_repo(&self, name: &str) -> BareRepo {
-        self.server.create_repo(name, self.url(name))
-    }
-
-    /// The commit `branch` of the repo `name` points to, if it is there.
-    pub fn branch(&self, name: &str, branch: &str) -> Option<String> {
-        self.server.branch(name, branch)
-    }
-
-    /// `git log --format=FORMAT` of `branch` of the repo `name`, trimmed.
-    ///
-    /// # Panics
-    /// When git fails, e.g. there is no such branch.
-    pub fn log(&self, name: &str, branch: &str, format: &str) -> String {
-        self.server.log(name, branch, format)
-    }
+    repo_methods!();
 }
 
 /// `git http-backend` (CGI) behind lighttpd, serving
@@ -129,36 +137,12 @@ impl GitHttp {
         Ok(GitHttp { server })
     }
 
-    /// The port it listens on.
-    pub fn port(&self) -> u16 {
-        self.server.port
-    }
-
     /// The URL of the repo `name`, made or not, without credentials.
     pub fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/git/{name}.git", self.server.port)
     }
 
-    /// Makes the bare repo `name` with one commit on `main`.
-    ///
-    /// # Panics
-    /// When git fails (the message has its stderr).
-    pub fn create_repo(&self, name: &str) -> BareRepo {
-        self.server.create_repo(name, self.url(name))
-    }
-
-    /// The commit `branch` of the repo `name` points to, if it is there.
-    pub fn branch(&self, name: &str, branch: &str) -> Option<String> {
-        self.server.branch(name, branch)
-    }
-
-    /// `git log --format=FORMAT` of `branch` of the repo `name`, trimmed.
-    ///
-    /// # Panics
-    /// When git fails, e.g. there is no such branch.
-    pub fn log(&self, name: &str, branch: &str, format: &str) -> String {
-        self.server.log(name, branch, format)
-    }
+    repo_methods!();
 }
 
 /// lighttpd's config: CGI for everything under `/git/` (aliased to the
@@ -406,7 +390,10 @@ fn logs(dir: &Path) -> String {
 }
 
 /// Runs git in `dir`, which must succeed; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
+///
+/// # Panics
+/// When git fails (the message has its arguments, `dir` and stderr).
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use coxswain_records::order::OrderBy;
 use coxswain_records::{LookupError, PgSettings, Record, Saving, Store, StoreError};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
 use support::stores::{Ask, Backend, Fresh, expr};
 
@@ -428,15 +428,8 @@ fn sql_order_and_merge_agree_with_the_comparator_and_the_evaluator() {
         )
     });
     let (pg, sqlite) = rt.block_on(async { (pg_db.open().await, sqlite_db.open().await) });
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = support::proptest_runner(96);
+    let cases = runner.config().cases;
     let n = Cell::new(0);
     let counts = RefCell::new([0usize; 3]); // answers, failures, merged-in records
     runner

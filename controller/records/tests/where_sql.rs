@@ -12,7 +12,7 @@ mod support;
 use std::time::Instant;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
 use support::check::{Rec, Stats, check, insert};
 
@@ -424,15 +424,8 @@ fn runtime() -> tokio::runtime::Runtime {
 fn generated_conditions_agree_with_the_evaluator() {
     let rt = runtime();
     let client = rt.block_on(support::client());
-    let cases: u32 = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = support::proptest_runner(256);
+    let cases = runner.config().cases;
     let strategy = (records(), input(), prop::collection::vec(condition(), 8));
     let stats = std::cell::RefCell::new(Stats::default());
     let counter = std::cell::Cell::new(0u64);

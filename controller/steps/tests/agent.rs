@@ -1,6 +1,8 @@
 //! The agent executor against a stand-in OpenAI-compatible server that speaks
 //! the real wire format: scripted replies per test, every request recorded.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,6 +16,8 @@ use coxswain_core::engine::{AgentTask, ChangeRequest, Given, Task, Work, codes};
 use coxswain_steps::Executor;
 use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
 use serde_json::{Value, json};
+
+use common::assert_error;
 
 /// What the stand-in answers and what it was sent.
 #[derive(Default)]
@@ -59,14 +63,8 @@ async fn server(replies: Vec<(u16, Value)>) -> (String, Shared) {
 
 /// Serves `app` on a free port of 127.0.0.1; returns its `/v1` base URL.
 async fn serve(app: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+    let (base, _server) = common::serve(app).await;
+    format!("{base}/v1")
 }
 
 fn usage(p: i64, c: i64) -> Value {
@@ -399,22 +397,14 @@ async fn failing_twice_fails_the_attempt_saying_why() {
         "a failed attempt still reports the tokens of both calls"
     );
     let err = failed.error;
-    assert_eq!(err.code, codes::AGENT);
-    assert!(
-        err.message.contains("after one repair turn"),
-        "{}",
-        err.message
-    );
-    assert!(
-        err.message
-            .contains("field `score` must be an integer, found a number (1.5)"),
-        "{}",
-        err.message
-    );
-    assert!(
-        err.message.contains("unexpected field `extra`"),
-        "{}",
-        err.message
+    assert_error(
+        &err,
+        codes::AGENT,
+        &[
+            "after one repair turn",
+            "field `score` must be an integer, found a number (1.5)",
+            "unexpected field `extra`",
+        ],
     );
     assert_eq!(requests(&script).len(), 2);
 }
@@ -488,9 +478,7 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
         .await
         .expect_err("4xx fails")
         .error;
-    assert_eq!(err.code, codes::AGENT);
-    assert!(err.message.contains("HTTP 400"), "{}", err.message);
-    assert!(err.message.contains("bad model name"), "{}", err.message);
+    assert_error(&err, codes::AGENT, &["HTTP 400", "bad model name"]);
     assert_eq!(requests(&script).len(), 1);
 }
 
@@ -507,8 +495,7 @@ async fn unreachable_server_fails_naming_it() {
         .await
         .expect_err("fails")
         .error;
-    assert_eq!(err.code, codes::AGENT_UNAVAILABLE);
-    assert!(err.message.contains("could not reach"), "{}", err.message);
+    assert_error(&err, codes::AGENT_UNAVAILABLE, &["could not reach"]);
 }
 
 #[tokio::test]
@@ -716,12 +703,7 @@ async fn an_endless_answer_is_refused_at_the_cap() {
         .await
         .expect_err("refused")
         .error;
-    assert_eq!(err.code, codes::AGENT);
-    assert!(
-        err.message.contains("is larger than the 1 MiB limit"),
-        "{}",
-        err.message
-    );
+    assert_error(&err, codes::AGENT, &["is larger than the 1 MiB limit"]);
 }
 
 #[tokio::test]

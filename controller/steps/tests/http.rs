@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Answer, StandIn, work};
+use common::{Answer, StandIn, assert_error, work};
 use coxswain_core::api::{HttpBody, HttpHeader, HttpStep, NameValue, SecretKeyRef, ValueFrom};
 use coxswain_core::engine::{Task, Work, codes};
 use coxswain_steps::Executor;
@@ -321,8 +321,7 @@ async fn a_line_break_in_a_header_value_is_refused() {
         ..Default::default()
     };
     let err = executor().run(&http_work(step)).await.unwrap_err().error;
-    assert_eq!(err.code, codes::PLACEHOLDER);
-    assert!(err.message.contains("line break"), "{}", err.message);
+    assert_error(&err, codes::PLACEHOLDER, &["line break"]);
     assert!(server.requests().is_empty());
 }
 
@@ -384,21 +383,17 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
     use axum::response::Redirect;
     let app = axum::Router::new()
         .fallback(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (base, server) = common::serve(app).await;
     let step = HttpStep {
-        url: format!("http://{addr}/start"),
+        url: format!("{base}/start"),
         ..Default::default()
     };
     let err = executor().run(&http_work(step)).await.unwrap_err().error;
     server.abort();
-    assert_eq!(err.code, codes::HTTP);
-    assert!(
-        err.message
-            .contains("refused to connect to 169.254.169.254"),
-        "{}",
-        err.message
+    assert_error(
+        &err,
+        codes::HTTP,
+        &["refused to connect to 169.254.169.254"],
     );
 }
 
@@ -420,12 +415,8 @@ async fn redirector(status: u16, location: String) -> (String, Arc<std::sync::Mu
             )
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}"), seen)
+    let (base, _server) = common::serve(app).await;
+    (base, seen)
 }
 
 fn bound_header(name: &str) -> HttpHeader {
@@ -502,14 +493,10 @@ async fn a_step_with_a_secret_follows_redirects_within_its_origin() {
                 }
             }),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (base, _server) = common::serve(app).await;
     let step = HttpStep {
         method: Some("POST".into()),
-        url: format!("http://{addr}/start"),
+        url: format!("{base}/start"),
         headers: vec![bound_header("X-Api-Key")],
         body: Some(HttpBody {
             text: Some("the body".into()),

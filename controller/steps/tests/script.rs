@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::work;
+use common::{assert_error, work};
 use coxswain_core::api::{EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
 use coxswain_core::engine::{Task, Work, codes};
 use coxswain_steps::Executor;
@@ -142,8 +142,7 @@ async fn missing_secret_fails_with_secret_code() {
         .await
         .unwrap_err()
         .error;
-    assert_eq!(err.code, codes::SECRET);
-    assert!(err.message.contains("nope"), "{}", err.message);
+    assert_error(&err, codes::SECRET, &["nope"]);
 }
 
 #[tokio::test]
@@ -329,8 +328,7 @@ async fn timeout_kills_the_process_group() {
     let mut w = script_work(sleeper(&pid_file), Value::Null);
     w.timeout = Some(Duration::from_millis(500));
     let err = executor().run(&w).await.unwrap_err().error;
-    assert_eq!(err.code, codes::TIMEOUT);
-    assert!(err.message.contains("timeout"), "{}", err.message);
+    assert_error(&err, codes::TIMEOUT, &["timeout"]);
     let pid = read_pid(&pid_file).await;
     assert!(wait_gone(pid).await, "the background sleep {pid} survived");
 }
@@ -494,8 +492,7 @@ async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
     let result = ends(&exec, &w).await;
     kill(read_pid(&pid_file).await);
     let err = result.expect("the attempt hung").unwrap_err().error;
-    assert_eq!(err.code, codes::TIMEOUT);
-    assert!(err.message.contains("1500ms"), "{}", err.message);
+    assert_error(&err, codes::TIMEOUT, &["1500ms"]);
 }
 
 #[tokio::test]

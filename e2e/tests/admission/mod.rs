@@ -7,7 +7,6 @@
 //! in the test's namespace ([`RBAC`]).
 #![allow(dead_code, reason = "each admission test binary uses its own parts")]
 
-use std::ops::Deref;
 use std::time::Duration;
 
 use coxswain_e2e::{NOT_A_FLOW, Setup, wait_for};
@@ -53,17 +52,11 @@ subjects:
   - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
 "#;
 
-/// A [`Setup`] serving admission, with what the admission tests do
-/// through it.
-pub struct Admission(Setup);
-
-impl Deref for Admission {
-    type Target = Setup;
-
-    fn deref(&self) -> &Setup {
-        &self.0
-    }
-}
+coxswain_e2e::setup_newtype!(
+    /// A [`Setup`] serving admission, with what the admission tests do
+    /// through it.
+    pub Admission
+);
 
 /// A controller serving admission for a namespace with [`RBAC`]'s people.
 pub async fn setup() -> Admission {
@@ -80,6 +73,20 @@ impl Admission {
     /// `kubectl apply` of `yaml` as `user`.
     pub fn apply_as(&self, user: &[&str], yaml: &str) -> Result<String, String> {
         self.kubectl_as(user, &["apply", "-f", "-"], Some(yaml))
+    }
+
+    /// Creates a Run of `flow` as alice, which admission must accept, and
+    /// checks that it stamped her name on it (`coxswain.dev/created-by`).
+    pub fn run_created_by_alice(&self, flow: &str, input: Value) -> String {
+        let run = self
+            .create_run_as(&ALICE, flow, input)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stored = self.get("run", &run);
+        assert_eq!(
+            stored["metadata"]["annotations"]["coxswain.dev/created-by"],
+            "alice"
+        );
+        run
     }
 
     /// Creates a Run of `flow` as `user`; returns its name.
@@ -136,6 +143,29 @@ impl Admission {
         })
         .await;
         found.unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.logs()))
+    }
+
+    /// The name of the Approval the controller made for `step` of `run`,
+    /// once it is there ([`Admission::approval`]).
+    pub async fn approval_name(&self, run: &str, step: &str) -> String {
+        let approval = self.approval(run, step).await;
+        approval["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string()
+    }
+
+    /// The Run once its phase is one of `phases`; panics with the Run and
+    /// the controller's log if it is not within [`BOUND`].
+    pub async fn wait_phase(&self, run: &str, phases: &[&str]) -> Value {
+        match self.kubectl.wait_run(self.ns(), run, phases, BOUND).await {
+            Ok(object) => object,
+            Err(e) => panic!(
+                "{e}\nrun: {}\ncontroller log:\n{}",
+                self.get("run", run),
+                self.logs()
+            ),
+        }
     }
 
     /// The caBundle of each validating webhook, base64 as stored.

@@ -13,7 +13,16 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
+use coxswain_e2e::{Kubectl, TestNamespace};
 use serde_json::{Value, json};
+
+/// Where these tests start: a [`Doubler`] serving, kubectl with the CRDs
+/// installed, and a namespace of the test's own.
+pub async fn start() -> (SocketAddr, Doubler, Kubectl, TestNamespace) {
+    let (addr, doubler) = Doubler::serve().await;
+    let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
+    (addr, doubler, kubectl, ns)
+}
 
 /// The http step's server: `GET /double?num=N` answers `{"n": 2N}` and
 /// remembers each call's `Idempotency-Key` by `N`.
@@ -29,11 +38,7 @@ impl Doubler {
         let app = axum::Router::new()
             .route("/double", get(double))
             .with_state(doubler.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let addr = coxswain_e2e::serve_on_loopback(app).await;
         (addr, doubler)
     }
 

@@ -72,3 +72,17 @@ pub async fn client() -> Client {
         .expect("making the temporary records table");
     client
 }
+
+/// A proptest runner of `PROPTEST_CASES` cases (`default` without it),
+/// keeping no failure files: a failing case is printed, not saved.
+pub fn proptest_runner(default: u32) -> proptest::test_runner::TestRunner {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })
+}

@@ -11,6 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use coxswain_core::api::StepError;
 use coxswain_core::engine::{DataView, RunInfo, Task, Work};
 use serde_json::{Value, json};
 
@@ -45,6 +46,33 @@ pub fn work(task: Task, input: Value, steps: &[(&str, Value, &str)]) -> Work {
         review: None,
         lookups: Vec::new(),
     }
+}
+
+/// Checks that a step failed with the error `code` and a message that says
+/// each of `parts`.
+pub fn assert_error(err: &StepError, code: &str, parts: &[&str]) {
+    assert_eq!(err.code, code);
+    for part in parts {
+        assert!(err.message.contains(part), "{}", err.message);
+    }
+}
+
+/// Checks that a step failed with the error `code` and a message that
+/// starts with `prefix`.
+pub fn assert_error_starting(err: &StepError, code: &str, prefix: &str) {
+    assert_eq!(err.code, code);
+    assert!(err.message.starts_with(prefix), "{}", err.message);
+}
+
+/// Serves `app` on a free loopback port until the task is aborted; its
+/// base URL (`http://127.0.0.1:PORT`) and the task.
+pub async fn serve(app: Router) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), task)
 }
 
 /// One request as the stand-in server saw it.
@@ -118,16 +146,8 @@ impl StandIn {
             answer,
         };
         let app = Router::new().fallback(record).with_state(shared);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        StandIn {
-            base: format!("http://{addr}"),
-            seen,
-            task,
-        }
+        let (base, task) = serve(app).await;
+        StandIn { base, seen, task }
     }
 
     pub fn requests(&self) -> Vec<Seen> {

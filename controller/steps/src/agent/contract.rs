@@ -474,7 +474,7 @@ pub fn extract_json_in(text: &str, arrays: bool) -> Result<Value, JsonError> {
         }
     }
     for candidate in candidates {
-        match serde_json::from_str::<Value>(candidate.trim()) {
+        match parse_lenient(candidate.trim()) {
             Ok(v @ Value::Object(_)) => return Ok(v),
             Ok(v @ Value::Array(_)) if arrays => return Ok(v),
             Ok(other) => {
@@ -490,6 +490,50 @@ pub fn extract_json_in(text: &str, arrays: bool) -> Result<Value, JsonError> {
         (None, Some(e)) if trimmed.contains('{') || trimmed.contains("```") => e,
         _ => JsonError::NotFound,
     })
+}
+
+/// Parses JSON as written, or, when the only fault is a raw control
+/// character (a real line break or tab) inside a string, as it would read
+/// with those characters escaped. Small models often break a long string
+/// over lines; Python's `json.loads(strict=False)` reads the same text.
+fn parse_lenient(text: &str) -> serde_json::Result<Value> {
+    match serde_json::from_str::<Value>(text) {
+        Err(e) if e.is_syntax() && e.to_string().starts_with("control character") => {
+            match escape_raw_controls(text) {
+                Some(escaped) => serde_json::from_str(&escaped).map_err(|_| e),
+                None => Err(e),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The text with every control character inside a JSON string escaped
+/// (`\n`, `\t`, `\r` or `\u00XX`); `None` when there were none.
+fn escape_raw_controls(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    for c in text.chars() {
+        if in_string && !escaped && c < ' ' {
+            changed = true;
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                other => out.push_str(&format!("\\u{:04x}", other as u32)),
+            }
+            continue;
+        }
+        out.push(c);
+        if escaped {
+            escaped = false;
+        } else if in_string && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            in_string = !in_string;
+        }
+    }
+    changed.then_some(out)
 }
 
 /// The bodies of the fenced code blocks in a text, in order.
@@ -674,6 +718,26 @@ mod tests {
         let c = Contract::of(None);
         assert!(c.request_members(Mode::Tools).is_empty());
         assert!(c.request_members(Mode::JsonSchema).is_empty());
+    }
+
+    #[test]
+    fn raw_line_breaks_inside_strings_are_read_as_escaped() {
+        let c = json_contract(vec![field("tagline", "string")]);
+        let raw = "{\"tagline\": \"Fold it,\n\tcarry it\u{1}\"}";
+        assert_eq!(
+            interpret(&c, &args(raw)),
+            Ok(json!({"tagline": "Fold it,\n\tcarry it\u{1}"}))
+        );
+        // Outside strings, line breaks are plain white space; an escaped
+        // quote does not end the string.
+        let raw = "{\n\"tagline\": \"say \\\"hi\\\"\nnow\"\n}";
+        assert_eq!(
+            interpret(&c, &args(raw)),
+            Ok(json!({"tagline": "say \"hi\"\nnow"}))
+        );
+        // Other faults are still reported as they are.
+        let err = extract_json("{\"tagline\": \"a\nb\",}").unwrap_err();
+        assert!(matches!(err, JsonError::Invalid(_)), "{err}");
     }
 
     #[test]

@@ -68,6 +68,18 @@ impl Error {
     }
 }
 
+impl From<coxswain_kube::values::ValueError> for Error {
+    fn from(e: coxswain_kube::values::ValueError) -> Self {
+        use coxswain_kube::values::ValueError;
+        match e {
+            ValueError::Kube { action, source } => Error::Kube { action, source },
+            ValueError::Corrupt(what) => Error::Corrupt(what),
+            ValueError::Tampered { object, reason } => Error::Tampered { object, reason },
+            ValueError::Offload { run, source } => Error::Offload { run, source },
+        }
+    }
+}
+
 /// Why `coxswain controller` could not start, or had to stop: the process
 /// exits non-zero. Kept apart from [`Error`] so that a reconcile cannot
 /// return one by mistake, and a start-up failure is never retried as a

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use coxswain_client::answer;
+use coxswain_client::not_ours;
 use coxswain_core::api::{Approval, ApprovalState, Run};
 use coxswain_core::flow::describe_approvers;
-use coxswain_k8s::run::answer;
-use coxswain_k8s::run::approvals::not_ours;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::{Deserialize, Serialize};
@@ -51,7 +51,11 @@ pub struct OpenApproval {
 /// The open Approvals the controller made for `run`.
 pub async fn open(client: &Client, run: &Run) -> Result<Vec<OpenApproval>, ApiError> {
     let api: Api<Approval> = Api::namespaced(client.clone(), &run.namespace().unwrap_or_default());
-    let selector = format!("{}={}", coxswain_k8s::names::RUN_NAME_LABEL, run.name_any());
+    let selector = format!(
+        "{}={}",
+        coxswain_kube::names::RUN_NAME_LABEL,
+        run.name_any()
+    );
     let listed = match api.list(&ListParams::default().labels(&selector)).await {
         Ok(list) => list.items,
         // Someone who may read the run but not its Approvals sees none.

@@ -45,7 +45,7 @@ pub fn run(
     let approvals: Api<Approval> = Api::namespaced(client.clone(), &ns);
     let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let by_label = watcher::Config::default()
-        .labels(&format!("{}={name}", coxswain_k8s::names::RUN_NAME_LABEL));
+        .labels(&format!("{}={name}", coxswain_kube::names::RUN_NAME_LABEL));
     let changes = stream::select(
         watcher::watcher(runs, by_name)
             .default_backoff()

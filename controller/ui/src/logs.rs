@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use coxswain_k8s::names::{RUN_NAME_LABEL, STEP_LABEL, controlled_by};
+use coxswain_kube::names::{RUN_NAME_LABEL, STEP_LABEL, controlled_by};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, LogParams};

@@ -7,11 +7,11 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use coxswain_core::api::{Flow, Run, RunStatus, Step};
+use coxswain_client::flow::{self, FlowError};
+use coxswain_client::whole_status;
+use coxswain_core::api::{Run, RunStatus, Step};
 use coxswain_core::engine::CompiledFlow;
 use coxswain_core::view::{self, Picture};
-use coxswain_k8s::offload::{OffloadSettings, Offloader};
-use coxswain_k8s::run::pin::{Pinned, read_pinned};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::{Deserialize, Serialize};
@@ -190,61 +190,18 @@ pub async fn get_run(client: &Client, ns: &str, name: &str) -> Result<Run, ApiEr
         .ok_or_else(|| ApiError::NotFound(format!("run {name} does not exist in namespace {ns}")))
 }
 
-/// The flow `run` goes on with: the snapshot its record pinned (checked
-/// against the pinned digest), else, before it started, the Flow it names.
-/// `Conflict` says why neither can be drawn.
-///
-/// Read anew with the caller's credentials each time, never from a cache
-/// shared between callers: whoever reads a flow must be let read it.
+/// The flow `run` goes on with, read as the person asking
+/// (`coxswain_client::flow::of_run`); `Conflict` says why it cannot be had.
 pub async fn flow_of(client: &Client, run: &Run) -> Result<Arc<CompiledFlow>, ApiError> {
-    let digest = run.status.as_ref().and_then(|s| s.flow_digest.clone());
-    match digest.as_deref() {
-        Some(digest) => match read_pinned(client, run, digest).await {
-            Ok(Pinned::Flow(flow)) => Ok(flow),
-            Ok(Pinned::Tampered { reason, .. } | Pinned::Refused(_, reason)) => {
-                Err(ApiError::Conflict(reason))
-            }
-            Ok(Pinned::NotYet(why)) => Err(ApiError::Conflict(why)),
-            // Someone who may read the Run but not its ConfigMaps: the
-            // Flow itself, when it still is what the run pinned.
-            Err(e) => match live_flow(client, run).await {
-                Ok(flow) if flow.get().digest == digest => Ok(flow),
-                _ => Err(ApiError::Conflict(format!(
-                    "the run's flow snapshot cannot be read ({e}), and the Flow `{}` has changed since the run started (or cannot be read either)",
-                    run.spec.flow_ref.name
-                ))),
-            },
-        },
-        None => live_flow(client, run).await,
-    }
+    flow::of_run(client, run).await.map_err(|e| match e {
+        FlowError::Kube { source, .. } => ApiError::from(source),
+        other => ApiError::Conflict(other.to_string()),
+    })
 }
 
-async fn live_flow(client: &Client, run: &Run) -> Result<Arc<CompiledFlow>, ApiError> {
-    let ns = run.namespace().unwrap_or_default();
-    let name = &run.spec.flow_ref.name;
-    let flows: Api<Flow> = Api::namespaced(client.clone(), &ns);
-    let Some(flow) = flows.get_opt(name).await? else {
-        return Err(ApiError::Conflict(format!(
-            "the flow `{name}` does not exist in namespace `{ns}`"
-        )));
-    };
-    CompiledFlow::new(flow.spec)
-        .map(Arc::new)
-        .map_err(|problems| {
-            ApiError::Conflict(format!(
-                "the flow `{name}` is not valid: {}",
-                coxswain_core::flow::one_line(&problems)
-            ))
-        })
-}
-
-/// The record of `run` with every value moved out of it put back.
+/// The status of `run` with every value moved out of it put back.
 pub async fn whole_record(client: &Client, run: &Run) -> Result<RunStatus, ApiError> {
-    let settings = OffloadSettings::default();
-    let offloader =
-        Offloader::new(client.clone(), &settings).map_err(|e| ApiError::Internal(e.to_string()))?;
-    offloader
-        .load(run)
+    whole_status(client, run)
         .await
         .map_err(|e| ApiError::Conflict(format!("the run's moved-out values: {e}")))
 }

@@ -16,19 +16,17 @@
 //! comes from the value's digest, so storing the same record twice creates
 //! nothing the second time.
 
-mod cache;
-mod config_map;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use coxswain_kube::values::config_map::{self, Owner};
+use coxswain_kube::values::{Values, unique};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use crate::{Error, StartError, names};
-use cache::Cache;
 use coxswain_core::api::offload::{self, DEFAULT_BUDGET, DEFAULT_THRESHOLD, Limits, MIN_THRESHOLD};
 use coxswain_core::api::{Run, RunStatus};
 
@@ -104,9 +102,8 @@ pub struct Stored {
 /// Moves values between Runs' statuses and their ConfigMaps. Holds a cache
 /// of the ConfigMaps it read or wrote; share one for the whole controller.
 pub struct Offloader {
-    client: Client,
+    values: Values,
     limits: Limits,
-    cache: Cache,
 }
 
 impl Offloader {
@@ -116,23 +113,24 @@ impl Offloader {
             .limits()
             .map_err(|e| StartError::Setting(format!("the controller's settings: {e}")))?;
         Ok(Offloader {
-            client,
+            values: Values::new(client),
             limits,
-            cache: Cache::default(),
         })
     }
 
     /// The status to write for `status`: its large values moved into
     /// ConfigMaps owned by `run`, which exist when this returns.
     pub async fn store(&self, run: &Run, status: &RunStatus) -> Result<Stored, Error> {
-        let owner = config_map::Owner::of(run)?;
+        let owner = Owner::of(run)?;
         let stored = serde_json::to_value(status)
             .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))?;
         let split = offload::split(stored, &self.limits, &|sha, piece| {
             names::value(&owner.name, sha, piece)
         })
-        .map_err(|source| owner.error(source))?;
-        let moved = split.moved().map_err(|source| owner.error(source))?;
+        .map_err(|source| Error::from(owner.error(source)))?;
+        let moved = split
+            .moved()
+            .map_err(|source| Error::from(owner.error(source)))?;
         let created = self
             .keep(&owner, names::ROLE_VALUE, moved, &split.contents)
             .await?;
@@ -161,7 +159,7 @@ impl Offloader {
         run: &Run,
         show: &BTreeMap<String, Value>,
     ) -> Result<Value, Error> {
-        let owner = config_map::Owner::of(run)?;
+        let owner = Owner::of(run)?;
         let shown = offload::split_shown(show, &self.limits, &|sha, piece| {
             names::shown(&owner.name, sha, piece)
         });
@@ -174,7 +172,7 @@ impl Offloader {
     /// many it created.
     async fn keep(
         &self,
-        owner: &config_map::Owner,
+        owner: &Owner,
         role: &str,
         moved: Vec<offload::MovedValue>,
         contents: &BTreeMap<String, String>,
@@ -189,65 +187,35 @@ impl Offloader {
                 ))
             })?;
             for (name, piece) in entry.config_maps.iter().zip(offload::pieces(content)) {
-                if self.cache.get(name).is_none() {
+                if self.values.cache().get(name).is_none() {
                     let object = owner.config_map(role, &entry, name, piece);
                     let made = self.create(owner, &entry, object).await?;
                     if !made {
                         self.check_piece(owner, &entry, name, piece).await?;
                     }
                     created += usize::from(made);
-                    self.cache.put(name, Arc::from(piece));
+                    self.values.cache().put(name, Arc::from(piece));
                 }
             }
         }
         Ok(created)
     }
 
-    /// The record in `run`'s status with every moved value put back.
+    /// The status of `run` with every moved value put back.
     pub async fn load(&self, run: &Run) -> Result<RunStatus, Error> {
-        let Some(status) = &run.status else {
-            return Ok(RunStatus::default());
-        };
-        if status.values.is_empty() {
-            return Ok(status.clone());
-        }
-        let owner = config_map::Owner::of(run)?;
-        let stored = serde_json::to_value(status)
-            .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))?;
-        let mut contents = BTreeMap::new();
-        for entry in unique(status.values.clone()) {
-            let mut content = String::with_capacity(usize::try_from(entry.bytes).unwrap_or(0));
-            for name in &entry.config_maps {
-                content.push_str(&self.piece(&owner, &entry.path, name).await?);
-            }
-            contents.insert(entry.sha256, content);
-        }
-        let joined = offload::join(stored, &contents).map_err(|source| match source {
-            // Pieces that do not add up to the value the status recorded:
-            // someone replaced them (a value ConfigMap is immutable).
-            offload::OffloadError::Mismatch { .. } => Error::Tampered {
-                object: "a value ConfigMap".into(),
-                reason: format!(
-                    "{source}: a ConfigMap holding a value moved out of run {}'s status was replaced by someone else (it was left alone)",
-                    owner.id()
-                ),
-            },
-            source => owner.error(source),
-        })?;
-        serde_json::from_value(joined)
-            .map_err(|e| Error::Corrupt(format!("the status of run {}: {e}", owner.id())))
+        Ok(self.values.load(run).await?)
     }
 
     /// Deletes `run`'s value ConfigMaps that `written` (the status just
     /// written) does not reference; returns how many it deleted.
     pub async fn collect(&self, run: &Run, written: &Value) -> Result<usize, Error> {
-        let owner = config_map::Owner::of(run)?;
+        let owner = Owner::of(run)?;
         let keep: BTreeSet<String> = offload::moved(written)
-            .map_err(|source| owner.error(source))?
+            .map_err(|source| Error::from(owner.error(source)))?
             .into_iter()
             .flat_map(|m| m.config_maps)
             .collect();
-        let api = self.api(&owner);
+        let api = self.values.api(&owner);
         let selector = format!(
             "{}={},{}={}",
             names::RUN_UID_LABEL,
@@ -269,7 +237,7 @@ impl Offloader {
             if keep.contains(&name) {
                 continue;
             }
-            self.cache.forget(&name);
+            self.values.cache().forget(&name);
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => deleted += 1,
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -288,12 +256,13 @@ impl Offloader {
     /// name is its content's digest, so it holds the same piece).
     async fn create(
         &self,
-        owner: &config_map::Owner,
+        owner: &Owner,
         entry: &offload::MovedValue,
         object: ConfigMap,
     ) -> Result<bool, Error> {
         let name = object.name_any();
         match self
+            .values
             .api(owner)
             .create(&PostParams::default(), &object)
             .await
@@ -316,12 +285,13 @@ impl Offloader {
     /// guess a value can make a ConfigMap under its name first.
     async fn check_piece(
         &self,
-        owner: &config_map::Owner,
+        owner: &Owner,
         entry: &offload::MovedValue,
         name: &str,
         piece: &str,
     ) -> Result<(), Error> {
         let found = self
+            .values
             .api(owner)
             .get_opt(name)
             .await
@@ -339,47 +309,6 @@ impl Offloader {
             ),
         })
     }
-
-    /// The piece ConfigMap `name` holds, from the cache or the API server.
-    async fn piece(
-        &self,
-        owner: &config_map::Owner,
-        path: &str,
-        name: &str,
-    ) -> Result<Arc<str>, Error> {
-        if let Some(piece) = self.cache.get(name) {
-            return Ok(piece);
-        }
-        let what = || {
-            format!(
-                "ConfigMap {name}, holding the value at {path} of run {}",
-                owner.id()
-            )
-        };
-        let object = self
-            .api(owner)
-            .get(name)
-            .await
-            .map_err(|e| Error::kube(format!("reading {}", what()), e))?;
-        let piece = config_map::piece_of(object)
-            .ok_or_else(|| Error::Corrupt(format!("{} has no `value` key", what())))?;
-        let piece: Arc<str> = Arc::from(piece);
-        self.cache.put(name, piece.clone());
-        Ok(piece)
-    }
-
-    fn api(&self, owner: &config_map::Owner) -> Api<ConfigMap> {
-        Api::namespaced(self.client.clone(), &owner.namespace)
-    }
-}
-
-/// One entry per digest: the same value in several places is stored once.
-fn unique(entries: Vec<offload::MovedValue>) -> Vec<offload::MovedValue> {
-    let mut seen = BTreeSet::new();
-    entries
-        .into_iter()
-        .filter(|e| seen.insert(e.sha256.clone()))
-        .collect()
 }
 
 #[cfg(test)]

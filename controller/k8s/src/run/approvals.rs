@@ -22,6 +22,7 @@ use crate::names;
 use coxswain_core::api::{Approval, ApprovalSpec, ApprovalState, Run};
 use coxswain_core::engine::{ApprovalRequest, Ballot, Decision};
 use coxswain_core::flow::{Vote, check_answer_in, describe_tally, tally};
+pub use coxswain_kube::approvals::{approval_name, not_ours};
 
 /// A waiting approval and what a person answered, if anything.
 pub struct Asked {
@@ -240,41 +241,6 @@ pub struct Ballots {
     pub refused: Vec<String>,
     /// How the counted answers stand (`approve 1 of 2`).
     pub tally: Option<String>,
-}
-
-/// The name of the Approval of attempt `attempt` of `step` of `run`.
-pub fn approval_name(run: &Run, step: &str, attempt: u32) -> String {
-    names::approval(
-        &run.name_any(),
-        &run.uid().unwrap_or_default(),
-        step,
-        attempt,
-    )
-}
-
-/// Why `approval` is not the one `run` made for attempt `attempt` of
-/// `step`, if it is not: its name, `spec` and controller owner must all say
-/// so. (The name alone proves the run's uid, step and attempt, as no object
-/// can be renamed; the rest catches an object made under it by hand.)
-pub fn not_ours(approval: &Approval, run: &Run, step: &str, attempt: u32) -> Option<String> {
-    let name = approval.name_any();
-    let uid = run.uid().unwrap_or_default();
-    let spec = &approval.spec;
-    let why = if name != approval_name(run, step, attempt) {
-        format!("is named for another run, step or attempt than attempt {attempt} of step {step}")
-    } else if spec.run != run.name_any() || spec.step != step || spec.attempt != attempt as i32 {
-        format!(
-            "says it is for run {} step {} attempt {}",
-            spec.run, spec.step, spec.attempt
-        )
-    } else if !names::controlled_by(approval, &uid) {
-        format!("is not owned by run {} (uid {uid})", run.name_any())
-    } else {
-        return None;
-    };
-    Some(format!(
-        "the Approval {name} {why}; Coxswain did not make it for this run, so no answer is taken from it (it was left alone)"
-    ))
 }
 
 /// The Approvals of the attempts waiting for a person.

@@ -19,7 +19,6 @@
 //!    waiting steps. A controller killed before this phase does it after
 //!    its restart, from the status alone.
 
-pub mod answer;
 pub mod approvals;
 mod archive;
 pub mod events;

@@ -96,15 +96,6 @@ pub async fn pinned_flow(
     Ok(pinned)
 }
 
-/// The flow `run` pinned (the snapshot its record's `digest` names,
-/// checked against it), only read: what acts as a person (the viewer, the
-/// plugin) uses this, so reading a run never creates or writes anything.
-pub async fn read_pinned(client: &kube::Client, run: &Run, digest: &str) -> Result<Pinned, Error> {
-    let namespace = run.namespace().unwrap_or_default();
-    let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    recorded_snapshot(&snapshots, run, digest).await
-}
-
 /// The snapshot holding the flow `digest` that the run's record pinned.
 async fn recorded_snapshot(
     snapshots: &Api<ConfigMap>,

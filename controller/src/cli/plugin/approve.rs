@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::cluster::{Cluster, uid};
 use super::error::PluginError;
 use coxswain_core::api::{Approval, ApprovalState, Run};
-use coxswain_k8s::names;
+use coxswain_kube::names;
 
 /// The answer given on the command line.
 pub struct Answer<'a> {
@@ -41,13 +41,13 @@ pub async fn approve(cluster: &Cluster, answer: &Answer<'_>) -> Result<String, P
     let run = cluster.run(answer.run).await?;
     let approval = open_approval(cluster, &run, answer.step).await?;
     let name = approval.name_any();
-    let given = coxswain_k8s::run::answer::Answer {
+    let given = coxswain_client::answer::Answer {
         decision: answer.decision.map(str::to_string),
         feedback: answer.feedback.map(str::to_string),
         response,
     };
     let written =
-        coxswain_k8s::run::answer::write(&cluster.api::<Approval>(), &approval, &given).await?;
+        coxswain_client::answer::write(&cluster.api::<Approval>(), &approval, &given).await?;
     let answered = format!(
         "approval.coxswain.dev/{name} answered (run {}, step {})",
         answer.run, approval.spec.step

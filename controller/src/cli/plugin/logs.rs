@@ -16,7 +16,7 @@ use kube::{Api, ResourceExt};
 use super::cluster::{Cluster, uid};
 use super::error::PluginError;
 use coxswain_core::api::{Run, RunStatus, StepStatus};
-use coxswain_k8s::names;
+use coxswain_kube::names;
 
 /// The container running the script in a step's pod.
 const CONTAINER: &str = "step";

@@ -11,7 +11,7 @@ const CACHE_BYTES: usize = 64 << 20;
 
 /// Pieces of moved values by ConfigMap name.
 #[derive(Default)]
-pub(super) struct Cache {
+pub struct Cache {
     inner: Mutex<Inner>,
 }
 
@@ -23,12 +23,12 @@ struct Inner {
 
 impl Cache {
     /// The piece the ConfigMap `name` holds, when known.
-    pub(super) fn get(&self, name: &str) -> Option<Arc<str>> {
+    pub fn get(&self, name: &str) -> Option<Arc<str>> {
         self.lock().pieces.get(name).cloned()
     }
 
     /// Remembers that `name` exists and holds `piece`.
-    pub(super) fn put(&self, name: &str, piece: Arc<str>) {
+    pub fn put(&self, name: &str, piece: Arc<str>) {
         let mut inner = self.lock();
         if inner.bytes + piece.len() > CACHE_BYTES {
             inner.pieces.clear();
@@ -41,7 +41,7 @@ impl Cache {
     }
 
     /// Forgets `name` (it was deleted).
-    pub(super) fn forget(&self, name: &str) {
+    pub fn forget(&self, name: &str) {
         let mut inner = self.lock();
         if let Some(old) = inner.pieces.remove(name) {
             inner.bytes -= old.len();

@@ -6,26 +6,30 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use crate::{Error, names};
+use super::ValueError;
+use crate::names;
 use coxswain_core::api::Run;
 use coxswain_core::api::offload::{MovedValue, OffloadError};
 
 /// The key under which a ConfigMap holds its piece.
-pub(super) const KEY: &str = "value";
+pub const KEY: &str = "value";
 
 /// The Run that owns the value ConfigMaps, as they need it.
-pub(super) struct Owner {
-    pub(super) name: String,
-    pub(super) namespace: String,
-    pub(super) uid: String,
+pub struct Owner {
+    /// The Run's name, which value ConfigMaps' names start with.
+    pub name: String,
+    /// Where the Run and its ConfigMaps are.
+    pub namespace: String,
+    /// The Run's uid, which labels its ConfigMaps.
+    pub uid: String,
     reference: OwnerReference,
 }
 
 impl Owner {
     /// The owner facts of `run`; a Run read from the API server has them all.
-    pub(super) fn of(run: &Run) -> Result<Self, Error> {
+    pub fn of(run: &Run) -> Result<Self, ValueError> {
         let name = run.name_any();
-        let missing = |what: &str| Error::Corrupt(format!("run {name} has no {what}"));
+        let missing = |what: &str| ValueError::Corrupt(format!("run {name} has no {what}"));
         Ok(Owner {
             namespace: run.namespace().ok_or_else(|| missing("namespace"))?,
             uid: run.uid().ok_or_else(|| missing("uid"))?,
@@ -37,13 +41,13 @@ impl Owner {
     }
 
     /// `namespace/name`, for messages.
-    pub(super) fn id(&self) -> String {
+    pub fn id(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 
     /// An offload error about this run.
-    pub(super) fn error(&self, source: OffloadError) -> Error {
-        Error::Offload {
+    pub fn error(&self, source: OffloadError) -> ValueError {
+        ValueError::Offload {
             run: self.id(),
             source,
         }
@@ -51,13 +55,7 @@ impl Owner {
 
     /// The immutable ConfigMap `name` holding `piece` of `entry`'s value,
     /// labelled with `role` ([`names::ROLE_VALUE`] or [`names::ROLE_SHOWN`]).
-    pub(super) fn config_map(
-        &self,
-        role: &str,
-        entry: &MovedValue,
-        name: &str,
-        piece: &str,
-    ) -> ConfigMap {
+    pub fn config_map(&self, role: &str, entry: &MovedValue, name: &str, piece: &str) -> ConfigMap {
         let mut labels = BTreeMap::from([
             (names::RUN_UID_LABEL.to_string(), self.uid.clone()),
             (names::ROLE_LABEL.to_string(), role.to_string()),
@@ -89,6 +87,6 @@ impl Owner {
 }
 
 /// The piece a value ConfigMap holds.
-pub(super) fn piece_of(object: ConfigMap) -> Option<String> {
+pub fn piece_of(object: ConfigMap) -> Option<String> {
     object.data?.remove(KEY)
 }

@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use coxswain_core::api::{FlowSpec, RunStatus, StepRecord};
+use coxswain_core::api::{FlowSpec, RunStatus, StepStatus};
 use coxswain_core::engine::{
     Action, CompiledFlow, Done, Event, Plan, RunInfo, RunMachine, Seen, Work, same_attempt,
 };
@@ -118,7 +118,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("fan_out_100_parts_run", |b| {
         b.iter(|| drive(black_box(&fan_flow), fan_input.clone()))
     });
-    let record = StepRecord {
+    let record = StepStatus {
         output: Some(json!({"ok": true})),
         ..Default::default()
     };

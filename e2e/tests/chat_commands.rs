@@ -463,7 +463,7 @@ async fn an_outcome_the_room_refuses_is_given_up_a_day_after_the_run_ended() {
     let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: plain}\n\
                 spec:\n  steps:\n    - {key: a, condition: {when: \"true\"}}\n";
     kubectl.apply(ns.name(), flow).expect("the flow");
-    // Two command Runs that ended, as the record says, before any
+    // Two command Runs that ended, as the status says, before any
     // controller runs: two days ago, and now. Each is what the controller
     // makes for a command (named after its event, created by the
     // controller's user); a third carries the same chat marks but was made

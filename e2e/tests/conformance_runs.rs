@@ -13,7 +13,7 @@
 //! - token `usage` (only agents report it) and `text` apart from the output
 //!   (a script's text is its stdout) are not compared;
 //! - `received`/`feedback` (what the in-process executor saw) are not
-//!   compared; the record's own `attempts[].feedback` still are.
+//!   compared; the status's own `attempts[].feedback` still are.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -305,7 +305,7 @@ async fn every_conformance_case_runs_on_the_cluster_with_the_same_record() {
         if r.cancelled {
             no_answer_is_cancelled(&mut expect);
         }
-        // An expectation holds when the record shows it as stored (each
+        // An expectation holds when the status shows it as stored (each
         // value once: `outputFromParts`, an output kept as its text) or as
         // read back (every value rebuilt).
         let (mut stored, mut read) = (Vec::new(), Vec::new());

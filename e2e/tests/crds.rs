@@ -125,7 +125,7 @@ async fn flows_runs_and_approvals_round_trip() {
     }
 }
 
-/// Every conformance case, with its record written to a real Run's status
+/// Every conformance case, with its status written to a real Run's status
 /// after every event and the engine restarted from what the API server gives
 /// back: the schema keeps everything a restarted controller needs (nothing
 /// pruned, no null dropped), and the run still ends exactly as it would have.

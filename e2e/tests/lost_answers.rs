@@ -180,7 +180,7 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
     );
 
     // What the status write that ended attempt 1 and asked attempt 2
-    // leaves when it was applied but its answer lost: the record says
+    // leaves when it was applied but its answer lost: the status says
     // attempt 2 waits, and neither act after the write was done.
     controller.kill();
     kubectl
@@ -234,7 +234,7 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
 /// Every write the controller makes is applied and its answer lost (a 500,
 /// a 503 or a dropped connection): the run still ends right with each call
 /// made once, and every transition is told in the Run's Events — the
-/// controller reads a failed status write back and, finding its record
+/// controller reads a failed status write back and, finding its status
 /// there, goes on as if it had been answered.
 #[tokio::test]
 async fn every_transition_is_told_when_every_write_loses_its_answer() {

@@ -1,6 +1,6 @@
 //! A run with a 1 MiB script output and a 1,000-pass loop keeps a small
 //! Run on a real API server: its large values move into ConfigMaps the Run
-//! owns, the record comes back whole from the Run and those ConfigMaps,
+//! owns, the status comes back whole from the Run and those ConfigMaps,
 //! storing it again creates nothing, and ConfigMaps no status references
 //! any more are deleted.
 

@@ -2,7 +2,7 @@
 //! once through a `kubectl-coxswain` link, found on `PATH` by the real
 //! kubectl) with a controller serving the test's namespace. Every command
 //! with its exit code: start (--watch), get, logs (from pods, followed, and
-//! from the record once the pods are gone), graph, wait, cancel, watch, and
+//! from the status once the pods are gone), graph, wait, cancel, watch, and
 //! approve against the admission webhook (an answer it refuses is printed
 //! as it came).
 
@@ -355,7 +355,7 @@ async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
     assert!(tree.contains("└─ explode  ✗ failed in "), "{tree}");
     let said = plugin(&s, &["logs", &failed, "explode"]);
     assert_eq!(said.exits(0).trim(), "boom: the disk is full");
-    // With the Job and its pods gone, the record's tail stands in.
+    // With the Job and its pods gone, the status's tail stands in.
     s.kubectl
         .run(&[
             "delete",

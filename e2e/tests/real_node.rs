@@ -170,7 +170,7 @@ async fn script_steps_run_in_any_image_as_a_random_user() {
         "{debian}"
     );
 
-    // What each script said on stderr is in its record and in kubectl logs.
+    // What each script said on stderr is in its status and in kubectl logs.
     assert_eq!(
         steps["busybox"]["attempts"][0]["log"]["text"],
         format!("busybox step as {uid}\n")
@@ -297,7 +297,7 @@ spec:
           sleep 300
 "#;
 
-/// A failing script's stderr in the record and in kubectl logs; a timeout
+/// A failing script's stderr in the status and in kubectl logs; a timeout
 /// as the Job's activeDeadlineSeconds, which the kubelet enforces (it
 /// counts from the Job's start, pod start-up included: 15 s leaves room for
 /// a loaded node); a cancel removing the running Job and its pod.

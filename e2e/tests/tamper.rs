@@ -3,7 +3,7 @@
 //! member's rights are not the controller's. `mallory` has the Role a team member gets — Flows, Runs,
 //! Approvals and ConfigMaps; reading pods, Jobs and logs; no Secrets, no
 //! pods or Jobs — and writes with the real kubectl (`--as mallory`). Each
-//! attack must fail with the run's record saying why, the object she made
+//! attack must fail with the run's status saying why, the object she made
 //! left alone, and an honest run beside it must still succeed.
 
 use std::net::SocketAddr;

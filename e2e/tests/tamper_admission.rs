@@ -374,7 +374,7 @@ fn long_flow(name: &str, n: usize) -> Value {
 }
 
 /// An input nested 120 deep once made every later list of Runs fail, and a
-/// 10,000-step flow a Run whose record the API server never took; both are
+/// 10,000-step flow a Run whose status the API server never took; both are
 /// refused at the door with the reason, deeper inputs too (the webhook
 /// reads only what serde_json reads), and a deep-enough input and a
 /// 1,000-step flow still run.

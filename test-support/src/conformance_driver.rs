@@ -239,7 +239,7 @@ pub fn attempt_of(w: &Work) -> (String, Option<usize>, u32) {
 
 /// Drives the engine by hand, one event at a time and in a fixed order, so
 /// two drives of one case see the same events at the same times. With a
-/// `store`, after every event the record is handed to it and a new machine
+/// `store`, after every event the status is handed to it and a new machine
 /// picks the run up from what comes back, as a restarted controller does:
 /// the attempts it says are running must be exactly those in flight (and
 /// the work finished from then on is the work it rebuilt), and
@@ -309,7 +309,7 @@ where
             let state = store(machine.summarized()).await?;
             machine = RunMachine::resume(flow, case.input.clone(), RunInfo::default(), state)
                 .map_err(|e| e.to_string())?;
-            // A restarted driver knows nothing: the plan from the record
+            // A restarted driver knows nothing: the plan from the status
             // alone says what runs, who is asked and when to wake.
             let resumed = Plan::new(&[], &machine, &Seen::default());
             asks = resumed.ask.into();
@@ -325,7 +325,7 @@ where
                     expected.iter().map(attempt_of).collect::<Vec<_>>(),
                 ));
             }
-            // From here on the work is what the record rebuilt, finished in
+            // From here on the work is what the status rebuilt, finished in
             // the order it was launched (as the outside world would).
             let order: Vec<_> = in_flight.iter().map(attempt_of).collect();
             in_flight = order
@@ -365,7 +365,7 @@ where
 }
 
 /// Runs a case straight and with `store` after every event; the error lists
-/// what differs or what the record misses of the case's expectations.
+/// what differs or what the status misses of the case's expectations.
 pub async fn check_restarts<S, F>(case: &Case, store: S) -> Result<(), String>
 where
     S: FnMut(RunStatus) -> F,

@@ -91,7 +91,7 @@ pub const STATUSES: [&str; 3] = ["flows/status", "runs/status", "approvals/statu
 
 /// The webhook refusing status writes by anyone but `controller_user`. The
 /// API server does not even call it for the controller's own writes (a
-/// `matchConditions` expression on the user), so the record is written at
+/// `matchConditions` expression on the user), so the status is written at
 /// the same speed as without it, and a webhook that is down does not stop
 /// the controller; the webhook checks the user again.
 fn status_webhook(client_config: Value, namespace: Option<&str>, controller_user: &str) -> Value {

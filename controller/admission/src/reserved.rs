@@ -2,7 +2,7 @@
 //! annotations of Runs and Approvals, and the status of Flows, Runs and
 //! Approvals. The controller acts on both — a chat label makes the bot post
 //! a Run's outcome to the room its annotations name, `run-uid` ties an
-//! Approval to its run, a Run's status is the record the next step is
+//! Approval to its run, a Run's status is the status the next step is
 //! started from — so anyone else who could write them could steer it.
 //! RBAC cannot say this (whoever may create a Run may label it, and `*` on
 //! `coxswain.dev` includes `runs/status`), so admission does.

@@ -258,7 +258,7 @@ fn warnings(request: &AdmissionRequest<DynamicObject>) -> Vec<String> {
 }
 
 /// A write to a status: the controller's alone. Decided before the object
-/// is read, so the controller's writes pass whatever its record holds.
+/// is read, so the controller's writes pass whatever its status holds.
 pub fn status_verdict(
     request: &AdmissionRequest<DynamicObject>,
     controller_user: &str,

@@ -29,7 +29,7 @@ pub enum Error {
     Tampered {
         /// The object's kind and name, such as `ConfigMap r-value-…-0`.
         object: String,
-        /// What is wrong with it, for the run's record.
+        /// What is wrong with it, for the run's status.
         reason: String,
     },
     /// A Run's values could not be moved out of its status or put back.

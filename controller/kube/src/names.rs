@@ -191,7 +191,7 @@ pub fn flow_snapshot(run: &str, digest: &str) -> String {
 }
 
 /// Where runs started before snapshots were named by digest keep theirs;
-/// read only for a run whose record holds the digest to check it against.
+/// read only for a run whose status holds the digest to check it against.
 pub fn legacy_flow_snapshot(run: &str) -> String {
     joined(run, "flow", NAME_MAX)
 }

@@ -49,7 +49,7 @@ pub enum SourceProblem {
         /// The old Run.
         run: String,
     },
-    /// The old run's record says no rerun can start from it.
+    /// The old run's status says no rerun can start from it.
     #[error("spec.from: {0}")]
     Record(#[from] RerunError),
     /// The Run under the old name is not the one the rerun pinned.

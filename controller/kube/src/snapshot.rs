@@ -29,7 +29,7 @@ pub enum Recorded {
     Gone(String),
 }
 
-/// The snapshot of run `run` holding the flow `digest` its record pinned
+/// The snapshot of run `run` holding the flow `digest` its status pinned
 /// (under its digest-named name, or the name runs pinned before used).
 pub async fn recorded(
     snapshots: &Api<ConfigMap>,
@@ -70,7 +70,7 @@ fn tampered(name: &str, why: String) -> Recorded {
     }
 }
 
-/// What a run's record says of a ConfigMap under its snapshot's name that
+/// What a run's status says of a ConfigMap under its snapshot's name that
 /// is not the snapshot (`why`).
 pub fn tampered_reason(name: &str, why: &str) -> String {
     format!(

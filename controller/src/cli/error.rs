@@ -84,13 +84,13 @@ pub enum CliError {
         /// The record file.
         path: PathBuf,
     },
-    /// JSON with no `phase`: not a run's record.
+    /// JSON with no `phase`: not a run's status.
     #[error("record {} is not a run's record: it has no `phase`", path.display())]
     RecordNoPhase {
         /// The record file.
         path: PathBuf,
     },
-    /// JSON that does not have the shape of a run's record.
+    /// JSON that does not have the shape of a run's status.
     #[error("record {} is not a run's record: {source}", path.display())]
     RecordShape {
         /// The record file.

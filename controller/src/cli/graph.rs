@@ -22,11 +22,11 @@ pub struct Args {
     /// Which Flow in the file (by `metadata.name`); default: the first.
     #[arg(long)]
     flow: Option<String>,
-    /// A run's record: the JSON `coxswain run --output json` prints, or a
+    /// A run's status: the JSON `coxswain run --output json` prints, or a
     /// whole Run object (its `status` is read). `-` reads standard input.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
-    /// Draw the archived run of this name: its `status` is the record (the
+    /// Draw the archived run of this name: its `status` is the status (the
     /// flow still comes from FILE: the archive keeps the Run, not its flow).
     #[arg(long, value_name = "NAME", conflicts_with = "record")]
     archived: Option<String>,
@@ -51,7 +51,7 @@ pub(super) enum DiagramFormat {
     Dot,
 }
 
-/// Prints the diagram; exit 2 when the flow or the record cannot be read.
+/// Prints the diagram; exit 2 when the flow or the status cannot be read.
 pub fn run(args: Args) -> ExitCode {
     match diagram(&args) {
         Ok(text) => {
@@ -68,8 +68,8 @@ pub fn run(args: Args) -> ExitCode {
 fn diagram(args: &Args) -> Result<String, CliError> {
     let (name, flow) = super::load_flow(&args.file, args.flow.as_deref())?;
     let record = match (&args.record, &args.archived) {
-        (Some(path), _) => Some((read_record(path)?, path.clone())),
-        (None, Some(run)) => Some(archived_record(args, run, &name, &flow)?),
+        (Some(path), _) => Some((read_status(path)?, path.clone())),
+        (None, Some(run)) => Some(archived_status(args, run, &name, &flow)?),
         (None, None) => None,
     };
     if let Some((record, path)) = &record {
@@ -80,7 +80,7 @@ fn diagram(args: &Args) -> Result<String, CliError> {
 }
 
 /// The diagram of `steps`, with what happened on a run when given its
-/// record; values moved out of the record are listed at the end (and
+/// record; values moved out of the status are listed at the end (and
 /// noted on stderr). `kubectl coxswain graph` draws a live Run with it.
 pub(super) fn drawing(steps: &[Step], record: Option<&RunStatus>, format: DiagramFormat) -> String {
     let format = match format {
@@ -130,7 +130,7 @@ fn moved_values(record: &RunStatus, format: Format) -> String {
 /// The status of an archived run, named for messages as `archived run
 /// NAMESPACE/NAME`. A run of another flow name or digest than the file's is
 /// drawn all the same, with a warning: the steps may have changed since.
-fn archived_record(
+fn archived_status(
     args: &Args,
     name: &str,
     flow_name: &str,
@@ -162,9 +162,9 @@ fn archived_record(
     Ok((status, path))
 }
 
-/// A run's record read from `path` (`-`: stdin): what `coxswain run
+/// A run's status read from `path` (`-`: stdin): what `coxswain run
 /// --output json` printed, or a whole Run object. Shared with `coxswain ui`.
-pub(super) fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError> {
+pub(super) fn read_status(path: &std::path::Path) -> Result<RunStatus, CliError> {
     let text = if path.as_os_str() == "-" {
         super::read::read_stdin("record")
     } else {
@@ -178,7 +178,7 @@ pub(super) fn read_record(path: &std::path::Path) -> Result<RunStatus, CliError>
     status_of(value, path)
 }
 
-/// A record, or a whole Run object's status, read as a run's record
+/// A record, or a whole Run object's status, read as a run's status
 /// (shared with `coxswain run --from`).
 pub(super) fn status_of(value: Value, path: PathBuf) -> Result<RunStatus, CliError> {
     let status = if value.get("kind").and_then(Value::as_str) == Some("Run") {
@@ -197,7 +197,7 @@ pub(super) fn status_of(value: Value, path: PathBuf) -> Result<RunStatus, CliErr
     serde_json::from_value(status).map_err(|source| CliError::RecordShape { path, source })
 }
 
-/// Whether a record was made by a run of this flow: every step and arrow
+/// Whether a status was made by a run of this flow: every step and arrow
 /// it names is the flow's, and a run that succeeded ran some of its steps.
 /// Drawing another flow's record would show every step pending, as if
 /// nothing had gone wrong.

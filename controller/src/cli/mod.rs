@@ -47,7 +47,7 @@ enum Command {
     Render(render::Args),
     /// Write the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::Args),
-    /// Draw a flow (Mermaid or DOT), with what happened on a run when given its record.
+    /// Draw a flow (Mermaid or DOT), with what happened on a run when given its status.
     Graph(graph::Args),
     /// Run Flows and Runs on Kubernetes (the kubeconfig's cluster, or in-cluster).
     Controller(Box<controller::Args>),

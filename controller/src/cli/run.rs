@@ -67,7 +67,7 @@ pub struct Args {
     /// Where saves go, lookups read and the finished run is archived.
     #[command(flatten)]
     records: super::records::Place,
-    /// Rerun an ended run from `--step`: REC is its record (what
+    /// Rerun an ended run from `--step`: REC is its status (what
     /// `--output json` printed, or a whole Run object). Its steps that do not
     /// follow KEY keep their records and do not run again; FILE must hold
     /// the flow it ran (same digest). Give the run's `--input` again.
@@ -294,7 +294,7 @@ fn rerun_seed(args: &Args, flow: &CompiledFlow) -> Result<Option<RunStatus>, Cli
         })
 }
 
-/// A record, or a whole Run object's status, read as the old run's record.
+/// A record, or a whole Run object's status, read as the old run's status.
 fn old_status(value: Value, path: &std::path::Path) -> Result<RunStatus, CliError> {
     super::graph::status_of(value, path.to_path_buf())
 }

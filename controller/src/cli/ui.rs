@@ -34,7 +34,7 @@ pub struct Args {
     /// runs (each run with the flow of the digest it ran). Repeat it.
     #[arg(long, value_name = "FILE")]
     flow: Vec<PathBuf>,
-    /// Local mode: a run's record file (what `coxswain run --output json`
+    /// Local mode: a run's status file (what `coxswain run --output json`
     /// printed, or a whole Run object), shown in namespace `local` along
     /// with the runs of the records file. Repeat it.
     #[arg(long, value_name = "REC.json")]

@@ -105,7 +105,7 @@ fn machine_for<'f>(
     })
 }
 
-/// Runs a flow to its end and returns its record. `cancel` resolves when the
+/// Runs a flow to its end and returns its status. `cancel` resolves when the
 /// user asks to stop (Ctrl-C); the run then ends `Cancelled` with its work killed.
 /// Work runs through an [`InProcess`] launcher, as the controller's would.
 pub async fn run_flow<E, C>(
@@ -403,7 +403,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use coxswain_core::api::{FlowSpec, RunPhase, StepStatus};
+    use coxswain_core::api::{FlowSpec, RunPhase, StepPhase};
     use coxswain_core::engine::{Done, WorkResult};
 
     /// Every part's first attempt fails, part `slow` only after a while;
@@ -445,7 +445,7 @@ mod tests {
         assert!(
             parts
                 .iter()
-                .all(|p| p.status == StepStatus::Completed && p.attempts.len() == 2)
+                .all(|p| p.status == StepPhase::Completed && p.attempts.len() == 2)
         );
     }
 

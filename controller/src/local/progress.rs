@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
 
-use coxswain_core::api::{RunPhase, RunStatus, StartedBy, StepStatus};
+use coxswain_core::api::{RunPhase, RunStatus, StartedBy, StepPhase};
 use coxswain_steps::script::{Attempt, Echo, Echoes};
 
 /// Prints step transitions as they happen; silent when `quiet`.
@@ -18,7 +18,7 @@ pub struct Progress {
     /// Shared with the script lines printed from other tasks, which clear
     /// the status line before they print.
     screen: Arc<Mutex<Screen>>,
-    last: std::collections::HashMap<String, (StepStatus, usize, bool)>,
+    last: std::collections::HashMap<String, (StepPhase, usize, bool)>,
 }
 
 /// What stands on the terminal's last line.
@@ -60,7 +60,7 @@ impl Progress {
         self.screen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Prints the state of each step whose record just changed.
+    /// Prints the state of each step whose status just changed.
     pub fn changed(&mut self, state: &RunStatus, touched: &[String]) {
         if self.quiet {
             return;
@@ -85,7 +85,7 @@ impl Progress {
             let took = duration(record.started_at.as_deref(), record.finished_at.as_deref());
             let attempt = which_try(record);
             let line = match record.status {
-                StepStatus::Running if record.retry_at.is_some() => {
+                StepPhase::Running if record.retry_at.is_some() => {
                     let why = record
                         .error
                         .as_ref()
@@ -93,7 +93,7 @@ impl Progress {
                         .unwrap_or("");
                     format!("  ↻ {key} failed{attempt}, will retry: {}", first_line(why))
                 }
-                StepStatus::Running => match (record.iteration, record.started_by()) {
+                StepPhase::Running => match (record.iteration, record.started_by()) {
                     (None, StartedBy::SentBack { note, attempt, .. }) => {
                         let retry = if attempt > 1 {
                             format!(", attempt {attempt}")
@@ -104,8 +104,8 @@ impl Progress {
                     }
                     _ => format!("  ▶ {key} started{attempt}"),
                 },
-                StepStatus::Waiting => format!("  … {key} waits for a person"),
-                StepStatus::Completed => {
+                StepPhase::Waiting => format!("  … {key} waits for a person"),
+                StepPhase::Completed => {
                     let exit = record
                         .exit
                         .as_ref()
@@ -113,7 +113,7 @@ impl Progress {
                         .unwrap_or_default();
                     format!("  ✓ {key} completed{exit}{took}")
                 }
-                StepStatus::Failed => {
+                StepPhase::Failed => {
                     let why = record
                         .error
                         .as_ref()
@@ -121,13 +121,13 @@ impl Progress {
                         .unwrap_or_default();
                     format!("  ✗ {key} failed{took}: {why}")
                 }
-                StepStatus::Skipped => {
+                StepPhase::Skipped => {
                     format!(
                         "  ↷ {key} skipped: {}",
                         record.reason.as_deref().unwrap_or("not on the path taken")
                     )
                 }
-                StepStatus::Pending => continue,
+                StepPhase::Pending => continue,
             };
             let _ = writeln!(err, "{line}");
         }
@@ -262,10 +262,10 @@ fn status_line(state: &RunStatus) -> String {
     let mut waiting = Vec::new();
     for (key, record) in &state.steps {
         match record.status {
-            StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped => settled += 1,
-            StepStatus::Running => running.push(key.as_str()),
-            StepStatus::Waiting => waiting.push(key.as_str()),
-            StepStatus::Pending => {}
+            StepPhase::Completed | StepPhase::Failed | StepPhase::Skipped => settled += 1,
+            StepPhase::Running => running.push(key.as_str()),
+            StepPhase::Waiting => waiting.push(key.as_str()),
+            StepPhase::Pending => {}
         }
     }
     let mut line = format!("  ⋯ {settled} settled");
@@ -305,7 +305,7 @@ fn first_line(s: &str) -> &str {
 
 /// ` (pass 3)`, ` (pass 3, attempt 2)` inside a loop, ` (attempt 2)`
 /// outside one; nothing for a first try.
-fn which_try(record: &coxswain_core::api::StepRecord) -> String {
+fn which_try(record: &coxswain_core::api::StepStatus) -> String {
     let in_round = record.attempts.len() as i32 - record.round_start;
     let notes: Vec<String> = match record.iteration {
         Some(pass) if pass > 1 || in_round > 1 => [
@@ -329,10 +329,10 @@ fn which_try(record: &coxswain_core::api::StepRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coxswain_core::api::{Attempt, StepRecord};
+    use coxswain_core::api::{Attempt, StepStatus};
 
-    fn record(attempts: usize, round_start: i32, iteration: Option<i32>) -> StepRecord {
-        StepRecord {
+    fn record(attempts: usize, round_start: i32, iteration: Option<i32>) -> StepStatus {
+        StepStatus {
             attempts: vec![Attempt::default(); attempts],
             round_start,
             iteration,

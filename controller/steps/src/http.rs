@@ -37,7 +37,7 @@ use coxswain_core::template::Place;
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Default limit of a request when the step sets no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default cap on a response body, which the record keeps (as `text`, and
+/// Default cap on a response body, which the status keeps (as `text`, and
 /// parsed in the output): the most it keeps of one value. Reading stops
 /// there and the attempt fails.
 pub const DEFAULT_RESPONSE_LIMIT: usize = coxswain_core::api::MAX_VALUE_BYTES;

@@ -2,7 +2,7 @@
 //! runner's every step, the controller's http, agent and message steps.
 //!
 //! What it knows lives in memory only: a new `InProcess` (a restart) knows
-//! nothing, so its driver sees [`Observation::Unknown`] for work its record
+//! nothing, so its driver sees [`Observation::Unknown`] for work its status
 //! says was running, and launches it again under the same [`WorkId`] (and so
 //! the same idempotency key).
 

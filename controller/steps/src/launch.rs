@@ -118,7 +118,7 @@ pub enum Observation {
     Finished(WorkResult),
     /// Nothing is known: never launched here, cancelled, forgotten, or lost
     /// with the process that ran it (an in-process task after a restart).
-    /// A driver whose record says the work runs launches it again, with the
+    /// A driver whose status says the work runs launches it again, with the
     /// same id and so the same idempotency key.
     Unknown,
 }

@@ -18,7 +18,7 @@ pub trait Executor: Send + Sync {
 
 /// Where secret values come from: the Kubernetes Secret in a cluster (read
 /// from the API server, so asynchronous), the environment or a file locally.
-/// Values are never written to a record or a log.
+/// Values are never written to a status or a log.
 ///
 /// The future is boxed because executors hold secrets as `Arc<dyn Secrets>`
 /// (one source shared by every executor), and a trait object cannot return

@@ -85,7 +85,7 @@ pub trait Echo: Send + Sync {
     fn open(&self, attempt: &Attempt) -> Echoes;
 }
 
-/// Default cap on captured stdout, the most a record keeps of one value;
+/// Default cap on captured stdout, the most a status keeps of one value;
 /// a bigger output fails the attempt.
 pub const DEFAULT_STDOUT_LIMIT: usize = coxswain_core::api::MAX_VALUE_BYTES;
 /// Default size of the stderr tail kept for the error message.

@@ -52,7 +52,7 @@ pub async fn log(
     let (pods, note) = match from_pods(&client, &ns, &params, &uid).await {
         Ok(pods) => (pods, None),
         // Someone who may read the Run but not its Jobs or pods still
-        // reads what the record kept.
+        // reads what the status kept.
         Err(ApiError::Kube { code: 403, message }) => (Vec::new(), Some(message)),
         Err(e) => return Err(e),
     };

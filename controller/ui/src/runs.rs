@@ -200,7 +200,7 @@ pub async fn flow_of(client: &Client, run: &Run) -> Result<Arc<CompiledFlow>, Ap
 }
 
 /// The status of `run` with every value moved out of it put back.
-pub async fn whole_record(client: &Client, run: &Run) -> Result<RunStatus, ApiError> {
+pub async fn whole_status_of(client: &Client, run: &Run) -> Result<RunStatus, ApiError> {
     whole_status(client, run)
         .await
         .map_err(|e| ApiError::Conflict(format!("the run's moved-out values: {e}")))
@@ -269,7 +269,7 @@ pub async fn arrow(
     let flow = flow_of(&client, &run).await?;
     // Someone who may read the Run but not the ConfigMaps its large values
     // moved to still sees the arrow, with the previews the status keeps.
-    let (record, unread) = match whole_record(&client, &run).await {
+    let (record, unread) = match whole_status_of(&client, &run).await {
         Ok(record) => (record, None),
         Err(e) => (run.status.clone().unwrap_or_default(), Some(e.to_string())),
     };
@@ -293,7 +293,7 @@ pub struct ValueQuery {
     path: String,
 }
 
-/// `GET …/runs/{name}/values?path=POINTER`: a value of the record whole,
+/// `GET …/runs/{name}/values?path=POINTER`: a value of the status whole,
 /// where the status holds a preview because it was moved out.
 pub async fn value(
     State(shared): State<Arc<Shared>>,
@@ -302,12 +302,12 @@ pub async fn value(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let record = match &shared.local {
-        // A local run's record is whole: nothing was moved out of it.
+        // A local run's status is whole: nothing was moved out of it.
         Some(local) => local.run(&ns, &name)?.status.clone().unwrap_or_default(),
         None => {
             let client = shared.access.client(&headers)?;
             let run = get_run(&client, &ns, &name).await?;
-            whole_record(&client, &run).await?
+            whole_status_of(&client, &run).await?
         }
     };
     let whole = serde_json::to_value(&record).map_err(|e| ApiError::Internal(e.to_string()))?;

@@ -17,7 +17,7 @@
 //! - within one round, a parallel step's parts keep their keys and go only
 //!   forwards by the same rules.
 
-use coxswain_core::api::{Attempt, PartRecord, RunPhase, RunStatus, StepRecord, StepStatus};
+use coxswain_core::api::{Attempt, PartStatus, RunPhase, RunStatus, StepPhase, StepStatus};
 
 /// Every way `after` goes backwards from `before`, in words.
 pub fn check(before: &RunStatus, after: &RunStatus) -> Vec<String> {
@@ -56,15 +56,15 @@ fn total(status: &RunStatus) -> i64 {
     status.send_backs.values().map(|c| i64::from(*c)).sum()
 }
 
-fn is_done(status: StepStatus) -> bool {
+fn is_done(status: StepPhase) -> bool {
     matches!(
         status,
-        StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+        StepPhase::Completed | StepPhase::Failed | StepPhase::Skipped
     )
 }
 
-fn step(found: &mut Vec<String>, key: &str, old: &StepRecord, new: &StepRecord, sent_back: bool) {
-    let pass = |r: &StepRecord| r.iteration.unwrap_or(0);
+fn step(found: &mut Vec<String>, key: &str, old: &StepStatus, new: &StepStatus, sent_back: bool) {
+    let pass = |r: &StepStatus| r.iteration.unwrap_or(0);
     if pass(new) < pass(old) {
         found.push(format!(
             "step {key}: pass {} became {}",
@@ -95,7 +95,7 @@ fn step(found: &mut Vec<String>, key: &str, old: &StepRecord, new: &StepRecord, 
     }
 }
 
-fn parts(found: &mut Vec<String>, key: &str, old: &[PartRecord], new: &[PartRecord]) {
+fn parts(found: &mut Vec<String>, key: &str, old: &[PartStatus], new: &[PartStatus]) {
     for (i, o) in old.iter().enumerate() {
         let Some(n) = new.get(i) else {
             found.push(format!("step {key}: part {} disappeared", o.key));
@@ -160,7 +160,7 @@ fn attempts(found: &mut Vec<String>, key: &str, old: &[Attempt], new: &[Attempt]
 mod tests {
     use super::*;
 
-    fn attempt(number: i32, status: StepStatus) -> Attempt {
+    fn attempt(number: i32, status: StepPhase) -> Attempt {
         Attempt {
             number,
             status,
@@ -168,7 +168,7 @@ mod tests {
         }
     }
 
-    fn with_step(phase: RunPhase, record: StepRecord) -> RunStatus {
+    fn with_step(phase: RunPhase, record: StepStatus) -> RunStatus {
         let mut s = RunStatus {
             phase,
             ..RunStatus::default()
@@ -181,19 +181,19 @@ mod tests {
     fn going_on_is_forwards_and_going_back_is_caught() {
         let running = with_step(
             RunPhase::Running,
-            StepRecord {
-                status: StepStatus::Running,
-                attempts: vec![attempt(1, StepStatus::Running)],
-                ..StepRecord::default()
+            StepStatus {
+                status: StepPhase::Running,
+                attempts: vec![attempt(1, StepPhase::Running)],
+                ..StepStatus::default()
             },
         );
         let done = with_step(
             RunPhase::Succeeded,
-            StepRecord {
-                status: StepStatus::Completed,
+            StepStatus {
+                status: StepPhase::Completed,
                 output: Some(serde_json::json!(1)),
-                attempts: vec![attempt(1, StepStatus::Completed)],
-                ..StepRecord::default()
+                attempts: vec![attempt(1, StepPhase::Completed)],
+                ..StepStatus::default()
             },
         );
         assert!(check(&running, &done).is_empty());
@@ -207,8 +207,8 @@ mod tests {
         // A second attempt (a retry, a pass) may run the step again.
         let mut again = running.clone();
         again.steps.get_mut("a").expect("a").attempts = vec![
-            attempt(1, StepStatus::Completed),
-            attempt(2, StepStatus::Running),
+            attempt(1, StepPhase::Completed),
+            attempt(2, StepPhase::Running),
         ];
         let mut done_running = done.clone();
         done_running.phase = RunPhase::Running;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
-use coxswain_core::api::{Run, RunStatus, StepStatus};
+use coxswain_core::api::{Run, RunStatus, StepPhase};
 use coxswain_e2e::{Kubectl, TestNamespace, free_finished_pods, wait_for};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -292,8 +292,7 @@ fn recorded(w: &Watched, key: &str) -> bool {
     status.phase.is_over()
         || status.steps.get(*step).is_some_and(|s| {
             s.attempts.iter().any(|a| {
-                a.number == attempt
-                    && matches!(a.status, StepStatus::Completed | StepStatus::Failed)
+                a.number == attempt && matches!(a.status, StepPhase::Completed | StepPhase::Failed)
             })
         })
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// The most bytes of log an attempt's record keeps.
 pub const LOG_TAIL_BYTES: usize = 4096;
 
-/// The end of an attempt's log, as its record keeps it.
+/// The end of an attempt's log, as its status keeps it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogTail {

@@ -29,9 +29,8 @@ pub use flow::{
 pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
 pub use run::{
-    Arrow, Attempt, CopiedFrom, FlowRef, MAX_VALUE_BYTES, PartRecord, RerunOf, ReviewNote, Run,
-    RunFrom, RunPhase, RunSpec, RunStatus, StartedBy, StepError, StepRecord, StepStatus,
-    TokenUsage,
+    Arrow, Attempt, CopiedFrom, FlowRef, MAX_VALUE_BYTES, PartStatus, RerunOf, ReviewNote, Run,
+    RunFrom, RunPhase, RunSpec, RunStatus, StartedBy, StepError, StepPhase, StepStatus, TokenUsage,
 };
 pub use step::{
     AgentDecision, AgentStep, ApprovalMode, ApprovalStep, Approvers, ConditionPath, ConditionStep,

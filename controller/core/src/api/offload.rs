@@ -1,10 +1,10 @@
 //! Large values moved out of a run's stored record, and put back.
 //!
 //! A Run's status lives in etcd, which refuses objects past about 1.5 MiB,
-//! and every status write goes to every watcher. So before the record is
+//! and every status write goes to every watcher. So before the status is
 //! written, [`split`] takes every value over a threshold out of it (step,
 //! part and attempt outputs and texts, the run's output, reviewed work,
-//! error messages: any text, and any free-JSON value) and, while the record
+//! error messages: any text, and any free-JSON value) and, while the status
 //! is still over its budget, the largest values left. Each moved value
 //! leaves in its place a short text that says it is a preview, with the
 //! value's size and digest and where it went, and an entry in
@@ -12,7 +12,7 @@
 //! cut silently: the whole value is kept elsewhere (the controller keeps it
 //! in ConfigMaps the Run owns; see `coxswain-k8s`'s `offload`).
 //!
-//! Both work on the stored form of a record (`serde_json::to_value(&status)`),
+//! Both work on the stored form of a status (`serde_json::to_value(&status)`),
 //! in which each value is kept once. The content of a moved value is its
 //! compact JSON (a text is a JSON string), named by its SHA-256, so the same
 //! value always gives the same name and writing the same record again needs
@@ -30,14 +30,14 @@ use sha2::{Digest, Sha256};
 /// 1 MiB of data, so a larger value is cut into pieces of this size.
 pub const PIECE_BYTES: usize = 1_000_000;
 
-/// The default threshold: a value whose JSON is larger leaves the record.
+/// The default threshold: a value whose JSON is larger leaves the status.
 pub const DEFAULT_THRESHOLD: usize = 8 << 10;
 
 /// The default budget of a stored record, far below etcd's object limit.
 pub const DEFAULT_BUDGET: usize = 256 << 10;
 
 /// The smallest threshold: a preview with its reference weighs a few
-/// hundred bytes, so moving smaller values would not make a record smaller.
+/// hundred bytes, so moving smaller values would not make a status smaller.
 pub const MIN_THRESHOLD: usize = 1 << 10;
 
 /// How every preview begins, so a reader (and a test) can tell it is one.
@@ -71,7 +71,7 @@ pub struct MovedValue {
     pub config_maps: Vec<String>,
 }
 
-/// When values leave a record.
+/// When values leave a status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     threshold: usize,
@@ -80,7 +80,7 @@ pub struct Limits {
 
 impl Limits {
     /// Values larger than `threshold` bytes (as compact JSON) always move;
-    /// while the record is larger than `budget`, the largest others do too.
+    /// while the status is larger than `budget`, the largest others do too.
     pub fn new(threshold: usize, budget: usize) -> Result<Self, OffloadError> {
         if threshold < MIN_THRESHOLD {
             return Err(OffloadError::ThresholdTooSmall { threshold });
@@ -122,7 +122,7 @@ pub struct Split {
 }
 
 impl Split {
-    /// Whether the record is still larger than its budget after every value
+    /// Whether the status is still larger than its budget after every value
     /// that could move has moved (the rest is steps' bookkeeping).
     pub fn over_budget(&self) -> bool {
         self.bytes > self.budget
@@ -134,7 +134,7 @@ impl Split {
     }
 }
 
-/// Why a record could not be split or put back together.
+/// Why a status could not be split or put back together.
 #[derive(Debug, thiserror::Error)]
 pub enum OffloadError {
     /// The threshold is below [`MIN_THRESHOLD`].
@@ -164,7 +164,7 @@ pub enum OffloadError {
     /// `status.values` does not read as a list of moved values.
     #[error("status.values is not a list of moved values: {0}")]
     BadList(#[source] serde_json::Error),
-    /// An entry names a place the record does not have.
+    /// An entry names a place the status does not have.
     #[error("status.values names {path}, but the status holds nothing there")]
     NoSuchPlace {
         /// The entry's path.
@@ -270,7 +270,7 @@ pub fn split(
         entries: Vec::new(),
     };
     // Every value over the threshold moves; then, largest first, others
-    // while the record is over budget.
+    // while the status is over budget.
     places.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.path.cmp(&b.path)));
     for place in &places {
         let must = place.bytes > limits.threshold;
@@ -305,7 +305,7 @@ pub struct Shown {
 }
 
 /// Moves the large values of `show` (each value whole) out, as [`split`]
-/// does for a record; `name(sha256, index)` names the ConfigMaps. An
+/// does for a status; `name(sha256, index)` names the ConfigMaps. An
 /// Approval has no list of moved values: each preview says where its
 /// value is kept.
 pub fn split_shown(
@@ -396,7 +396,7 @@ pub fn preview(value: &Value, content: &str, sha256: &str, config_maps: &[String
     )
 }
 
-/// A place in the record that may move: a text, or a free-JSON value.
+/// A place in the status that may move: a text, or a free-JSON value.
 struct Place {
     path: String,
     bytes: usize,
@@ -428,7 +428,7 @@ fn places_in(key: &str, value: &Value, path: String, out: &mut Vec<Place>) {
     }
 }
 
-/// Moves values out of a record, keeping their contents and entries.
+/// Moves values out of a status, keeping their contents and entries.
 struct Mover<'n> {
     name: &'n dyn Fn(&str, usize) -> String,
     contents: BTreeMap<String, String>,
@@ -437,7 +437,7 @@ struct Mover<'n> {
 
 impl Mover<'_> {
     /// Moves the value at `place` out of `stored`; returns by how many
-    /// bytes the record shrank (the entry's weight counted).
+    /// bytes the status shrank (the entry's weight counted).
     fn take(&mut self, stored: &mut Value, place: &Place) -> usize {
         let Some(slot) = stored.pointer_mut(&place.path) else {
             return 0;

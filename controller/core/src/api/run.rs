@@ -1,4 +1,4 @@
-//! The `Run` resource: one execution of a flow, and its record.
+//! The `Run` resource: one execution of a flow, and its status.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The most one value (a script's stdout, an HTTP body, a model's reply) may
-/// weigh to be kept in a run's record. The record is the Run's status in etcd,
+/// weigh to be kept in a run's status. The record is the Run's status in etcd,
 /// which refuses objects past about 1.5 MiB; every executor stops reading at
 /// this cap and fails the attempt naming it, rather than keeping a value
-/// the record could not store.
+/// the status could not store.
 pub const MAX_VALUE_BYTES: usize = 256 << 10;
 
 /// Starts a flow. Only `cancel` may change after creation.
@@ -77,9 +77,9 @@ pub struct RunFrom {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CopiedFrom {
-    /// The old Run's name (locally: the record file's run name or path).
+    /// The old Run's name (locally: the status file's run name or path).
     pub run: String,
-    /// The old Run's `metadata.uid` (locally: the record's flow digest
+    /// The old Run's `metadata.uid` (locally: the status's flow digest
     /// is checked instead, and this is empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
@@ -162,7 +162,7 @@ pub struct RunStatus {
         serialize_with = "crate::api::stored::serialize_steps",
         deserialize_with = "crate::api::stored::deserialize_steps"
     )]
-    pub steps: BTreeMap<String, StepRecord>,
+    pub steps: BTreeMap<String, StepStatus>,
     /// Every arrow, with what moved along it or why nothing did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrows: Vec<Arrow>,
@@ -210,11 +210,11 @@ pub struct RunStatus {
     pub pending_send_back: Option<ReviewNote>,
     /// Values moved out of this status to keep the Run small, each into
     /// ConfigMaps the Run owns; in its place the status shows a preview
-    /// that says so. Empty in a record put back together (and locally).
+    /// that says so. Empty in a status put back together (and locally).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<super::offload::MovedValue>,
     /// For a rerun (`spec.from`): the old run it was seeded from, by name
-    /// and uid, and the step it reran from. Set once, when the record is
+    /// and uid, and the step it reran from. Set once, when the status is
     /// seeded; later passes check the old run by this uid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<RerunOf>,
@@ -226,7 +226,7 @@ pub struct RunStatus {
 pub struct RerunOf {
     /// The old Run's name.
     pub run: String,
-    /// The old Run's `metadata.uid` (empty locally, where the record file
+    /// The old Run's `metadata.uid` (empty locally, where the status file
     /// is checked by its flow digest instead).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
@@ -289,7 +289,7 @@ pub enum StartedBy<'a> {
     },
 }
 
-impl StepRecord {
+impl StepStatus {
     /// How the latest attempt came to start.
     pub fn started_by(&self) -> StartedBy<'_> {
         let in_round = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as usize;
@@ -352,10 +352,10 @@ pub struct ReviewNote {
     pub reviewed: Option<Value>,
 }
 
-/// Where a step stands.
+/// Where a step stands: its phase, written as `status` in `status.steps.KEY`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub enum StepStatus {
+pub enum StepPhase {
     /// Not reached yet.
     #[default]
     Pending,
@@ -371,27 +371,28 @@ pub enum StepStatus {
     Skipped,
 }
 
-impl StepStatus {
-    /// The status as records and messages write it (`completed`, …).
+impl StepPhase {
+    /// The phase as the run's status and messages write it (`completed`, …).
     pub fn as_str(self) -> &'static str {
         match self {
-            StepStatus::Pending => "pending",
-            StepStatus::Running => "running",
-            StepStatus::Waiting => "waiting",
-            StepStatus::Completed => "completed",
-            StepStatus::Failed => "failed",
-            StepStatus::Skipped => "skipped",
+            StepPhase::Pending => "pending",
+            StepPhase::Running => "running",
+            StepPhase::Waiting => "waiting",
+            StepPhase::Completed => "completed",
+            StepPhase::Failed => "failed",
+            StepPhase::Skipped => "skipped",
         }
     }
 }
 
-/// Everything a step did.
+/// Everything a step did: its entry in the run's status
+/// (`status.steps.KEY`), with its phase, output, error and attempts.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct StepRecord {
+pub struct StepStatus {
     /// Where the step stands.
     #[serde(default)]
-    pub status: StepStatus,
+    pub status: StepPhase,
     /// The output of the latest attempt (`$steps.KEY.output`); left out when
     /// it is exactly `text`, or gathered from `parts` (`outputFromParts`).
     #[serde(
@@ -438,7 +439,7 @@ pub struct StepRecord {
     pub round_start: i32,
     /// The parts of a parallel step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<PartRecord>,
+    pub parts: Vec<PartStatus>,
     /// A parallel step: how many times its parts were started (loop passes
     /// and send-backs start them again), so each round's attempts have an
     /// identity of their own.
@@ -464,7 +465,7 @@ fn is_zero(n: &i32) -> bool {
 /// One part of a parallel step.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PartRecord {
+pub struct PartStatus {
     /// The part's key in `by_key`.
     pub key: String,
     /// A readable name.
@@ -475,7 +476,7 @@ pub struct PartRecord {
     pub item: Option<Value>,
     /// Where it stands.
     #[serde(default)]
-    pub status: StepStatus,
+    pub status: StepPhase,
     /// Its output; left out when it is exactly its text.
     #[serde(
         default,
@@ -513,7 +514,7 @@ pub struct Attempt {
     pub iteration: Option<i32>,
     /// How it ended.
     #[serde(default)]
-    pub status: StepStatus,
+    pub status: StepPhase,
     /// When it started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,

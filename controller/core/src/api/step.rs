@@ -523,7 +523,7 @@ pub struct HttpHeader {
     /// The value; placeholders are inserted as text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
-    /// Or the value from a Secret, never written to a record or a log.
+    /// Or the value from a Secret, never written to a status or a log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<ValueFrom>,
 }

@@ -1,9 +1,9 @@
 //! The stored form of a run's step records: each value once.
 //!
-//! In memory a record keeps convenient copies (a step's `output` and `text`
+//! In memory a status keeps convenient copies (a step's `output` and `text`
 //! are also on its latest attempt; a parallel step's output gathers its parts'
 //! outputs). Stored in etcd, or printed by `coxswain run --output json`, each
-//! value appears once, and reading the record back rebuilds the copies:
+//! value appears once, and reading the status back rebuilds the copies:
 //!
 //! - the latest attempt, when it completed, leaves its output and text to
 //!   the step (or part) record, which shows them;
@@ -18,30 +18,30 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
-use super::run::{Attempt, PartRecord, StepRecord, StepStatus};
+use super::run::{Attempt, PartStatus, StepPhase, StepStatus};
 
-/// Writes the steps of a record with each value once.
+/// Writes the steps of a status with each value once.
 pub fn serialize_steps<S: Serializer>(
-    steps: &BTreeMap<String, StepRecord>,
+    steps: &BTreeMap<String, StepStatus>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    let compact: BTreeMap<&String, StepRecord> =
+    let compact: BTreeMap<&String, StepStatus> =
         steps.iter().map(|(k, r)| (k, compact_step(r))).collect();
     compact.serialize(serializer)
 }
 
-/// Reads the steps of a record and rebuilds the copies [`serialize_steps`] left out.
+/// Reads the steps of a status and rebuilds the copies [`serialize_steps`] left out.
 pub fn deserialize_steps<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<BTreeMap<String, StepRecord>, D::Error> {
-    let mut steps = BTreeMap::<String, StepRecord>::deserialize(deserializer)?;
+) -> Result<BTreeMap<String, StepStatus>, D::Error> {
+    let mut steps = BTreeMap::<String, StepStatus>::deserialize(deserializer)?;
     steps.values_mut().for_each(expand_step);
     Ok(steps)
 }
 
 /// What a parallel step's output is once its parts are done: every part in
 /// order, and each output by part key.
-pub fn gathered(parts: &[PartRecord]) -> Value {
+pub fn gathered(parts: &[PartStatus]) -> Value {
     let list: Vec<Value> = parts
         .iter()
         .map(|p| json!({"key": p.key, "label": p.label, "status": p.status, "output": p.output, "error": p.error}))
@@ -53,7 +53,7 @@ pub fn gathered(parts: &[PartRecord]) -> Value {
     json!({"parts": list, "by_key": by_key})
 }
 
-fn compact_step(record: &StepRecord) -> StepRecord {
+fn compact_step(record: &StepStatus) -> StepStatus {
     let mut stored = record.clone();
     if !stored.parts.is_empty() && stored.output.as_ref() == Some(&gathered(&stored.parts)) {
         stored.output = None;
@@ -74,7 +74,7 @@ fn compact_step(record: &StepRecord) -> StepRecord {
     stored
 }
 
-fn expand_step(record: &mut StepRecord) {
+fn expand_step(record: &mut StepStatus) {
     from_text(&mut record.output, &record.text);
     to_text(
         &record.output,
@@ -93,7 +93,7 @@ fn expand_step(record: &mut StepRecord) {
     }
 }
 
-/// A completed latest attempt whose output and text the record shows drops them.
+/// A completed latest attempt whose output and text the status shows drops them.
 fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
     for attempt in attempts.iter_mut() {
         text_only(&mut attempt.output, &attempt.text);
@@ -117,7 +117,7 @@ fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut
 }
 
 /// The inverse of [`leave_to_record`]: a completed attempt always has an
-/// output unless it was trimmed, so a missing one is the record's.
+/// output unless it was trimmed, so a missing one is the status's.
 fn take_from_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
     for attempt in attempts.iter_mut() {
         from_text(&mut attempt.output, &attempt.text);
@@ -137,7 +137,7 @@ fn take_from_record(output: &Option<Value>, text: &Option<String>, attempts: &mu
 }
 
 fn holds_its_output(attempt: &Attempt) -> bool {
-    attempt.status == StepStatus::Completed && !attempt.trimmed
+    attempt.status == StepPhase::Completed && !attempt.trimmed
 }
 
 /// An output that is its text, as a string, is kept as the text alone.
@@ -183,7 +183,7 @@ mod tests {
 
     fn attempt(
         number: i32,
-        status: StepStatus,
+        status: StepPhase,
         output: Option<Value>,
         text: Option<&str>,
     ) -> Attempt {
@@ -196,8 +196,8 @@ mod tests {
         }
     }
 
-    /// Writes and reads back a record holding `step`.
-    fn round_trip(step: StepRecord) -> (Value, StepRecord) {
+    /// Writes and reads back a status holding `step`.
+    fn round_trip(step: StepStatus) -> (Value, StepStatus) {
         let mut record = RunStatus::default();
         record.steps.insert("s".into(), step);
         let stored = serde_json::to_value(&record).expect("to JSON");
@@ -208,16 +208,16 @@ mod tests {
     #[test]
     fn only_copies_are_left_out_and_all_come_back() {
         let parsed = json!({"n": 1});
-        let step = StepRecord {
-            status: StepStatus::Completed,
+        let step = StepStatus {
+            status: StepPhase::Completed,
             output: Some(parsed.clone()),
             text: Some("{\"n\": 1}\n".into()),
             attempts: vec![
-                attempt(1, StepStatus::Completed, Some(json!("old")), Some("old")),
-                attempt(2, StepStatus::Failed, None, None),
+                attempt(1, StepPhase::Completed, Some(json!("old")), Some("old")),
+                attempt(2, StepPhase::Failed, None, None),
                 attempt(
                     3,
-                    StepStatus::Completed,
+                    StepPhase::Completed,
                     Some(parsed.clone()),
                     Some("{\"n\": 1}\n"),
                 ),
@@ -238,13 +238,13 @@ mod tests {
     #[test]
     fn a_latest_attempt_that_differs_from_the_step_keeps_its_output() {
         // A loop's next pass failed: the step still shows the earlier output.
-        let step = StepRecord {
-            status: StepStatus::Failed,
+        let step = StepStatus {
+            status: StepPhase::Failed,
             output: Some(json!({"pass": 1})),
             attempts: vec![
-                attempt(1, StepStatus::Completed, Some(json!({"pass": 1})), None),
-                attempt(2, StepStatus::Completed, Some(json!({"pass": 2})), None),
-                attempt(3, StepStatus::Failed, None, None),
+                attempt(1, StepPhase::Completed, Some(json!({"pass": 1})), None),
+                attempt(2, StepPhase::Completed, Some(json!({"pass": 2})), None),
+                attempt(3, StepPhase::Failed, None, None),
             ],
             ..Default::default()
         };

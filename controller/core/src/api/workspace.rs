@@ -1,5 +1,5 @@
 //! A flow's `workspace`: git checkouts (or an empty folder) that every
-//! script step of one run shares, and what a run's record says of them.
+//! script step of one run shares, and what a run's status says of them.
 //!
 //! The types carry data only. Checking them is [`crate::flow::validate`]'s
 //! job; cloning, branching and pushing are I/O and happen in the runner
@@ -149,7 +149,7 @@ pub enum KeepPolicy {
     Always,
 }
 
-/// What a run's record says of its workspace: the branch, the commit each
+/// What a run's status says of its workspace: the branch, the commit each
 /// checkout started from, what was pushed, and where the files are.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -176,7 +176,7 @@ pub struct WorkspaceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_uid: Option<String>,
     /// On a cluster, the flow's `keep` as the run started, so the volume's
-    /// end is decided from the record alone.
+    /// end is decided from the status alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep: Option<KeepPolicy>,
     /// On a cluster, while the run's branch is being pushed: how the run

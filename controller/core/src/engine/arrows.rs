@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::api::{Arrow, RunStatus, StepStatus};
+use crate::api::{Arrow, RunStatus, StepPhase};
 
 use super::compiled::Compiled;
 
@@ -16,7 +16,7 @@ pub fn arrows(flow: &Compiled<'_>, state: &RunStatus) -> Vec<Arrow> {
     for (to, node) in flow.graph.nodes.iter().enumerate() {
         let target = state.steps.get(node.key);
         let reached =
-            target.is_some_and(|r| !matches!(r.status, StepStatus::Pending | StepStatus::Skipped));
+            target.is_some_and(|r| !matches!(r.status, StepPhase::Pending | StepPhase::Skipped));
         for arrow in &node.preds {
             let from_key = flow.key(arrow.from);
             let from = state.steps.get(from_key);
@@ -25,12 +25,11 @@ pub fn arrows(flow: &Compiled<'_>, state: &RunStatus) -> Vec<Arrow> {
                 None => from_key.to_string(),
             };
             let (taken, detail) = match from.map(|r| (r.status, r.exit.as_deref())) {
-                None
-                | Some((StepStatus::Pending | StepStatus::Running | StepStatus::Waiting, _)) => {
+                None | Some((StepPhase::Pending | StepPhase::Running | StepPhase::Waiting, _)) => {
                     (false, "not reached yet".to_string())
                 }
-                Some((StepStatus::Skipped, _)) => (false, format!("`{from_key}` was skipped")),
-                Some((StepStatus::Failed, _)) if !flow.steps[arrow.from].continue_on_failure => {
+                Some((StepPhase::Skipped, _)) => (false, format!("`{from_key}` was skipped")),
+                Some((StepPhase::Failed, _)) if !flow.steps[arrow.from].continue_on_failure => {
                     (false, format!("`{from_key}` failed"))
                 }
                 Some((_, exit)) if arrow.exit.is_some() && exit != arrow.exit => (
@@ -98,7 +97,7 @@ fn moved(flow: &Compiled<'_>, to: usize, from_key: &str, output: Option<&Value>)
 }
 
 /// A value's size as JSON and its first bytes, without writing it all out:
-/// an arrow's detail needs no more, and the record is read after every event.
+/// an arrow's detail needs no more, and the status is read after every event.
 #[derive(Default)]
 struct Measured {
     len: usize,

@@ -87,7 +87,7 @@ impl CompiledFlow {
 pub struct Compiled<'a> {
     /// The flow as written.
     pub spec: &'a FlowSpec,
-    /// Its digest ([`crate::flow::flow_digest`]), which a run's record keeps.
+    /// Its digest ([`crate::flow::flow_digest`]), which a run's status keeps.
     pub digest: String,
     /// The Flow's `metadata.generation`, when it came from a Flow object
     /// (see [`CompiledFlow::with_generation`]); records note it.

@@ -31,7 +31,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{CopiedFrom, RerunOf, RunPhase, RunStatus, StepStatus};
+use crate::api::{CopiedFrom, RerunOf, RunPhase, RunStatus, StepPhase};
 
 use super::arrows::arrows;
 use super::compiled::Compiled;
@@ -93,7 +93,7 @@ pub enum RerunError {
 
 /// The record a rerun of `old` from `step` starts with: pinned to the same
 /// flow, `Pending`, the copied steps' records marked with `from`, every
-/// step that reruns left without a record and due (see the module's
+/// step that reruns left without a status and due (see the module's
 /// rules). [`super::RunMachine::resume`] takes it, and `Event::Start`
 /// starts it without making the copied steps due again.
 pub fn rerun_from(
@@ -158,7 +158,7 @@ pub fn rerun_from(
 }
 
 /// The approval steps whose decision a seeded rerun record copies from
-/// the old run, in document order: an approval step copied with a record
+/// the old run, in document order: an approval step copied with a status
 /// that is not pending or skipped, or nested in a loop or parallel step
 /// copied that way (its parts' decisions travel with it). A person made
 /// each of those decisions for the old run; who may reuse them is the
@@ -167,7 +167,7 @@ pub fn copied_decisions(flow: &Compiled<'_>, seeded: &RunStatus) -> Vec<String> 
     let copied = |node: usize| {
         seeded.steps.get(flow.key(node)).is_some_and(|record| {
             record.copied_from.is_some()
-                && !matches!(record.status, StepStatus::Pending | StepStatus::Skipped)
+                && !matches!(record.status, StepPhase::Pending | StepPhase::Skipped)
         })
     };
     (0..flow.graph.nodes.len())
@@ -221,12 +221,12 @@ fn outermost(flow: &Compiled<'_>, node: usize) -> usize {
     flow.graph.enclosing(node).last().unwrap_or(node)
 }
 
-/// Whether the old run's record of a top-level step lets the run go on past
+/// Whether the old run's status of a top-level step lets the run go on past
 /// it: completed, skipped, or failed with `onFailure: continue`.
 fn went_on(flow: &Compiled<'_>, old: &RunStatus, node: usize) -> bool {
     match old.steps.get(flow.key(node)).map(|r| r.status) {
-        Some(StepStatus::Completed | StepStatus::Skipped) => !old.due.contains(flow.key(node)),
-        Some(StepStatus::Failed) => flow.steps[node].continue_on_failure,
+        Some(StepPhase::Completed | StepPhase::Skipped) => !old.due.contains(flow.key(node)),
+        Some(StepPhase::Failed) => flow.steps[node].continue_on_failure,
         _ => false,
     }
 }
@@ -254,7 +254,7 @@ pub fn first_failed_step(flow: &Compiled<'_>, status: &RunStatus) -> Option<Stri
     let failed_itself = |n: usize| {
         let record = status.steps.get(flow.key(n));
         record.is_some_and(|r| {
-            r.status == StepStatus::Failed
+            r.status == StepPhase::Failed
                 && r.error.as_ref().is_none_or(|e| e.code != codes::CANCELLED)
         }) && !flow.steps[n].continue_on_failure
     };

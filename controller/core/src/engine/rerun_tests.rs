@@ -1,10 +1,10 @@
 //! Reruns from a step, driven through the engine: an old run is driven to
-//! its end, a rerun is seeded from its record, and the machine resumed from
+//! its end, a rerun is seeded from its status, and the machine resumed from
 //! that seed runs only what the rules say reruns.
 
 use serde_json::{Value, json};
 
-use crate::api::{CopiedFrom, FlowSpec, RunPhase, RunStatus, StepStatus};
+use crate::api::{CopiedFrom, FlowSpec, RunPhase, RunStatus, StepPhase};
 use crate::engine::{
     Action, CompiledFlow, Decision, Done, Event, Failed, RerunError, RunInfo, RunMachine, codes,
     copied_decisions, first_failed_step, rerun_from, step_error,
@@ -54,7 +54,7 @@ fn drive(machine: &mut RunMachine<'_>, mut actions: Vec<Action>, failing: &[&str
     ran
 }
 
-/// A whole run of `flow` with the steps in `failing` failing: its record.
+/// A whole run of `flow` with the steps in `failing` failing: its status.
 fn ended(flow: &CompiledFlow, failing: &[&str]) -> RunStatus {
     let mut machine = RunMachine::new(flow, json!({"xs": [1, 2]}), RunInfo::default());
     let mut actions = machine.handle(Event::Start, at(0));
@@ -67,7 +67,7 @@ fn ended(flow: &CompiledFlow, failing: &[&str]) -> RunStatus {
 }
 
 /// Seeds a rerun of `old` from `step`, runs it with nothing failing, and
-/// returns the steps it ran and its record.
+/// returns the steps it ran and its status.
 fn rerun(flow: &CompiledFlow, old: &RunStatus, step: &str) -> (Vec<String>, RunStatus) {
     let seed = rerun_from(flow.get(), old, step, old_run()).expect("rerun allowed");
     let mut machine =
@@ -98,7 +98,7 @@ fn the_steps_before_the_key_are_copied_and_only_the_rest_runs() {
         assert_eq!(new.steps[key].output, old.steps[key].output, "{key}");
     }
     assert_eq!(new.steps["c"].copied_from, None);
-    assert_eq!(new.steps["c"].status, StepStatus::Completed);
+    assert_eq!(new.steps["c"].status, StepPhase::Completed);
     assert_eq!(new.output_from.as_deref(), Some("c"));
     let of = new.rerun_of.expect("rerunOf");
     assert_eq!(
@@ -135,12 +135,12 @@ steps:
 ",
     );
     let old = ended(&flow, &["a", "c"]);
-    assert_eq!(old.steps["a"].status, StepStatus::Failed);
+    assert_eq!(old.steps["a"].status, StepPhase::Failed);
     assert_eq!(first_failed_step(flow.get(), &old).as_deref(), Some("c"));
     let (ran, new) = rerun(&flow, &old, "c");
     assert_eq!(ran, ["c"]);
     assert_eq!(new.phase, RunPhase::Succeeded);
-    assert_eq!(new.steps["a"].status, StepStatus::Failed);
+    assert_eq!(new.steps["a"].status, StepPhase::Failed);
     assert_eq!(new.steps["a"].copied_from, Some(old_run()));
 }
 
@@ -213,7 +213,7 @@ steps:
 ",
     );
     let old = ended(&flow, &["last"]);
-    assert_eq!(old.steps["check"].status, StepStatus::Completed);
+    assert_eq!(old.steps["check"].status, StepPhase::Completed);
     let (ran, new) = rerun(&flow, &old, "check");
     assert_eq!(ran, ["inner", "check", "inner", "check", "last"]);
     assert_eq!(new.phase, RunPhase::Succeeded);
@@ -239,16 +239,16 @@ steps:
 ",
     );
     let old = ended(&flow, &["last"]);
-    assert_eq!(old.steps["no"].status, StepStatus::Skipped);
+    assert_eq!(old.steps["no"].status, StepPhase::Skipped);
     let (ran, new) = rerun(&flow, &old, "last");
     assert_eq!(ran, ["last"]);
-    assert_eq!(new.steps["no"].status, StepStatus::Skipped);
+    assert_eq!(new.steps["no"].status, StepPhase::Skipped);
     assert_eq!(new.steps["no"].copied_from, Some(old_run()));
     // From the condition: both exits' steps are decided again.
     let (ran, new) = rerun(&flow, &old, "check");
     assert_eq!(ran, ["yes", "last"]);
     assert_eq!(new.steps["no"].copied_from, None);
-    assert_eq!(new.steps["no"].status, StepStatus::Skipped);
+    assert_eq!(new.steps["no"].status, StepPhase::Skipped);
 }
 
 const REVIEWED: &str = "
@@ -329,7 +329,7 @@ fn a_rerun_names_the_decisions_it_copies_and_only_those() {
     }
     // An approval never reached (skipped on the old run's path) holds no decision.
     let mut skipped = from_ship.clone();
-    skipped.steps.get_mut("review").expect("copied").status = StepStatus::Skipped;
+    skipped.steps.get_mut("review").expect("copied").status = StepPhase::Skipped;
     assert!(copied_decisions(flow.get(), &skipped).is_empty());
 }
 
@@ -353,13 +353,10 @@ steps:
         flow_digest: Some(flow.get().digest.clone()),
         ..Default::default()
     };
-    for (key, status) in [
-        ("both", StepStatus::Completed),
-        ("ship", StepStatus::Failed),
-    ] {
+    for (key, status) in [("both", StepPhase::Completed), ("ship", StepPhase::Failed)] {
         old.steps.insert(
             key.into(),
-            crate::api::StepRecord {
+            crate::api::StepStatus {
                 status,
                 ..Default::default()
             },
@@ -480,7 +477,7 @@ steps:
     );
     let old = machine.summarized();
     assert_eq!(old.phase, RunPhase::Failed);
-    assert_eq!(old.steps["b"].status, StepStatus::Failed);
+    assert_eq!(old.steps["b"].status, StepPhase::Failed);
     assert_eq!(first_failed_step(flow.get(), &old).as_deref(), Some("c"));
     // Rerun from c: b, stopped with the run, runs again as well.
     let (mut ran, new) = rerun(&flow, &old, "c");

@@ -230,12 +230,12 @@ impl fmt::Display for Reference {
 pub enum Root {
     /// `$input`: the run input.
     Input,
-    /// `$steps.<key>`: the record of a step.
+    /// `$steps.<key>`: the status of a step.
     Step {
         /// The step key.
         key: String,
     },
-    /// `$previous`: the record of the step just before.
+    /// `$previous`: the status of the step just before.
     Previous,
     /// `$loop`: the current loop pass.
     Loop,

@@ -477,7 +477,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// Reads `.field` after a root whose next name is fixed.
-    /// The field after `$record` (a record is an object with fixed
+    /// The field after `$record` (a status is an object with fixed
     /// fields; what follows them is the saved value's own path).
     fn record_field(&mut self) -> Result<&'static str, SyntaxError> {
         let what = "a record has `key`, `value`, `version`, `savedAt`, `run` and `step`";

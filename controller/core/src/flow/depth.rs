@@ -4,7 +4,7 @@
 //! serde_json refuses documents nested 128 levels deep or more. A run's
 //! record holds its input and what its steps build from it, wrapped a few
 //! levels deeper (`steps.<key>.output`, a part's item, a loop's passes), so
-//! an input nested near that limit makes a record no replica can read, and
+//! an input nested near that limit makes a status no replica can read, and
 //! with it every later list of Runs fails. [`MAX_JSON_DEPTH`] leaves room
 //! for every such wrapping; admission refuses deeper inputs and the engine
 //! deeper outputs.
@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// The deepest nesting of arrays and objects a Run's input (or anything a
 /// flow builds from it) may have: half of serde_json's limit (128), so the
-/// levels the record adds around a value never reach that limit.
+/// levels the status adds around a value never reach that limit.
 pub const MAX_JSON_DEPTH: usize = 64;
 
 /// How many arrays and objects nest in `value`: 0 for a number or a text,

@@ -1,5 +1,5 @@
-//! A flow's fingerprint. A run keeps the flow it started with; its record
-//! names that flow by digest, so a record is never resumed with a flow that
+//! A flow's fingerprint. A run keeps the flow it started with; its status
+//! names that flow by digest, so a status is never resumed with a flow that
 //! changed since (Kubernetes keeps no old generations of a Flow).
 
 use serde_json::{Map, Value};

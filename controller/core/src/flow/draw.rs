@@ -1,11 +1,11 @@
-//! A flow as a diagram, Mermaid or Graphviz DOT; given a run's record, also
+//! A flow as a diagram, Mermaid or Graphviz DOT; given a run's status, also
 //! what happened on it: each step's status, each arrow taken or not, and
 //! what moved along it, or why nothing did. Pure text out, so the CLI, docs and a
 //! future `kubectl` plugin draw the same picture.
 
 use std::fmt::Write;
 
-use crate::api::{Arrow as RecordArrow, RunStatus, Step, StepStatus};
+use crate::api::{Arrow as RecordArrow, RunStatus, Step, StepPhase};
 
 use super::graph::FlowGraph;
 
@@ -41,7 +41,7 @@ struct Edge {
 /// Longest arrow label kept; the rest is cut with an ellipsis.
 const LABEL_CHARS: usize = 60;
 
-/// Draws the steps of a flow, with the record of a run when there is one.
+/// Draws the steps of a flow, with the status of a run when there is one.
 pub fn draw(steps: &[Step], record: Option<&RunStatus>, format: Format) -> String {
     let graph = FlowGraph::new(steps);
     let mut edges = edges(&graph, record);
@@ -163,8 +163,8 @@ fn shorten(text: &str) -> String {
     format!("{start}…")
 }
 
-fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepStatus> {
-    record.map(|r| r.steps.get(key).map_or(StepStatus::Pending, |s| s.status))
+fn status_of(record: Option<&RunStatus>, key: &str) -> Option<StepPhase> {
+    record.map(|r| r.steps.get(key).map_or(StepPhase::Pending, |s| s.status))
 }
 
 /// The two lines of a node: its key, then `kind · status`.
@@ -241,7 +241,7 @@ fn mermaid(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) ->
         ));
         for (n, node) in graph.nodes.iter().enumerate() {
             match status_of(record, node.key) {
-                Some(StepStatus::Pending) | None => {}
+                Some(StepPhase::Pending) | None => {}
                 Some(status) => {
                     let _ = writeln!(out, "  class n{n} {}", status.as_str());
                 }
@@ -314,14 +314,14 @@ fn dot(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) -> Str
     out
 }
 
-fn dot_fill(status: StepStatus) -> &'static str {
+fn dot_fill(status: StepPhase) -> &'static str {
     match status {
-        StepStatus::Pending => "white",
-        StepStatus::Running => "#fff3bf",
-        StepStatus::Waiting => "#e7f5ff",
-        StepStatus::Completed => "#d3f9d8",
-        StepStatus::Failed => "#ffe3e3",
-        StepStatus::Skipped => "#f1f3f5",
+        StepPhase::Pending => "white",
+        StepPhase::Running => "#fff3bf",
+        StepPhase::Waiting => "#e7f5ff",
+        StepPhase::Completed => "#d3f9d8",
+        StepPhase::Failed => "#ffe3e3",
+        StepPhase::Skipped => "#f1f3f5",
     }
 }
 

@@ -187,7 +187,7 @@ impl<'a> FlowGraph<'a> {
         std::iter::successors(self.nodes[node].parent, |&p| self.nodes[p].parent)
     }
 
-    /// Whether `reader` may read the record of `target`: `target` comes before
+    /// Whether `reader` may read the status of `target`: `target` comes before
     /// it on the path, or finished inside a composite that did, or both sit in
     /// the same loop (a later step then reads the pass before), or `target` is
     /// `reader` itself inside a loop.

@@ -4,7 +4,7 @@
 //! Large values leave a Run's record (see [`crate::api::offload`]), but each
 //! step keeps its bookkeeping there: its status, times, attempts and the
 //! arrows it took. That part never moves, so a flow with enough steps makes
-//! a record the API server refuses to store, and the controller would retry
+//! a status the API server refuses to store, and the controller would retry
 //! the write forever. [`MAX_STEPS`] refuses such a flow when it is applied
 //! (and `coxswain lint` says so) instead.
 
@@ -18,7 +18,7 @@ pub const RECORD_CEILING: usize = 768 << 10;
 /// What one step adds to its Run's record when it ran once and succeeded
 /// with a short output, with a key of the longest length allowed (40
 /// characters): its entry in `steps`, one attempt, and the arrow it took.
-/// Measured by this module's test, which fails if the record grows past it.
+/// Measured by this module's test, which fails if the status grows past it.
 pub const STEP_RECORD_BYTES: usize = 560;
 
 /// The most steps a flow may have, nested steps and the named parts of

@@ -30,7 +30,7 @@ impl StartProblem {
     }
 }
 
-/// Problems on one line, `; ` between them (kubectl and a run's record show
+/// Problems on one line, `; ` between them (kubectl and a run's status show
 /// one line), each as its `Display` writes it.
 pub fn one_line<P: std::fmt::Display>(problems: &[P]) -> String {
     let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();

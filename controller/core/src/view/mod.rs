@@ -12,7 +12,7 @@ mod moved;
 #[cfg(test)]
 mod tests;
 
-use crate::api::{RunStatus, Step, StepRecord, StepStatus};
+use crate::api::{RunStatus, Step, StepPhase, StepStatus};
 use crate::flow::FlowGraph;
 use serde::Serialize;
 
@@ -166,12 +166,12 @@ fn step_box(
     graph: &FlowGraph<'_>,
     n: usize,
     (x, y): (u32, u32),
-    record: Option<Option<&StepRecord>>,
+    record: Option<Option<&StepStatus>>,
 ) -> StepBox {
     let node = &graph.nodes[n];
     let kind = node.step.kind().map_or("step", |k| k.name()).to_string();
     let found = record.flatten();
-    let status = found.map_or(StepStatus::Pending, |r| r.status).as_str();
+    let status = found.map_or(StepPhase::Pending, |r| r.status).as_str();
     let parts = found.filter(|r| !r.parts.is_empty()).map(count_parts);
     let error = found
         .and_then(|r| r.error.as_ref())
@@ -198,17 +198,17 @@ fn step_box(
     }
 }
 
-fn count_parts(record: &StepRecord) -> PartCount {
+fn count_parts(record: &StepStatus) -> PartCount {
     let mut count = PartCount {
         total: record.parts.len(),
         ..PartCount::default()
     };
     for part in &record.parts {
         match part.status {
-            StepStatus::Completed => count.completed += 1,
-            StepStatus::Failed => count.failed += 1,
-            StepStatus::Running | StepStatus::Waiting => count.running += 1,
-            StepStatus::Pending | StepStatus::Skipped => {}
+            StepPhase::Completed => count.completed += 1,
+            StepPhase::Failed => count.failed += 1,
+            StepPhase::Running | StepPhase::Waiting => count.running += 1,
+            StepPhase::Pending | StepPhase::Skipped => {}
         }
     }
     count

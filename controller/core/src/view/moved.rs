@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::api::{Step, StepRecord};
+use crate::api::{Step, StepStatus};
 use crate::expr::{lookup, parse_value_at};
 
 /// Characters of a value kept in the picture; the arrow's own page has it whole.
@@ -59,7 +59,7 @@ impl Values for Whole {
 pub(super) fn moved_into(
     target: &Step,
     from_key: &str,
-    source: Option<&StepRecord>,
+    source: Option<&StepStatus>,
     values: &dyn Values,
 ) -> Vec<Moved> {
     let Some(source) = source else {
@@ -106,6 +106,6 @@ fn one(reference: &str, into: &str, value: &Value, values: &dyn Values) -> Moved
 
 /// What moved along an arrow into `target`, each value whole: for a caller
 /// that has the source's record but not the flow's picture.
-pub fn moved_along(target: &Step, from_key: &str, source: Option<&StepRecord>) -> Vec<Moved> {
+pub fn moved_along(target: &Step, from_key: &str, source: Option<&StepStatus>) -> Vec<Moved> {
     moved_into(target, from_key, source, &Whole)
 }

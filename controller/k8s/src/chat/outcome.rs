@@ -214,7 +214,7 @@ async fn post(
     })
 }
 
-/// How long ago the run ended, by its record.
+/// How long ago the run ended, by its status.
 fn ended_ago(run: &Run) -> Option<Duration> {
     let finished: jiff::Timestamp = run.status.as_ref()?.finished_at.as_deref()?.parse().ok()?;
     Duration::try_from(jiff::Timestamp::now().duration_since(finished)).ok()

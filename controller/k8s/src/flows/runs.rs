@@ -51,7 +51,7 @@ pub fn schedules_own(run: &Run, flow: &str, me: &str) -> Option<Timestamp> {
     (made_by_me && named && run.spec.flow_ref.name == flow).then_some(slot)
 }
 
-/// When a Run started: its record's `startedAt`, else the slot it was
+/// When a Run started: its status's `startedAt`, else the slot it was
 /// scheduled for, else its creation.
 pub fn run_start(run: &Run) -> Option<Timestamp> {
     run.status

@@ -40,8 +40,8 @@ fn frame_tail_lines(bytes: usize) -> i64 {
     FRAME_TAIL_LINES.saturating_add(pieces)
 }
 
-/// How many of a stopped pod's last log lines are read for its record
-/// (the record keeps at most [`LOG_TAIL_BYTES`] of them).
+/// How many of a stopped pod's last log lines are read for its status
+/// (the status keeps at most [`LOG_TAIL_BYTES`] of them).
 const STOPPED_TAIL_LINES: i64 = 200;
 
 /// The label the Job controller puts on its pods (Kubernetes 1.27 and later).
@@ -87,7 +87,7 @@ impl JobLauncher {
     }
 
     /// The launcher for the run as `record` has it: its scripts mount the
-    /// workspace the record holds (made in this very reconcile, perhaps,
+    /// workspace the status holds (made in this very reconcile, perhaps,
     /// and not yet in the Run that was read).
     pub fn mounting(&mut self, record: &coxswain_core::api::RunStatus) {
         self.workspace = record

@@ -22,7 +22,7 @@ pub struct MountedWorkspace {
 }
 
 impl MountedWorkspace {
-    /// The workspace a run's record says was made, if it was: its claim is
+    /// The workspace a run's status says was made, if it was: its claim is
     /// named and its uid recorded.
     pub fn of(status: &WorkspaceStatus, settings: &JobSettings) -> Option<Self> {
         status.volume_uid.as_ref()?;

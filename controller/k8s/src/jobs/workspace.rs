@@ -49,7 +49,7 @@ pub const PUSH: &str = "workspace-push";
 pub const SECRETS_DIR: &str = "/coxswain/secrets";
 
 /// The variable a git Job's pod learns its node from (downward API), for
-/// the record's `node`.
+/// the status's `node`.
 pub const NODE_VAR: &str = "COXSWAIN_NODE_NAME";
 
 /// Which git Job.

@@ -1,9 +1,9 @@
 //! Large values moved out of a Run's status into ConfigMaps the Run owns, so
 //! a Run stays within its size budget however long its outputs and loops.
 //!
-//! The reconciler reads a Run with [`Offloader::load`] (the record with
-//! every value back in place), hands the record it wants written to
-//! [`Offloader::store`] (which creates the ConfigMaps the record needs and
+//! The reconciler reads a Run with [`Offloader::load`] (the status with
+//! every value back in place), hands the status it wants written to
+//! [`Offloader::store`] (which creates the ConfigMaps the status needs and
 //! returns the status to write), writes that status, and then calls
 //! [`Offloader::collect`] to delete the value ConfigMaps no status
 //! references any more. What moves and how it is referenced is the pure
@@ -84,7 +84,7 @@ fn parse_threshold(text: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// What [`Offloader::store`] made of a record.
+/// What [`Offloader::store`] made of a status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
     /// The status to write: previews in place of moved values, and

@@ -417,7 +417,7 @@ pub async fn close_unanswered(
                 e,
             )
         })?;
-    let record = run.status.clone().unwrap_or_default();
+    let run_status = run.status.clone().unwrap_or_default();
     let mut closed = 0;
     for approval in list.items {
         // The label is anyone's to write: another run's Approval relabelled
@@ -429,7 +429,7 @@ pub async fn close_unanswered(
         if not_ours(&approval, run, &step, attempt).is_some() {
             continue;
         }
-        match leftover(&approval, &record) {
+        match leftover(&approval, &run_status) {
             Leftover::Settled => {}
             Leftover::TakenIn => settle(api, &approval.name_any(), None, None, None).await?,
             Leftover::Unanswered => {
@@ -446,7 +446,7 @@ pub async fn close_unanswered(
 pub enum Leftover {
     /// Nothing: consumed or closed already.
     Settled,
-    /// Its answer is in the record, but the Approval does not say so:
+    /// Its answer is in the run's status, but the Approval does not say so:
     /// the write that took it in was applied and its answer lost (or the
     /// controller stopped right after it), so marking it consumed never
     /// happened. It is marked now, not closed as if nobody had answered.
@@ -456,28 +456,28 @@ pub enum Leftover {
 }
 
 /// What `approval`, whose attempt no longer waits, still needs, from the
-/// run's record.
-pub fn leftover(approval: &Approval, record: &coxswain_core::api::RunStatus) -> Leftover {
+/// run's status.
+pub fn leftover(approval: &Approval, run_status: &coxswain_core::api::RunStatus) -> Leftover {
     let status = approval.status.clone().unwrap_or_default();
     if status.consumed || status.closed.is_some() {
         return Leftover::Settled;
     }
     let spec = &approval.spec;
-    if spec.answered() && taken_in(record, &spec.step, spec.attempt) {
+    if spec.answered() && taken_in(run_status, &spec.step, spec.attempt) {
         Leftover::TakenIn
     } else {
         Leftover::Unanswered
     }
 }
 
-/// Whether the record shows attempt `attempt` of the person step `step`
+/// Whether the run's status shows attempt `attempt` of the person step `step`
 /// completed: only an answer completes one (a timeout or a stop fails or
 /// cancels it).
-pub fn taken_in(record: &coxswain_core::api::RunStatus, step: &str, attempt: i32) -> bool {
-    record.steps.get(step).is_some_and(|s| {
+pub fn taken_in(run_status: &coxswain_core::api::RunStatus, step: &str, attempt: i32) -> bool {
+    run_status.steps.get(step).is_some_and(|s| {
         s.attempts
             .iter()
-            .any(|a| a.number == attempt && a.status == coxswain_core::api::StepStatus::Completed)
+            .any(|a| a.number == attempt && a.status == coxswain_core::api::StepPhase::Completed)
     })
 }
 
@@ -488,7 +488,7 @@ pub async fn close(api: &Api<Approval>, name: &str, reason: &str) -> Result<(), 
     patch_status(api, name, status, "closing").await
 }
 
-/// Why attempt `attempt` of `step` no longer waits, from the record: the
+/// Why attempt `attempt` of `step` no longer waits, from the run's status: the
 /// attempt's error (a timeout, say) when it has one.
 pub fn attempt_ended_reason(
     status: &coxswain_core::api::RunStatus,
@@ -498,8 +498,8 @@ pub fn attempt_ended_reason(
     let error = status
         .steps
         .get(step)
-        .and_then(|record| {
-            record
+        .and_then(|run_status| {
+            run_status
                 .attempts
                 .iter()
                 .find(|a| a.number == i32::try_from(attempt).unwrap_or(i32::MAX))
@@ -520,7 +520,7 @@ pub fn attempt_ended_reason(
 pub async fn settle_earlier(
     api: &Api<Approval>,
     run: &Run,
-    record: &coxswain_core::api::RunStatus,
+    run_status: &coxswain_core::api::RunStatus,
     request: &ApprovalRequest,
     read: &[&str],
 ) -> Result<(), Error> {
@@ -537,11 +537,11 @@ pub async fn settle_earlier(
         if not_ours(&approval, run, &request.step, attempt).is_some() {
             continue;
         }
-        match leftover(&approval, record) {
+        match leftover(&approval, run_status) {
             Leftover::Settled => {}
             Leftover::TakenIn => settle(api, &name, None, None, None).await?,
             Leftover::Unanswered => {
-                let reason = attempt_ended_reason(record, &request.step, attempt);
+                let reason = attempt_ended_reason(run_status, &request.step, attempt);
                 close(api, &name, &reason).await?;
             }
         }
@@ -576,7 +576,7 @@ pub fn reference(approval: &Approval) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coxswain_core::api::{ApprovalStatus, Attempt, RunStatus, StepRecord, StepStatus};
+    use coxswain_core::api::{ApprovalStatus, Attempt, RunStatus, StepPhase, StepStatus};
 
     fn approval(attempt: i32, decision: Option<&str>, status: ApprovalStatus) -> Approval {
         let mut a = Approval::new(
@@ -593,9 +593,9 @@ mod tests {
         a
     }
 
-    fn record(attempts: &[StepStatus]) -> RunStatus {
-        let mut record = RunStatus::default();
-        let step = StepRecord {
+    fn run_status(attempts: &[StepPhase]) -> RunStatus {
+        let mut run_status = RunStatus::default();
+        let step = StepStatus {
             attempts: attempts
                 .iter()
                 .zip(1..)
@@ -607,8 +607,8 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        record.steps.insert("ask".into(), step);
-        record
+        run_status.steps.insert("ask".into(), step);
+        run_status
     }
 
     #[test]
@@ -705,22 +705,22 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_the_record_took_in_is_marked_consumed_not_closed() {
+    fn an_answer_the_status_took_in_is_marked_consumed_not_closed() {
         // The write that took "approve" in was applied, its answer lost:
-        // the record has the attempt completed, the Approval is not
+        // the run's status has the attempt completed, the Approval is not
         // consumed. Closing it would say nobody's answer was taken.
-        let completed = record(&[StepStatus::Completed]);
+        let completed = run_status(&[StepPhase::Completed]);
         let answered = approval(1, Some("approve"), ApprovalStatus::default());
         assert_eq!(leftover(&answered, &completed), Leftover::TakenIn);
     }
 
     #[test]
     fn approvals_nobody_answered_in_time_are_closed_and_settled_ones_left() {
-        let completed = record(&[StepStatus::Completed]);
+        let completed = run_status(&[StepPhase::Completed]);
         let unanswered = approval(1, None, ApprovalStatus::default());
         assert_eq!(leftover(&unanswered, &completed), Leftover::Unanswered);
         // Answered after the attempt timed out: the answer was never read.
-        let timed_out = record(&[StepStatus::Failed]);
+        let timed_out = run_status(&[StepPhase::Failed]);
         let late = approval(1, Some("approve"), ApprovalStatus::default());
         assert_eq!(leftover(&late, &timed_out), Leftover::Unanswered);
         // Answered for attempt 2 while only attempt 1 completed.

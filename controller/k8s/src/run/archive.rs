@@ -37,8 +37,8 @@ pub async fn after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
     match store.is_archived(&uid).await {
         Ok(true) => {}
         Ok(false) => {
-            let record = ctx.offloader.load(run).await?;
-            if let Err(e) = store.archive(&archived(run, &record)).await {
+            let run_status = ctx.offloader.load(run).await?;
+            if let Err(e) = store.archive(&archived(run, &run_status)).await {
                 tracing::warn!(run = %run.name_any(), error = %e, "could not archive the run; trying again");
                 return Ok(Action::requeue(ERROR_REQUEUE));
             }
@@ -116,27 +116,27 @@ async fn retention(ctx: &Context, run: &Run) -> Option<Duration> {
     from_flow.or(ctx.settings.records.finished_runs)
 }
 
-/// The archive's copy of `run`, with `record` (values put back) as its
+/// The archive's copy of `run`, with `status` (values put back) as its
 /// status.
-fn archived(run: &Run, record: &RunStatus) -> ArchivedRun {
+fn archived(run: &Run, run_status: &RunStatus) -> ArchivedRun {
     let mut whole = run.clone();
-    whole.status = Some(record.clone());
+    whole.status = Some(run_status.clone());
     whole.metadata.managed_fields = None;
     ArchivedRun {
         namespace: run.namespace().unwrap_or_default(),
         name: run.name_any(),
         uid: run.uid().unwrap_or_default(),
         flow: run.spec.flow_ref.name.clone(),
-        phase: format!("{:?}", record.phase),
+        phase: format!("{:?}", run_status.phase),
         created: run
             .metadata
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.to_string())
-            .or_else(|| record.started_at.clone())
+            .or_else(|| run_status.started_at.clone())
             .unwrap_or_default(),
-        finished: record.finished_at.clone(),
-        flow_digest: record.flow_digest.clone(),
+        finished: run_status.finished_at.clone(),
+        flow_digest: run_status.flow_digest.clone(),
         run: serde_json::to_value(&whole).unwrap_or_default(),
         offloaded: serde_json::json!({}),
     }

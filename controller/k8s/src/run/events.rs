@@ -18,7 +18,7 @@ use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Api, Resource};
 use tokio::sync::mpsc;
 
-use coxswain_core::api::{Run, RunPhase, RunStatus, StartedBy, StepRecord, StepStatus};
+use coxswain_core::api::{Run, RunPhase, RunStatus, StartedBy, StepPhase, StepStatus};
 
 /// The warning that the controller found `kind` `name` where an object of
 /// its own belongs and left it alone: `reason` says what is wrong with it.
@@ -143,18 +143,18 @@ const WEIGHTS: [&str; 6] = [
     "StepCompleted",
 ];
 
-fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Option<Event> {
-    let attempts = |r: &StepRecord| r.attempts.len();
-    let retrying = |r: &StepRecord| r.retry_at.is_some();
+fn step_event(key: &str, before: Option<&StepStatus>, now: &StepStatus) -> Option<Event> {
+    let attempts = |r: &StepStatus| r.attempts.len();
+    let retrying = |r: &StepStatus| r.retry_at.is_some();
     let same = before.is_some_and(|b| {
         b.status == now.status && attempts(b) == attempts(now) && retrying(b) == retrying(now)
     });
-    if same || now.status == StepStatus::Pending {
+    if same || now.status == StepPhase::Pending {
         return None;
     }
     let attempt = attempts(now);
     let (reason, type_, note) = match now.status {
-        StepStatus::Running if retrying(now) => {
+        StepPhase::Running if retrying(now) => {
             let error = now
                 .attempts
                 .last()
@@ -168,13 +168,13 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
                 format!("step {key}: attempt {attempt} failed{error}; it is tried again at {at}"),
             )
         }
-        StepStatus::Running => ("StepStarted", EventType::Normal, started(key, attempt, now)),
-        StepStatus::Waiting => (
+        StepPhase::Running => ("StepStarted", EventType::Normal, started(key, attempt, now)),
+        StepPhase::Waiting => (
             "StepWaiting",
             EventType::Normal,
             format!("step {key}: waiting for a person (attempt {attempt})"),
         ),
-        StepStatus::Completed => {
+        StepPhase::Completed => {
             let exit = now
                 .exit
                 .as_deref()
@@ -186,7 +186,7 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
                 format!("step {key}: completed{exit}"),
             )
         }
-        StepStatus::Failed => {
+        StepPhase::Failed => {
             let error = now
                 .error
                 .as_ref()
@@ -198,7 +198,7 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
                 format!("step {key}: attempt {attempt} failed{error}"),
             )
         }
-        StepStatus::Skipped => {
+        StepPhase::Skipped => {
             let why = now
                 .reason
                 .as_deref()
@@ -210,7 +210,7 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
                 format!("step {key}: skipped{why}"),
             )
         }
-        StepStatus::Pending => return None,
+        StepPhase::Pending => return None,
     };
     // Events with the same action and reason are merged into one series
     // (keeping the first note): each step's attempt is an action of its own.
@@ -227,7 +227,7 @@ fn step_event(key: &str, before: Option<&StepRecord>, now: &StepRecord) -> Optio
 
 /// `step draft: attempt 3 started`, saying whether it is a retry (and why
 /// the one before failed) or work a reviewer sent back.
-fn started(key: &str, attempt: usize, now: &StepRecord) -> String {
+fn started(key: &str, attempt: usize, now: &StepStatus) -> String {
     let after = |error: Option<&coxswain_core::api::StepError>| {
         error
             .map(|e| format!(", after attempt {} failed: {}", attempt - 1, e.message))
@@ -416,8 +416,8 @@ mod tests {
     use super::*;
     use coxswain_core::api::{Attempt, StepError};
 
-    fn step(status: StepStatus, attempts: usize) -> StepRecord {
-        StepRecord {
+    fn step(status: StepPhase, attempts: usize) -> StepStatus {
+        StepStatus {
             status,
             attempts: (1..=attempts as i32)
                 .map(|number| Attempt {
@@ -433,19 +433,18 @@ mod tests {
     fn each_transition_is_an_event_of_its_own_and_nothing_else_is() {
         let mut old = RunStatus::default();
         old.steps
-            .insert("draft".into(), step(StepStatus::Running, 1));
+            .insert("draft".into(), step(StepPhase::Running, 1));
         old.steps
-            .insert("same".into(), step(StepStatus::Completed, 1));
+            .insert("same".into(), step(StepPhase::Completed, 1));
         let mut new = old.clone();
         new.phase = RunPhase::Failed;
-        let mut failed = step(StepStatus::Failed, 1);
+        let mut failed = step(StepPhase::Failed, 1);
         failed.error = Some(StepError {
             code: "script.failed".into(),
             message: "exit 3".into(),
         });
         new.steps.insert("draft".into(), failed);
-        new.steps
-            .insert("next".into(), step(StepStatus::Running, 1));
+        new.steps.insert("next".into(), step(StepPhase::Running, 1));
         let events = transitions(&old, &new);
         let seen: Vec<(&str, &str)> = events
             .iter()
@@ -470,7 +469,7 @@ mod tests {
         let mut again = new.clone();
         again
             .steps
-            .insert("next".into(), step(StepStatus::Running, 2));
+            .insert("next".into(), step(StepPhase::Running, 2));
         let events = transitions(&new, &again);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].action, "Step next attempt 2");
@@ -491,7 +490,7 @@ mod tests {
     fn a_retry_says_why_the_attempt_before_failed_and_a_send_back_is_no_retry() {
         let mut old = RunStatus::default();
         old.steps
-            .insert("flaky".into(), step(StepStatus::Running, 1));
+            .insert("flaky".into(), step(StepPhase::Running, 1));
         // Attempt 1 failed; attempt 2 is due later.
         let mut failed = old.clone();
         let record = failed.steps.get_mut("flaky").expect("step");
@@ -528,10 +527,10 @@ mod tests {
         // Work a reviewer sent back is done again: not a retry.
         let mut old = RunStatus::default();
         old.steps
-            .insert("draft".into(), step(StepStatus::Completed, 1));
+            .insert("draft".into(), step(StepPhase::Completed, 1));
         let mut redo = old.clone();
         let record = redo.steps.get_mut("draft").expect("step");
-        record.status = StepStatus::Running;
+        record.status = StepPhase::Running;
         record.round_start = 1;
         record.attempts.push(Attempt {
             number: 2,
@@ -616,10 +615,10 @@ mod tests {
             },
         );
         let mut old = RunStatus::default();
-        old.steps.insert("a".into(), step(StepStatus::Running, 1));
+        old.steps.insert("a".into(), step(StepPhase::Running, 1));
         let mut new = old.clone();
-        new.steps.insert("a".into(), step(StepStatus::Completed, 1));
-        new.steps.insert("b".into(), step(StepStatus::Running, 1));
+        new.steps.insert("a".into(), step(StepPhase::Completed, 1));
+        new.steps.insert("b".into(), step(StepPhase::Running, 1));
         // Returns though nothing was answered (it is not even async).
         publisher.publish(&run_named("r1"), transitions(&old, &new));
 
@@ -660,7 +659,7 @@ mod tests {
         let run = run_named("r1");
         let regarding = run.object_ref(&());
         let now = Timestamp::now();
-        let event = step_event("a", None, &step(StepStatus::Running, 1)).expect("an event");
+        let event = step_event("a", None, &step(StepPhase::Running, 1)).expect("an event");
         let one = to_k8s(&event, &regarding, &reporter, now);
         let two = to_k8s(&event, &regarding, &reporter, now);
         assert_ne!(one.metadata.name, two.metadata.name);
@@ -679,11 +678,11 @@ mod tests {
     #[test]
     fn one_write_is_one_event_naming_each_transition_with_the_weightiest_reason() {
         let mut old = RunStatus::default();
-        old.steps.insert("a".into(), step(StepStatus::Running, 1));
+        old.steps.insert("a".into(), step(StepPhase::Running, 1));
         let mut new = old.clone();
-        new.steps.insert("a".into(), step(StepStatus::Completed, 1));
-        new.steps.insert("b".into(), step(StepStatus::Completed, 1));
-        new.steps.insert("c".into(), step(StepStatus::Running, 1));
+        new.steps.insert("a".into(), step(StepPhase::Completed, 1));
+        new.steps.insert("b".into(), step(StepPhase::Completed, 1));
+        new.steps.insert("c".into(), step(StepPhase::Running, 1));
         let folded = fold(transitions(&old, &new));
         assert_eq!(folded.len(), 1);
         let event = &folded[0];
@@ -700,7 +699,7 @@ mod tests {
 
         // A failure that ends the run: the run's end leads, as a warning.
         let mut failed = new.clone();
-        let mut c = step(StepStatus::Failed, 1);
+        let mut c = step(StepPhase::Failed, 1);
         c.error = Some(StepError {
             code: "http.status".into(),
             message: "503".into(),
@@ -721,8 +720,7 @@ mod tests {
         );
         // A single event stays as it is.
         let mut done = old.clone();
-        done.steps
-            .insert("a".into(), step(StepStatus::Completed, 1));
+        done.steps.insert("a".into(), step(StepPhase::Completed, 1));
         let one = fold(transitions(&old, &done));
         assert_eq!(one.len(), 1);
         assert_eq!(
@@ -737,9 +735,9 @@ mod tests {
         let mut new = RunStatus::default();
         for i in 0..40 {
             old.steps
-                .insert(format!("step-{i}"), step(StepStatus::Running, 1));
+                .insert(format!("step-{i}"), step(StepPhase::Running, 1));
             new.steps
-                .insert(format!("step-{i}"), step(StepStatus::Completed, 1));
+                .insert(format!("step-{i}"), step(StepPhase::Completed, 1));
         }
         let folded = fold(transitions(&old, &new));
         assert!(folded[0].action.len() <= ACTION_MAX);

@@ -17,7 +17,7 @@ use super::in_controller::InController;
 use crate::jobs::{JobLauncher, JobSettings};
 
 /// Run uid → the Run, for in-controller work that finishes: its end queues
-/// that Run. A routing table, not a record: lost on restart, when the work
+/// that Run. A routing table, not a status: lost on restart, when the work
 /// is launched again anyway.
 pub type Routes = Arc<Mutex<HashMap<String, ObjectRef<Run>>>>;
 

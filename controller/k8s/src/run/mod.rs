@@ -2,7 +2,7 @@
 //! it what happened, write the status back in one write, then act. Each
 //! phase is a function of its own:
 //!
-//! 1. `read_run` and `gather`: the Run, its record (moved-out values
+//! 1. `read_run` and `gather`: the Run, its status (moved-out values
 //!    put back and checked), its pinned flow (checked against its digest),
 //!    what became of the attempts the status says run, and the Approvals of
 //!    the attempts it waits on (checked to be the ones Coxswain made).
@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::settings::Settings;
-use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepStatus, Workspace};
+use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepPhase, Workspace};
 use coxswain_core::engine::{
     self, Answer, AskRef, CompiledFlow, Event, Plan, RunInfo, RunMachine, Seen, Work,
     WorkspaceWork, codes, step_error,
@@ -68,7 +68,7 @@ pub struct Context {
     /// Publishes Events, in the background.
     pub events: events::Publisher,
     /// Which Run each in-controller attempt belongs to, so its end queues
-    /// that Run (a routing table, not a record: lost on restart, when the
+    /// that Run (a routing table, not a status: lost on restart, when the
     /// work is launched again anyway).
     pub routes: launchers::Routes,
     /// Moves large values between the status and ConfigMaps.
@@ -161,7 +161,7 @@ enum Read {
 }
 
 /// The first part of gathering: the Run's own record and its pinned flow,
-/// verified. A Run being deleted, already over, whose record or flow was
+/// verified. A Run being deleted, already over, whose status or flow was
 /// tampered with, or whose Flow is not there yet, ends the reconcile here.
 async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     if run.metadata.deletion_timestamp.is_some() {
@@ -182,7 +182,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     let old = match ctx.offloader.load(run).await {
         Ok(old) => old,
         Err(Error::Tampered { object, reason }) => {
-            return end_tampered_record(ctx, run, &object, reason)
+            return end_tampered_status(ctx, run, &object, reason)
                 .await
                 .map(Read::Done);
         }
@@ -221,7 +221,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     })
 }
 
-/// A rerun's first reconcile (`spec.from`, nothing pinned yet): its record
+/// A rerun's first reconcile (`spec.from`, nothing pinned yet): its status
 /// seeded from the old run's, with the old run's pinned flow; or the run
 /// refused, saying why.
 async fn start_rerun(
@@ -446,7 +446,7 @@ async fn look_up(
 
 /// Hands the engine what the lookups of one attempt (`step`, `part`,
 /// `attempt`) found: the records, the step's failure, or, when the
-/// database did not answer, that the attempt waits (said in its record).
+/// database did not answer, that the attempt waits (said in its status).
 fn take_found(
     run: &Run,
     machine: &mut RunMachine<'_>,
@@ -572,7 +572,7 @@ async fn write(
     if new == *old {
         return Ok(None);
     }
-    write_record(ctx, run, &new).await?;
+    write_status(ctx, run, &new).await?;
     count(ctx, flow, old, &new);
     told.extend(story(ctx, old, &new));
     ctx.events.publish(run, told);
@@ -585,19 +585,19 @@ async fn write(
 async fn act(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    status: &RunStatus,
     plan: &Plan,
     seen: &Gathered,
     launchers: &Launchers<'_>,
     wrote: bool,
 ) -> Result<Action, Error> {
-    let_go(ctx, run, record, plan, launchers).await?;
+    let_go(ctx, run, status, plan, launchers).await?;
     if !plan.over
-        && let Some(later) = start(ctx, run, record, plan, seen, launchers, wrote).await?
+        && let Some(later) = start(ctx, run, status, plan, seen, launchers, wrote).await?
     {
         return Ok(later);
     }
-    answer_back(ctx, run, record, plan, seen).await?;
+    answer_back(ctx, run, status, plan, seen).await?;
     Ok(look_again(plan, &seen.running))
 }
 
@@ -606,7 +606,7 @@ async fn act(
 async fn let_go(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    status: &RunStatus,
     plan: &Plan,
     launchers: &Launchers<'_>,
 ) -> Result<(), Error> {
@@ -614,7 +614,7 @@ async fn let_go(
         workspace::forget(ctx, run, work).await;
     }
     if let Some(work) = plan.workspace_stop {
-        workspace::stop(ctx, run, record, work).await?;
+        workspace::stop(ctx, run, status, work).await?;
     }
     for work in &plan.forget {
         if let Err(e) = launchers.forget(work).await {
@@ -628,7 +628,7 @@ async fn let_go(
     }
     if plan.over {
         launchers::forget_run(&ctx.routes, &run.uid().unwrap_or_default());
-        workspace::release(ctx, run, record).await?;
+        workspace::release(ctx, run, status).await?;
     }
     Ok(())
 }
@@ -640,7 +640,7 @@ async fn let_go(
 async fn start(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    status: &RunStatus,
     plan: &Plan,
     seen: &Gathered,
     launchers: &Launchers<'_>,
@@ -659,7 +659,7 @@ async fn start(
         return Ok(Some(Action::requeue(STALE_REQUEUE)));
     }
     if let Some((work, spec)) = start_workspace {
-        workspace::launch(ctx, run, record, spec, work).await?;
+        workspace::launch(ctx, run, status, spec, work).await?;
     }
     for work in &plan.launch {
         if let Err(e) = launchers.launch(work).await {
@@ -669,7 +669,7 @@ async fn start(
             return Ok(Some(Action::requeue(crate::settings::ERROR_REQUEUE)));
         }
     }
-    ask(ctx, run, record, plan, seen).await
+    ask(ctx, run, status, plan, seen).await
 }
 
 /// Writes the answers taken or refused back on their Approvals, the
@@ -679,7 +679,7 @@ async fn start(
 async fn answer_back(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    status: &RunStatus,
     plan: &Plan,
     seen: &Gathered,
 ) -> Result<(), Error> {
@@ -720,7 +720,7 @@ async fn answer_back(
     }
     for ask in &plan.close {
         let name = approvals::approval_name(run, &ask.step, ask.attempt);
-        let reason = approvals::attempt_ended_reason(record, &ask.step, ask.attempt);
+        let reason = approvals::attempt_ended_reason(status, &ask.step, ask.attempt);
         approvals::close(&api, &name, &reason).await?;
     }
     Ok(())
@@ -743,7 +743,7 @@ async fn keep_stopped_logs(new: &mut RunStatus, plan: &Plan, launchers: &Launche
 async fn ask(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    status: &RunStatus,
     plan: &Plan,
     seen: &Gathered,
 ) -> Result<Option<Action>, Error> {
@@ -753,7 +753,7 @@ async fn ask(
         let a = approvals::Asked::new(run, request.clone());
         // Earlier attempts first: once this one exists, this is not
         // done again.
-        approvals::settle_earlier(&api, run, record, &a.request, &read).await?;
+        approvals::settle_earlier(&api, run, status, &a.request, &read).await?;
         let show = ctx.offloader.store_shown(run, &a.request.show).await?;
         if let Some(reason) = approvals::create(&api, run, &a, show).await? {
             // Taken up by the next reconcile's read, which fails the
@@ -817,7 +817,7 @@ async fn is_current(ctx: &Context, run: &Run) -> Result<bool, Error> {
 
 /// Writes `new` as the Run's status, its large values moved into
 /// ConfigMaps first, and deletes the value ConfigMaps it no longer needs.
-async fn write_record(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), Error> {
+async fn write_status(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), Error> {
     let stored = ctx.offloader.store(run, new).await?;
     let written = status::write(&ctx.client, run, stored.status.clone()).await?;
     ctx.written.wrote(run, written);
@@ -846,7 +846,7 @@ fn story(ctx: &Context, old: &RunStatus, new: &RunStatus) -> Vec<kube::runtime::
 fn count(ctx: &Context, flow: Option<&engine::Compiled<'_>>, old: &RunStatus, new: &RunStatus) {
     for (key, record) in new.steps.iter().filter(|_| flow.is_some()) {
         let before = old.steps.get(key);
-        let settled = matches!(record.status, StepStatus::Completed | StepStatus::Failed);
+        let settled = matches!(record.status, StepPhase::Completed | StepPhase::Failed);
         let same = before.is_some_and(|b| {
             b.status == record.status && b.attempts.len() == record.attempts.len()
         });
@@ -896,7 +896,7 @@ fn run_info(run: &Run) -> RunInfo {
     }
 }
 
-/// Ends a run that cannot start or go on, with the reason in its record.
+/// Ends a run that cannot start or go on, with the reason in its status.
 async fn refuse(
     ctx: &Context,
     run: &Run,
@@ -915,10 +915,10 @@ async fn refuse(
     Ok(Action::await_change())
 }
 
-/// Ends a run whose record cannot be read back because a value moved out
+/// Ends a run whose status cannot be read back because a value moved out
 /// of it was replaced: the status is written as it is stored (its values
 /// by reference), failed with the reason; nothing runs from it again.
-async fn end_tampered_record(
+async fn end_tampered_status(
     ctx: &Context,
     run: &Run,
     object: &str,
@@ -957,8 +957,8 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
     );
     let approvals: Api<Approval> = Api::namespaced(ctx.client.clone(), &namespace);
     let closed = approvals::close_unanswered(&approvals, run, &reason).await?;
-    if let Some(record) = run.status.as_ref() {
-        workspace::release(ctx, run, record).await?;
+    if let Some(status) = run.status.as_ref() {
+        workspace::release(ctx, run, status).await?;
     }
     if closed > 0 {
         tracing::info!(run = %run.name_any(), closed, "closed the unanswered approvals of an ended run");

@@ -1,7 +1,7 @@
 //! Pinning a Run to its flow: on the first reconcile the Flow's spec is
 //! copied into a ConfigMap the Run owns, and the run goes on with that copy
 //! whatever happens to the Flow later (edited, deleted). The snapshot's
-//! digest is in the record, so a snapshot that changed is refused.
+//! digest is in the status, so a snapshot that changed is refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,7 @@ pub enum Pinned {
     /// The flow the run goes on with.
     Flow(Arc<CompiledFlow>),
     /// The run cannot start or go on: the error code and the reason, for
-    /// its record.
+    /// its status.
     Refused(&'static str, String),
     /// A ConfigMap under the snapshot's name is not the snapshot the
     /// controller made or would make: nothing runs from it, it is left
@@ -32,7 +32,7 @@ pub enum Pinned {
     Tampered {
         /// The ConfigMap's name.
         object: String,
-        /// What is wrong with it, for the run's record.
+        /// What is wrong with it, for the run's status.
         reason: String,
     },
     /// Not yet: the Flow does not exist (it may be synced after the Run).
@@ -64,14 +64,14 @@ impl FlowCache {
     }
 }
 
-/// The flow `run` goes on with: the snapshot its record's `digest` names,
+/// The flow `run` goes on with: the snapshot its status's `digest` names,
 /// checked against that digest; without one (the run starts), the Flow it
 /// names, copied into a new snapshot now.
 ///
 /// Nothing is taken by its name alone: anyone who may create ConfigMaps in
 /// the namespace can make one under the snapshot's name before the
 /// controller does. A snapshot is used only when the flow it holds has the
-/// digest the record pinned, or, before anything is pinned, the digest of
+/// digest the status pinned, or, before anything is pinned, the digest of
 /// the Flow the controller itself read.
 pub async fn pinned_flow(
     client: &kube::Client,
@@ -96,7 +96,7 @@ pub async fn pinned_flow(
     Ok(pinned)
 }
 
-/// The snapshot holding the flow `digest` that the run's record pinned.
+/// The snapshot holding the flow `digest` that the run's status pinned.
 async fn recorded_snapshot(
     snapshots: &Api<ConfigMap>,
     run: &Run,
@@ -170,7 +170,7 @@ async fn snapshot_flow(
         }
     };
     let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
-    // Made already (by a reconcile whose record write was lost, or by
+    // Made already (by a reconcile whose status write was lost, or by
     // someone else): read before writing, since a create whose answer is
     // lost never says "exists".
     if let Some(existing) = read(snapshots, &name).await? {
@@ -180,7 +180,7 @@ async fn snapshot_flow(
     match snapshots.create(&PostParams::default(), &snapshot).await {
         Ok(_) => Ok(Pinned::Flow(Arc::new(compiled))),
         // A snapshot of this very flow exists: another reconcile (or a
-        // controller before a restart) pinned it first, and its record
+        // controller before a restart) pinned it first, and its status
         // write was lost. It is taken only if it holds this flow.
         Err(kube::Error::Api(status)) if status.code == 409 => {
             let Some(existing) = read(snapshots, &name).await? else {

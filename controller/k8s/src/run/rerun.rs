@@ -1,7 +1,7 @@
 //! Rerun from a step on the cluster (`spec.from`): on a rerun's first
 //! reconcile the old Run is read (same namespace, the uid admission
 //! pinned), checked with admission's rules (today's Flow unchanged, a
-//! person's decision copied only for the old run's creator), its record
+//! person's decision copied only for the old run's creator), its status
 //! loaded with its moved-out values put back, its pinned flow read from its
 //! snapshot (checked against its digest) and copied into a snapshot the new
 //! Run owns; the engine's [`rerun_from`] seeds the new record from it.
@@ -31,7 +31,7 @@ pub enum Seeded {
         /// The flow the old run pinned, now pinned by the new one too.
         flow: Arc<CompiledFlow>,
     },
-    /// The rerun cannot start: why, for its record.
+    /// The rerun cannot start: why, for its status.
     Refused(String),
     /// An object the controller made for one of the runs was replaced.
     Tampered {
@@ -46,7 +46,7 @@ pub use crate::rerun_source::{
     SourceProblem, check_gates, check_source, old_run, pinned_digest, today_flow,
 };
 
-/// Seeds the record of `run`, a rerun of `from`, as its first reconcile.
+/// Seeds the status of `run`, a rerun of `from`, as its first reconcile.
 pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Error> {
     let old = match old_run(&ctx.client, run, from).await {
         Ok(Some(old)) => old,
@@ -105,7 +105,7 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
 }
 
 /// The old run's pinned flow, read from its snapshot and checked against
-/// the digest its record names; a run not ended or never pinned is
+/// the digest its status names; a run not ended or never pinned is
 /// refused first (its snapshot may not exist yet). A refusal's reason is
 /// the whole message for the rerun's record.
 async fn old_flow(ctx: &Context, old: &Run, status: &RunStatus) -> Result<Pinned, Error> {

@@ -1,4 +1,4 @@
-//! Writing a run's record: one write per reconcile, with the conditions
+//! Writing a run's status: one write per reconcile, with the conditions
 //! people and tools read (`Running`, `Succeeded`), and only when something
 //! changed, so the controller's own write does not start a storm.
 
@@ -151,12 +151,12 @@ async fn read_back(api: &Api<DynamicObject>, run: &Run, status: &Value) -> Optio
     if now.metadata.resource_version == run.resource_version() {
         return None;
     }
-    same_record(now.data.get("status")?, status).then_some(now)
+    same_status(now.data.get("status")?, status).then_some(now)
 }
 
 /// Whether two stored records say the same, compared as records: the API
 /// server may drop nulls or order keys otherwise than they were sent.
-fn same_record(kept: &Value, sent: &Value) -> bool {
+fn same_status(kept: &Value, sent: &Value) -> bool {
     let read = |v: &Value| serde_json::from_value::<RunStatus>(v.clone()).ok();
     matches!((read(kept), read(sent)), (Some(a), Some(b)) if a == b)
 }
@@ -166,12 +166,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_record_is_the_same_without_its_nulls_and_not_with_another_phase() {
+    fn a_status_is_the_same_without_its_nulls_and_not_with_another_phase() {
         let sent = json!({"phase": "Running", "error": null, "steps": {}});
         let kept = json!({"steps": {}, "phase": "Running"});
-        assert!(same_record(&kept, &sent));
-        assert!(!same_record(&json!({"phase": "Succeeded"}), &sent));
-        assert!(!same_record(&json!("not a record"), &sent));
+        assert!(same_status(&kept, &sent));
+        assert!(!same_status(&json!({"phase": "Succeeded"}), &sent));
+        assert!(!same_status(&json!("not a record"), &sent));
     }
 
     #[test]

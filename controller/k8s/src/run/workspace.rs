@@ -234,7 +234,7 @@ async fn observe_push(ctx: &Context, run: &Run) -> Result<Observed, Error> {
 pub async fn launch(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    run_status: &RunStatus,
     workspace: &Workspace,
     work: WorkspaceWork,
 ) -> Result<(), Error> {
@@ -273,7 +273,7 @@ pub async fn launch(
             (job, events::workspace("WorkspaceCheckout", note, false))
         }
         WorkspaceWork::Push => {
-            let made = record.workspace.clone().unwrap_or_default();
+            let made = run_status.workspace.clone().unwrap_or_default();
             let claim = made.volume.clone().unwrap_or_default();
             let node = made.node.as_deref().filter(|_| ctx.jobs.pins_pods());
             let task = GitTask {
@@ -299,7 +299,7 @@ pub async fn launch(
 pub async fn stop(
     ctx: &Context,
     run: &Run,
-    record: &RunStatus,
+    run_status: &RunStatus,
     work: WorkspaceWork,
 ) -> Result<(), Error> {
     let owner = RunOwner::of(run);
@@ -307,7 +307,7 @@ pub async fn stop(
     if let Err(e) = launcher.cancel(&work_id(work, &owner.uid)).await {
         tracing::debug!(error = %e, "could not stop the workspace Job");
     }
-    let recorded = record
+    let recorded = run_status
         .workspace
         .as_ref()
         .is_some_and(|w| w.volume_uid.is_some());
@@ -454,12 +454,12 @@ async fn last_warning(ctx: &Context, namespace: &str, kind: &str, name: &str) ->
 
 /// Deletes the volume of a run that ended when the plan lets it go
 /// ([`coxswain_core::engine::releases`]): only the claim whose uid the
-/// record holds, after the run's Jobs (whose pods hold it).
-pub async fn release(ctx: &Context, run: &Run, record: &RunStatus) -> Result<(), Error> {
-    if !coxswain_core::engine::releases(record) {
+/// status holds, after the run's Jobs (whose pods hold it).
+pub async fn release(ctx: &Context, run: &Run, run_status: &RunStatus) -> Result<(), Error> {
+    if !coxswain_core::engine::releases(run_status) {
         return Ok(());
     }
-    let Some(ws) = record.workspace.as_ref() else {
+    let Some(ws) = run_status.workspace.as_ref() else {
         return Ok(());
     };
     let (Some(name), Some(uid)) = (ws.volume.as_ref(), ws.volume_uid.as_ref()) else {

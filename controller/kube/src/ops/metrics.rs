@@ -9,7 +9,7 @@ use prometheus::{
     IntGauge, Opts, Registry, TextEncoder, exponential_buckets,
 };
 
-use coxswain_core::api::{RunPhase, StepKind, StepStatus};
+use coxswain_core::api::{RunPhase, StepKind, StepPhase};
 
 /// Every metric of the controller, registered in one [`Registry`].
 pub struct Metrics {
@@ -235,7 +235,7 @@ impl Metrics {
     }
 
     /// Counts a step attempt of `kind` that ended as `outcome` after `took`.
-    pub fn step_finished(&self, kind: &StepKind<'_>, outcome: StepStatus, took: Duration) {
+    pub fn step_finished(&self, kind: &StepKind<'_>, outcome: StepPhase, took: Duration) {
         let kind = kind.name();
         self.steps_finished
             .with_label_values(&[kind, outcome.as_str()])
@@ -346,7 +346,7 @@ mod tests {
         metrics.run_finished(RunPhase::Succeeded);
         let step = script_step();
         let kind = step.kind().expect("one kind");
-        metrics.step_finished(&kind, StepStatus::Completed, Duration::from_millis(1500));
+        metrics.step_finished(&kind, StepPhase::Completed, Duration::from_millis(1500));
         metrics.tokens(120, 30);
         metrics.set_active_runs(3);
         metrics.set_queue_depth(2);

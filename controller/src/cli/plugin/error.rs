@@ -41,7 +41,7 @@ pub enum PluginError {
         /// Where it was looked for.
         namespace: String,
     },
-    /// A step key the run's record does not have.
+    /// A step key the run's status does not have.
     #[error("run `{run}` has no step `{step}`; its steps: {known}")]
     NoStep {
         /// The run.

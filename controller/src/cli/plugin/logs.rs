@@ -15,7 +15,7 @@ use kube::{Api, ResourceExt};
 
 use super::cluster::{Cluster, uid};
 use super::error::PluginError;
-use coxswain_core::api::{Run, RunStatus, StepStatus};
+use coxswain_core::api::{Run, RunStatus, StepPhase};
 use coxswain_kube::names;
 
 /// The container running the script in a step's pod.
@@ -121,7 +121,7 @@ fn settled(run: &Run, step: Option<&str>) -> bool {
         Some(step) => status.steps.get(step).is_some_and(|r| {
             matches!(
                 r.status,
-                StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                StepPhase::Completed | StepPhase::Failed | StepPhase::Skipped
             )
         }),
     }
@@ -137,7 +137,7 @@ struct Reader<'a> {
     works: HashMap<String, Work>,
     /// Pods (by uid) whose log was printed or is being followed.
     printed: HashSet<String>,
-    /// The steps whose pods were read: the others' logs come from the record.
+    /// The steps whose pods were read: the others' logs come from the status.
     had_pods: HashSet<String>,
     followers: tokio::task::JoinSet<()>,
 }
@@ -226,7 +226,7 @@ impl Reader<'_> {
                         print_line(label.as_deref(), line);
                     }
                 }
-                // Gone since it was listed: its record's tail stands in.
+                // Gone since it was listed: its status's tail stands in.
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(e.into()),
             }
@@ -316,7 +316,7 @@ fn print_line(label: Option<&str>, line: &str) {
 }
 
 /// For each step asked for whose pods are gone, the last lines of stderr
-/// its record kept of each attempt.
+/// its status kept of each attempt.
 fn print_tails(status: &RunStatus, step: Option<&str>, shown: &HashSet<String>, prefix: bool) {
     let mut tails: BTreeMap<(String, String), Vec<(String, String)>> = BTreeMap::new();
     for (key, record) in &status.steps {

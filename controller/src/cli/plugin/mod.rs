@@ -68,7 +68,7 @@ enum Command {
         /// The Run's name.
         run: String,
     },
-    /// Print what script steps printed (from their pods, else the record's tail).
+    /// Print what script steps printed (from their pods, else the status's tail).
     Logs {
         /// The Run's name.
         run: String,
@@ -108,7 +108,7 @@ enum Command {
         run: String,
     },
     /// Rerun an ended run from a step (default: the first that failed); the
-    /// steps before it keep the old run's record.
+    /// steps before it keep the old run's status.
     Retry {
         /// The ended Run's name.
         run: String,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 
-use coxswain_core::api::{Attempt, FlowSpec, PartRecord, Run, RunStatus, StepRecord, StepStatus};
+use coxswain_core::api::{Attempt, FlowSpec, PartStatus, Run, RunStatus, StepPhase, StepStatus};
 use coxswain_core::flow::FlowGraph;
 
 /// One line of the tree and the lines under it.
@@ -70,7 +70,7 @@ fn in_flow_order(steps: &[coxswain_core::api::Step], status: &RunStatus) -> Vec<
     let graph = FlowGraph::new(steps);
     let mut placed = BTreeSet::new();
     let mut lines = list(&graph, 0, status, &mut placed);
-    // Steps the record has and the flow does not: shown all the same.
+    // Steps the status has and the flow does not: shown all the same.
     let mut strangers = by_start(status);
     strangers.retain(|l| !placed.contains(l.text.split(' ').next().unwrap_or_default()));
     lines.extend(strangers);
@@ -90,7 +90,7 @@ fn list<'a>(
             continue;
         }
         placed.insert(key);
-        let default = StepRecord::default();
+        let default = StepStatus::default();
         let record = status.steps.get(key).unwrap_or(&default);
         let mut line = step_line(key, record);
         if let Some(&body) = graph.body_of.get(&node) {
@@ -102,12 +102,12 @@ fn list<'a>(
 }
 
 fn by_start(status: &RunStatus) -> Vec<Line> {
-    let mut steps: Vec<(&String, &StepRecord)> = status.steps.iter().collect();
+    let mut steps: Vec<(&String, &StepStatus)> = status.steps.iter().collect();
     steps.sort_by_key(|(key, r)| (r.started_at.clone().is_none(), r.started_at.clone(), *key));
     steps.into_iter().map(|(k, r)| step_line(k, r)).collect()
 }
 
-fn step_line(key: &str, record: &StepRecord) -> Line {
+fn step_line(key: &str, record: &StepStatus) -> Line {
     let mut text = format!("{key}  {}", word(record.status));
     if let Some(exit) = &record.exit {
         text.push_str(&format!(" → {exit}"));
@@ -125,7 +125,7 @@ fn step_line(key: &str, record: &StepRecord) -> Line {
     if let Some(e) = &record.error {
         text.push_str(&format!(": {}: {}", e.code, first_line(&e.message)));
     }
-    if record.status == StepStatus::Skipped {
+    if record.status == StepPhase::Skipped {
         text.push_str(&format!(
             ": {}",
             record.reason.as_deref().unwrap_or("not on the path taken")
@@ -138,7 +138,7 @@ fn step_line(key: &str, record: &StepRecord) -> Line {
     Line { text, under }
 }
 
-fn part_line(part: &PartRecord) -> Line {
+fn part_line(part: &PartStatus) -> Line {
     let name = if part.label.is_empty() || part.label == part.key {
         format!("[{}]", part.key)
     } else {
@@ -188,14 +188,14 @@ fn attempt_line(attempt: &Attempt) -> Line {
 }
 
 /// The status with the mark `coxswain run` prints beside it.
-fn word(status: StepStatus) -> String {
+fn word(status: StepPhase) -> String {
     let mark = match status {
-        StepStatus::Pending => "·",
-        StepStatus::Running => "▶",
-        StepStatus::Waiting => "…",
-        StepStatus::Completed => "✓",
-        StepStatus::Failed => "✗",
-        StepStatus::Skipped => "↷",
+        StepPhase::Pending => "·",
+        StepPhase::Running => "▶",
+        StepPhase::Waiting => "…",
+        StepPhase::Completed => "✓",
+        StepPhase::Failed => "✗",
+        StepPhase::Skipped => "↷",
     };
     format!("{mark} {}", status.as_str())
 }

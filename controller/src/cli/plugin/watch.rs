@@ -13,7 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use super::cluster::Cluster;
 use super::error::PluginError;
 use crate::local::Progress;
-use coxswain_core::api::{Run, RunPhase, RunStatus, StepRecord, StepStatus};
+use coxswain_core::api::{Run, RunPhase, RunStatus, StepPhase, StepStatus};
 
 /// Watches the Run `name` until it ends, handing every version of it to
 /// `seen`; returns the Run as it ended.
@@ -124,12 +124,12 @@ fn in_order(status: &RunStatus) -> Vec<String> {
 /// step started: of two steps that ended at once, the one that started
 /// first ended first.
 /// A skipped step (never started) comes after the steps that ended then.
-fn last_change(record: &StepRecord) -> Change {
+fn last_change(record: &StepStatus) -> Change {
     let time = |t: Option<&str>| t.and_then(|t| t.parse().ok());
     let started = time(record.started_at.as_deref());
     let start = (started.is_none(), started);
     match record.status {
-        StepStatus::Running | StepStatus::Waiting => (started, true, start),
+        StepPhase::Running | StepPhase::Waiting => (started, true, start),
         _ => (
             time(record.finished_at.as_deref()).or(started),
             false,
@@ -146,7 +146,7 @@ type Change = (Option<Timestamp>, bool, (bool, Option<Timestamp>));
 fn hint_answers(name: &str, status: &RunStatus, hinted: &mut BTreeSet<String>) -> String {
     let mut hints = String::new();
     for (key, record) in &status.steps {
-        if record.status != StepStatus::Waiting {
+        if record.status != StepPhase::Waiting {
             hinted.remove(key);
         } else if hinted.insert(key.clone()) {
             hints.push_str(&format!(

@@ -24,7 +24,7 @@ pub async fn load(flows: &[PathBuf], records: &[PathBuf], place: &Place) -> Resu
     let mut names = BTreeSet::new();
     let mut runs = Vec::new();
     for path in records {
-        let status = crate::cli::graph::read_record(path).map_err(|e| e.to_string())?;
+        let status = crate::cli::graph::read_status(path).map_err(|e| e.to_string())?;
         let name = unique(&mut names, &stem(path));
         let flow = flow_name(&flows, &status);
         let created = status.started_at.clone();
@@ -119,7 +119,7 @@ async fn archived(place: &Place) -> Result<Vec<Run>, String> {
     Ok(runs)
 }
 
-/// The flow a record ran, by name: the `--flow` one of its digest.
+/// The flow a status ran, by name: the `--flow` one of its digest.
 fn flow_name(flows: &[LocalFlow], status: &RunStatus) -> String {
     status
         .flow_digest
@@ -154,7 +154,7 @@ fn run_object(
     run
 }
 
-/// A run name from a record file's name (`rec.json` → `rec`).
+/// A run name from a status file's name (`rec.json` → `rec`).
 fn stem(path: &Path) -> String {
     let stem = path
         .file_stem()

@@ -53,7 +53,7 @@ pub struct AgentConfig {
     pub max_tokens: Option<u32>,
 }
 
-/// Default cap on a model server's whole answer: the reply the record keeps
+/// Default cap on a model server's whole answer: the reply the status keeps
 /// (at most [`coxswain_core::api::MAX_VALUE_BYTES`]) plus room for its JSON
 /// envelope, escaping and tool-call wrapping. Reading stops there.
 pub const ANSWER_LIMIT: usize = 4 * coxswain_core::api::MAX_VALUE_BYTES;
@@ -397,7 +397,7 @@ fn add_usage(total: &mut Option<TokenUsage>, call: Option<&TokenUsage>) {
 
 /// A failed call fails the attempt: with `agent.unavailable` when a later
 /// attempt may succeed (no answer, 429, 5xx), `agent.failed` otherwise.
-/// A reply longer than a record keeps of one value.
+/// A reply longer than a status keeps of one value.
 fn too_long(bytes: usize) -> StepError {
     step_error(
         codes::OUTPUT,

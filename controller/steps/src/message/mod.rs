@@ -19,7 +19,7 @@
 //! data that looks like a placeholder or a reference is posted as it is. The
 //! webhook's URL may hold placeholders too; each value is URL-encoded for
 //! the part of the URL it stands in, as in an http step's `url`. A token
-//! read from a Secret never reaches the record: should a server echo it, it
+//! read from a Secret never reaches the status: should a server echo it, it
 //! is replaced by `[redacted secret NAME/KEY]`.
 
 mod matrix;
@@ -207,7 +207,7 @@ impl MessageExecutor {
     }
 
     /// The token `r` names, remembered by `redactor` so no answer can carry
-    /// it into the record.
+    /// it into the status.
     async fn token(
         &self,
         service: &'static str,

@@ -2,7 +2,7 @@
 //! `$OUTPUTS` is moved into the workspace, to the attempt's own folder
 //! ([`coxswain_core::api::kept_outputs_path`]), and every file attribute of
 //! the output that names one of those files is rewritten to where it is
-//! kept, so a later step reads it from the path the record gives.
+//! kept, so a later step reads it from the path the status gives.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};

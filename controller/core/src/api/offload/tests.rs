@@ -2,7 +2,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::api::{Attempt, PartRecord, ReviewNote, RunPhase, RunStatus, StepRecord, StepStatus};
+use crate::api::{Attempt, PartStatus, ReviewNote, RunPhase, RunStatus, StepPhase, StepStatus};
 
 /// ConfigMap names as the controller makes them, for a run called `r`.
 fn name(sha: &str, index: usize) -> String {
@@ -14,20 +14,20 @@ fn stored(status: &RunStatus) -> Value {
 }
 
 /// A finished step with `output` on it and one completed attempt.
-fn step(output: Value) -> StepRecord {
-    StepRecord {
-        status: StepStatus::Completed,
+fn step(output: Value) -> StepStatus {
+    StepStatus {
+        status: StepPhase::Completed,
         output: Some(output),
         attempts: vec![Attempt {
             number: 1,
-            status: StepStatus::Completed,
+            status: StepPhase::Completed,
             ..Default::default()
         }],
         ..Default::default()
     }
 }
 
-fn record_with(steps: Vec<(&str, StepRecord)>) -> RunStatus {
+fn record_with(steps: Vec<(&str, StepStatus)>) -> RunStatus {
     RunStatus {
         phase: RunPhase::Succeeded,
         steps: steps.into_iter().map(|(k, r)| (k.to_string(), r)).collect(),
@@ -92,7 +92,7 @@ fn small_values_stay_and_a_record_without_values_is_unchanged() {
 #[test]
 fn over_budget_the_largest_values_under_the_threshold_move_too() {
     // Forty outputs of 7 KiB each (under the 8 KiB threshold): 280 KiB.
-    let steps: Vec<(String, StepRecord)> = (0..40)
+    let steps: Vec<(String, StepStatus)> = (0..40)
         .map(|i| {
             (
                 format!("s{i:02}"),
@@ -238,9 +238,9 @@ fn attempt() -> impl Strategy<Value = Attempt> {
         .prop_map(|(output, text_len, failed)| Attempt {
             number: 1,
             status: if failed {
-                StepStatus::Failed
+                StepPhase::Failed
             } else {
-                StepStatus::Completed
+                StepPhase::Completed
             },
             output: if failed { None } else { output },
             text: text_len.map(|n| text('t', n)),
@@ -252,7 +252,7 @@ fn attempt() -> impl Strategy<Value = Attempt> {
         })
 }
 
-fn step_record() -> impl Strategy<Value = StepRecord> {
+fn step_record() -> impl Strategy<Value = StepStatus> {
     (
         prop::option::of(value()),
         prop::option::of(size()),
@@ -264,19 +264,19 @@ fn step_record() -> impl Strategy<Value = StepRecord> {
             for (i, a) in attempts.iter_mut().enumerate() {
                 a.number = i as i32 + 1;
             }
-            StepRecord {
-                status: StepStatus::Completed,
+            StepStatus {
+                status: StepPhase::Completed,
                 output,
                 text: text_len.map(|n| text('s', n)),
                 attempts,
                 parts: parts
                     .into_iter()
                     .enumerate()
-                    .map(|(i, (item, output))| PartRecord {
+                    .map(|(i, (item, output))| PartStatus {
                         key: format!("p{i}"),
                         label: format!("part {i}"),
                         item,
-                        status: StepStatus::Completed,
+                        status: StepPhase::Completed,
                         output,
                         ..Default::default()
                     })
@@ -332,7 +332,7 @@ proptest! {
     /// controller reads a Run); the split record is under its budget, holds
     /// nothing over the threshold, and every moved place says it is a preview.
     #[test]
-    fn split_then_join_is_the_same_record(
+    fn split_then_join_is_the_same_status(
         record in run_status(),
         threshold in 1usize << 10..64 << 10,
     ) {
@@ -371,7 +371,7 @@ fn what_a_lookup_found_moves_whole_and_the_record_still_reads() {
     let moved = split.moved().expect("values list");
     assert_eq!(moved.len(), 1, "{moved:?}");
     assert_eq!(moved[0].path, "/steps/triage/attempts/0/lookups");
-    // The stored record, with its preview, still reads as a record.
+    // The stored record, with its preview, still reads as a status.
     let preview: RunStatus = serde_json::from_value(split.status.clone()).expect("reads");
     let shown = preview.steps["triage"].attempts[0].lookups.clone();
     assert!(

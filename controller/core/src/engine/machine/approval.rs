@@ -7,13 +7,13 @@ use crate::flow::{AnswerError, check_answer};
 use super::*;
 
 impl RunMachine<'_> {
-    /// Every approval waiting for a person, rebuilt from the record: a
+    /// Every approval waiting for a person, rebuilt from the status: a
     /// restarted controller (re)creates its Approval objects from these, as
     /// it finds its Jobs from [`RunMachine::running_work`].
     pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
         self.live_nodes()
             .into_iter()
-            .filter(|&node| self.step_status(node) == StepStatus::Waiting)
+            .filter(|&node| self.step_status(node) == StepPhase::Waiting)
             .filter_map(|node| {
                 let attempts = self.state.steps.get(self.flow.key(node))?.attempts.len();
                 self.request(node, attempts as u32)
@@ -32,7 +32,7 @@ impl RunMachine<'_> {
             return None;
         }
         let record = self.state.steps.get(self.flow.key(node))?;
-        if record.status != StepStatus::Waiting {
+        if record.status != StepPhase::Waiting {
             return None;
         }
         let started = record.attempts.last()?.started_at.as_deref()?;
@@ -69,7 +69,7 @@ impl RunMachine<'_> {
             let message = format!("nobody answered within {limit}");
             // Between its tries an approval is Running with a retry time,
             // as any step is; the retry asks again.
-            self.set_status(node, StepStatus::Running);
+            self.set_status(node, StepPhase::Running);
             self.attempt_failed(node, Failed::from(step_error(codes::TIMEOUT, message)));
         }
         !due.is_empty()
@@ -77,7 +77,7 @@ impl RunMachine<'_> {
 
     pub(in crate::engine) fn ask(&mut self, node: usize) {
         let attempt = self.push_attempt(node, None);
-        self.set_status(node, StepStatus::Waiting);
+        self.set_status(node, StepPhase::Waiting);
         if let Some(request) = self.request(node, attempt)
             && !request.lookups_due()
         {
@@ -146,7 +146,7 @@ impl RunMachine<'_> {
         let node = self.flow.node(key).ok_or_else(not_waiting)?;
         let record = self.state.steps.get(key).ok_or_else(not_waiting)?;
         if !self.is_active()
-            || record.status != StepStatus::Waiting
+            || record.status != StepPhase::Waiting
             || record.attempts.len() as u32 != attempt
         {
             return Err(not_waiting());

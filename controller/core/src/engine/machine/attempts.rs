@@ -15,7 +15,7 @@ impl RunMachine<'_> {
             .and_then(|r| r.review.as_ref())
             .and_then(|r| r.instructions.clone());
         let attempt = self.push_attempt(node, feedback);
-        self.set_status(node, StepStatus::Running);
+        self.set_status(node, StepPhase::Running);
         self.record_mut(node).retry_at = None;
         if let Some(work) = self.step_work(node, attempt) {
             self.actions.push(Action::Run(Box::new(work)));
@@ -54,7 +54,7 @@ impl RunMachine<'_> {
             }
             None => (record.status, &record.retry_at, &record.attempts),
         };
-        let waiting = matches!(status, StepStatus::Running | StepStatus::Waiting)
+        let waiting = matches!(status, StepPhase::Running | StepPhase::Waiting)
             && retry.is_none()
             && attempts.len() as u32 == attempt
             && attempts.last().is_some_and(|a| a.lookups.is_none());
@@ -69,7 +69,7 @@ impl RunMachine<'_> {
     }
 
     /// The records database did not answer an attempt's lookups: it keeps
-    /// waiting, and its record says why (once per reason, so the record
+    /// waiting, and its status says why (once per reason, so the status
     /// changes only when the reason does).
     pub(in crate::engine) fn lookups_waiting(
         &mut self,
@@ -106,7 +106,7 @@ impl RunMachine<'_> {
             return;
         };
         let waiting = |status, retry: &Option<String>, attempts: &[Attempt]| {
-            matches!(status, StepStatus::Running | StepStatus::Waiting)
+            matches!(status, StepPhase::Running | StepPhase::Waiting)
                 && retry.is_none()
                 && attempts.len() as u32 == attempt
                 && attempts.last().is_some_and(|a| a.lookups.is_none())
@@ -167,7 +167,7 @@ impl RunMachine<'_> {
         match part {
             Some(i) => {
                 let current = record.parts.get(i).is_some_and(|p| {
-                    p.status == StepStatus::Running
+                    p.status == StepPhase::Running
                         && p.retry_at.is_none()
                         && p.attempts.len() as u32 == attempt
                 });
@@ -177,7 +177,7 @@ impl RunMachine<'_> {
                 }
             }
             None => {
-                let current = record.status == StepStatus::Running
+                let current = record.status == StepPhase::Running
                     && record.retry_at.is_none()
                     && record.attempts.len() as u32 == attempt;
                 if !current {
@@ -226,13 +226,13 @@ impl RunMachine<'_> {
         match result {
             Ok(done) => {
                 let p = &mut self.record_mut(node).parts[part];
-                if let Some(last) = close_attempt(&mut p.attempts, StepStatus::Completed, &finished)
+                if let Some(last) = close_attempt(&mut p.attempts, StepPhase::Completed, &finished)
                 {
                     last.output = Some(done.output.clone());
                     last.text = done.text.clone();
                     last.usage = done.usage;
                 }
-                p.status = StepStatus::Completed;
+                p.status = StepPhase::Completed;
                 p.output = Some(done.output);
                 p.text = done.text;
                 p.error = None;
@@ -254,7 +254,7 @@ impl RunMachine<'_> {
                 match tries.failed(failed, policy, now, &finished) {
                     Retry::At(at) => self.wake_at(node, at),
                     Retry::No(error) => {
-                        p.status = StepStatus::Failed;
+                        p.status = StepPhase::Failed;
                         p.error = Some(error);
                     }
                 }
@@ -270,7 +270,7 @@ impl RunMachine<'_> {
     }
 
     /// When the engine next wants an [`Event::Tick`]: the earliest retry due,
-    /// of a step or of a part, rebuilt from the record. Drivers ask after
+    /// of a step or of a part, rebuilt from the status. Drivers ask after
     /// every batch of events instead of keeping [`Action::WakeAt`]s, so a
     /// restart or two retries at different times lose no wake-up.
     pub fn next_wake(&self) -> Option<Timestamp> {
@@ -278,7 +278,7 @@ impl RunMachine<'_> {
             .retrying
             .iter()
             .filter_map(|&node| self.state.steps.get(self.flow.key(node)))
-            .filter(|r| r.status == StepStatus::Running)
+            .filter(|r| r.status == StepPhase::Running)
             .flat_map(|r| {
                 let parts = r.parts.iter().filter_map(|p| p.retry_at.as_deref());
                 r.retry_at.as_deref().into_iter().chain(parts)
@@ -304,7 +304,7 @@ impl RunMachine<'_> {
             let Some(record) = self.state.steps.get(self.flow.key(node)) else {
                 continue;
             };
-            if record.status != StepStatus::Running {
+            if record.status != StepPhase::Running {
                 continue;
             }
             let step_due = record.retry_at.as_deref().is_some_and(|at| due_at(at, now));
@@ -333,7 +333,7 @@ impl RunMachine<'_> {
                 progressed = true;
             }
             let still_waiting = self.state.steps.get(self.flow.key(node)).is_some_and(|r| {
-                r.status == StepStatus::Running
+                r.status == StepPhase::Running
                     && (r.retry_at.is_some() || r.parts.iter().any(|p| p.retry_at.is_some()))
             });
             if still_waiting {
@@ -344,7 +344,7 @@ impl RunMachine<'_> {
     }
 }
 
-impl StepRecord {
+impl StepStatus {
     /// Starts a new round of tries: earlier attempts stay, but no longer count
     /// against `attempts`.
     pub(super) fn round_start_now(&mut self) {
@@ -365,7 +365,7 @@ pub(super) fn open_attempt(
     attempts.push(Attempt {
         number,
         iteration,
-        status: StepStatus::Running,
+        status: StepPhase::Running,
         started_at: Some(started_at),
         feedback,
         ..Default::default()
@@ -393,7 +393,7 @@ pub(super) fn trim_old_attempts(attempts: &mut [Attempt]) {
 
 /// Puts the log read from `work` as it was stopped on its attempt in
 /// `record`, when that attempt is there, has ended and has no log yet;
-/// `true` when the record changed. (A stopped attempt is closed in the
+/// `true` when the status changed. (A stopped attempt is closed in the
 /// record before its work is stopped, so its log comes after.)
 pub fn keep_stopped_log(record: &mut RunStatus, work: &Work, log: crate::api::LogTail) -> bool {
     let Some(step) = record.steps.get_mut(&work.step) else {
@@ -411,7 +411,7 @@ pub fn keep_stopped_log(record: &mut RunStatus, work: &Work, log: crate::api::Lo
         return false;
     };
     let same_pass = attempt.iteration.map(|i| i as u32) == work.iteration;
-    if !same_pass || attempt.status == StepStatus::Running || attempt.log.is_some() {
+    if !same_pass || attempt.status == StepPhase::Running || attempt.log.is_some() {
         return false;
     }
     attempt.log = Some(log);
@@ -423,7 +423,7 @@ pub fn keep_stopped_log(record: &mut RunStatus, work: &Work, log: crate::api::Lo
 fn keep_log(attempts: &mut [Attempt], log: Option<crate::api::LogTail>) {
     if let Some(last) = attempts
         .last_mut()
-        .filter(|a| a.status == StepStatus::Running)
+        .filter(|a| a.status == StepPhase::Running)
     {
         last.log = log;
     }
@@ -433,12 +433,12 @@ fn keep_log(attempts: &mut [Attempt], log: Option<crate::api::LogTail>) {
 /// hands it back so the caller can add what it produced.
 pub(super) fn close_attempt<'a>(
     attempts: &'a mut [Attempt],
-    status: StepStatus,
+    status: StepPhase,
     now: &str,
 ) -> Option<&'a mut Attempt> {
     let last = attempts
         .last_mut()
-        .filter(|a| a.status == StepStatus::Running)?;
+        .filter(|a| a.status == StepPhase::Running)?;
     last.status = status;
     last.finished_at = Some(now.to_string());
     Some(last)
@@ -467,7 +467,7 @@ enum Retry {
 impl Tries<'_> {
     /// Closes the failed attempt and decides: another try after the backoff
     /// (doubling from the second retry on) while the round has attempts
-    /// left, otherwise the failure stands. A retry time past what a record
+    /// left, otherwise the failure stands. A retry time past what a status
     /// can hold fails too, instead of overflowing.
     fn failed(
         self,
@@ -478,7 +478,7 @@ impl Tries<'_> {
     ) -> Retry {
         let Failed { error, usage, .. } = failed;
         let tries = (self.attempts.len() as i64 - i64::from(self.round_start)).max(1) as u32;
-        if let Some(last) = close_attempt(self.attempts, StepStatus::Failed, now_text) {
+        if let Some(last) = close_attempt(self.attempts, StepPhase::Failed, now_text) {
             last.error = Some(error.clone());
             last.usage = usage;
         }

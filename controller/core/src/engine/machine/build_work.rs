@@ -1,12 +1,12 @@
-//! Building the [`Work`] of an attempt from the run's record: the task with
+//! Building the [`Work`] of an attempt from the run's status: the task with
 //! its text resolved where it can be, the input, and the data placeholders
-//! may read. Kept with the machine, which owns the record it reads; the
+//! may read. Kept with the machine, which owns the status it reads; the
 //! work types themselves stay plain data in `engine/work.rs`.
 
 use serde_json::{Value, json};
 
 use super::RunMachine;
-use crate::api::{StepKind, StepStatus};
+use crate::api::{StepKind, StepPhase};
 use crate::engine::compiled::CompiledStep;
 use crate::engine::scope::{EvalScope, StepViews};
 use crate::engine::work::{
@@ -122,7 +122,7 @@ impl RunMachine<'_> {
                     .chain(a.reviews.iter().map(|key| (key, "reviewed")))
                     .map(|(key, role)| {
                         let record = self.state.steps.get(key);
-                        let ran = record.is_some_and(|r| r.status == StepStatus::Completed);
+                        let ran = record.is_some_and(|r| r.status == StepPhase::Completed);
                         Given {
                             name: key.clone(),
                             state: record

@@ -7,7 +7,7 @@ use super::*;
 impl RunMachine<'_> {
     pub(in crate::engine) fn begin_loop(&mut self, node: usize) {
         self.record_mut(node).iteration = Some(1);
-        self.set_status(node, StepStatus::Running);
+        self.set_status(node, StepPhase::Running);
         self.start_pass(node);
     }
 
@@ -23,7 +23,7 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn begin_parallel(&mut self, node: usize) {
         let compiled = &self.flow.steps[node];
         let scope = self.scope(node, None);
-        let parts: Vec<PartRecord> = if let Some(items) = &compiled.items {
+        let parts: Vec<PartStatus> = if let Some(items) = &compiled.items {
             match items.resolve(&scope) {
                 Value::Array(items) => part_records(items),
                 Value::Null => Vec::new(),
@@ -39,7 +39,7 @@ impl RunMachine<'_> {
             compiled
                 .parts
                 .iter()
-                .map(|(key, label, input)| PartRecord {
+                .map(|(key, label, input)| PartStatus {
                     key: key.clone(),
                     label: label.clone(),
                     item: Some(input.as_ref().map_or(Value::Null, |t| t.resolve(&scope))),
@@ -52,7 +52,7 @@ impl RunMachine<'_> {
         record.rounds += 1;
         record.output = None;
         record.text = None;
-        self.set_status(node, StepStatus::Running);
+        self.set_status(node, StepPhase::Running);
         self.fill_parallel(node);
     }
 
@@ -74,13 +74,13 @@ impl RunMachine<'_> {
         let busy = record
             .parts
             .iter()
-            .filter(|p| matches!(p.status, StepStatus::Running | StepStatus::Waiting))
+            .filter(|p| matches!(p.status, StepPhase::Running | StepPhase::Waiting))
             .count();
         let waiting: Vec<usize> = record
             .parts
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.status == StepStatus::Pending)
+            .filter(|(_, p)| p.status == StepPhase::Pending)
             .map(|(i, _)| i)
             .take(limit.saturating_sub(busy))
             .collect();
@@ -99,7 +99,7 @@ impl RunMachine<'_> {
                 Err(e) => return self.settle_part(node, part, Err(expression_error(&e).into())),
                 Ok(false) => {
                     let p = &mut self.record_mut(node).parts[part];
-                    p.status = StepStatus::Skipped;
+                    p.status = StepPhase::Skipped;
                     return;
                 }
                 Ok(true) => {}
@@ -107,7 +107,7 @@ impl RunMachine<'_> {
         }
         let p = &mut self.record_mut(node).parts[part];
         open_attempt(&mut p.attempts, iteration, now, None);
-        p.status = StepStatus::Running;
+        p.status = StepPhase::Running;
         p.retry_at = None;
         if let Some(work) = self.part_work(node, part) {
             self.actions.push(Action::Run(Box::new(work)));
@@ -118,7 +118,7 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn settle_composites(&mut self) -> bool {
         let mut progressed = false;
         for &node in self.flow.composites.iter().rev() {
-            if self.step_status(node) != StepStatus::Running {
+            if self.step_status(node) != StepPhase::Running {
                 continue;
             }
             let compiled = &self.flow.steps[node];
@@ -144,7 +144,7 @@ impl RunMachine<'_> {
             !self.state.due.contains(self.flow.key(child))
                 && matches!(
                     self.step_status(child),
-                    StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                    StepPhase::Completed | StepPhase::Failed | StepPhase::Skipped
                 )
         })
     }
@@ -201,7 +201,7 @@ impl RunMachine<'_> {
         let open = record.parts.iter().any(|p| {
             matches!(
                 p.status,
-                StepStatus::Pending | StepStatus::Running | StepStatus::Waiting
+                StepPhase::Pending | StepPhase::Running | StepPhase::Waiting
             )
         });
         if open {
@@ -210,7 +210,7 @@ impl RunMachine<'_> {
         let failed = record
             .parts
             .iter()
-            .find(|p| p.status == StepStatus::Failed)
+            .find(|p| p.status == StepPhase::Failed)
             .cloned();
         let continue_parts = self.flow.steps[node]
             .part

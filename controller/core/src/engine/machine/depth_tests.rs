@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::api::{
-    Attempt, FlowRef, PartRecord, Run, RunPhase, RunSpec, RunStatus, StepRecord, StepStatus,
+    Attempt, FlowRef, PartStatus, Run, RunPhase, RunSpec, RunStatus, StepPhase, StepStatus,
 };
 use crate::engine::{CompiledFlow, Done, Event, RunInfo, RunMachine, codes};
 use crate::flow::{MAX_JSON_DEPTH, json_depth};
@@ -56,7 +56,7 @@ fn an_output_deeper_than_the_bound_fails_the_attempt_and_a_retry_may_succeed() {
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH + 1)), at(1));
     let record = machine.summarized();
     let s = &record.steps["s"];
-    assert_eq!(s.status, StepStatus::Running, "a retry is due");
+    assert_eq!(s.status, StepPhase::Running, "a retry is due");
     assert!(s.retry_at.is_some());
     let error = s.attempts[0].error.as_ref().expect("the attempt failed");
     assert_eq!(error.code, codes::OUTPUT);
@@ -86,7 +86,7 @@ fn a_part_output_deeper_than_the_bound_fails_that_part() {
     let record = machine.summarized();
     assert_eq!(record.phase, RunPhase::Failed);
     let part = &record.steps["each"].parts[1];
-    assert_eq!(part.status, StepStatus::Failed);
+    assert_eq!(part.status, StepPhase::Failed);
     assert_eq!(
         part.error.as_ref().map(|e| e.message.clone()),
         Some(too_deep_message("the output", 100))
@@ -105,9 +105,9 @@ fn a_loop_that_would_wrap_its_steps_too_deep_fails() {
     machine.handle(Event::Start, at(0));
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH - 1)), at(1));
     let record = machine.summarized();
-    assert_eq!(record.steps["s"].status, StepStatus::Completed);
+    assert_eq!(record.steps["s"].status, StepPhase::Completed);
     let again = &record.steps["again"];
-    assert_eq!(again.status, StepStatus::Failed);
+    assert_eq!(again.status, StepPhase::Failed);
     assert_eq!(
         again.error.as_ref().map(|e| e.message.clone()),
         Some(too_deep_message("the step's output", 65))
@@ -149,27 +149,27 @@ fn a_flow_output_that_would_be_too_deep_fails_the_run_instead_of_being_written()
     assert_eq!(record.output.as_ref().map(json_depth), Some(MAX_JSON_DEPTH));
 }
 
-/// A Run holding a value at the bound in every place the record keeps one,
-/// each as deep in the record as it can sit.
+/// A Run holding a value at the bound in every place the status keeps one,
+/// each as deep in the status as it can sit.
 fn run_at_the_bound() -> Run {
     let deep = nested(MAX_JSON_DEPTH);
     let attempt = Attempt {
         number: 1,
-        status: StepStatus::Completed,
+        status: StepPhase::Completed,
         output: Some(deep.clone()),
         ..Default::default()
     };
-    let part = PartRecord {
+    let part = PartStatus {
         key: "p".into(),
         label: "p".into(),
         item: Some(deep.clone()),
-        status: StepStatus::Completed,
+        status: StepPhase::Completed,
         output: Some(deep.clone()),
         attempts: vec![attempt.clone(), attempt.clone()],
         ..Default::default()
     };
-    let step = StepRecord {
-        status: StepStatus::Completed,
+    let step = StepStatus {
+        status: StepPhase::Completed,
         output: Some(deep.clone()),
         attempts: vec![attempt.clone(), attempt],
         parts: vec![part],
@@ -205,7 +205,7 @@ fn a_record_with_values_at_the_bound_reads_back_inside_a_list_of_runs() {
         "items": [serde_json::to_value(&run).unwrap()],
     });
     let depth = json_depth(&list);
-    // Every level the record and the list add, with room to spare below
+    // Every level the status and the list add, with room to spare below
     // serde_json's 128.
     assert!(depth <= MAX_JSON_DEPTH + 12, "{depth}");
     assert!(depth + 32 < 128, "{depth}");

@@ -34,8 +34,8 @@ pub use part_keys::MAX_PART_KEY_LEN;
 pub use workspace::{WorkspaceEnded, WorkspaceWork, releases, workspace_work};
 
 use crate::api::{
-    ApprovalMode, Approvers, Attempt, Field, PartRecord, ReviewNote, RunPhase, RunStatus,
-    StepError, StepKind, StepRecord, StepStatus,
+    ApprovalMode, Approvers, Attempt, Field, PartStatus, ReviewNote, RunPhase, RunStatus,
+    StepError, StepKind, StepPhase, StepStatus,
 };
 use crate::expr::EvalError;
 
@@ -81,7 +81,7 @@ pub enum Event {
     },
     /// The driver could not run the lookups of an attempt whose work said
     /// [`Work::lookups_due`] because the records database did not answer
-    /// (`reason`): the attempt keeps waiting, and its record says why.
+    /// (`reason`): the attempt keeps waiting, and its status says why.
     LookupsWaiting {
         /// The step's key.
         step: String,
@@ -191,7 +191,7 @@ impl ApprovalRequest {
     }
 }
 
-/// Why a record cannot be resumed with the flow given.
+/// Why a status cannot be resumed with the flow given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResumeError {
     /// The status was made with another flow.
@@ -234,12 +234,12 @@ pub struct RunMachine<'f> {
     pub(in crate::engine) now: Timestamp,
     /// `now` as records write it, printed once per event.
     pub(in crate::engine) now_text: String,
-    /// Steps whose record changed since [`RunMachine::take_touched`].
+    /// Steps whose status changed since [`RunMachine::take_touched`].
     pub(in crate::engine) touched: Vec<usize>,
-    /// Which nodes have a record in `state.steps` (records are never
+    /// Which nodes have a status in `state.steps` (records are never
     /// removed), so finding one for writing is a single lookup.
     pub(in crate::engine) recorded: Vec<bool>,
-    /// The nodes whose record may say Running or Waiting: every node
+    /// The nodes whose status may say Running or Waiting: every node
     /// written since the last event settled, and those found so on resume;
     /// pruned after each event. [`RunMachine::running_work`] and
     /// [`RunMachine::pending_approvals`] look at these alone, so a driver
@@ -255,7 +255,7 @@ pub struct RunMachine<'f> {
 }
 
 impl<'f> RunMachine<'f> {
-    /// A new run of `flow`: its record starts pinned to the flow (digest
+    /// A new run of `flow`: its status starts pinned to the flow (digest
     /// and generation) and keeps `run.since`.
     pub fn new(flow: &'f CompiledFlow, input: Value, run: RunInfo) -> Self {
         let flow = flow.get();
@@ -333,7 +333,7 @@ impl<'f> RunMachine<'f> {
             machine.refresh_view(node);
             if matches!(
                 machine.step_status(node),
-                StepStatus::Running | StepStatus::Waiting
+                StepPhase::Running | StepPhase::Waiting
             ) {
                 machine.mark_live(node);
             }
@@ -414,7 +414,7 @@ impl<'f> RunMachine<'f> {
     ) -> Vec<Action> {
         self.set_now(now);
         if let Some(node) = self.flow.node(step) {
-            let current = self.step_status(node) == StepStatus::Waiting
+            let current = self.step_status(node) == StepPhase::Waiting
                 && self
                     .state
                     .steps
@@ -423,7 +423,7 @@ impl<'f> RunMachine<'f> {
             if current {
                 // Between its tries a person step is Running with a retry
                 // time, as any step is.
-                self.set_status(node, StepStatus::Running);
+                self.set_status(node, StepPhase::Running);
                 self.attempt_failed(node, Failed::from(error));
             }
         }
@@ -455,14 +455,14 @@ impl<'f> RunMachine<'f> {
         }
     }
 
-    /// Keeps in `live` only the nodes whose record says Running or Waiting,
+    /// Keeps in `live` only the nodes whose status says Running or Waiting,
     /// in the order of the flow.
     fn prune_live(&mut self) {
         let mut live = std::mem::take(&mut self.live);
         live.retain(|&node| {
             let keep = matches!(
                 self.step_status(node),
-                StepStatus::Running | StepStatus::Waiting
+                StepPhase::Running | StepPhase::Waiting
             );
             self.is_live[node] = keep;
             keep
@@ -493,7 +493,7 @@ impl<'f> RunMachine<'f> {
         status
     }
 
-    /// The steps whose record changed since the last call, for progress display.
+    /// The steps whose status changed since the last call, for progress display.
     pub fn take_touched(&mut self) -> Vec<String> {
         let flow = self.flow;
         std::mem::take(&mut self.touched)
@@ -521,7 +521,7 @@ impl<'f> RunMachine<'f> {
             let Some(record) = self.state.steps.get(key) else {
                 continue;
             };
-            if record.status != StepStatus::Running || record.retry_at.is_some() {
+            if record.status != StepPhase::Running || record.retry_at.is_some() {
                 continue;
             }
             let compiled = &self.flow.steps[node];
@@ -532,7 +532,7 @@ impl<'f> RunMachine<'f> {
                 }
                 let round = u32::try_from(record.rounds.max(1)).unwrap_or(1);
                 for (index, part) in record.parts.iter().enumerate() {
-                    if part.status == StepStatus::Running && part.retry_at.is_none() {
+                    if part.status == StepPhase::Running && part.retry_at.is_none() {
                         refs.push(WorkRef {
                             key: WorkKey {
                                 step: key,
@@ -641,14 +641,14 @@ impl RunMachine<'_> {
             .collect()
     }
 
-    pub(in crate::engine) fn step_status(&self, node: usize) -> StepStatus {
+    pub(in crate::engine) fn step_status(&self, node: usize) -> StepPhase {
         self.state
             .steps
             .get(self.flow.key(node))
-            .map_or(StepStatus::Pending, |r| r.status)
+            .map_or(StepPhase::Pending, |r| r.status)
     }
 
-    pub(in crate::engine) fn record_mut(&mut self, node: usize) -> &mut StepRecord {
+    pub(in crate::engine) fn record_mut(&mut self, node: usize) -> &mut StepStatus {
         let key = self.flow.key(node);
         if self.touched.last() != Some(&node) {
             self.touched.push(node);
@@ -662,7 +662,7 @@ impl RunMachine<'_> {
         self.state.steps.get_mut(key).expect("recorded above")
     }
 
-    pub(in crate::engine) fn set_status(&mut self, node: usize, status: StepStatus) {
+    pub(in crate::engine) fn set_status(&mut self, node: usize, status: StepPhase) {
         self.record_mut(node).status = status;
         self.refresh_view(node);
     }
@@ -677,7 +677,7 @@ impl RunMachine<'_> {
         let fields = [
             (
                 "status",
-                json!(record.map_or(StepStatus::Pending, |r| r.status)),
+                json!(record.map_or(StepPhase::Pending, |r| r.status)),
             ),
             (
                 "output",
@@ -718,7 +718,7 @@ impl RunMachine<'_> {
     fn summarize(&self, out: &mut RunStatus) {
         if self.is_active() {
             let any = |status| self.state.steps.values().any(|r| r.status == status);
-            let waiting = any(StepStatus::Waiting) && !any(StepStatus::Running);
+            let waiting = any(StepPhase::Waiting) && !any(StepPhase::Running);
             out.phase = if waiting {
                 RunPhase::Waiting
             } else {
@@ -731,19 +731,14 @@ impl RunMachine<'_> {
                 !self.state.due.contains(self.flow.key(n))
                     && matches!(
                         self.step_status(n),
-                        StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                        StepPhase::Completed | StepPhase::Failed | StepPhase::Skipped
                     )
             })
             .count();
         out.progress = Some(format!("{settled}/{total}"));
         out.current_step = (0..total)
             .rev()
-            .find(|&n| {
-                matches!(
-                    self.step_status(n),
-                    StepStatus::Running | StepStatus::Waiting
-                )
-            })
+            .find(|&n| matches!(self.step_status(n), StepPhase::Running | StepPhase::Waiting))
             .map(|n| self.flow.key(n).to_string());
         let arrows = super::arrows::arrows(self.flow, out);
         out.arrows = arrows;

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::api::PartRecord;
+use crate::api::PartStatus;
 
 /// Longest key made from an item: with a `-N` suffix added to tell two
 /// items apart it still fits a Kubernetes label value (63 characters).
@@ -15,7 +15,7 @@ pub const MAX_PART_KEY_LEN: usize = 40;
 
 /// One part per item, in order, with unique keys: an item whose key was
 /// already taken gets `-2`, `-3`… (`ana-b`, `ana-b-2`).
-pub(super) fn part_records(items: Vec<Value>) -> Vec<PartRecord> {
+pub(super) fn part_records(items: Vec<Value>) -> Vec<PartStatus> {
     let mut taken = HashSet::new();
     items
         .into_iter()
@@ -23,7 +23,7 @@ pub(super) fn part_records(items: Vec<Value>) -> Vec<PartRecord> {
         .map(|(index, item)| {
             let (base, label) = key_and_label(index, &item);
             let key = unique(&base, &mut taken);
-            PartRecord {
+            PartStatus {
                 key,
                 label,
                 item: Some(item),

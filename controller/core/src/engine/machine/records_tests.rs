@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{FlowSpec, RunPhase, StepStatus};
+use crate::api::{FlowSpec, RunPhase, StepPhase};
 use crate::engine::{
     Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Task, Work, codes, step_error,
 };
@@ -239,7 +239,7 @@ fn a_lookup_that_fails_fails_its_attempt_and_a_retry_looks_again() {
     );
     let triage = &machine.status().steps["triage"];
     assert_eq!(triage.attempts[0].error, Some(error));
-    assert_eq!(triage.status, StepStatus::Running, "waiting to retry");
+    assert_eq!(triage.status, StepPhase::Running, "waiting to retry");
     let actions = machine.handle(Event::Tick, at(10));
     let work = runs(&actions);
     assert_eq!(work[0].attempt, 2);
@@ -369,7 +369,7 @@ fn lookups_the_database_cannot_answer_keep_the_attempt_waiting_and_say_why() {
     );
     assert!(runs(&actions).is_empty(), "nothing starts: {actions:?}");
     let triage = &machine.status().steps["triage"];
-    assert_eq!(triage.status, StepStatus::Running);
+    assert_eq!(triage.status, StepPhase::Running);
     assert_eq!(triage.attempts[0].waiting.as_deref(), Some(reason));
     assert!(machine.running_work()[0].lookups_due(), "still due");
     // Once the database answers, the attempt runs and the note goes.

@@ -59,9 +59,9 @@ impl RunMachine<'_> {
         }
         let record = self.state.steps.get(key)?;
         let went_on = match record.status {
-            StepStatus::Completed => true,
-            StepStatus::Failed => self.flow.steps[from].continue_on_failure,
-            StepStatus::Skipped => false,
+            StepPhase::Completed => true,
+            StepPhase::Failed => self.flow.steps[from].continue_on_failure,
+            StepPhase::Skipped => false,
             _ => return None,
         };
         Some(went_on && exit.is_none_or(|e| record.exit.as_deref() == Some(e)))
@@ -72,7 +72,7 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn list_active(&self, node: usize) -> bool {
         match self.flow.graph.nodes[node].parent {
             None => true,
-            Some(parent) => self.step_status(parent) == StepStatus::Running,
+            Some(parent) => self.step_status(parent) == StepPhase::Running,
         }
     }
 

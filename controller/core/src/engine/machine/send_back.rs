@@ -62,12 +62,9 @@ impl RunMachine<'_> {
             return false;
         };
         let list: Vec<usize> = self.flow.list_of(target).to_vec();
-        let busy = list.iter().any(|&n| {
-            matches!(
-                self.step_status(n),
-                StepStatus::Running | StepStatus::Waiting
-            )
-        });
+        let busy = list
+            .iter()
+            .any(|&n| matches!(self.step_status(n), StepPhase::Running | StepPhase::Waiting));
         if busy {
             return false;
         }

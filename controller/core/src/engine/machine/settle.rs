@@ -20,7 +20,7 @@ impl RunMachine<'_> {
         }
         let now = self.now_text.clone();
         let record = self.record_mut(node);
-        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Completed, &now) {
+        if let Some(last) = close_attempt(&mut record.attempts, StepPhase::Completed, &now) {
             last.output = Some(output.clone());
             last.text = text.clone();
             last.usage = usage;
@@ -32,7 +32,7 @@ impl RunMachine<'_> {
         record.finished_at = Some(now);
         record.retry_at = None;
         record.review = None;
-        self.set_status(node, StepStatus::Completed);
+        self.set_status(node, StepPhase::Completed);
         self.settled(node);
         // People and deciding agents send back with their instructions,
         // from where they decided.
@@ -54,20 +54,20 @@ impl RunMachine<'_> {
         record.exit = None;
         record.reason = Some(reason.to_string());
         record.finished_at = Some(now);
-        self.set_status(node, StepStatus::Skipped);
+        self.set_status(node, StepPhase::Skipped);
         self.settled(node);
     }
 
     pub(in crate::engine) fn fail(&mut self, node: usize, error: StepError) {
         let now = self.now_text.clone();
         let record = self.record_mut(node);
-        if let Some(last) = close_attempt(&mut record.attempts, StepStatus::Failed, &now) {
+        if let Some(last) = close_attempt(&mut record.attempts, StepPhase::Failed, &now) {
             last.error = Some(error.clone());
         }
         record.error = Some(error.clone());
         record.finished_at = Some(now);
         record.retry_at = None;
-        self.set_status(node, StepStatus::Failed);
+        self.set_status(node, StepPhase::Failed);
         if self.flow.steps[node].continue_on_failure {
             self.settled(node);
             return;
@@ -100,7 +100,7 @@ impl RunMachine<'_> {
             };
             let mut stopped = false;
             for (i, part) in record.parts.iter_mut().enumerate() {
-                if matches!(part.status, StepStatus::Running | StepStatus::Waiting) {
+                if matches!(part.status, StepPhase::Running | StepPhase::Waiting) {
                     if part.retry_at.take().is_none() {
                         self.actions.push(Action::Stop {
                             step: key.clone(),
@@ -108,16 +108,15 @@ impl RunMachine<'_> {
                         });
                     }
                     let error = step_error(codes::CANCELLED, "stopped: the run ended");
-                    if let Some(last) = close_attempt(&mut part.attempts, StepStatus::Failed, &now)
-                    {
+                    if let Some(last) = close_attempt(&mut part.attempts, StepPhase::Failed, &now) {
                         last.error = Some(error.clone());
                     }
-                    part.status = StepStatus::Failed;
+                    part.status = StepPhase::Failed;
                     part.error = Some(error);
                     stopped = true;
                 }
             }
-            if matches!(record.status, StepStatus::Running | StepStatus::Waiting) {
+            if matches!(record.status, StepPhase::Running | StepPhase::Waiting) {
                 let in_flight = record.retry_at.take().is_none();
                 if in_flight
                     && !stopped
@@ -129,11 +128,11 @@ impl RunMachine<'_> {
                         part: None,
                     });
                 }
-                record.status = StepStatus::Failed;
+                record.status = StepPhase::Failed;
                 record
                     .error
                     .get_or_insert_with(|| step_error(codes::CANCELLED, "stopped: the run ended"));
-                close_attempt(&mut record.attempts, StepStatus::Failed, &now);
+                close_attempt(&mut record.attempts, StepPhase::Failed, &now);
                 self.refresh_view(node);
             }
         }
@@ -155,7 +154,7 @@ impl RunMachine<'_> {
                 self.state.due.contains(self.flow.key(n))
                     || matches!(
                         self.step_status(n),
-                        StepStatus::Running | StepStatus::Waiting | StepStatus::Pending
+                        StepPhase::Running | StepPhase::Waiting | StepPhase::Pending
                     )
             });
         if open {
@@ -165,14 +164,14 @@ impl RunMachine<'_> {
         }
         let scope = self.scope_at_end();
         // Without an `output:`, the run's result is the last completed
-        // step's output: the record shows it as the run's `output` (where
+        // step's output: the status shows it as the run's `output` (where
         // people and tools look, the same locally and on a cluster) and
         // names the step it came from.
         match &self.flow.output {
             Some(template) => {
                 let output = template.resolve(&scope);
                 if let Some(error) = too_deep("the flow's `output:`", &output) {
-                    // Failing keeps the record readable; writing the value
+                    // Failing keeps the status readable; writing the value
                     // would not be.
                     return self.stop(RunPhase::Failed, error);
                 }
@@ -181,7 +180,7 @@ impl RunMachine<'_> {
             None => match top
                 .iter()
                 .rev()
-                .find(|&&n| self.step_status(n) == StepStatus::Completed)
+                .find(|&&n| self.step_status(n) == StepPhase::Completed)
             {
                 Some(&n) => {
                     let key = self.flow.key(n).to_string();

@@ -1,9 +1,9 @@
-//! The engine driven by hand on small flows: what a record holds after a
+//! The engine driven by hand on small flows: what a status holds after a
 //! few events, and what a machine rebuilt from that record alone says.
 
 use serde_json::{Value, json};
 
-use crate::api::{FlowSpec, RunPhase, RunStatus, StepStatus};
+use crate::api::{FlowSpec, RunPhase, RunStatus, StepPhase};
 use crate::engine::{
     Action, CompiledFlow, Done, Event, Failed, ResumeError, RunInfo, RunMachine, codes, step_error,
 };
@@ -67,11 +67,11 @@ fn cancelling_closes_every_part_and_clears_its_retry() {
     let each = &record.steps["each"];
     for part in &each.parts {
         assert_eq!(part.retry_at, None, "part {} keeps no retry", part.key);
-        assert_eq!(part.status, StepStatus::Failed);
+        assert_eq!(part.status, StepPhase::Failed);
         for a in &part.attempts {
             assert_ne!(
                 a.status,
-                StepStatus::Running,
+                StepPhase::Running,
                 "part {} attempt {}",
                 part.key,
                 a.number
@@ -352,7 +352,7 @@ fn an_entry_must_have_exactly_the_declared_fields_and_types() {
         .decide("assign", 1, answer(None, Some(bad)), at(2))
         .expect_err("refused");
     assert!(refused.to_string().contains("`owner`"), "{refused}");
-    assert_eq!(machine.status().steps["assign"].status, StepStatus::Waiting);
+    assert_eq!(machine.status().steps["assign"].status, StepPhase::Waiting);
     let good = json!({"owner": "ana", "count": 2});
     machine
         .decide("assign", 1, answer(None, Some(good.clone())), at(3))
@@ -362,7 +362,7 @@ fn an_entry_must_have_exactly_the_declared_fields_and_types() {
     assert_eq!(record.result(), Some(&good));
 }
 
-/// 100 kB of one letter: a large output that is easy to count in a record.
+/// 100 kB of one letter: a large output that is easy to count in a status.
 fn big(letter: char) -> String {
     letter.to_string().repeat(100_000)
 }
@@ -521,7 +521,7 @@ fn an_unanswered_approval_times_out_is_asked_again_then_fails() {
     machine.handle(Event::Tick, at(3600));
     let record = machine.summarized();
     let review = &record.steps["review"];
-    assert_eq!(review.attempts[0].status, StepStatus::Failed);
+    assert_eq!(review.attempts[0].status, StepPhase::Failed);
     let error = review.attempts[0].error.clone().expect("an error");
     assert_eq!(error.code, codes::TIMEOUT);
     assert_eq!(error.message, "nobody answered within 1h");
@@ -585,7 +585,7 @@ fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
     machine.fail_waiting("review", 1, tampered(), at(1));
     let record = machine.summarized();
     let first = &record.steps["review"].attempts[0];
-    assert_eq!(first.status, StepStatus::Failed);
+    assert_eq!(first.status, StepPhase::Failed);
     assert_eq!(
         first.error.as_ref().map(|e| e.code.as_str()),
         Some(codes::TAMPERED)
@@ -655,7 +655,7 @@ fn a_redone_script_gets_the_reviewers_decision_and_feedback() {
             "reviewed": {"build": "ok"},
         })
     );
-    // A machine rebuilt from the record builds the same work.
+    // A machine rebuilt from the status builds the same work.
     let rebuilt = restarted(&flow, json!({}), &machine.summarized());
     let running = rebuilt.running_work();
     assert_eq!(running.len(), 1);

@@ -13,7 +13,7 @@ use crate::api::{KeepPolicy, PushedBranch, RunPhase, RunStatus, StepError, Works
 use super::RunMachine;
 use crate::engine::work::{codes, step_error};
 
-/// The workspace work a run's record asks for.
+/// The workspace work a run's status asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WorkspaceWork {
     /// Make the run's workspace (its volume, its checkouts and branch):
@@ -138,7 +138,7 @@ impl RunMachine<'_> {
     }
 }
 
-/// [`RunMachine::workspace_work`] from a record alone, for a flow that has
+/// [`RunMachine::workspace_work`] from a status alone, for a flow that has
 /// a workspace (`declared`) or not.
 pub fn workspace_work(declared: bool, record: &RunStatus) -> Option<WorkspaceWork> {
     if !declared {

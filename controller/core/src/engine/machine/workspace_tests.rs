@@ -1,5 +1,5 @@
-//! The workspace's lifecycle in the engine: what the record asks for at
-//! each point, from a fresh machine and from one resumed from the record
+//! The workspace's lifecycle in the engine: what the status asks for at
+//! each point, from a fresh machine and from one resumed from the status
 //! (as a restarted controller resumes it), and what the plan says to do.
 
 use serde_json::{Value, json};
@@ -76,7 +76,7 @@ fn a_run_waits_pending_for_its_checkout_then_starts_its_steps() {
     assert!(actions.is_empty(), "{actions:?}");
     assert_eq!(m.status().phase, RunPhase::Pending);
     assert_eq!(m.status().started_at, None);
-    // From the record alone, the checkout is still what is due.
+    // From the status alone, the checkout is still what is due.
     assert_eq!(
         resumed(&flow, &m).workspace_work(),
         Some(WorkspaceWork::CheckOut)

@@ -38,6 +38,12 @@ enum Route<'a> {
 }
 
 impl<'a> Launchers<'a> {
+    /// The run's Job launcher, which the workspace's checkout and push
+    /// Jobs go through too.
+    pub fn jobs(&self) -> &JobLauncher {
+        &self.jobs
+    }
+
     /// The launchers of `run`'s attempts.
     pub fn new(
         client: kube::Client,

@@ -137,16 +137,15 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     };
     // The workspace the engine just took in is mounted by what starts now.
     launchers.mounting(machine.status());
-    act(
-        &ctx,
-        &run,
-        machine.status(),
-        &plan,
-        &seen,
-        &launchers,
-        wrote.is_some(),
-    )
-    .await
+    let acting = Acting {
+        ctx: &ctx,
+        run: &run,
+        status: machine.status(),
+        plan: &plan,
+        seen: &seen,
+        launchers: &launchers,
+    };
+    act(acting, wrote.is_some()).await
 }
 
 /// What [`read_run`] found: a run to step, or the reconcile's end.
@@ -303,7 +302,10 @@ async fn gather(
 ) -> Result<Gathered, Error> {
     let workspace_spec = flow.spec().workspace.clone();
     let workspace = match (machine.workspace_work(), &workspace_spec) {
-        (Some(work), Some(spec)) => Some((work, workspace::observe(ctx, run, spec, work).await?)),
+        (Some(work), Some(spec)) => Some((
+            work,
+            workspace::observe(ctx, run, launchers.jobs(), spec, work).await?,
+        )),
         _ => None,
     };
     let before = machine.running_work();
@@ -582,39 +584,45 @@ async fn write(
 /// Carries out the plan, once the status that asks for it is written:
 /// let go of what ended, start what the status says runs, then write the
 /// answers back; says when to look again.
-async fn act(
-    ctx: &Context,
-    run: &Run,
-    status: &RunStatus,
-    plan: &Plan,
-    seen: &Gathered,
-    launchers: &Launchers<'_>,
-    wrote: bool,
-) -> Result<Action, Error> {
-    let_go(ctx, run, status, plan, launchers).await?;
-    if !plan.over
-        && let Some(later) = start(ctx, run, status, plan, seen, launchers, wrote).await?
+async fn act(acting: Acting<'_>, wrote: bool) -> Result<Action, Error> {
+    let_go(acting).await?;
+    if !acting.plan.over
+        && let Some(later) = start(acting, wrote).await?
     {
         return Ok(later);
     }
-    answer_back(ctx, run, status, plan, seen).await?;
-    Ok(look_again(plan, &seen.running))
+    answer_back(acting).await?;
+    Ok(look_again(acting.plan, &acting.seen.running))
+}
+
+/// What carrying out a plan works with: the run, the status just written
+/// (which asks for the plan), the plan, what was seen, the launchers.
+#[derive(Clone, Copy)]
+struct Acting<'a> {
+    ctx: &'a Context,
+    run: &'a Run,
+    status: &'a RunStatus,
+    plan: &'a Plan,
+    seen: &'a Gathered,
+    launchers: &'a Launchers<'a>,
 }
 
 /// Forgets what finished, stops what the engine stopped (the workspace's
 /// work too), and once the run is over, its routes and its volume.
-async fn let_go(
-    ctx: &Context,
-    run: &Run,
-    status: &RunStatus,
-    plan: &Plan,
-    launchers: &Launchers<'_>,
-) -> Result<(), Error> {
+async fn let_go(acting: Acting<'_>) -> Result<(), Error> {
+    let Acting {
+        ctx,
+        run,
+        status,
+        plan,
+        launchers,
+        ..
+    } = acting;
     if let Some(work) = plan.workspace_forget {
-        workspace::forget(ctx, run, work).await;
+        workspace::forget(run, launchers.jobs(), work).await;
     }
     if let Some(work) = plan.workspace_stop {
-        workspace::stop(ctx, run, status, work).await?;
+        workspace::stop(ctx, run, launchers.jobs(), status, work).await?;
     }
     for work in &plan.forget {
         if let Err(e) = launchers.forget(work).await {
@@ -637,15 +645,15 @@ async fn let_go(
 /// nobody runs, then asks the people it waits for; `Some` when the
 /// reconcile ends early (a stale read, a launch to retry, a foreign
 /// Approval).
-async fn start(
-    ctx: &Context,
-    run: &Run,
-    status: &RunStatus,
-    plan: &Plan,
-    seen: &Gathered,
-    launchers: &Launchers<'_>,
-    wrote: bool,
-) -> Result<Option<Action>, Error> {
+async fn start(acting: Acting<'_>, wrote: bool) -> Result<Option<Action>, Error> {
+    let Acting {
+        ctx,
+        run,
+        status,
+        plan,
+        seen,
+        launchers,
+    } = acting;
     let start_workspace = plan
         .workspace
         .filter(|&work| seen.workspace_unstarted(work))
@@ -659,7 +667,7 @@ async fn start(
         return Ok(Some(Action::requeue(STALE_REQUEUE)));
     }
     if let Some((work, spec)) = start_workspace {
-        workspace::launch(ctx, run, status, spec, work).await?;
+        workspace::launch(ctx, run, launchers.jobs(), status, spec, work).await?;
     }
     for work in &plan.launch {
         if let Err(e) = launchers.launch(work).await {
@@ -669,20 +677,22 @@ async fn start(
             return Ok(Some(Action::requeue(crate::settings::ERROR_REQUEUE)));
         }
     }
-    ask(ctx, run, status, plan, seen).await
+    ask(acting).await
 }
 
 /// Writes the answers taken or refused back on their Approvals, the
 /// standing tally of steps that need several approvers, and closes the
 /// Approvals nobody waits for any more (an ended run's are closed by
 /// `stop_leftovers`).
-async fn answer_back(
-    ctx: &Context,
-    run: &Run,
-    status: &RunStatus,
-    plan: &Plan,
-    seen: &Gathered,
-) -> Result<(), Error> {
+async fn answer_back(acting: Acting<'_>) -> Result<(), Error> {
+    let Acting {
+        ctx,
+        run,
+        status,
+        plan,
+        seen,
+        ..
+    } = acting;
     let api = approvals_api(ctx, run);
     for settle in &plan.settle {
         let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
@@ -740,13 +750,15 @@ async fn keep_stopped_logs(new: &mut RunStatus, plan: &Plan, launchers: &Launche
 /// Creates the Approvals the plan asks for, each after settling those of
 /// its step's earlier attempts; `Some` when one under its name is not this
 /// run's (the next reconcile reads it and fails the attempt).
-async fn ask(
-    ctx: &Context,
-    run: &Run,
-    status: &RunStatus,
-    plan: &Plan,
-    seen: &Gathered,
-) -> Result<Option<Action>, Error> {
+async fn ask(acting: Acting<'_>) -> Result<Option<Action>, Error> {
+    let Acting {
+        ctx,
+        run,
+        status,
+        plan,
+        seen,
+        ..
+    } = acting;
     let api = approvals_api(ctx, run);
     let read: Vec<&str> = seen.asked.iter().map(|a| a.name.as_str()).collect();
     for request in &plan.ask {

@@ -55,12 +55,13 @@ fn work_id(work: WorkspaceWork, uid: &str) -> coxswain_steps::launch::WorkId {
 pub async fn observe(
     ctx: &Context,
     run: &Run,
+    launcher: &JobLauncher,
     workspace: &Workspace,
     work: WorkspaceWork,
 ) -> Result<Observed, Error> {
     match work {
-        WorkspaceWork::CheckOut => observe_checkout(ctx, run, workspace).await,
-        WorkspaceWork::Push => observe_push(ctx, run).await,
+        WorkspaceWork::CheckOut => observe_checkout(ctx, run, launcher, workspace).await,
+        WorkspaceWork::Push => observe_push(run, launcher).await,
     }
 }
 
@@ -70,6 +71,7 @@ pub async fn observe(
 async fn observe_checkout(
     ctx: &Context,
     run: &Run,
+    launcher: &JobLauncher,
     workspace: &Workspace,
 ) -> Result<Observed, Error> {
     let owner = RunOwner::of(run);
@@ -91,7 +93,6 @@ async fn observe_checkout(
         };
         return Ok(Observed::Ended(Box::new(ended), told));
     }
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
     let id = work_id(WorkspaceWork::CheckOut, &owner.uid);
     let observed = launcher
         .observe(&id)
@@ -121,7 +122,7 @@ async fn observe_checkout(
             if since(&claim_object) < limit {
                 return Ok(Observed::Running);
             }
-            match not_started(ctx, run, &launcher, &claim_object, limit).await? {
+            match not_started(ctx, run, launcher, &claim_object, limit).await? {
                 Some(reason) => Ok(failed(
                     step_error(codes::WORKSPACE, reason.clone()),
                     &reason,
@@ -183,8 +184,7 @@ fn ready_note(status: &WorkspaceStatus, claim: &str) -> String {
 }
 
 /// The push: its Job's result, the branches pushed.
-async fn observe_push(ctx: &Context, run: &Run) -> Result<Observed, Error> {
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
+async fn observe_push(run: &Run, launcher: &JobLauncher) -> Result<Observed, Error> {
     let id = work_id(WorkspaceWork::Push, &run.uid().unwrap_or_default());
     let observed = launcher
         .observe(&id)
@@ -234,12 +234,12 @@ async fn observe_push(ctx: &Context, run: &Run) -> Result<Observed, Error> {
 pub async fn launch(
     ctx: &Context,
     run: &Run,
+    launcher: &JobLauncher,
     run_status: &RunStatus,
     workspace: &Workspace,
     work: WorkspaceWork,
 ) -> Result<(), Error> {
     let owner = RunOwner::of(run);
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
     let id = work_id(work, &owner.uid);
     let (job, note) = match work {
         WorkspaceWork::CheckOut => {
@@ -299,11 +299,11 @@ pub async fn launch(
 pub async fn stop(
     ctx: &Context,
     run: &Run,
+    launcher: &JobLauncher,
     run_status: &RunStatus,
     work: WorkspaceWork,
 ) -> Result<(), Error> {
     let owner = RunOwner::of(run);
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
     if let Err(e) = launcher.cancel(&work_id(work, &owner.uid)).await {
         tracing::debug!(error = %e, "could not stop the workspace Job");
     }
@@ -329,8 +329,7 @@ pub async fn stop(
 
 /// Lets the Job of `work` go once its end is recorded (it stays for
 /// `kubectl logs` until its time is up; one still trying is stopped).
-pub async fn forget(ctx: &Context, run: &Run, work: WorkspaceWork) {
-    let launcher = JobLauncher::for_run(ctx.client.clone(), ctx.jobs.clone(), run);
+pub async fn forget(run: &Run, launcher: &JobLauncher, work: WorkspaceWork) {
     if let Err(e) = launcher
         .forget(&work_id(work, &run.uid().unwrap_or_default()))
         .await

@@ -231,7 +231,10 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
         &mut progress,
         cancel,
     ));
-    if let Some(store) = &store {
+    // The engine's hand-off of the ended run: here, kept in the database
+    // (a local run has no retention to wait out).
+    let handed = coxswain_core::engine::hand_off(spec, &state);
+    if let (Some(store), Some(_)) = (&store, handed) {
         let archived = super::records::local_archive(name, &run_info, &archived_input, &state);
         if let Err(e) = runtime.block_on(store.archive(&archived)) {
             eprintln!("warning: the run could not be archived: {e}");

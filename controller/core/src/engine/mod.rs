@@ -23,7 +23,7 @@ pub use machine::{
     MAX_SEND_BACKS, ResumeError, RunMachine, WorkRef, WorkspaceEnded, WorkspaceWork,
     keep_stopped_log, releases, workspace_work,
 };
-pub use plan::{Answer, AskRef, Plan, Seen, Settle, same_attempt};
+pub use plan::{Answer, AskRef, HandOff, Plan, Seen, Settle, hand_off, same_attempt};
 pub use rerun::{RerunError, copied_decisions, first_failed_step, rerun_from, rerun_nodes};
 pub use work::{
     AgentTask, ChangeRequest, DataView, Done, Failed, Given, LookupWork, PartRef, RunInfo,

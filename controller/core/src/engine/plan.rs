@@ -13,6 +13,7 @@
 //! The actions only order the launches and name what the engine stopped.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
@@ -20,6 +21,8 @@ use super::machine::{
     Action, ApprovalRequest, RunMachine, WorkKey, WorkRef, WorkspaceWork, releases,
 };
 use super::work::Work;
+use crate::api::{FlowSpec, RunStatus};
+use crate::flow::parse_duration;
 
 /// One Approval: the attempt of a person step it answers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -136,6 +139,34 @@ pub struct Plan {
     /// The run is over and its workspace's `keep` lets it go: the driver
     /// deletes it.
     pub release: bool,
+    /// The run is over: what becomes of it ([`hand_off`]).
+    pub hand_off: Option<HandOff>,
+}
+
+/// What becomes of a run that ended: the driver keeps it in its records
+/// database, when it has one, and once `keep_for` has passed since it
+/// ended, may let it go (on a cluster: delete the Run, once the archive
+/// holds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HandOff {
+    /// How long the flow keeps its ended runs (`retention.finishedRuns`);
+    /// `None`: as long as the driver keeps them by default.
+    pub keep_for: Option<Duration>,
+}
+
+/// The hand-off of a run whose status is `status`, by its flow `spec`;
+/// `None` while it has not ended. Drivers that read an ended run back
+/// (the controller, at each look) ask this as the plan does.
+pub fn hand_off(spec: &FlowSpec, status: &RunStatus) -> Option<HandOff> {
+    if !status.phase.is_over() {
+        return None;
+    }
+    let keep_for = spec
+        .retention
+        .as_ref()
+        .and_then(|r| r.finished_runs.as_deref())
+        .and_then(|text| parse_duration(text).ok());
+    Some(HandOff { keep_for })
 }
 
 impl Plan {
@@ -157,6 +188,7 @@ impl Plan {
             _ => {}
         }
         plan.release = releases(machine.status());
+        plan.hand_off = hand_off(machine.flow().spec, machine.status());
         if over {
             return plan;
         }
@@ -375,6 +407,37 @@ steps:
         assert_eq!(places(&plan.forget), [("a".into(), None, 1)]);
         assert!(plan.stop.is_empty(), "finished work is not stopped");
         assert_eq!(places(&plan.launch), [("b".into(), None, 1)]);
+    }
+
+    #[test]
+    fn an_ended_run_is_handed_off_with_its_flows_retention() {
+        let flow = compile(&format!("retention: {{finishedRuns: 2h}}\n{TWO}"));
+        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
+        let actions = machine.handle(Event::Start, at(0));
+        let plan = Plan::new(&actions, &machine, &Seen::default());
+        assert_eq!(plan.hand_off, None, "a running run is not handed off");
+        for step in ["a", "b"] {
+            let before = machine.running_work();
+            assert_eq!(before[0].step, step);
+            machine.handle(done(&before[0]), at(1));
+        }
+        let plan = Plan::new(&[], &machine, &Seen::default());
+        assert!(plan.over);
+        let two_hours = Some(Duration::from_secs(7200));
+        assert_eq!(
+            plan.hand_off,
+            Some(HandOff {
+                keep_for: two_hours
+            })
+        );
+        // Read back (as a driver does at each later look), the same.
+        let status = machine.status();
+        assert_eq!(hand_off(flow.spec(), status), plan.hand_off);
+        // Without a retention the driver's default holds.
+        assert_eq!(
+            hand_off(compile(TWO).spec(), status),
+            Some(HandOff { keep_for: None })
+        );
     }
 
     const PARTS: &str = "

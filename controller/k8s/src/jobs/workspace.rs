@@ -316,7 +316,7 @@ pub struct Pushed {
 
 /// Inside a git Job's pod: does `act` in `dir` with the repos' Secrets
 /// from `secrets`, as `coxswain run` would; the result is the
-/// [`WorkspaceStatus`] (checkout) or [`Pushed`] (push) as an output.
+/// [`WorkspaceStatus`](coxswain_core::api::WorkspaceStatus) (checkout) or [`Pushed`] (push) as an output.
 pub async fn run_git(act: GitAct, task: &GitTask, dir: &Path, secrets: &Path) -> WorkResult {
     let store = EnvSecrets::with_dir(secrets);
     let repos = Repos::read(&task.workspace, &store)

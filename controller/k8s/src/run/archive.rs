@@ -3,6 +3,11 @@
 //! back), and, once its retention is up, deleted from the cluster — its
 //! Jobs, ConfigMaps and Approvals with it, by their owner references.
 //!
+//! What becomes of it is the engine's [`HandOff`]: the plan that ends a
+//! run carries it out at once, from the status it just wrote; every later
+//! look at the ended run asks [`engine::hand_off`] the same of its status
+//! and pinned flow.
+//!
 //! Nothing is deleted that the database does not hold: the archive is
 //! asked for the Run's uid just before the delete, and the delete itself
 //! carries the uid as a precondition, so a Run re-made under the same name
@@ -17,7 +22,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use coxswain_core::api::{Run, RunStatus};
-use coxswain_core::flow::parse_duration;
+use coxswain_core::engine::{self, HandOff};
 use coxswain_records::{ArchivedRun, Store};
 
 use super::Context;
@@ -25,9 +30,32 @@ use super::pin::{self, Pinned};
 use crate::error::Error;
 use crate::settings::ERROR_REQUEUE;
 
-/// Archives `run`, which ended, when it is not yet, then deletes it if its
-/// retention is up; says when to look again (at the end of its retention).
-pub async fn after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
+/// An ended run read back: its status and pinned flow give its hand-off,
+/// as the plan that ended it did, and [`hand_off`] carries it out.
+pub async fn look_after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
+    if ctx.records.is_none() {
+        return Ok(Action::await_change());
+    }
+    let status = ctx.offloader.load(run).await?;
+    let digest = status.flow_digest.as_deref();
+    let handed = match pin::pinned_flow(&ctx.client, &ctx.flows, run, digest).await {
+        Ok(Pinned::Flow(flow)) => engine::hand_off(flow.spec(), &status),
+        // A snapshot gone or replaced: the controller's default retention.
+        _ => None,
+    };
+    hand_off(ctx, run, &status, handed.unwrap_or_default()).await
+}
+
+/// Carries out `handed` for `run`, which ended with `status` (values put
+/// back): archives it when it is not yet, then deletes it if its retention
+/// (the flow's, else the controller's default) is up; says when to look
+/// again (at the end of its retention).
+pub async fn hand_off(
+    ctx: &Context,
+    run: &Run,
+    status: &RunStatus,
+    handed: HandOff,
+) -> Result<Action, Error> {
     let Some(store) = &ctx.records else {
         return Ok(Action::await_change());
     };
@@ -37,8 +65,7 @@ pub async fn after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
     match store.is_archived(&uid).await {
         Ok(true) => {}
         Ok(false) => {
-            let run_status = ctx.offloader.load(run).await?;
-            if let Err(e) = store.archive(&archived(run, &run_status)).await {
+            if let Err(e) = store.archive(&archived(run, status)).await {
                 tracing::warn!(run = %run.name_any(), error = %e, "could not archive the run; trying again");
                 return Ok(Action::requeue(ERROR_REQUEUE));
             }
@@ -50,13 +77,12 @@ pub async fn after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
             return Ok(Action::requeue(ERROR_REQUEUE));
         }
     }
-    let Some(keep) = retention(ctx, run).await else {
+    let Some(keep) = handed.keep_for.or(ctx.settings.records.finished_runs) else {
         return Ok(Action::await_change());
     };
-    let ended = run
-        .status
-        .as_ref()
-        .and_then(|s| s.finished_at.as_deref())
+    let ended = status
+        .finished_at
+        .as_deref()
         .and_then(|t| t.parse::<Timestamp>().ok());
     let Some(ended) = ended else {
         return Ok(Action::await_change());
@@ -98,22 +124,6 @@ async fn delete(ctx: &Context, store: &Store, run: &Run, uid: &str) -> Result<Ac
             source,
         }),
     }
-}
-
-/// How long the run's flow keeps finished Runs: its pinned snapshot's
-/// `retention.finishedRuns`, else the controller's default.
-async fn retention(ctx: &Context, run: &Run) -> Option<Duration> {
-    let digest = run.status.as_ref().and_then(|s| s.flow_digest.as_deref());
-    let from_flow = match pin::pinned_flow(&ctx.client, &ctx.flows, run, digest).await {
-        Ok(Pinned::Flow(flow)) => flow
-            .spec()
-            .retention
-            .as_ref()
-            .and_then(|r| r.finished_runs.as_deref())
-            .and_then(|t| parse_duration(t).ok()),
-        _ => None,
-    };
-    from_flow.or(ctx.settings.records.finished_runs)
 }
 
 /// The archive's copy of `run`, with `status` (values put back) as its

@@ -145,7 +145,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         seen: &seen,
         launchers: &launchers,
     };
-    act(acting, wrote.is_some()).await
+    act(acting, wrote.as_ref()).await
 }
 
 /// What [`read_run`] found: a run to step, or the reconcile's end.
@@ -175,7 +175,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         // its work finds that work here.
         ctx.written.forget(run);
         stop_leftovers(ctx, run).await?;
-        return archive::after_end(ctx, run).await.map(Read::Done);
+        return archive::look_after_end(ctx, run).await.map(Read::Done);
     }
     // The status with the values that were moved out of the status put back.
     let old = match ctx.offloader.load(run).await {
@@ -584,12 +584,17 @@ async fn write(
 /// Carries out the plan, once the status that asks for it is written:
 /// let go of what ended, start what the status says runs, then write the
 /// answers back; says when to look again.
-async fn act(acting: Acting<'_>, wrote: bool) -> Result<Action, Error> {
+async fn act(acting: Acting<'_>, written: Option<&RunStatus>) -> Result<Action, Error> {
     let_go(acting).await?;
     if !acting.plan.over
-        && let Some(later) = start(acting, wrote).await?
+        && let Some(later) = start(acting, written.is_some()).await?
     {
         return Ok(later);
+    }
+    // The run just ended: it is handed off from the status just written.
+    if let (Some(handed), Some(status)) = (acting.plan.hand_off, written) {
+        answer_back(acting).await?;
+        return archive::hand_off(acting.ctx, acting.run, status, handed).await;
     }
     answer_back(acting).await?;
     Ok(look_again(acting.plan, &acting.seen.running))

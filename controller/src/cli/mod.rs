@@ -87,6 +87,15 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// A Tokio runtime built from `builder`; when none can be built, says so
+/// and gives the command's exit code.
+fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 /// The flow named `name` in a YAML file (the first one when no name is
 /// given), with its name; or what is wrong, naming the file.
 /// Runs a long-lived server (`coxswain controller`, `coxswain webhook`) on

@@ -105,15 +105,9 @@ enum Output {
 /// Exit 0 when done, 1 when the record to delete is not there or the
 /// database failed, 2 when the command is wrong.
 pub fn run(args: Args) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let store = match args.place.open().await {

@@ -176,15 +176,9 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
             "warning: --workspace is ignored: the flow declares no workspace (`spec.workspace`)"
         );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let cancel = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -144,19 +144,8 @@ pub fn attempt_span(work: &Work) -> tracing::Span {
         step = %work.step,
         part = work.part.as_ref().map(|p| p.key.as_str()),
         attempt = work.attempt,
-        kind = kind_name(&work.task),
+        kind = work.task.kind(),
     )
-}
-
-/// The YAML name of the task's kind.
-fn kind_name(task: &Task) -> &'static str {
-    match task {
-        Task::Agent(_) => "agent",
-        Task::Script(_) => "script",
-        Task::Http(_) => "http",
-        Task::Message(_) => "message",
-        Task::Save(_) => "save",
-    }
 }
 
 #[cfg(test)]

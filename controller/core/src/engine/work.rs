@@ -156,6 +156,18 @@ pub enum Task {
 }
 
 impl Task {
+    /// The kind's name as a flow's YAML writes it (`script`, `agent`…), for
+    /// messages, Job labels and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Task::Agent(_) => "agent",
+            Task::Script(_) => "script",
+            Task::Http(_) => "http",
+            Task::Message(_) => "message",
+            Task::Save(_) => "save",
+        }
+    }
+
     /// Whether the executor fills `{{…}}` placeholders (and so needs the
     /// run data in [`Work::data`]): HTTP and message steps do.
     pub fn has_placeholders(&self) -> bool {

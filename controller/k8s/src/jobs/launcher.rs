@@ -116,7 +116,7 @@ impl JobLauncher {
                 "launched",
                 format!(
                     "only script steps run as Jobs; a {} step runs in the controller",
-                    kind(other)
+                    other.kind()
                 ),
             )),
         }
@@ -490,16 +490,6 @@ fn unavailable(id: &WorkId, act: &'static str, reason: String) -> LauncherError 
         id: id.to_string(),
         act,
         reason,
-    }
-}
-
-fn kind(task: &Task) -> &'static str {
-    match task {
-        Task::Agent(_) => "agent",
-        Task::Script(_) => "script",
-        Task::Http(_) => "http",
-        Task::Message(_) => "message",
-        Task::Save(_) => "save",
     }
 }
 

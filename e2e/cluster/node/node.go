@@ -51,6 +51,11 @@ type Node struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
+	// The pods seen deleted: a UID is never reused, so an event that
+	// arrives for one after its delete (a relist's stale copy) must not
+	// start a second worker, whose pod directory the first one's clean-up
+	// would remove under it.
+	gone map[types.UID]struct{}
 
 	// The binder's caches (set in Run) and its lock: a pod is bound or
 	// marked unschedulable by one caller at a time.
@@ -81,7 +86,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	return &Node{cfg: cfg, client: cs, log: log.New(lf, "", log.LstdFlags|log.Lmicroseconds),
-		mounts: newMountPoints(), workers: map[types.UID]*podWorker{}, started: time.Now()}, nil
+		mounts: newMountPoints(), workers: map[types.UID]*podWorker{}, gone: map[types.UID]struct{}{}, started: time.Now()}, nil
 }
 
 func memTotal() int64 {
@@ -290,6 +295,10 @@ func (n *Node) bind(ctx context.Context, p *v1.Pod) {
 
 func (n *Node) podChanged(ctx context.Context, p *v1.Pod) {
 	n.mu.Lock()
+	if _, deleted := n.gone[p.UID]; deleted {
+		n.mu.Unlock()
+		return
+	}
 	w, ok := n.workers[p.UID]
 	if !ok {
 		w = newPodWorker(n, p)
@@ -306,6 +315,7 @@ func (n *Node) podGone(p *v1.Pod) {
 	n.mu.Lock()
 	w := n.workers[p.UID]
 	delete(n.workers, p.UID)
+	n.gone[p.UID] = struct{}{}
 	n.mu.Unlock()
 	if w != nil {
 		w.gone()

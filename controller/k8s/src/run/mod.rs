@@ -756,26 +756,22 @@ async fn keep_stopped_logs(new: &mut RunStatus, plan: &Plan, launchers: &Launche
 /// its step's earlier attempts; `Some` when one under its name is not this
 /// run's (the next reconcile reads it and fails the attempt).
 async fn ask(acting: Acting<'_>) -> Result<Option<Action>, Error> {
-    let Acting {
-        ctx,
-        run,
-        status,
-        plan,
-        seen,
-        ..
-    } = acting;
-    let api = approvals_api(ctx, run);
-    let read: Vec<&str> = seen.asked.iter().map(|a| a.name.as_str()).collect();
-    for request in &plan.ask {
-        let a = approvals::Asked::new(run, request.clone());
+    let api = approvals_api(acting.ctx, acting.run);
+    let read: Vec<&str> = acting.seen.asked.iter().map(|a| a.name.as_str()).collect();
+    for request in &acting.plan.ask {
+        let a = approvals::Asked::new(acting.run, request.clone());
         // Earlier attempts first: once this one exists, this is not
         // done again.
-        approvals::settle_earlier(&api, run, status, &a.request, &read).await?;
-        let show = ctx.offloader.store_shown(run, &a.request.show).await?;
-        if let Some(reason) = approvals::create(&api, run, &a, show).await? {
+        approvals::settle_earlier(&api, acting.run, acting.status, &a.request, &read).await?;
+        let show = acting
+            .ctx
+            .offloader
+            .store_shown(acting.run, &a.request.show)
+            .await?;
+        if let Some(reason) = approvals::create(&api, acting.run, &a, show).await? {
             // Taken up by the next reconcile's read, which fails the
             // attempt.
-            tracing::warn!(run = %run.name_any(), approval = %a.name, "{reason}");
+            tracing::warn!(run = %acting.run.name_any(), approval = %a.name, "{reason}");
             return Ok(Some(Action::requeue(STALE_REQUEUE)));
         }
     }

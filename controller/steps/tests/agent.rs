@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat, TokenUsage};
-use coxswain_core::engine::{AgentTask, ChangeRequest, Given, Task, Work, codes};
+use coxswain_core::engine::{AgentTask, ChangeRequest, Given, Task, Work, WorkResult, codes};
 use coxswain_steps::Executor;
 use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
 use serde_json::{Value, json};
@@ -155,6 +155,14 @@ fn executor(base_url: String, mode: Mode) -> AgentExecutor {
     AgentExecutor::new(config(base_url, mode)).expect("executor")
 }
 
+/// Runs a task replying with `fields` (no input, nothing given) in `mode`
+/// against the server at `url`.
+async fn ask(url: String, mode: Mode, fields: Option<Vec<Field>>) -> WorkResult {
+    executor(url, mode)
+        .run(&work(fields, Value::Null, vec![]))
+        .await
+}
+
 fn verdict_fields() -> Vec<Field> {
     vec![field("verdict", "string"), field("score", "integer")]
 }
@@ -253,8 +261,7 @@ async fn json_schema_mode_sends_response_format() {
         usage(5, 5),
     )])
     .await;
-    let done = executor(url, Mode::JsonSchema)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let done = ask(url, Mode::JsonSchema, Some(verdict_fields()))
         .await
         .expect("done");
     assert_eq!(done.output, json!({"verdict": "ok", "score": 4}));
@@ -348,8 +355,7 @@ async fn malformed_replies_are_repaired_once() {
             tool_reply(r#"{"verdict":"ok","score":5}"#, usage(20, 2)),
         ])
         .await;
-        let done = executor(url, Mode::Tools)
-            .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+        let done = ask(url, Mode::Tools, Some(verdict_fields()))
             .await
             .expect("repaired");
         assert_eq!(done.output, json!({"verdict": "ok", "score": 5}));
@@ -384,8 +390,7 @@ async fn failing_twice_fails_the_attempt_saying_why() {
         tool_reply(r#"{"verdict":"ok","score":5}"#, usage(1, 1)),
     ])
     .await;
-    let failed = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let failed = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect_err("fails");
     assert_eq!(
@@ -418,8 +423,7 @@ async fn text_only_server_falls_back_to_fenced_json() {
         usage(1, 1),
     )])
     .await;
-    let done = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let done = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect("done");
     assert_eq!(done.output, json!({"verdict": "changes", "score": 2}));
@@ -440,8 +444,7 @@ async fn text_only_server_falls_back_to_fenced_json() {
         ),
     ])
     .await;
-    let done = executor(url, Mode::Text)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let done = ask(url, Mode::Text, Some(verdict_fields()))
         .await
         .expect("done");
     assert_eq!(done.output, json!({"verdict": "ok", "score": 9}));
@@ -462,8 +465,7 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
             tool_reply(r#"{"verdict":"ok","score":1}"#, usage(4, 1)),
         ])
         .await;
-        let err = executor(url, Mode::Tools)
-            .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+        let err = ask(url, Mode::Tools, Some(verdict_fields()))
             .await
             .expect_err("the attempt fails; the engine's policy retries it")
             .error;
@@ -473,8 +475,7 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
     }
 
     let (url, script) = server(vec![(400, json!({"error": {"message": "bad model name"}}))]).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let err = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect_err("4xx fails")
         .error;
@@ -490,8 +491,7 @@ async fn unreachable_server_fails_naming_it() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let err = executor(format!("http://{addr}/v1"), Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
+    let err = ask(format!("http://{addr}/v1"), Mode::Tools, None)
         .await
         .expect_err("fails")
         .error;
@@ -505,16 +505,14 @@ async fn finish_reasons_are_reported() {
         text_reply("{\"verdict\": \"o", "length", usage(1, 100)),
     ])
     .await;
-    let err = executor(url, Mode::JsonSchema)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let err = ask(url, Mode::JsonSchema, Some(verdict_fields()))
         .await
         .expect_err("cut twice")
         .error;
     assert!(err.message.contains("cut off"), "{}", err.message);
 
     let (url, script) = server(vec![text_reply("", "content_filter", usage(1, 0))]).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
+    let err = ask(url, Mode::Tools, None)
         .await
         .expect_err("filtered")
         .error;
@@ -746,8 +744,7 @@ async fn the_api_key_does_not_follow_a_redirect_to_another_origin() {
         async move { axum::response::Redirect::temporary(&target) }
     });
     let url = serve(app).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let err = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect_err("refused")
         .error;
@@ -762,11 +759,7 @@ async fn the_api_key_does_not_follow_a_redirect_to_another_origin() {
 #[tokio::test]
 async fn an_api_key_echoed_in_an_error_is_redacted() {
     let (url, _) = server(vec![(401, json!({"error": "bad key sk-test"}))]).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
-        .await
-        .expect_err("401")
-        .error;
+    let err = ask(url, Mode::Tools, None).await.expect_err("401").error;
     assert!(!err.message.contains("sk-test"), "{}", err.message);
     assert!(
         err.message.contains("[redacted API key]"),

@@ -27,6 +27,11 @@ impl std::ops::Deref for FlowFile {
     }
 }
 
+/// `coxswain run FILE --output json --quiet`.
+fn run_json(file: &str) -> std::process::Output {
+    coxswain(&["run", file, "--output", "json", "--quiet"])
+}
+
 /// `coxswain run FILE OPTIONS --output json --quiet`: the record of the
 /// run, which must succeed.
 fn run_quietly(file: &str, options: &[&str]) -> Value {
@@ -187,7 +192,7 @@ fn a_failing_step_fails_the_run_with_exit_1() {
         "fail.yaml",
         "    - key: a\n      script: {source: 'echo broken >&2; exit 4'}\n    - key: b\n      script: {source: 'echo {}'}\n",
     );
-    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    let o = run_json(&file);
     exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
@@ -219,7 +224,7 @@ fn a_timeout_kills_the_script() {
         "    - key: slow\n      timeout: 500ms\n      script: {source: 'sleep 30'}\n",
     );
     let started = std::time::Instant::now();
-    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    let o = run_json(&file);
     exits(&o, 1);
     assert_eq!(
         record(&o)["steps"]["slow"]["error"]["code"],
@@ -350,11 +355,10 @@ fn a_flow_or_input_file_stops_reading_at_16_mib() {
 
 #[test]
 fn a_number_out_of_range_in_a_script_output_fails_the_step_naming_it() {
-    let file = flow_file(
+    let o = run_json(&flow_file(
         "huge-number.yaml",
         "    - key: a\n      script: {source: 'echo \"{\\\"ok\\\": 1, \\\"big\\\": 1e400}\"'}\n",
-    );
-    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    ));
     let r = record(&o);
     assert_eq!(
         (o.status.code(), &r["phase"], &r["steps"]["a"]["output"]),

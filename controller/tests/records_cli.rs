@@ -189,30 +189,21 @@ fn saving_the_same_key_again_adds_a_version() {
 #[test]
 fn a_where_that_fails_on_a_record_fails_the_step_naming_the_record() {
     let place = place();
+    // The notes flows below, saving the value as given and looking up only
+    // notes with tags.
     let save = place.file(
         "save.yaml",
-        r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: save}
-spec:
-  steps:
-    - key: remember
-      save: {collection: notes, key: $input.key, value: $input.value}
-"#,
+        &SAVE_NOTE.replace(
+            "value: {w: [[[[[[[[[[$input.value]]]]]]]]]]}",
+            "value: $input.value",
+        ),
     );
     let read = place.file(
         "read.yaml",
-        r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: read}
-spec:
-  steps:
-    - key: look
-      lookup:
-        - {name: found, collection: notes, where: 'len($record.value.tags) > 0'}
-      script:
-        source: cat "$INPUTS/found"
-"#,
+        &READ_NOTES.replace(
+            "collection: notes}",
+            "collection: notes, where: 'len($record.value.tags) > 0'}",
+        ),
     );
     record(
         &place.run(&save, &json!({"key": "good", "value": {"tags": ["a"]}})),

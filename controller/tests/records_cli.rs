@@ -34,19 +34,7 @@ impl Place {
 
     /// `coxswain run FLOW --records FILE --input INPUT --output json -q`.
     fn run(&self, flow: &str, input: &Value) -> Output {
-        let input = input.to_string();
-        let records = self.records();
-        self.coxswain(&[
-            "run",
-            flow,
-            "--records",
-            &records,
-            "--input",
-            &input,
-            "--output",
-            "json",
-            "--quiet",
-        ])
+        self.run_flow(flow, input, &["--output", "json", "--quiet"])
     }
 
     /// `run` of the TICKETS flow at `flow` on `ticket(id, component,
@@ -299,12 +287,8 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
 #[test]
 fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
     let place = place();
-    let o = place.records_cmd(&[
-        "list",
-        "tickets",
-        "--where",
-        "$record.value.priority >= 2 AND true",
-    ]);
+    let bad = "$record.value.priority >= 2 AND true";
+    let o = place.records_cmd(&["list", "tickets", "--where", bad]);
     exits(&o, 2);
     assert!(
         stderr(&o).contains("--where: character 29"),

@@ -465,14 +465,10 @@ async fn a_lookup_sees_a_save_made_through_another_handle_at_once() {
                 .save(&saving("team-a", "c", &key, json!(i), &key))
                 .await
                 .unwrap();
-            let seen = Ask {
-                condition: Some("$record.key == $input.key"),
-                input: json!({"key": key}),
-                ..Ask::new("c")
-            }
-            .run(&reader)
-            .await
-            .unwrap();
+            let seen = Ask::matching("c", "$record.key == $input.key", json!({"key": key}))
+                .run(&reader)
+                .await
+                .unwrap();
             assert_eq!(seen.len(), 1, "{backend:?}: {key} not seen");
             assert_eq!(seen[0].value, json!(i));
         }

@@ -189,6 +189,15 @@ impl<'a> Ask<'a> {
         }
     }
 
+    /// A lookup of `collection` where `condition` holds, given `input`.
+    pub fn matching(collection: &'a str, condition: &'a str, input: Value) -> Ask<'a> {
+        Ask {
+            condition: Some(condition),
+            input,
+            ..Ask::new(collection)
+        }
+    }
+
     pub async fn run(&self, store: &Store) -> Result<Vec<Record>, LookupError> {
         let cond = self.condition.map(expr);
         let order = self.order_by.map(expr);

@@ -16,27 +16,34 @@ const CONTEXT: &str = r#"{
   "loop": {"iteration": 2}
 }"#;
 
+/// `coxswain eval --context CONTEXT EXPRESSION`.
+fn eval_in(context: &str, expression: &str) -> Output {
+    coxswain(&["eval", "--context", context, expression])
+}
+
+/// `coxswain render --where PLACE --context CONTEXT TEMPLATE`.
+fn render_in(place: &str, context: &str, template: &str) -> Output {
+    coxswain(&["render", "--where", place, "--context", context, template])
+}
+
+/// Checks that `coxswain` exited 0 having printed exactly `text`.
+fn prints(o: &Output, text: &str) {
+    assert_eq!((o.status.code(), stdout(o)), (Some(0), text.to_string()));
+}
+
 #[test]
 fn eval_prints_the_value_as_json_on_one_line() {
     let ctx = temp_file("eval.json", CONTEXT);
     let ctx = ctx.to_str().unwrap();
-    let o = coxswain(&[
-        "eval",
-        "--context",
+    let o = eval_in(
         ctx,
         "$steps.review.output.score >= 0.8 and $loop.iteration < 3",
-    ]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "true\n".to_string())
     );
-    let o = coxswain(&["eval", "--context", ctx, "$input.tags"]);
+    prints(&o, "true\n");
+    let o = eval_in(ctx, "$input.tags");
     assert_eq!(stdout(&o), "[\"a\",\"b\"]\n");
-    let o = coxswain(&["eval", "--context", ctx, "$input.missing.deeper"]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "null\n".to_string())
-    );
+    let o = eval_in(ctx, "$input.missing.deeper");
+    prints(&o, "null\n");
 }
 
 #[test]
@@ -74,35 +81,24 @@ fn eval_takes_an_expression_that_starts_with_a_minus() {
         (Some(0), "true\n".to_string(), String::new())
     );
     let ctx = temp_file("minus.json", CONTEXT);
-    let o = coxswain(&[
-        "eval",
-        "-3 == 0 - $input.count",
-        "--context",
-        ctx.to_str().unwrap(),
-    ]);
+    let ctx = ctx.to_str().unwrap();
+    let o = coxswain(&["eval", "-3 == 0 - $input.count", "--context", ctx]);
     exits(&o, 2);
-    let o = coxswain(&[
-        "eval",
-        "-3 < $input.count",
-        "--context",
-        ctx.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "true\n".to_string())
-    );
+    let o = coxswain(&["eval", "-3 < $input.count", "--context", ctx]);
+    prints(&o, "true\n");
 }
 
 #[test]
 fn render_takes_a_template_that_starts_with_a_minus() {
     let ctx = temp_file("minus-render.json", CONTEXT);
+    let ctx = ctx.to_str().unwrap();
     let o = coxswain(&[
         "render",
         "--where",
         "text",
         "-{{input.json.count}}",
         "--context",
-        ctx.to_str().unwrap(),
+        ctx,
     ]);
     assert_eq!(
         (o.status.code(), stdout(&o)),
@@ -116,38 +112,18 @@ fn render_takes_a_template_that_starts_with_a_minus() {
 fn render_encodes_for_each_place() {
     let ctx = temp_file("render.json", CONTEXT);
     let ctx = ctx.to_str().unwrap();
-    let o = coxswain(&[
-        "render",
-        "--where",
-        "url",
-        "--context",
-        ctx,
-        "https://x.example/items/{{fetch.json.id}}",
-    ]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "https://x.example/items/a%2Fb%3Fc".to_string())
-    );
-    let o = coxswain(&[
-        "render",
-        "--where",
+    let o = render_in("url", ctx, "https://x.example/items/{{fetch.json.id}}");
+    prints(&o, "https://x.example/items/a%2Fb%3Fc");
+    let o = render_in(
         "json",
-        "--context",
         ctx,
         r#"{"t": "{{fetch.json.title}}", "tags": {{input.json.tags}}}"#,
-    ]);
+    );
     assert_eq!(
         stdout(&o),
         r#"{"t": "He said \"hi\"\n", "tags": ["a","b"]}"#
     );
-    let o = coxswain(&[
-        "render",
-        "--where",
-        "text",
-        "--context",
-        ctx,
-        "{{review.text}} / {{input.json.count}}",
-    ]);
+    let o = render_in("text", ctx, "{{review.text}} / {{input.json.count}}");
     assert_eq!(stdout(&o), "fine / 3");
 }
 

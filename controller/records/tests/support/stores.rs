@@ -33,6 +33,13 @@ pub struct Fresh {
 }
 
 impl Fresh {
+    /// A fresh store of `backend`, and the guard that removes it.
+    pub async fn with_store(backend: Backend) -> (Fresh, Store) {
+        let db = Fresh::new(backend).await;
+        let store = db.open().await;
+        (db, store)
+    }
+
     pub async fn new(backend: Backend) -> Fresh {
         match backend {
             Backend::Sqlite => Fresh {

@@ -102,6 +102,22 @@ fn drive_planned(flow: &CompiledFlow, input: serde_json::Value) -> (usize, RunSt
     (events, machine.into_status())
 }
 
+/// Microseconds per transition when `driver` runs `flow` on `input`: the
+/// best of 10 whole runs (the first ones pay for fresh memory pages).
+fn best_of_10(
+    driver: fn(&CompiledFlow, serde_json::Value) -> (usize, RunStatus),
+    flow: &CompiledFlow,
+    input: serde_json::Value,
+) -> f64 {
+    (0..10)
+        .map(|_| {
+            let start = Instant::now();
+            let events = driver(flow, input.clone()).0;
+            start.elapsed().as_secs_f64() * 1e6 / events as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn bench(c: &mut Criterion) {
     let linear_spec = linear(1000);
     let linear_flow = CompiledFlow::new(linear_spec.clone()).expect("valid");
@@ -129,15 +145,7 @@ fn bench(c: &mut Criterion) {
 
     // Per-transition figures and the one-shot measurements, printed plainly.
     // Best of 10 whole runs: the first ones pay for fresh memory pages.
-    let per = |flow: &CompiledFlow, input: serde_json::Value| {
-        (0..10)
-            .map(|_| {
-                let start = Instant::now();
-                let events = drive(flow, input.clone()).0;
-                start.elapsed().as_secs_f64() * 1e6 / events as f64
-            })
-            .fold(f64::INFINITY, f64::min)
-    };
+    let per = |flow: &CompiledFlow, input: serde_json::Value| best_of_10(drive, flow, input);
     let base = {
         let start = Instant::now();
         for _ in 0..100_000 {
@@ -166,15 +174,8 @@ fn bench(c: &mut Criterion) {
 
     // The plan every driver follows, against driving from the actions alone
     // (the same events, in the same process).
-    let planned = |flow: &CompiledFlow, input: serde_json::Value| {
-        (0..10)
-            .map(|_| {
-                let start = Instant::now();
-                let events = drive_planned(flow, input.clone()).0;
-                start.elapsed().as_secs_f64() * 1e6 / events as f64
-            })
-            .fold(f64::INFINITY, f64::min)
-    };
+    let planned =
+        |flow: &CompiledFlow, input: serde_json::Value| best_of_10(drive_planned, flow, input);
     let big_items: Vec<_> = (0..1000).map(|i| json!(format!("item {i}"))).collect();
     let big_input = json!({ "items": big_items });
     for (name, flow, input) in [

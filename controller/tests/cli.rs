@@ -16,27 +16,34 @@ const CONTEXT: &str = r#"{
   "loop": {"iteration": 2}
 }"#;
 
+/// `coxswain eval --context CONTEXT EXPRESSION`.
+fn eval_in(context: &str, expression: &str) -> Output {
+    coxswain(&["eval", "--context", context, expression])
+}
+
+/// `coxswain render --where PLACE --context CONTEXT TEMPLATE`.
+fn render_in(place: &str, context: &str, template: &str) -> Output {
+    coxswain(&["render", "--where", place, "--context", context, template])
+}
+
+/// Checks that `coxswain` exited 0 having printed exactly `text`.
+fn prints(o: &Output, text: &str) {
+    assert_eq!((o.status.code(), stdout(o)), (Some(0), text.to_string()));
+}
+
 #[test]
 fn eval_prints_the_value_as_json_on_one_line() {
     let ctx = temp_file("eval.json", CONTEXT);
     let ctx = ctx.to_str().unwrap();
-    let o = coxswain(&[
-        "eval",
-        "--context",
+    let o = eval_in(
         ctx,
         "$steps.review.output.score >= 0.8 and $loop.iteration < 3",
-    ]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "true\n".to_string())
     );
-    let o = coxswain(&["eval", "--context", ctx, "$input.tags"]);
+    prints(&o, "true\n");
+    let o = eval_in(ctx, "$input.tags");
     assert_eq!(stdout(&o), "[\"a\",\"b\"]\n");
-    let o = coxswain(&["eval", "--context", ctx, "$input.missing.deeper"]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "null\n".to_string())
-    );
+    let o = eval_in(ctx, "$input.missing.deeper");
+    prints(&o, "null\n");
 }
 
 #[test]
@@ -74,35 +81,24 @@ fn eval_takes_an_expression_that_starts_with_a_minus() {
         (Some(0), "true\n".to_string(), String::new())
     );
     let ctx = temp_file("minus.json", CONTEXT);
-    let o = coxswain(&[
-        "eval",
-        "-3 == 0 - $input.count",
-        "--context",
-        ctx.to_str().unwrap(),
-    ]);
+    let ctx = ctx.to_str().unwrap();
+    let o = coxswain(&["eval", "-3 == 0 - $input.count", "--context", ctx]);
     exits(&o, 2);
-    let o = coxswain(&[
-        "eval",
-        "-3 < $input.count",
-        "--context",
-        ctx.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "true\n".to_string())
-    );
+    let o = coxswain(&["eval", "-3 < $input.count", "--context", ctx]);
+    prints(&o, "true\n");
 }
 
 #[test]
 fn render_takes_a_template_that_starts_with_a_minus() {
     let ctx = temp_file("minus-render.json", CONTEXT);
+    let ctx = ctx.to_str().unwrap();
     let o = coxswain(&[
         "render",
         "--where",
         "text",
         "-{{input.json.count}}",
         "--context",
-        ctx.to_str().unwrap(),
+        ctx,
     ]);
     assert_eq!(
         (o.status.code(), stdout(&o)),
@@ -116,38 +112,18 @@ fn render_takes_a_template_that_starts_with_a_minus() {
 fn render_encodes_for_each_place() {
     let ctx = temp_file("render.json", CONTEXT);
     let ctx = ctx.to_str().unwrap();
-    let o = coxswain(&[
-        "render",
-        "--where",
-        "url",
-        "--context",
-        ctx,
-        "https://x.example/items/{{fetch.json.id}}",
-    ]);
-    assert_eq!(
-        (o.status.code(), stdout(&o)),
-        (Some(0), "https://x.example/items/a%2Fb%3Fc".to_string())
-    );
-    let o = coxswain(&[
-        "render",
-        "--where",
+    let o = render_in("url", ctx, "https://x.example/items/{{fetch.json.id}}");
+    prints(&o, "https://x.example/items/a%2Fb%3Fc");
+    let o = render_in(
         "json",
-        "--context",
         ctx,
         r#"{"t": "{{fetch.json.title}}", "tags": {{input.json.tags}}}"#,
-    ]);
+    );
     assert_eq!(
         stdout(&o),
         r#"{"t": "He said \"hi\"\n", "tags": ["a","b"]}"#
     );
-    let o = coxswain(&[
-        "render",
-        "--where",
-        "text",
-        "--context",
-        ctx,
-        "{{review.text}} / {{input.json.count}}",
-    ]);
+    let o = render_in("text", ctx, "{{review.text}} / {{input.json.count}}");
     assert_eq!(stdout(&o), "fine / 3");
 }
 
@@ -204,6 +180,22 @@ fn lint_passes_the_examples() {
     assert_eq!(stdout(&o), "");
 }
 
+/// `coxswain lint FILE`, checked to have found problems (exit code 1),
+/// and the lines it printed.
+fn lint_problems(file: &str) -> (Output, Vec<String>) {
+    let o = coxswain(&["lint", file]);
+    assert_eq!(o.status.code(), Some(1));
+    let lines = stdout(&o).lines().map(String::from).collect();
+    (o, lines)
+}
+
+/// `coxswain lint --output json FILE` and what it printed.
+fn lint_json(file: &str) -> (Output, serde_json::Value) {
+    let o = coxswain(&["lint", "--output", "json", file]);
+    let json = serde_json::from_slice(&o.stdout).expect("JSON output");
+    (o, json)
+}
+
 #[test]
 fn lint_prints_one_line_per_problem_and_exits_1() {
     let flow = temp_file(
@@ -211,9 +203,7 @@ fn lint_prints_one_line_per_problem_and_exits_1() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n---\napiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: broken}\nspec:\n  steps:\n  - key: a\n    agent: {prompt: hi}\n    when: $input.x == True\n  - key: b\n    agent: {prompt: hi}\n    when: $steps.zz.output\n",
     );
     let file = flow.to_str().unwrap();
-    let o = coxswain(&["lint", file]);
-    assert_eq!(o.status.code(), Some(1));
-    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    let (_, lines) = lint_problems(file);
     assert_eq!(
         lines,
         [
@@ -225,8 +215,7 @@ fn lint_prints_one_line_per_problem_and_exits_1() {
             ),
         ]
     );
-    let o = coxswain(&["lint", "--output", "json", file]);
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
+    let (o, json) = lint_json(file);
     assert_eq!(json[1]["step"], "b");
     assert_eq!(json[1]["character"], 8);
     assert_eq!(
@@ -264,9 +253,7 @@ spec:
 fn lint_names_every_yaml_1_1_trap_with_its_place_and_fix() {
     let flow = temp_file("traps.yaml", TRAPS);
     let file = flow.to_str().unwrap();
-    let o = coxswain(&["lint", file]);
-    assert_eq!(o.status.code(), Some(1));
-    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    let (o, lines) = lint_problems(file);
     let traps = [
         "line 8, column 13: the value `True` is the boolean true to kubectl and Argo CD, and the API server refuses it: `when` takes text (an expression); quote it: \"true\"",
         "line 12, column 33: the value `on` is text here, but kubectl and Argo CD (YAML 1.1) read it as true; quote it: \"on\"",
@@ -371,9 +358,7 @@ spce: {}
 fn lint_reports_every_problem_of_every_step_with_its_place() {
     let flow = temp_file("many.yaml", MANY);
     let file = flow.to_str().unwrap();
-    let o = coxswain(&["lint", file]);
-    assert_eq!(o.status.code(), Some(1));
-    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    let (o, lines) = lint_problems(file);
     let expected = [
         "release: line 12, column 7: step draft: atempts: `atempts` is not a field of a step (did you mean `attempts`?)",
         "release: line 13, column 60: step draft: input.notes[1]: unknown reference `$nots`; a reference starts with $input, $steps, $previous, $loop, $item, $index or $run (and $record in a lookup)",
@@ -396,8 +381,7 @@ fn lint_reports_every_problem_of_every_step_with_its_place() {
     assert_eq!(stderr(&o), "checked 2 flows in 1 file: 12 problems\n");
 
     // Machines get the same places, beside the character of the field.
-    let o = coxswain(&["lint", "--output", "json", file]);
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
+    let (_, json) = lint_json(file);
     let notes = &json[1];
     assert_eq!(
         (
@@ -419,13 +403,17 @@ fn lint_of_a_missing_path_fails() {
     says(stdout(&o), "cannot read");
 }
 
-#[test]
-fn graph_draws_a_run_from_its_record() {
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
-    let hello = format!("{examples}/hello.yaml");
+/// The path of the hello example.
+fn hello_example() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hello.yaml").to_string()
+}
+
+/// `coxswain run HELLO` for Ada, quietly, with JSON output; checked to
+/// succeed.
+fn run_hello(hello: &str) -> Output {
     let run = coxswain(&[
         "run",
-        &hello,
+        hello,
         "--input",
         r#"{"names": ["Ada"], "loud": false}"#,
         "--output",
@@ -433,6 +421,21 @@ fn graph_draws_a_run_from_its_record() {
         "--quiet",
     ]);
     exits(&run, 0);
+    run
+}
+
+/// `coxswain graph FLOW --record RECORD --format FORMAT`, checked to
+/// succeed.
+fn graph(flow: &str, record: &str, format: &str) -> Output {
+    let o = coxswain(&["graph", flow, "--record", record, "--format", format]);
+    exits(&o, 0);
+    o
+}
+
+#[test]
+fn graph_draws_a_run_from_its_record() {
+    let hello = hello_example();
+    let run = run_hello(&hello);
     let record = temp_file("hello-record.json", &stdout(&run));
     let record = record.display().to_string();
 
@@ -455,16 +458,7 @@ fn graph_draws_a_run_from_its_record() {
         stdout(&run)
     );
     let run_file = temp_file("hello-run.json", &as_run);
-    let d = coxswain(&[
-        "graph",
-        &hello,
-        "--record",
-        &run_file.display().to_string(),
-        "--format",
-        "dot",
-    ]);
-    exits(&d, 0);
-    let d = stdout(&d);
+    let d = stdout(&graph(&hello, &run_file.display().to_string(), "dot"));
     assert!(d.starts_with("digraph flow {"), "{d}");
     assert!(
         d.contains("n3 [label=\"whisper\\nscript · completed\", fillcolor=\"#d3f9d8\"];"),
@@ -475,18 +469,8 @@ fn graph_draws_a_run_from_its_record() {
 
 #[test]
 fn graph_reads_a_run_whose_large_values_moved_out() {
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
-    let hello = format!("{examples}/hello.yaml");
-    let run = coxswain(&[
-        "run",
-        &hello,
-        "--input",
-        r#"{"names": ["Ada"], "loud": false}"#,
-        "--output",
-        "json",
-        "--quiet",
-    ]);
-    exits(&run, 0);
+    let hello = hello_example();
+    let run = run_hello(&hello);
     let mut record: serde_json::Value = serde_json::from_str(&stdout(&run)).expect("record");
     assert_eq!(record.get("values"), None, "nothing moves locally");
     // As the controller stores it: a large text moved into ConfigMaps.
@@ -506,15 +490,7 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
     });
     let file = temp_file("moved-run.json", &as_run.to_string());
     for (format, comment) in [("mermaid", "%%"), ("dot", "//")] {
-        let o = coxswain(&[
-            "graph",
-            &hello,
-            "--record",
-            &file.display().to_string(),
-            "--format",
-            format,
-        ]);
-        exits(&o, 0);
+        let o = graph(&hello, &file.display().to_string(), format);
         let out = stdout(&o);
         let note = format!(
             "{comment} moved out of the status: /steps/whisper/text (20002 bytes, sha256 {}) is in ConfigMap {}\n",
@@ -528,8 +504,7 @@ fn graph_reads_a_run_whose_large_values_moved_out() {
 
 #[test]
 fn graph_says_what_is_wrong_with_its_input() {
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
-    let hello = format!("{examples}/hello.yaml");
+    let hello = hello_example();
     let bad = temp_file("not-a-record.json", r#"{"phase": 7}"#);
     let o = coxswain(&["graph", &hello, "--record", &bad.display().to_string()]);
     assert_eq!(o.status.code(), Some(2));

@@ -12,11 +12,18 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{Place, exits, says, stderr, stdout};
+use common::{Place, exits, says, stderr, stdout, succeeded};
 
 /// The temporary folder of one test.
 fn place() -> Place {
     Place::new("coxswain-records-cli-")
+}
+
+/// The temporary folder of one test, and the TICKETS flow written in it.
+fn tickets_place() -> (Place, String) {
+    let place = place();
+    let flow = place.file("tickets.yaml", TICKETS);
+    (place, flow)
 }
 
 impl Place {
@@ -27,19 +34,13 @@ impl Place {
 
     /// `coxswain run FLOW --records FILE --input INPUT --output json -q`.
     fn run(&self, flow: &str, input: &Value) -> Output {
-        let input = input.to_string();
-        let records = self.records();
-        self.coxswain(&[
-            "run",
-            flow,
-            "--records",
-            &records,
-            "--input",
-            &input,
-            "--output",
-            "json",
-            "--quiet",
-        ])
+        self.run_flow(flow, input, &["--output", "json", "--quiet"])
+    }
+
+    /// `run` of the TICKETS flow at `flow` on `ticket(id, component,
+    /// priority)`: the record of the run, which must succeed.
+    fn run_ticket(&self, flow: &str, id: &str, component: &str, priority: i64) -> Value {
+        record(&self.run(flow, &ticket(id, component, priority)), 0)
     }
 }
 
@@ -88,6 +89,16 @@ fn ticket(id: &str, component: &str, priority: i64) -> Value {
     json!({"ticket": {"id": id, "component": component, "priority": priority}})
 }
 
+/// The keys of the records a `records list -o json` printed, in order.
+fn listed_keys(found: &Value) -> Vec<&str> {
+    found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect()
+}
+
 /// What the lookup's file held, as the `triage` script printed it: JSON,
 /// so the record keeps it once, as the output (`{"data": v}` read as `v`).
 fn similar_file(record: &Value) -> Value {
@@ -98,10 +109,9 @@ fn similar_file(record: &Value) -> Value {
 
 #[test]
 fn a_second_run_looks_up_what_the_first_saved_and_an_empty_collection_is_an_empty_array() {
-    let place = place();
-    let flow = place.file("tickets.yaml", TICKETS);
+    let (place, flow) = tickets_place();
 
-    let first = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    let first = place.run_ticket(&flow, "T-1", "db", 3);
     assert_eq!(
         similar_file(&first),
         json!({"data": []}),
@@ -114,7 +124,7 @@ fn a_second_run_looks_up_what_the_first_saved_and_an_empty_collection_is_an_empt
     );
 
     // Started right after the first returned: read-your-writes.
-    let second = record(&place.run(&flow, &ticket("T-2", "db", 2)), 0);
+    let second = place.run_ticket(&flow, "T-2", "db", 2);
     let seen = similar_file(&second);
     let seen = seen["data"].as_array().expect("an array under data");
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -135,37 +145,30 @@ fn a_second_run_looks_up_what_the_first_saved_and_an_empty_collection_is_an_empt
 
     // A third run of another component sees nothing; one of `db` sees both,
     // newest first, and not a record of priority 1.
-    let other = record(&place.run(&flow, &ticket("T-3", "web", 5)), 0);
+    let other = place.run_ticket(&flow, "T-3", "web", 5);
     assert_eq!(similar_file(&other), json!({"data": []}));
-    let _low = record(&place.run(&flow, &ticket("T-4", "db", 1)), 0);
-    let fourth = record(&place.run(&flow, &ticket("T-5", "db", 9)), 0);
-    let keys: Vec<&str> = fourth["steps"]["triage"]["attempts"][0]["lookups"]["similar"]
-        .as_array()
-        .expect("lookups recorded")
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["T-2", "T-1"]);
+    let _low = place.run_ticket(&flow, "T-4", "db", 1);
+    let fourth = place.run_ticket(&flow, "T-5", "db", 9);
+    let similar = &fourth["steps"]["triage"]["attempts"][0]["lookups"]["similar"];
+    assert_eq!(listed_keys(similar), ["T-2", "T-1"]);
 }
 
 #[test]
 fn saving_the_same_key_again_adds_a_version() {
-    let place = place();
-    let flow = place.file("tickets.yaml", TICKETS);
-    let first = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    let (place, flow) = tickets_place();
+    let first = place.run_ticket(&flow, "T-1", "db", 3);
     assert_eq!(
         first["steps"]["remember"]["output"],
         json!({"collection": "tickets", "key": "T-1", "version": 1, "created": true})
     );
-    let second = record(&place.run(&flow, &ticket("T-1", "db", 4)), 0);
+    let second = place.run_ticket(&flow, "T-1", "db", 4);
     assert_eq!(
         second["steps"]["remember"]["output"],
         json!({"collection": "tickets", "key": "T-1", "version": 2, "created": false})
     );
     // One record, the second value.
     let o = place.records_cmd(&["list", "tickets", "-o", "json"]);
-    exits(&o, 0);
-    let all: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let all = succeeded(&o);
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
     assert_eq!(all[0]["version"], 2);
     assert_eq!(all[0]["value"]["priority"], 4);
@@ -174,30 +177,21 @@ fn saving_the_same_key_again_adds_a_version() {
 #[test]
 fn a_where_that_fails_on_a_record_fails_the_step_naming_the_record() {
     let place = place();
+    // The notes flows below, saving the value as given and looking up only
+    // notes with tags.
     let save = place.file(
         "save.yaml",
-        r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: save}
-spec:
-  steps:
-    - key: remember
-      save: {collection: notes, key: $input.key, value: $input.value}
-"#,
+        &SAVE_NOTE.replace(
+            "value: {w: [[[[[[[[[[$input.value]]]]]]]]]]}",
+            "value: $input.value",
+        ),
     );
     let read = place.file(
         "read.yaml",
-        r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: read}
-spec:
-  steps:
-    - key: look
-      lookup:
-        - {name: found, collection: notes, where: 'len($record.value.tags) > 0'}
-      script:
-        source: cat "$INPUTS/found"
-"#,
+        &READ_NOTES.replace(
+            "collection: notes}",
+            "collection: notes, where: 'len($record.value.tags) > 0'}",
+        ),
     );
     record(
         &place.run(&save, &json!({"key": "good", "value": {"tags": ["a"]}})),
@@ -225,10 +219,9 @@ spec:
 
 #[test]
 fn records_list_prints_a_table_or_json_filtered_and_limited() {
-    let place = place();
-    let flow = place.file("tickets.yaml", TICKETS);
+    let (place, flow) = tickets_place();
     for (id, component, priority) in [("T-1", "db", 3), ("T-2", "web", 1), ("T-3", "db", 5)] {
-        record(&place.run(&flow, &ticket(id, component, priority)), 0);
+        place.run_ticket(&flow, id, component, priority);
     }
 
     let o = place.records_cmd(&["list", "tickets"]);
@@ -256,15 +249,8 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
         "-o",
         "json",
     ]);
-    exits(&o, 0);
-    let found: Value = serde_json::from_slice(&o.stdout).expect("json");
-    let keys: Vec<&str> = found
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["T-3", "T-1"], "{found}");
+    let found = succeeded(&o);
+    assert_eq!(listed_keys(&found), ["T-3", "T-1"], "{found}");
     for field in ["key", "value", "version", "savedAt", "run", "step"] {
         assert!(
             found[0].get(field).is_some(),
@@ -282,15 +268,12 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
         "-o",
         "json",
     ]);
-    exits(&o, 0);
-    let found: Value = serde_json::from_slice(&o.stdout).expect("json");
-    let keys: Vec<&str> = found
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["T-2", "T-1"], "lowest priority first, two: {found}");
+    let found = succeeded(&o);
+    assert_eq!(
+        listed_keys(&found),
+        ["T-2", "T-1"],
+        "lowest priority first, two: {found}"
+    );
 
     // An empty collection: only the header, and a note on stderr.
     let o = place.records_cmd(&["list", "nothing"]);
@@ -304,12 +287,8 @@ fn records_list_prints_a_table_or_json_filtered_and_limited() {
 #[test]
 fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
     let place = place();
-    let o = place.records_cmd(&[
-        "list",
-        "tickets",
-        "--where",
-        "$record.value.priority >= 2 AND true",
-    ]);
+    let bad = "$record.value.priority >= 2 AND true";
+    let o = place.records_cmd(&["list", "tickets", "--where", bad]);
     exits(&o, 2);
     assert!(
         stderr(&o).contains("--where: character 29"),
@@ -329,10 +308,9 @@ fn records_list_refuses_a_bad_where_with_its_character_and_exit_2() {
 
 #[test]
 fn records_delete_exits_0_for_a_record_and_1_for_none() {
-    let place = place();
-    let flow = place.file("tickets.yaml", TICKETS);
-    record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
-    record(&place.run(&flow, &ticket("T-2", "db", 3)), 0);
+    let (place, flow) = tickets_place();
+    place.run_ticket(&flow, "T-1", "db", 3);
+    place.run_ticket(&flow, "T-2", "db", 3);
 
     // `--records` before the subcommand works as well as after it.
     let records = place.records();
@@ -354,7 +332,7 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
     exits(&o, 1);
 
     // Saved again after a delete, a key starts over.
-    let again = record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    let again = place.run_ticket(&flow, "T-1", "db", 3);
     assert_eq!(
         again["steps"]["remember"]["output"],
         json!({"collection": "tickets", "key": "T-1", "version": 1, "created": true})
@@ -363,9 +341,8 @@ fn records_delete_exits_0_for_a_record_and_1_for_none() {
 
 #[test]
 fn records_reads_the_file_named_by_the_environment() {
-    let place = place();
-    let flow = place.file("tickets.yaml", TICKETS);
-    record(&place.run(&flow, &ticket("T-1", "db", 3)), 0);
+    let (place, flow) = tickets_place();
+    place.run_ticket(&flow, "T-1", "db", 3);
     let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
         .args(["records", "list", "tickets", "-o", "json"])
         .env("COXSWAIN_RECORDS", place.records())
@@ -373,8 +350,7 @@ fn records_reads_the_file_named_by_the_environment() {
         .env("HOME", place.dir.path())
         .output()
         .expect("coxswain runs");
-    exits(&o, 0);
-    let found: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let found = succeeded(&o);
     assert_eq!(found[0]["key"], "T-1", "{found}");
 
     // Without a setting, the file lives under XDG_DATA_HOME.
@@ -436,8 +412,7 @@ spec:
 
 #[test]
 fn a_flow_that_saves_without_a_records_file_exits_2_saying_why() {
-    let place = place();
-    let flow = place.file("tickets.yaml", TICKETS);
+    let (place, flow) = tickets_place();
     let input = ticket("T-1", "db", 3).to_string();
     let o = place.coxswain(&[
         "run",

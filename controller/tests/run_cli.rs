@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{TempFile, coxswain, exits, record, succeeded, temp_file};
+use common::{TempFile, coxswain, exits, record, says, stderr, succeeded, temp_file};
 
 fn example(name: &str) -> String {
     format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -25,6 +25,28 @@ impl std::ops::Deref for FlowFile {
     fn deref(&self) -> &str {
         &self.path
     }
+}
+
+/// `coxswain run FILE --output json --quiet`.
+fn run_json(file: &str) -> std::process::Output {
+    coxswain(&["run", file, "--output", "json", "--quiet"])
+}
+
+/// `coxswain run FILE OPTIONS --output json --quiet`: the record of the
+/// run, which must succeed.
+fn run_quietly(file: &str, options: &[&str]) -> Value {
+    let mut args = vec!["run", file];
+    args.extend(options);
+    args.extend(["--output", "json", "--quiet"]);
+    succeeded(&coxswain(&args))
+}
+
+/// Runs `coxswain ARGS`, checking that it refuses them: exit code 2 and
+/// `part` on stderr.
+fn refused(args: &[&str], part: &str) {
+    let o = coxswain(args);
+    exits(&o, 2);
+    says(stderr(&o), part);
 }
 
 fn flow_file(name: &str, steps: &str) -> FlowFile {
@@ -79,16 +101,10 @@ fn hello_runs_offline_and_prints_the_record() {
 
 #[test]
 fn the_schedule_example_runs_by_hand_as_a_first_report() {
-    let o = coxswain(&[
-        "run",
+    let r = run_quietly(
         &example("digest.yaml"),
-        "--input",
-        r#"{"repo": "coxswain"}"#,
-        "--output",
-        "json",
-        "--quiet",
-    ]);
-    let r = succeeded(&o);
+        &["--input", r#"{"repo": "coxswain"}"#],
+    );
     assert_eq!(r["phase"], "Succeeded");
     // `$SINCE` is empty outside a schedule: the report counts everything.
     assert_eq!(
@@ -99,14 +115,7 @@ fn the_schedule_example_runs_by_hand_as_a_first_report() {
 
 #[test]
 fn failure_handling_example_retries_and_continues() {
-    let o = coxswain(&[
-        "run",
-        &example("failures.yaml"),
-        "--output",
-        "json",
-        "--quiet",
-    ]);
-    let r = succeeded(&o);
+    let r = run_quietly(&example("failures.yaml"), &[]);
     assert_eq!(
         r["steps"]["flaky"]["attempts"].as_array().map(Vec::len),
         Some(2)
@@ -134,7 +143,7 @@ fn a_flow_kubectl_reads_differently_is_refused_with_lints_messages() {
         "    - key: a\n      when: true\n      script: {source: touch ran}\n      input: {n: 1}\n",
     );
     let o = coxswain(&["run", &flow, "--input", "{}"]);
-    assert_eq!(o.status.code(), Some(2));
+    exits(&o, 2);
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
         format!(
@@ -157,7 +166,7 @@ fn a_flow_kubectl_reads_differently_is_refused_with_lints_messages() {
 #[test]
 fn input_that_does_not_fit_exits_2_before_anything_runs() {
     let o = coxswain(&["run", &example("hello.yaml"), "--input", r#"{"loud": 1}"#]);
-    assert_eq!(o.status.code(), Some(2));
+    exits(&o, 2);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.contains("`names` is required") && stderr.contains("input.loud: expected boolean"),
@@ -165,7 +174,7 @@ fn input_that_does_not_fit_exits_2_before_anything_runs() {
     );
     assert!(!stderr.contains("started"), "nothing ran: {stderr}");
     let o = coxswain(&["run", &example("hello.yaml"), "--input", "{not json"]);
-    assert_eq!(o.status.code(), Some(2));
+    exits(&o, 2);
 }
 
 #[test]
@@ -174,13 +183,7 @@ fn an_invalid_flow_exits_2() {
         "invalid.yaml",
         "    - key: a\n      script: {source: 'true'}\n      when: $input.x == True\n",
     );
-    let o = coxswain(&["run", &file]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("step a: when: write `true`"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    refused(&["run", &file], "step a: when: write `true`");
 }
 
 #[test]
@@ -189,8 +192,8 @@ fn a_failing_step_fails_the_run_with_exit_1() {
         "fail.yaml",
         "    - key: a\n      script: {source: 'echo broken >&2; exit 4'}\n    - key: b\n      script: {source: 'echo {}'}\n",
     );
-    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = run_json(&file);
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
     assert_eq!(r["steps"]["a"]["error"]["code"], "script.failed");
@@ -221,8 +224,8 @@ fn a_timeout_kills_the_script() {
         "    - key: slow\n      timeout: 500ms\n      script: {source: 'sleep 30'}\n",
     );
     let started = std::time::Instant::now();
-    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = run_json(&file);
+    exits(&o, 1);
     assert_eq!(
         record(&o)["steps"]["slow"]["error"]["code"],
         "workflow.timeout"
@@ -237,18 +240,15 @@ fn decisions_come_from_the_command_line_in_order() {
         "review.yaml",
         "    - key: draft\n      script: {source: 'echo \"{\\\"attempt\\\": $ATTEMPT}\"'}\n    - key: review\n      approval: {decisions: [approve, changes], show: [draft]}\n      sendBack: [{exit: changes, to: draft}]\n",
     );
-    let o = coxswain(&[
-        "run",
+    let r = run_quietly(
         &file,
-        "--decide",
-        "review=changes:again",
-        "--decide",
-        "review=approve",
-        "--output",
-        "json",
-        "--quiet",
-    ]);
-    let r = succeeded(&o);
+        &[
+            "--decide",
+            "review=changes:again",
+            "--decide",
+            "review=approve",
+        ],
+    );
     assert_eq!(r["steps"]["draft"]["output"]["attempt"], 2);
     assert_eq!(r["steps"]["draft"]["attempts"][1]["feedback"], "again");
     assert_eq!(r["steps"]["review"]["output"]["decision"], "approve");
@@ -270,7 +270,7 @@ fn decisions_come_from_the_command_line_in_order() {
     // Without a decision and without a terminal, the run stops instead of
     // hanging, and fails saying what it needs (nobody cancelled it).
     let o = coxswain(&["run", &file, "--quiet", "--output", "json"]);
-    assert_eq!(o.status.code(), Some(1));
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Failed");
     assert_eq!(r["error"]["code"], "workflow.no_answer", "{}", r["error"]);
@@ -316,7 +316,7 @@ fn ctrl_c_cancels_the_run_and_kills_its_processes() {
         .status()
         .expect("kill runs");
     let o = child.wait_with_output().expect("coxswain ends");
-    assert_eq!(o.status.code(), Some(1));
+    exits(&o, 1);
     let r = record(&o);
     assert_eq!(r["phase"], "Cancelled");
     assert_eq!(r["steps"]["wait"]["status"], "failed");
@@ -355,11 +355,10 @@ fn a_flow_or_input_file_stops_reading_at_16_mib() {
 
 #[test]
 fn a_number_out_of_range_in_a_script_output_fails_the_step_naming_it() {
-    let file = flow_file(
+    let o = run_json(&flow_file(
         "huge-number.yaml",
         "    - key: a\n      script: {source: 'echo \"{\\\"ok\\\": 1, \\\"big\\\": 1e400}\"'}\n",
-    );
-    let o = coxswain(&["run", &file, "--output", "json", "--quiet"]);
+    ));
     let r = record(&o);
     assert_eq!(
         (o.status.code(), &r["phase"], &r["steps"]["a"]["output"]),
@@ -474,20 +473,17 @@ fn a_script_sees_none_of_the_runners_keys() {
 #[test]
 fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
     // The release example: the redone draft reads the reviewer's words.
-    let o = coxswain(&[
-        "run",
+    let r = run_quietly(
         &example("release.yaml"),
-        "--input",
-        r#"{"version": "1.4.0"}"#,
-        "--decide",
-        "review=changes:Mention the new exporter.",
-        "--decide",
-        "review=approve",
-        "--output",
-        "json",
-        "--quiet",
-    ]);
-    let r = succeeded(&o);
+        &[
+            "--input",
+            r#"{"version": "1.4.0"}"#,
+            "--decide",
+            "review=changes:Mention the new exporter.",
+            "--decide",
+            "review=approve",
+        ],
+    );
     assert_eq!(
         r["output"]["notes"],
         "Release 1.4.0 (draft 2, reviewer asked: Mention the new exporter.): faster runs, clearer errors."
@@ -497,16 +493,10 @@ fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
         "triage.yaml",
         "    - key: triage\n      approval: {mode: both, decisions: [accept, reject], fields: [{name: owner, type: string}]}\n",
     );
-    let o = coxswain(&[
-        "run",
+    let r = run_quietly(
         &file,
-        "--decide",
-        r#"triage=accept:{"owner": "ana"} Looks right."#,
-        "--output",
-        "json",
-        "--quiet",
-    ]);
-    let r = succeeded(&o);
+        &["--decide", r#"triage=accept:{"owner": "ana"} Looks right."#],
+    );
     let triage = &r["steps"]["triage"];
     assert_eq!(triage["exit"], "accept", "{triage}");
     assert_eq!(
@@ -516,12 +506,9 @@ fn a_step_in_mode_both_and_a_redone_script_reading_the_review() {
     );
     assert_eq!(triage["output"]["feedback"], "Looks right.", "{triage}");
     // Without the entry the answer is refused before anything runs.
-    let o = coxswain(&["run", &file, "--decide", "triage=accept", "--quiet"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("step `triage` takes a decision and an entry"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    refused(
+        &["run", &file, "--decide", "triage=accept", "--quiet"],
+        "step `triage` takes a decision and an entry",
     );
 }
 

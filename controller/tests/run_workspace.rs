@@ -96,6 +96,14 @@ fn flow(dir: &Path, workspace: &str, steps: &str) -> String {
     path.display().to_string()
 }
 
+impl Remote {
+    /// A flow of `steps` on [`app_workspace`] in the remote's folder;
+    /// returns its path.
+    fn app_flow(&self, steps: &str) -> String {
+        flow(self.dir.path(), &app_workspace(self), steps)
+    }
+}
+
 /// The repo `app` of `remote` at `main`, pushed on success.
 fn app_workspace(remote: &Remote) -> String {
     format!(
@@ -103,6 +111,9 @@ fn app_workspace(remote: &Remote) -> String {
         remote.url()
     )
 }
+
+/// A step the run must never reach.
+const NEVER: &str = "    - key: never\n      script: {source: 'echo ran'}\n";
 
 const EDIT_AND_READ: &str = r#"    - key: edit
       script:
@@ -129,7 +140,7 @@ const EDIT_AND_READ: &str = r#"    - key: edit
 #[test]
 fn a_step_commits_on_the_run_branch_a_later_one_reads_it_and_the_branch_is_pushed() {
     let remote = Remote::new();
-    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let file = remote.app_flow(EDIT_AND_READ);
     let r = succeeded(&coxswain(&["run", &file, "--output", "json"]));
     let ws = &r["workspace"];
     let branch = ws["branch"].as_str().expect("branch");
@@ -162,7 +173,7 @@ fn a_step_commits_on_the_run_branch_a_later_one_reads_it_and_the_branch_is_pushe
 #[test]
 fn a_file_left_in_outputs_is_read_by_a_later_step_from_the_path_the_record_gives() {
     let remote = Remote::new();
-    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let file = remote.app_flow(EDIT_AND_READ);
     let o = coxswain(&["run", &file, "--output", "json", "--keep-workspace"]);
     let r = succeeded(&o);
     let volume = r["workspace"]["volume"]
@@ -204,7 +215,7 @@ fn two_runs_of_one_flow_never_share_a_workspace() {
           test "$(cat "$WORKSPACE/mark")" = "$RUN_NAME"
           printf '{"dir": "%s", "branch": "%s"}' "$WORKSPACE" "$BRANCH"
 "#;
-    let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
+    let file = remote.app_flow(steps);
     let spawn = || {
         Command::new(env!("CARGO_BIN_EXE_coxswain"))
             .args(["run", &file, "--output", "json"])
@@ -243,7 +254,7 @@ fn the_parts_of_a_parallel_step_read_the_checkout_and_keep_files_apart() {
             output:
               fields: [{name: readme, type: string}, {name: file, type: file}]
 "#;
-    let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
+    let file = remote.app_flow(steps);
     let r = succeeded(&coxswain(&[
         "run",
         &file,
@@ -279,8 +290,7 @@ fn a_bad_ref_fails_the_run_before_its_first_step_naming_the_repo() {
         "    repos:\n      - {{name: app, url: \"{}\", ref: no-such-branch}}\n",
         remote.url()
     );
-    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
-    let file = flow(remote.dir.path(), &workspace, steps);
+    let file = flow(remote.dir.path(), &workspace, NEVER);
     let o = coxswain(&["run", &file, "--output", "json"]);
     exits(&o, 1);
     let r = record(&o);
@@ -303,8 +313,7 @@ fn credentials_that_cannot_be_read_fail_the_run_naming_the_repo_and_secret() {
         "    repos:\n      - {{name: app, url: \"{}\", secretRef: {{name: git-app}}}}\n",
         remote.url()
     );
-    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
-    let file = flow(remote.dir.path(), &workspace, steps);
+    let file = flow(remote.dir.path(), &workspace, NEVER);
     let o = Command::new(env!("CARGO_BIN_EXE_coxswain"))
         .args(["run", &file, "--output", "json"])
         .env("COXSWAIN_SECRET_GIT_APP_USERNAME", "ana")
@@ -345,7 +354,7 @@ fn an_existing_checkout_is_used_as_it_is_and_nothing_is_pushed() {
           git -c user.name=me -c user.email=me@example.com commit --quiet -am "try $BRANCH"
           printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
 "#;
-    let file = flow(remote.dir.path(), &app_workspace(&remote), steps);
+    let file = remote.app_flow(steps);
     let dir = mine
         .path()
         .canonicalize()
@@ -378,7 +387,7 @@ fn an_existing_checkout_is_used_as_it_is_and_nothing_is_pushed() {
 #[test]
 fn lint_says_file_urls_are_for_coxswain_run_only() {
     let remote = Remote::new();
-    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let file = remote.app_flow(EDIT_AND_READ);
     let o = coxswain(&["lint", &file]);
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -499,7 +508,7 @@ fn a_push_the_remote_refuses_fails_a_run_that_had_succeeded() {
     .expect("write hook");
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
     std::fs::set_permissions(&hook, mode).expect("make the hook runnable");
-    let file = flow(remote.dir.path(), &app_workspace(&remote), EDIT_AND_READ);
+    let file = remote.app_flow(EDIT_AND_READ);
     let o = coxswain(&["run", &file, "--output", "json"]);
     exits(&o, 1);
     let r = record(&o);
@@ -603,16 +612,37 @@ fn pushed_the_edit(
     assert_eq!(branch("main").as_deref(), Some(base), "main is left alone");
 }
 
+/// [`pushed_the_edit`] with the branch and log read from `http`'s `app`.
+fn pushed_over_http(r: &Value, base: &str, http: &GitHttp) {
+    pushed_the_edit(
+        r,
+        base,
+        |b| http.branch("app", b),
+        |b| http.log("app", b, "%H %P %s"),
+    );
+}
+
+/// A flow of [`EDIT_AND_READ`] in `dir` on the workspace of
+/// [`app_workspace_at`]`(url, secret)`; returns its path.
+fn edit_and_read(dir: &Path, url: &str, secret: bool) -> String {
+    flow(dir, &app_workspace_at(url, secret), EDIT_AND_READ)
+}
+
+/// All `coxswain` printed, stdout then stderr.
+fn printed(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 #[test]
 fn over_git_protocol_a_step_commits_and_the_branch_reaches_the_daemon() {
     let daemon = GitDaemon::start().expect("git daemon starts");
     let repo = daemon.create_repo("app");
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = flow(
-        dir.path(),
-        &app_workspace_at(&repo.url, false),
-        EDIT_AND_READ,
-    );
+    let file = edit_and_read(dir.path(), &repo.url, false);
     let r = succeeded(&coxswain(&["run", &file, "--output", "json"]));
     assert_eq!(r["workspace"]["repos"][0]["url"], repo.url.as_str());
     pushed_the_edit(
@@ -630,32 +660,15 @@ fn over_http_a_username_and_password_secret_clones_and_pushes() {
     let repo = http.create_repo("app");
     let dir = tempfile::tempdir().expect("temp dir");
     // The server wants them: without the secret the checkout fails.
-    let bare = flow(
-        dir.path(),
-        &app_workspace_at(&repo.url, false),
-        EDIT_AND_READ,
-    );
+    let bare = edit_and_read(dir.path(), &repo.url, false);
     let o = run_with_secret(&bare, &[]);
     exits(&o, 1);
     assert_eq!(record(&o)["error"]["code"], "workspace.failed");
-    let file = flow(
-        dir.path(),
-        &app_workspace_at(&repo.url, true),
-        EDIT_AND_READ,
-    );
+    let file = edit_and_read(dir.path(), &repo.url, true);
     let o = run_with_secret(&file, &[("USERNAME", "ana"), ("PASSWORD", password)]);
     let r = succeeded(&o);
-    pushed_the_edit(
-        &r,
-        &repo.commit,
-        |b| http.branch("app", b),
-        |b| http.log("app", b, "%H %P %s"),
-    );
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    pushed_over_http(&r, &repo.commit, &http);
+    let said = printed(&o);
     assert!(!said.contains(password), "the password was printed: {said}");
 }
 
@@ -664,15 +677,10 @@ fn over_http_wrong_credentials_fail_the_run_before_its_first_step_and_stay_secre
     let http = GitHttp::start("ana", "pw-right-0e4b").expect("lighttpd starts");
     let repo = http.create_repo("app");
     let dir = tempfile::tempdir().expect("temp dir");
-    let steps = "    - key: never\n      script: {source: 'echo ran'}\n";
-    let file = flow(dir.path(), &app_workspace_at(&repo.url, true), steps);
+    let file = flow(dir.path(), &app_workspace_at(&repo.url, true), NEVER);
     let wrong = "pw-wrong-5f3a0b";
     let o = run_with_secret(&file, &[("USERNAME", "ana"), ("PASSWORD", wrong)]);
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let said = printed(&o);
     assert_eq!(o.status.code(), Some(1), "{said}");
     assert!(!said.contains(wrong), "the password was printed: {said}");
     let r = record(&o);
@@ -701,24 +709,11 @@ fn over_http_a_token_secret_is_the_password_of_x_access_token() {
     let http = GitHttp::start("x-access-token", token).expect("lighttpd starts");
     let repo = http.create_repo("app");
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = flow(
-        dir.path(),
-        &app_workspace_at(&repo.url, true),
-        EDIT_AND_READ,
-    );
+    let file = edit_and_read(dir.path(), &repo.url, true);
     let o = run_with_secret(&file, &[("TOKEN", token)]);
     let r = succeeded(&o);
-    pushed_the_edit(
-        &r,
-        &repo.commit,
-        |b| http.branch("app", b),
-        |b| http.log("app", b, "%H %P %s"),
-    );
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    pushed_over_http(&r, &repo.commit, &http);
+    let said = printed(&o);
     assert!(!said.contains(token), "the token was printed: {said}");
 }
 
@@ -795,11 +790,7 @@ fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_credentials() {
         .replace("EVIDENCE", &evidence.display().to_string());
     let file = flow(dir.path(), &app_workspace_at(&repo.url, true), &steps);
     let o = run_with_secret(&file, &[("USERNAME", "ana"), ("PASSWORD", password)]);
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let said = printed(&o);
     let seen = trap.seen();
     assert_eq!(
         seen.requests.len(),

@@ -25,17 +25,7 @@ fn place() -> Place {
 impl Place {
     /// `coxswain run FLOW --records FILE --input INPUT -q`, exiting `code`.
     fn run(&self, flow: &str, input: &Value, code: i32) {
-        let input = input.to_string();
-        let records = self.records();
-        let o = self.coxswain(&[
-            "run",
-            flow,
-            "--records",
-            &records,
-            "--input",
-            &input,
-            "--quiet",
-        ]);
+        let o = self.run_flow(flow, input, &["--quiet"]);
         assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
     }
 
@@ -78,6 +68,19 @@ fn three_local_runs(place: &Place) -> (String, String) {
     place.run(&bad, &json!({}), 1);
     place.run(&good, &json!({"n": 2}), 0);
     (good, bad)
+}
+
+/// Checks that a command exited `code`, not finding a run that lives in
+/// another namespace than the database's default (`why` names the case).
+fn not_in_default_namespace(o: &Output, code: i32, why: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{why}: {}{}",
+        stdout(o),
+        stderr(o)
+    );
+    says(stderr(o), "namespace default of the database");
 }
 
 /// The `(NAME, FLOW, PHASE, SOURCE)` columns of a `runs list` table.
@@ -460,13 +463,7 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
         json!({"from": "a-2"})
     );
     let o = runs(&["get", "t-1"]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "another namespace: {}",
-        stderr(&o)
-    );
-    says(stderr(&o), "namespace default of the database");
+    not_in_default_namespace(&o, 1, "another namespace");
     let run = json_of(&runs(&["get", "t-1", "-n", "team-a"]));
     assert_eq!(run["metadata"]["uid"], "u-t1");
 
@@ -483,37 +480,18 @@ fn runs_list_and_get_read_a_clusters_postgresql_archive() {
 
     // graph --archived reads the database too.
     let tickets = place.file("tickets.yaml", &flow("tickets", "echo ok"));
-    let o = place.coxswain(&[
-        "graph",
-        &tickets,
-        "--archived",
-        "a-1",
-        "--database",
-        &url,
-        "--format",
-        "dot",
-    ]);
+    let graph = |run: &str, options: &[&str]| {
+        let mut all = vec!["graph", &tickets, "--archived", run, "--database", &url];
+        all.extend_from_slice(options);
+        place.coxswain(&all)
+    };
+    let o = graph("a-1", &["--format", "dot"]);
     exits(&o, 0);
     assert!(stdout(&o).starts_with("digraph"), "{}", stdout(&o));
     says(stdout(&o), r#"label="first\nscript · completed""#);
-    let o = place.coxswain(&["graph", &tickets, "--archived", "t-1", "--database", &url]);
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "in namespace team-a only: {}",
-        stdout(&o)
-    );
-    says(stderr(&o), "namespace default of the database");
-    let o = place.coxswain(&[
-        "graph",
-        &tickets,
-        "--archived",
-        "t-1",
-        "--database",
-        &url,
-        "-n",
-        "team-a",
-    ]);
+    let o = graph("t-1", &[]);
+    not_in_default_namespace(&o, 2, "in namespace team-a only");
+    let o = graph("t-1", &["-n", "team-a"]);
     exits(&o, 0);
 
     // A database that cannot be reached is an error, not an empty list.

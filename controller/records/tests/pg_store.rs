@@ -216,11 +216,11 @@ async fn past_the_candidate_bound_a_lookup_fails_naming_what_sql_could_not_do() 
     }
     // A list of more than 1000 items is searched in memory.
     let many: Vec<String> = (0..1001).map(|i| format!("k{}", i % 20)).collect();
-    let err = Ask {
-        condition: Some("contains($input.many, $record.key)"),
-        input: json!({"many": many}),
-        ..Ask::new("c")
-    }
+    let err = Ask::matching(
+        "c",
+        "contains($input.many, $record.key)",
+        json!({"many": many}),
+    )
     .run(&store)
     .await
     .unwrap_err();

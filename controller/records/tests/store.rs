@@ -24,6 +24,21 @@ fn saving(ns: &str, collection: &str, key: &str, value: Value, idem: &str) -> Sa
     }
 }
 
+/// Saves [`saving`]`(ns, collection, key, value, idem)`, which must work.
+async fn save(
+    store: &Store,
+    ns: &str,
+    collection: &str,
+    key: &str,
+    value: Value,
+    idem: &str,
+) -> Saved {
+    store
+        .save(&saving(ns, collection, key, value, idem))
+        .await
+        .unwrap()
+}
+
 /// The tickets every lookup case reads, saved in this order (t2 twice, the
 /// second time last; t8 by another run), a few milliseconds apart so
 /// `savedAt` differs even on SQLite's millisecond clock.
@@ -253,8 +268,7 @@ const CASES: &[Case] = &[
 #[tokio::test]
 async fn lookups_keep_order_limit_and_fail_alike_on_both_backends() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
+        let (_db, store) = Fresh::with_store(backend).await;
         tickets(&store).await;
         for c in CASES {
             let ask = Ask {
@@ -292,18 +306,16 @@ async fn lookups_keep_order_limit_and_fail_alike_on_both_backends() {
 #[tokio::test]
 async fn a_record_reads_as_saved_with_its_version_time_run_and_step() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
-        let first = store
-            .save(&saving(
-                "team-a",
-                "notes",
-                "k",
-                json!({"n": 1, "t": "é😀", "l": [true, null, 2.5]}),
-                "u/s/1",
-            ))
-            .await
-            .unwrap();
+        let (_db, store) = Fresh::with_store(backend).await;
+        let first = save(
+            &store,
+            "team-a",
+            "notes",
+            "k",
+            json!({"n": 1, "t": "é😀", "l": [true, null, 2.5]}),
+            "u/s/1",
+        )
+        .await;
         assert_eq!(
             first,
             Saved {
@@ -353,31 +365,18 @@ async fn a_record_reads_as_saved_with_its_version_time_run_and_step() {
 #[tokio::test]
 async fn a_save_repeated_with_its_idempotency_key_changes_nothing() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
-        let first = store
-            .save(&saving("team-a", "c", "k", json!(1), "uid/step/0"))
-            .await
-            .unwrap();
+        let (_db, store) = Fresh::with_store(backend).await;
+        let first = save(&store, "team-a", "c", "k", json!(1), "uid/step/0").await;
         // A retry after a crash: same key, even if the value came out
         // different the second time.
-        let retry = store
-            .save(&saving("team-a", "c", "k", json!(2), "uid/step/0"))
-            .await
-            .unwrap();
+        let retry = save(&store, "team-a", "c", "k", json!(2), "uid/step/0").await;
         assert_eq!(retry, first, "{backend:?}");
         let r = &Ask::new("c").run(&store).await.unwrap()[0];
         assert_eq!((r.version, &r.value), (1, &json!(1)), "{backend:?}");
         // The same idempotency key in another namespace is another save.
-        let other = store
-            .save(&saving("team-b", "c", "k", json!(3), "uid/step/0"))
-            .await
-            .unwrap();
+        let other = save(&store, "team-b", "c", "k", json!(3), "uid/step/0").await;
         assert_eq!((other.version, other.created), (1, true), "{backend:?}");
-        let next = store
-            .save(&saving("team-a", "c", "k", json!(4), "uid/step/1"))
-            .await
-            .unwrap();
+        let next = save(&store, "team-a", "c", "k", json!(4), "uid/step/1").await;
         assert_eq!(next.version, 2, "{backend:?}");
     }
 }
@@ -385,20 +384,10 @@ async fn a_save_repeated_with_its_idempotency_key_changes_nothing() {
 #[tokio::test]
 async fn namespaces_never_see_each_others_records() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
-        store
-            .save(&saving("team-a", "c", "shared", json!("a"), "a/1"))
-            .await
-            .unwrap();
-        store
-            .save(&saving("team-a", "c", "only-a", json!("a"), "a/2"))
-            .await
-            .unwrap();
-        let b = store
-            .save(&saving("team-b", "c", "shared", json!("b"), "b/1"))
-            .await
-            .unwrap();
+        let (_db, store) = Fresh::with_store(backend).await;
+        save(&store, "team-a", "c", "shared", json!("a"), "a/1").await;
+        save(&store, "team-a", "c", "only-a", json!("a"), "a/2").await;
+        let b = save(&store, "team-b", "c", "shared", json!("b"), "b/1").await;
         assert!(b.created, "{backend:?}: a new key in team-b");
         let a_keys = Ask::new("c").keys(&store).await;
         assert_eq!(a_keys, ["only-a", "shared"], "{backend:?}");
@@ -424,16 +413,9 @@ async fn namespaces_never_see_each_others_records() {
 #[tokio::test]
 async fn delete_says_whether_there_was_a_record_and_a_new_save_starts_again() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
-        store
-            .save(&saving("team-a", "c", "k", json!(1), "1"))
-            .await
-            .unwrap();
-        store
-            .save(&saving("team-a", "c", "k", json!(2), "2"))
-            .await
-            .unwrap();
+        let (_db, store) = Fresh::with_store(backend).await;
+        save(&store, "team-a", "c", "k", json!(1), "1").await;
+        save(&store, "team-a", "c", "k", json!(2), "2").await;
         assert!(!store.delete("team-a", "c", "other").await.unwrap());
         assert!(!store.delete("team-a", "other", "k").await.unwrap());
         assert!(
@@ -445,10 +427,7 @@ async fn delete_says_whether_there_was_a_record_and_a_new_save_starts_again() {
             "{backend:?}"
         );
         assert!(Ask::new("c").keys(&store).await.is_empty());
-        let again = store
-            .save(&saving("team-a", "c", "k", json!(3), "3"))
-            .await
-            .unwrap();
+        let again = save(&store, "team-a", "c", "k", json!(3), "3").await;
         assert_eq!((again.version, again.created), (1, true), "{backend:?}");
     }
 }
@@ -465,14 +444,10 @@ async fn a_lookup_sees_a_save_made_through_another_handle_at_once() {
                 .save(&saving("team-a", "c", &key, json!(i), &key))
                 .await
                 .unwrap();
-            let seen = Ask {
-                condition: Some("$record.key == $input.key"),
-                input: json!({"key": key}),
-                ..Ask::new("c")
-            }
-            .run(&reader)
-            .await
-            .unwrap();
+            let seen = Ask::matching("c", "$record.key == $input.key", json!({"key": key}))
+                .run(&reader)
+                .await
+                .unwrap();
             assert_eq!(seen.len(), 1, "{backend:?}: {key} not seen");
             assert_eq!(seen[0].value, json!(i));
         }
@@ -482,8 +457,7 @@ async fn a_lookup_sees_a_save_made_through_another_handle_at_once() {
 #[tokio::test]
 async fn limits_and_paths_outside_the_record_are_refused() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
+        let (_db, store) = Fresh::with_store(backend).await;
         for limit in [0, MAX_LIMIT + 1] {
             let err = Ask {
                 limit,
@@ -521,8 +495,7 @@ async fn limits_and_paths_outside_the_record_are_refused() {
 #[tokio::test]
 async fn values_one_backend_could_not_give_back_are_refused_by_both() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
+        let (_db, store) = Fresh::with_store(backend).await;
         for (value, says) in [
             (json!({"n": [1, f64::MAX]}), "value.n[1]"),
             (json!({"t": "a\u{0}b"}), "NUL"),
@@ -542,10 +515,7 @@ async fn values_one_backend_could_not_give_back_are_refused_by_both() {
         assert!(store.save(&empty).await.is_err());
         assert!(Ask::new("c").keys(&store).await.is_empty(), "{backend:?}");
         // A large float that reads back is fine.
-        store
-            .save(&saving("team-a", "c", "k", json!(1e300), "y"))
-            .await
-            .unwrap();
+        save(&store, "team-a", "c", "k", json!(1e300), "y").await;
     }
 }
 
@@ -567,8 +537,7 @@ fn run(uid: &str, name: &str, flow: &str, phase: &str, finished: Option<&str>) -
 #[tokio::test]
 async fn the_archive_keeps_runs_by_uid_and_lists_the_newest_first() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
+        let (_db, store) = Fresh::with_store(backend).await;
         let runs = [
             run(
                 "u1",
@@ -703,12 +672,8 @@ async fn the_archive_keeps_runs_by_uid_and_lists_the_newest_first() {
 #[tokio::test]
 async fn opening_migrates_once_and_again_is_harmless() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
-        store
-            .save(&saving("team-a", "c", "k", json!(1), "1"))
-            .await
-            .unwrap();
+        let (db, store) = Fresh::with_store(backend).await;
+        save(&store, "team-a", "c", "k", json!(1), "1").await;
         drop(store);
         // Opened again: the schema is there, the record too.
         let store = db.open().await;
@@ -751,8 +716,7 @@ fn nested(depth: usize) -> String {
 #[tokio::test]
 async fn a_value_deeper_than_an_output_is_refused_naming_the_limit() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
+        let (_db, store) = Fresh::with_store(backend).await;
         let deep: Value = serde_json::from_str(&nested(65)).expect("65 levels read");
         let err = store
             .save(&saving("team-a", "c", "deep", deep, "x"))
@@ -778,12 +742,8 @@ async fn a_value_deeper_than_an_output_is_refused_naming_the_limit() {
 #[tokio::test]
 async fn a_row_that_cannot_be_read_fails_the_lookup_naming_it_and_can_be_deleted() {
     for backend in BOTH {
-        let db = Fresh::new(backend).await;
-        let store = db.open().await;
-        store
-            .save(&saving("team-a", "c", "fine", json!({"a": 1}), "x"))
-            .await
-            .unwrap();
+        let (db, store) = Fresh::with_store(backend).await;
+        save(&store, "team-a", "c", "fine", json!({"a": 1}), "x").await;
         // A row written behind the store's back (or before saves were
         // bounded): 142 levels, past serde_json's 128.
         let text = nested(142);

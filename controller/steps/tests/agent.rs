@@ -11,8 +11,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat, TokenUsage};
-use coxswain_core::engine::{AgentTask, ChangeRequest, Given, Task, Work, codes};
+use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat, StepError, TokenUsage};
+use coxswain_core::engine::{AgentTask, ChangeRequest, Done, Given, Task, Work, WorkResult, codes};
 use coxswain_steps::Executor;
 use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
 use serde_json::{Value, json};
@@ -67,6 +67,15 @@ async fn serve(app: axum::Router) -> String {
     format!("{base}/v1")
 }
 
+/// A listener on a free port of 127.0.0.1, and its address.
+async fn bound() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
+
 fn usage(p: i64, c: i64) -> Value {
     json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
 }
@@ -97,6 +106,11 @@ fn text_reply(content: &str, finish: &str, u: Value) -> (u16, Value) {
             "usage": u
         }),
     )
+}
+
+/// A text reply that finished normally (`stop`).
+fn stopped(content: &str, u: Value) -> (u16, Value) {
+    text_reply(content, "stop", u)
 }
 
 fn field(name: &str, t: &str) -> Field {
@@ -151,8 +165,34 @@ fn config(base_url: String, mode: Mode) -> AgentConfig {
 }
 
 fn executor(base_url: String, mode: Mode) -> AgentExecutor {
+    executor_with(config(base_url, mode))
+}
+
+fn executor_with(config: AgentConfig) -> AgentExecutor {
     coxswain_steps::net::install_crypto_provider();
-    AgentExecutor::new(config(base_url, mode)).expect("executor")
+    AgentExecutor::new(config).expect("executor")
+}
+
+/// Runs a task replying with `fields` (no input, nothing given) in `mode`
+/// against the server at `url`.
+async fn ask(url: String, mode: Mode, fields: Option<Vec<Field>>) -> WorkResult {
+    executor(url, mode)
+        .run(&work(fields, Value::Null, vec![]))
+        .await
+}
+
+/// What a task replying with [`verdict_fields`] gave in `mode` against the
+/// server at `url`, which must succeed.
+async fn verdict(url: String, mode: Mode) -> Done {
+    ask(url, mode, Some(verdict_fields())).await.expect("done")
+}
+
+/// Why `ex` refused a task with no reply fields and no input.
+async fn refusal(ex: &AgentExecutor) -> StepError {
+    ex.run(&work(None, Value::Null, vec![]))
+        .await
+        .expect_err("refused")
+        .error
 }
 
 fn verdict_fields() -> Vec<Field> {
@@ -247,16 +287,9 @@ async fn request_carries_messages_fence_and_forced_tool() {
 
 #[tokio::test]
 async fn json_schema_mode_sends_response_format() {
-    let (url, script) = server(vec![text_reply(
-        r#"{"verdict": "ok", "score": 4}"#,
-        "stop",
-        usage(5, 5),
-    )])
-    .await;
-    let done = executor(url, Mode::JsonSchema)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
-        .await
-        .expect("done");
+    let reply = stopped(r#"{"verdict": "ok", "score": 4}"#, usage(5, 5));
+    let (url, script) = server(vec![reply]).await;
+    let done = verdict(url, Mode::JsonSchema).await;
     assert_eq!(done.output, json!({"verdict": "ok", "score": 4}));
     let body = &requests(&script)[0];
     assert!(body.get("tools").is_none());
@@ -271,21 +304,19 @@ async fn json_schema_mode_sends_response_format() {
 
 #[tokio::test]
 async fn max_tokens_is_sent_only_when_configured() {
-    let reply = || text_reply(r#"{"verdict": "ok", "score": 4}"#, "stop", usage(5, 5));
+    let reply = || stopped(r#"{"verdict": "ok", "score": 4}"#, usage(5, 5));
     let (url, script) = server(vec![reply(), reply()]).await;
     let w = work(Some(verdict_fields()), Value::Null, vec![]);
     executor(url.clone(), Mode::JsonObject)
         .run(&w)
         .await
         .expect("done");
-    coxswain_steps::net::install_crypto_provider();
-    let limited = AgentExecutor::new(AgentConfig {
+    let limited = executor_with(AgentConfig {
         base_url: url,
         mode: Mode::JsonObject,
         max_tokens: Some(256),
         ..Default::default()
-    })
-    .expect("executor");
+    });
     limited.run(&w).await.expect("done");
     let sent = requests(&script);
     assert!(sent[0].get("max_tokens").is_none(), "left to the server");
@@ -323,7 +354,7 @@ async fn every_field_type_comes_back_typed() {
 
 #[tokio::test]
 async fn text_reply_is_the_output_and_no_tools_are_sent() {
-    let (url, script) = server(vec![text_reply("A fine draft.", "stop", usage(3, 4))]).await;
+    let (url, script) = server(vec![stopped("A fine draft.", usage(3, 4))]).await;
     let done = executor(url, Mode::Tools)
         .run(&work(None, json!("the brief"), vec![]))
         .await
@@ -348,8 +379,7 @@ async fn malformed_replies_are_repaired_once() {
             tool_reply(r#"{"verdict":"ok","score":5}"#, usage(20, 2)),
         ])
         .await;
-        let done = executor(url, Mode::Tools)
-            .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+        let done = ask(url, Mode::Tools, Some(verdict_fields()))
             .await
             .expect("repaired");
         assert_eq!(done.output, json!({"verdict": "ok", "score": 5}));
@@ -384,8 +414,7 @@ async fn failing_twice_fails_the_attempt_saying_why() {
         tool_reply(r#"{"verdict":"ok","score":5}"#, usage(1, 1)),
     ])
     .await;
-    let failed = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let failed = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect_err("fails");
     assert_eq!(
@@ -412,16 +441,12 @@ async fn failing_twice_fails_the_attempt_saying_why() {
 #[tokio::test]
 async fn text_only_server_falls_back_to_fenced_json() {
     // Offered a tool, the server answers in text; the fenced block is read.
-    let (url, _) = server(vec![text_reply(
+    let (url, _) = server(vec![stopped(
         "Here is my review.\n```json\n{\"verdict\": \"changes\", \"score\": 2}\n```",
-        "stop",
         usage(1, 1),
     )])
     .await;
-    let done = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
-        .await
-        .expect("done");
+    let done = verdict(url, Mode::Tools).await;
     assert_eq!(done.output, json!({"verdict": "changes", "score": 2}));
     assert!(
         done.text
@@ -432,18 +457,14 @@ async fn text_only_server_falls_back_to_fenced_json() {
 
     // In text mode, a prose answer gets a user-message repair, then fits.
     let (url, script) = server(vec![
-        text_reply("I think it is fine.", "stop", usage(1, 1)),
-        text_reply(
+        stopped("I think it is fine.", usage(1, 1)),
+        stopped(
             "```json\n{\"verdict\": \"ok\", \"score\": 9}\n```",
-            "stop",
             usage(1, 1),
         ),
     ])
     .await;
-    let done = executor(url, Mode::Text)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
-        .await
-        .expect("done");
+    let done = verdict(url, Mode::Text).await;
     assert_eq!(done.output, json!({"verdict": "ok", "score": 9}));
     let reqs = requests(&script);
     assert!(reqs[0].get("tools").is_none() && reqs[0].get("response_format").is_none());
@@ -462,8 +483,7 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
             tool_reply(r#"{"verdict":"ok","score":1}"#, usage(4, 1)),
         ])
         .await;
-        let err = executor(url, Mode::Tools)
-            .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+        let err = ask(url, Mode::Tools, Some(verdict_fields()))
             .await
             .expect_err("the attempt fails; the engine's policy retries it")
             .error;
@@ -473,8 +493,7 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
     }
 
     let (url, script) = server(vec![(400, json!({"error": {"message": "bad model name"}}))]).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let err = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect_err("4xx fails")
         .error;
@@ -485,13 +504,9 @@ async fn server_errors_fail_the_attempt_as_unavailable_without_retrying_inside_i
 #[tokio::test]
 async fn unreachable_server_fails_naming_it() {
     // Bind, then free the port so nothing listens on it.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let (listener, addr) = bound().await;
     drop(listener);
-    let err = executor(format!("http://{addr}/v1"), Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
+    let err = ask(format!("http://{addr}/v1"), Mode::Tools, None)
         .await
         .expect_err("fails")
         .error;
@@ -505,16 +520,14 @@ async fn finish_reasons_are_reported() {
         text_reply("{\"verdict\": \"o", "length", usage(1, 100)),
     ])
     .await;
-    let err = executor(url, Mode::JsonSchema)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let err = ask(url, Mode::JsonSchema, Some(verdict_fields()))
         .await
         .expect_err("cut twice")
         .error;
     assert!(err.message.contains("cut off"), "{}", err.message);
 
     let (url, script) = server(vec![text_reply("", "content_filter", usage(1, 0))]).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
+    let err = ask(url, Mode::Tools, None)
         .await
         .expect_err("filtered")
         .error;
@@ -671,10 +684,7 @@ async fn an_endless_answer_is_refused_at_the_cap() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // Whitespace forever, chunked, without a Content-Length: only a cap ends
     // it (a client that read it all would never finish).
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let (listener, addr) = bound().await;
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             tokio::spawn(async move {
@@ -692,17 +702,11 @@ async fn an_endless_answer_is_refused_at_the_cap() {
         }
     });
     let url = format!("http://{addr}/v1");
-    coxswain_steps::net::install_crypto_provider();
-    let capped = AgentExecutor::new(AgentConfig {
+    let capped = executor_with(AgentConfig {
         response_limit: 1 << 20,
         ..config(url, Mode::Tools)
-    })
-    .expect("executor");
-    let err = capped
-        .run(&work(None, Value::Null, vec![]))
-        .await
-        .expect_err("refused")
-        .error;
+    });
+    let err = refusal(&capped).await;
     assert_error(&err, codes::AGENT, &["is larger than the 1 MiB limit"]);
 }
 
@@ -714,17 +718,11 @@ async fn a_redirect_to_a_metadata_address_is_refused() {
     let url = serve(app).await;
     // Without an API key any origin may be followed, but only where the
     // network policy allows.
-    coxswain_steps::net::install_crypto_provider();
-    let keyless = AgentExecutor::new(AgentConfig {
+    let keyless = executor_with(AgentConfig {
         api_key: None,
         ..config(url, Mode::Tools)
-    })
-    .expect("executor");
-    let err = keyless
-        .run(&work(None, Value::Null, vec![]))
-        .await
-        .expect_err("refused")
-        .error;
+    });
+    let err = refusal(&keyless).await;
     assert!(
         err.message
             .contains("refused to connect to 169.254.169.254"),
@@ -746,8 +744,7 @@ async fn the_api_key_does_not_follow_a_redirect_to_another_origin() {
         async move { axum::response::Redirect::temporary(&target) }
     });
     let url = serve(app).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(Some(verdict_fields()), Value::Null, vec![]))
+    let err = ask(url, Mode::Tools, Some(verdict_fields()))
         .await
         .expect_err("refused")
         .error;
@@ -762,11 +759,7 @@ async fn the_api_key_does_not_follow_a_redirect_to_another_origin() {
 #[tokio::test]
 async fn an_api_key_echoed_in_an_error_is_redacted() {
     let (url, _) = server(vec![(401, json!({"error": "bad key sk-test"}))]).await;
-    let err = executor(url, Mode::Tools)
-        .run(&work(None, Value::Null, vec![]))
-        .await
-        .expect_err("401")
-        .error;
+    let err = ask(url, Mode::Tools, None).await.expect_err("401").error;
     assert!(!err.message.contains("sk-test"), "{}", err.message);
     assert!(
         err.message.contains("[redacted API key]"),
@@ -778,7 +771,7 @@ async fn an_api_key_echoed_in_an_error_is_redacted() {
 #[tokio::test]
 async fn a_reply_longer_than_a_record_keeps_fails_naming_the_cap() {
     let long = "word ".repeat(60 << 10);
-    let (url, _script) = server(vec![text_reply(&long, "stop", usage(3, 4))]).await;
+    let (url, _script) = server(vec![stopped(&long, usage(3, 4))]).await;
     let err = executor(url, Mode::Tools)
         .run(&work(None, json!("the brief"), vec![]))
         .await

@@ -4,13 +4,15 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Answer, StandIn, assert_error, assert_error_starting, work};
-use coxswain_core::api::{MatrixTarget, MessageStep, SecretKeyRef, SlackTarget, WebhookTarget};
-use coxswain_core::engine::{Task, Work, codes};
+use common::{Answer, Seen, StandIn, assert_error, assert_error_starting, assert_unresolved, work};
+use coxswain_core::api::{
+    MatrixTarget, MessageStep, SecretKeyRef, SlackTarget, StepError, WebhookTarget,
+};
+use coxswain_core::engine::{Done, Task, Work, WorkResult, codes};
 use coxswain_steps::Executor;
 use coxswain_steps::message::MessageExecutor;
 use coxswain_steps::secrets::MapSecrets;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TOKEN: &str = "xoxb-test-token";
 
@@ -33,6 +35,20 @@ fn message_work(step: MessageStep) -> Work {
     )
 }
 
+/// Runs `step` as the message executor does, Slack's API at `slack_base`.
+async fn send(slack_base: &str, step: MessageStep) -> WorkResult {
+    executor(slack_base).run(&message_work(step)).await
+}
+
+/// A step that posts `text` to the webhook at `url`.
+fn webhook_step(text: &str, url: &str) -> MessageStep {
+    MessageStep {
+        text: text.into(),
+        webhook: Some(WebhookTarget { url: url.into() }),
+        ..Default::default()
+    }
+}
+
 fn slack_step() -> MessageStep {
     MessageStep {
         text: "New: {{draft.json.title}}".into(),
@@ -48,51 +64,41 @@ fn slack_step() -> MessageStep {
     }
 }
 
-#[tokio::test]
-async fn webhook_gets_text_json_and_data_is_inserted_literally() {
-    let server = StandIn::start(Answer::json(200, json!({"id": "m-1"}))).await;
-    let step = MessageStep {
-        text: "{{draft.json.title}} / {{draft.text}}".into(),
-        webhook: Some(WebhookTarget {
-            url: format!("{}/hook", server.base),
-        }),
-        ..Default::default()
-    };
-    let done = executor("http://unused.invalid")
-        .run(&message_work(step))
-        .await
-        .unwrap();
-    let seen = server.only();
-    assert_eq!(seen.method, "POST");
-    assert_eq!(seen.uri, "/hook");
-    assert_eq!(
-        seen.body_json(),
-        json!({"text": "Hi {{x.text}} and $steps.y.output / body {{draft.text}}"})
-    );
+/// Checks what a sent message leaves: the `body` posted with the work's
+/// idempotency key, and the step's `output`.
+fn assert_sent(seen: &Seen, body: Value, done: &Done, output: Value) {
+    assert_eq!(seen.body_json(), body);
     assert_eq!(
         seen.header("idempotency-key").as_deref(),
         Some("uid-123/step_one/2")
     );
-    assert_eq!(
-        done.output,
-        json!({"messageId": "m-1", "conversationName": "127.0.0.1"})
+    assert_eq!(done.output, output);
+}
+
+#[tokio::test]
+async fn webhook_gets_text_json_and_data_is_inserted_literally() {
+    let server = StandIn::start(Answer::json(200, json!({"id": "m-1"}))).await;
+    let step = webhook_step(
+        "{{draft.json.title}} / {{draft.text}}",
+        &format!("{}/hook", server.base),
+    );
+    let done = send("http://unused.invalid", step).await.unwrap();
+    let seen = server.only();
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.uri, "/hook");
+    assert_sent(
+        &seen,
+        json!({"text": "Hi {{x.text}} and $steps.y.output / body {{draft.text}}"}),
+        &done,
+        json!({"messageId": "m-1", "conversationName": "127.0.0.1"}),
     );
 }
 
 #[tokio::test]
 async fn webhook_without_an_id_gets_a_generated_one() {
     let server = StandIn::start(Answer::text(200, "ok")).await;
-    let step = MessageStep {
-        text: "plain".into(),
-        webhook: Some(WebhookTarget {
-            url: server.base.clone(),
-        }),
-        ..Default::default()
-    };
-    let done = executor("http://unused.invalid")
-        .run(&message_work(step))
-        .await
-        .unwrap();
+    let step = webhook_step("plain", &server.base);
+    let done = send("http://unused.invalid", step).await.unwrap();
     assert!(
         done.output["messageId"]
             .as_str()
@@ -104,18 +110,8 @@ async fn webhook_without_an_id_gets_a_generated_one() {
 #[tokio::test]
 async fn webhook_errors_fail_the_attempt() {
     let server = StandIn::start(Answer::text(500, "down")).await;
-    let step = MessageStep {
-        text: "plain".into(),
-        webhook: Some(WebhookTarget {
-            url: server.base.clone(),
-        }),
-        ..Default::default()
-    };
-    let err = executor("http://unused.invalid")
-        .run(&message_work(step))
-        .await
-        .unwrap_err()
-        .error;
+    let step = webhook_step("plain", &server.base);
+    let err = send("http://unused.invalid", step).await.unwrap_err().error;
     assert_error(&err, codes::MESSAGE, &["500"]);
 }
 
@@ -126,8 +122,7 @@ async fn slack_wire_format_and_success() {
         json!({"ok": true, "channel": "C123", "ts": "1712345678.000100"}),
     ))
     .await;
-    let done = executor(&format!("{}/api", slack.base))
-        .run(&message_work(slack_step()))
+    let done = send(&format!("{}/api", slack.base), slack_step())
         .await
         .unwrap();
     let seen = slack.only();
@@ -142,17 +137,11 @@ async fn slack_wire_format_and_success() {
             .unwrap()
             .starts_with("application/json")
     );
-    assert_eq!(
-        seen.body_json(),
-        json!({"channel": "#ops", "text": "New: Hi {{x.text}} and $steps.y.output"})
-    );
-    assert_eq!(
-        seen.header("idempotency-key").as_deref(),
-        Some("uid-123/step_one/2")
-    );
-    assert_eq!(
-        done.output,
-        json!({"messageId": "1712345678.000100", "conversationName": "ops"})
+    assert_sent(
+        &seen,
+        json!({"channel": "#ops", "text": "New: Hi {{x.text}} and $steps.y.output"}),
+        &done,
+        json!({"messageId": "1712345678.000100", "conversationName": "ops"}),
     );
     assert!(!done.output.to_string().contains(TOKEN));
 }
@@ -170,11 +159,7 @@ async fn slack_answers_in_the_thread_the_placeholder_names() {
     assert_eq!(slack.only().body_json()["thread_ts"], "1712345678.000100");
     // A run started otherwise has no thread to give: a missing value fails
     // the step before anything is posted, as any placeholder does.
-    let err = executor(&slack.base)
-        .run(&message_work(step))
-        .await
-        .unwrap_err()
-        .error;
+    let err = send(&slack.base, step).await.unwrap_err().error;
     assert_eq!(err.code, codes::PLACEHOLDER, "{}", err.message);
     assert_eq!(slack.requests().len(), 1);
 }
@@ -197,11 +182,7 @@ async fn slack_server_errors_and_odd_answers_fail_the_attempt_by_name() {
     ];
     for (answer, expected) in cases {
         let slack = StandIn::start(answer).await;
-        let err = executor(&slack.base)
-            .run(&message_work(slack_step()))
-            .await
-            .unwrap_err()
-            .error;
+        let err = send(&slack.base, slack_step()).await.unwrap_err().error;
         assert_eq!(err.code, codes::MESSAGE, "{}", err.message);
         assert!(err.message.contains(expected), "{}", err.message);
         assert!(!err.message.contains(TOKEN));
@@ -243,11 +224,7 @@ async fn slack_ok_false_fails_naming_the_error() {
         json!({"ok": false, "error": "channel_not_found"}),
     ))
     .await;
-    let err = executor(&slack.base)
-        .run(&message_work(slack_step()))
-        .await
-        .unwrap_err()
-        .error;
+    let err = send(&slack.base, slack_step()).await.unwrap_err().error;
     assert_eq!(err.code, codes::MESSAGE);
     assert_eq!(
         err.message,
@@ -275,56 +252,32 @@ async fn a_missing_slack_token_is_a_secret_error() {
 #[tokio::test]
 async fn a_missing_value_fails_before_sending() {
     let server = StandIn::start(Answer::json(200, json!({}))).await;
-    let step = MessageStep {
-        text: "{{nobody.text}}".into(),
-        webhook: Some(WebhookTarget {
-            url: server.base.clone(),
-        }),
-        ..Default::default()
-    };
-    let err = executor("http://unused.invalid")
-        .run(&message_work(step))
-        .await
-        .unwrap_err()
-        .error;
-    assert_eq!(err.code, codes::PLACEHOLDER);
-    assert_eq!(
-        err.message,
-        "No value for {{nobody.text}}: that step did not run or did not produce it."
+    let step = webhook_step("{{nobody.text}}", &server.base);
+    let err = send("http://unused.invalid", step).await.unwrap_err().error;
+    assert_unresolved(
+        &err,
+        "No value for {{nobody.text}}: that step did not run or did not produce it.",
+        &server,
     );
-    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
 async fn a_metadata_webhook_is_refused() {
-    let step = MessageStep {
-        text: "x".into(),
-        webhook: Some(WebhookTarget {
-            url: "http://169.254.169.254/hook".into(),
-        }),
-        ..Default::default()
-    };
-    let err = executor("http://unused.invalid")
-        .run(&message_work(step))
-        .await
-        .unwrap_err()
-        .error;
+    let step = webhook_step("x", "http://169.254.169.254/hook");
+    let err = send("http://unused.invalid", step).await.unwrap_err().error;
     assert_error_starting(&err, codes::MESSAGE, "refused to connect");
 }
 
 #[tokio::test]
 async fn placeholders_in_the_webhook_url_are_filled_url_encoded() {
     let server = StandIn::start(Answer::json(200, json!({"id": "m-2"}))).await;
-    let step = MessageStep {
-        text: "hello".into(),
-        webhook: Some(WebhookTarget {
-            url: format!(
-                "{}/hooks/{{{{route.text}}}}?room={{{{route.text}}}}",
-                server.base
-            ),
-        }),
-        ..Default::default()
-    };
+    let step = webhook_step(
+        "hello",
+        &format!(
+            "{}/hooks/{{{{route.text}}}}?room={{{{route.text}}}}",
+            server.base
+        ),
+    );
     let w = work(
         Task::Message(step),
         json!({}),
@@ -341,18 +294,11 @@ async fn placeholders_in_the_webhook_url_are_filled_url_encoded() {
 #[tokio::test]
 async fn a_webhook_url_placeholder_without_a_value_fails_before_sending() {
     let server = StandIn::start(Answer::json(200, json!({}))).await;
-    let step = MessageStep {
-        text: "hello".into(),
-        webhook: Some(WebhookTarget {
-            url: format!("{}/hooks/{{{{nowhere.text}}}}", server.base),
-        }),
-        ..Default::default()
-    };
-    let err = executor("http://unused.invalid")
-        .run(&message_work(step))
-        .await
-        .unwrap_err()
-        .error;
+    let step = webhook_step(
+        "hello",
+        &format!("{}/hooks/{{{{nowhere.text}}}}", server.base),
+    );
+    let err = send("http://unused.invalid", step).await.unwrap_err().error;
     assert_error(&err, codes::PLACEHOLDER, &["nowhere"]);
     assert!(server.requests().is_empty());
 }
@@ -489,6 +435,12 @@ mod homeserver {
         }
     }
 
+    /// Notes `request`, then refuses it as `refusal` does.
+    fn noted(shared: &Shared, request: String, headers: &HeaderMap) -> Option<Response> {
+        shared.rooms.lock().unwrap().requests.push(request);
+        refusal(shared, headers)
+    }
+
     async fn send(
         State(shared): State<Shared>,
         Path((room, kind, txn)): Path<(String, String, String)>,
@@ -537,13 +489,7 @@ mod homeserver {
         Path(alias): Path<String>,
         headers: HeaderMap,
     ) -> Response {
-        shared
-            .rooms
-            .lock()
-            .unwrap()
-            .requests
-            .push(format!("GET alias {alias}"));
-        if let Some(refused) = refusal(&shared, &headers) {
+        if let Some(refused) = noted(&shared, format!("GET alias {alias}"), &headers) {
             return refused;
         }
         let rooms = shared.rooms.lock().unwrap();
@@ -564,13 +510,7 @@ mod homeserver {
         Path((room, kind)): Path<(String, String)>,
         headers: HeaderMap,
     ) -> Response {
-        shared
-            .rooms
-            .lock()
-            .unwrap()
-            .requests
-            .push(format!("GET state {room} {kind}"));
-        if let Some(refused) = refusal(&shared, &headers) {
+        if let Some(refused) = noted(&shared, format!("GET state {room} {kind}"), &headers) {
             return refused;
         }
         let rooms = shared.rooms.lock().unwrap();
@@ -591,6 +531,15 @@ fn matrix_executor() -> MessageExecutor {
         MATRIX_TOKEN,
     )))
     .unwrap()
+}
+
+/// Why `step`, run with the bot's Matrix token, failed.
+async fn matrix_error(step: MessageStep) -> StepError {
+    matrix_executor()
+        .run(&message_work(step))
+        .await
+        .unwrap_err()
+        .error
 }
 
 fn matrix_step(homeserver: &str, room: &str) -> MessageStep {
@@ -709,14 +658,7 @@ async fn matrix_aliases_are_resolved_and_a_nameless_room_is_named_as_written() {
 #[tokio::test]
 async fn matrix_refusal_names_room_homeserver_and_errcode_never_the_token() {
     let server = Homeserver::start(MATRIX_TOKEN).await;
-    let err = matrix_executor()
-        .run(&message_work(matrix_step(
-            &server.base,
-            "!closed:example.org",
-        )))
-        .await
-        .unwrap_err()
-        .error;
+    let err = matrix_error(matrix_step(&server.base, "!closed:example.org")).await;
     assert_eq!(err.code, codes::MESSAGE);
     for part in [
         "!closed:example.org",
@@ -738,14 +680,7 @@ async fn matrix_refusal_names_room_homeserver_and_errcode_never_the_token() {
 #[tokio::test]
 async fn matrix_unknown_alias_and_wrong_token_fail_by_name() {
     let server = Homeserver::start(MATRIX_TOKEN).await;
-    let err = matrix_executor()
-        .run(&message_work(matrix_step(
-            &server.base,
-            "#nowhere:example.org",
-        )))
-        .await
-        .unwrap_err()
-        .error;
+    let err = matrix_error(matrix_step(&server.base, "#nowhere:example.org")).await;
     assert_error(
         &err,
         codes::MESSAGE,
@@ -799,11 +734,7 @@ async fn a_step_with_two_targets_names_them_and_sends_nothing() {
     step.webhook = Some(WebhookTarget {
         url: server.base.clone(),
     });
-    let err = matrix_executor()
-        .run(&message_work(step))
-        .await
-        .unwrap_err()
-        .error;
+    let err = matrix_error(step).await;
     assert_error(
         &err,
         codes::MESSAGE,
@@ -864,10 +795,7 @@ async fn slack_channel_ids_are_named_by_conversations_info() {
         "channel": {"id": "C123", "name": "ops-alerts", "is_channel": true}
     }))
     .await;
-    let done = executor(&base)
-        .run(&message_work(slack_channel_step("C123")))
-        .await
-        .unwrap();
+    let done = send(&base, slack_channel_step("C123")).await.unwrap();
     assert_eq!(
         done.output,
         json!({"messageId": "1712345678.000200", "conversationName": "ops-alerts"})
@@ -884,10 +812,7 @@ async fn slack_channel_ids_are_named_by_conversations_info() {
 #[tokio::test]
 async fn slack_name_lookup_failing_keeps_the_channel_as_written_and_the_post() {
     let (base, seen) = slack_api(json!({"ok": false, "error": "missing_scope"})).await;
-    let done = executor(&base)
-        .run(&message_work(slack_channel_step("C123")))
-        .await
-        .unwrap();
+    let done = send(&base, slack_channel_step("C123")).await.unwrap();
     assert_eq!(
         done.output,
         json!({"messageId": "1712345678.000200", "conversationName": "C123"})
@@ -898,8 +823,7 @@ async fn slack_name_lookup_failing_keeps_the_channel_as_written_and_the_post() {
 #[tokio::test]
 async fn slack_channel_written_as_a_name_needs_no_lookup() {
     let (base, seen) = slack_api(json!({"ok": true, "channel": {"name": "wrong"}})).await;
-    let done = executor(&base)
-        .run(&message_work(slack_channel_step("#release-notes")))
+    let done = send(&base, slack_channel_step("#release-notes"))
         .await
         .unwrap();
     assert_eq!(done.output["conversationName"], "release-notes");

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{assert_error, work};
-use coxswain_core::api::{EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
-use coxswain_core::engine::{Task, Work, codes};
+use coxswain_core::api::{
+    EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, StepError, ValueFrom,
+};
+use coxswain_core::engine::{Task, Work, WorkResult, codes};
 use coxswain_steps::Executor;
 use coxswain_steps::script::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, HostEnv, LocalScript};
 use coxswain_steps::secrets::MapSecrets;
@@ -26,6 +28,29 @@ fn source(src: &str) -> ScriptStep {
 
 fn script_work(step: ScriptStep, input: Value) -> Work {
     work(Task::Script(step), input, &[])
+}
+
+/// An executor with no secrets.
+fn bare() -> LocalScript {
+    LocalScript::new(Arc::new(MapSecrets::new()))
+}
+
+/// Runs `step` on `input` with `exec`.
+async fn run_with(exec: &LocalScript, step: ScriptStep, input: Value) -> WorkResult {
+    exec.run(&script_work(step, input)).await
+}
+
+/// Why the script `src`, run on no input with `exec`, failed.
+async fn script_error(exec: &LocalScript, src: &str) -> StepError {
+    run_with(exec, source(src), Value::Null)
+        .await
+        .unwrap_err()
+        .error
+}
+
+/// Runs `step` on `input` with the usual executor.
+async fn run(step: ScriptStep, input: Value) -> WorkResult {
+    run_with(&executor(), step, input).await
 }
 
 fn fields(list: &[(&str, &str)]) -> Option<ScriptOutput> {
@@ -52,7 +77,7 @@ async fn inputs_are_files_in_contract_form() {
         "note": "plain text",
         "list": [1, 2],
     });
-    let done = executor().run(&script_work(step, input)).await.unwrap();
+    let done = run(step, input).await.unwrap();
     assert_eq!(
         done.output,
         json!({
@@ -67,10 +92,7 @@ async fn inputs_are_files_in_contract_form() {
 #[tokio::test]
 async fn an_input_that_is_not_an_object_is_one_file() {
     let step = source(r#"cat "$INPUTS/input""#);
-    let done = executor()
-        .run(&script_work(step, json!("hello")))
-        .await
-        .unwrap();
+    let done = run(step, json!("hello")).await.unwrap();
     // {"data": "hello"} on stdout unwraps to "hello"; JSON printed, the
     // text is the output's (kept once).
     assert_eq!(done.output, json!("hello"));
@@ -117,10 +139,7 @@ async fn environment_is_set() {
 #[tokio::test]
 async fn since_is_empty_without_a_schedule() {
     let step = source(r#"printf '{"since":"%s"}' "${SINCE-unset}""#);
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(done.output, json!({"since": ""}));
 }
 
@@ -137,11 +156,7 @@ async fn missing_secret_fails_with_secret_code() {
             },
         }),
     }];
-    let err = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err()
-        .error;
+    let err = run(step, Value::Null).await.unwrap_err().error;
     assert_error(&err, codes::SECRET, &["nope"]);
 }
 
@@ -152,10 +167,7 @@ async fn command_and_args() {
         args: vec!["a".into(), "b".into()],
         ..Default::default()
     };
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(done.text.as_deref(), Some("a-b"));
     assert_eq!(done.output, Value::Null);
 }
@@ -163,11 +175,7 @@ async fn command_and_args() {
 async fn declared_error(stdout: &str) -> String {
     let mut step = source(&format!("printf '%s' '{stdout}'"));
     step.output = fields(&[("id", "integer"), ("title", "string")]);
-    let err = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err()
-        .error;
+    let err = run(step, Value::Null).await.unwrap_err().error;
     assert_eq!(err.code, codes::OUTPUT);
     err.message
 }
@@ -176,10 +184,7 @@ async fn declared_error(stdout: &str) -> String {
 async fn declared_fields_are_checked() {
     let mut step = source(r#"echo '{"id": 7, "title": "x"}'"#);
     step.output = fields(&[("id", "integer"), ("title", "string")]);
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(done.output, json!({"id": 7, "title": "x"}));
 
     let prefix = "The script must print one JSON object with the fields id, title";
@@ -209,17 +214,11 @@ async fn declared_fields_are_checked() {
 #[tokio::test]
 async fn data_is_unwrapped_and_non_json_is_null() {
     let step = source(r#"echo '{"data": {"a": [1]}}'"#);
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(done.output, json!({"a": [1]}));
 
     let step = source("echo hello world");
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(done.output, Value::Null);
     assert_eq!(done.text.as_deref(), Some("hello world\n"));
 }
@@ -229,10 +228,7 @@ async fn output_files_are_listed() {
     let step = source(
         r#"mkdir -p "$OUTPUTS/sub" && echo a > "$OUTPUTS/report.txt" && echo b > "$OUTPUTS/sub/b.csv" && echo '{"done": true}'"#,
     );
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(
         done.output,
         json!({"done": true, "files": ["report.txt", "sub/b.csv"]})
@@ -241,38 +237,29 @@ async fn output_files_are_listed() {
 
 #[tokio::test]
 async fn non_zero_exit_fails_with_the_stderr_tail() {
-    let step = source("echo first line >&2; echo 'last words' >&2; exit 3");
-    let err = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err()
-        .error;
+    let err = script_error(
+        &executor(),
+        "echo first line >&2; echo 'last words' >&2; exit 3",
+    )
+    .await;
     assert_eq!(err.code, codes::SCRIPT);
     assert_eq!(
         err.message,
         "the script exited with status 3: first line\nlast words"
     );
 
-    let step = source("head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2; exit 1");
-    let err = LocalScript::new(Arc::new(MapSecrets::new()))
-        .with_stderr_tail(100)
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err()
-        .error;
+    let err = script_error(
+        &bare().with_stderr_tail(100),
+        "head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2; exit 1",
+    )
+    .await;
     assert!(err.message.ends_with("xxxEND"), "{}", err.message);
     assert!(err.message.len() < 200, "{}", err.message);
 }
 
 #[tokio::test]
 async fn stdout_is_capped() {
-    let step = source("yes");
-    let err = LocalScript::new(Arc::new(MapSecrets::new()))
-        .with_stdout_limit(1000)
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err()
-        .error;
+    let err = script_error(&bare().with_stdout_limit(1000), "yes").await;
     assert_eq!(err.code, codes::OUTPUT);
     assert_eq!(
         err.message,
@@ -303,10 +290,24 @@ async fn wait_gone(pid: u32) -> bool {
 }
 
 fn sleeper(pid_file: &std::path::Path) -> ScriptStep {
-    source(&format!(
-        "sleep 1000 & echo $! > '{}'; wait",
-        pid_file.display()
-    ))
+    with_pid(pid_file, "sleep 1000 & echo $! > '{pid}'; wait")
+}
+
+/// The script `src` with `pid_file`'s path in place of `{pid}`.
+fn with_pid(pid_file: &std::path::Path, src: &str) -> ScriptStep {
+    source(&src.replace("{pid}", &pid_file.display().to_string()))
+}
+
+/// A pid file's path in a folder of its own, which goes with the guard.
+fn temp_pid_file() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    (dir, pid_file)
+}
+
+/// Checks that the background process `pid` is soon gone.
+async fn assert_gone(pid: u32) {
+    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
 }
 
 async fn read_pid(pid_file: &std::path::Path) -> u32 {
@@ -323,20 +324,17 @@ async fn read_pid(pid_file: &std::path::Path) -> u32 {
 
 #[tokio::test]
 async fn timeout_kills_the_process_group() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
+    let (_dir, pid_file) = temp_pid_file();
     let mut w = script_work(sleeper(&pid_file), Value::Null);
     w.timeout = Some(Duration::from_millis(500));
     let err = executor().run(&w).await.unwrap_err().error;
     assert_error(&err, codes::TIMEOUT, &["timeout"]);
-    let pid = read_pid(&pid_file).await;
-    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+    assert_gone(read_pid(&pid_file).await).await;
 }
 
 #[tokio::test]
 async fn dropping_the_future_kills_the_process_group() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
+    let (_dir, pid_file) = temp_pid_file();
     let mut w = script_work(sleeper(&pid_file), Value::Null);
     w.timeout = None;
     let exec = executor();
@@ -348,24 +346,19 @@ async fn dropping_the_future_kills_the_process_group() {
     };
     assert!(alive(pid));
     drop(run);
-    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+    assert_gone(pid).await;
 }
 
 #[tokio::test]
 async fn background_processes_do_not_outlive_a_finished_script() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let step = source(&format!(
-        "sleep 1000 >/dev/null 2>&1 & echo $! > '{}'; echo done",
-        pid_file.display()
-    ));
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let (_dir, pid_file) = temp_pid_file();
+    let step = with_pid(
+        &pid_file,
+        "sleep 1000 >/dev/null 2>&1 & echo $! > '{pid}'; echo done",
+    );
+    let done = run(step, Value::Null).await.unwrap();
     assert_eq!(done.text.as_deref(), Some("done\n"));
-    let pid = read_pid(&pid_file).await;
-    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+    assert_gone(read_pid(&pid_file).await).await;
 }
 
 #[tokio::test]
@@ -424,10 +417,7 @@ async fn folders_and_input_files_are_private() {
     let step = source(
         r#"printf '{"file":"%s","inputs":"%s","outputs":"%s","workspace":"%s","home":"%s","tmp":"%s"}' "$(stat -c %a "$INPUTS/doc")" "$(stat -c %a "$INPUTS")" "$(stat -c %a "$OUTPUTS")" "$(stat -c %a "$WORKSPACE")" "$(stat -c %a "$HOME")" "$(stat -c %a "$TMPDIR")""#,
     );
-    let done = executor()
-        .run(&script_work(step, json!({"doc": {"secret": "yes"}})))
-        .await
-        .unwrap();
+    let done = run(step, json!({"doc": {"secret": "yes"}})).await.unwrap();
     assert_eq!(
         done.output,
         json!({"file": "600", "inputs": "700", "outputs": "700", "workspace": "700", "home": "700", "tmp": "700"})
@@ -455,8 +445,7 @@ fn kill(pid: u32) {
 
 #[tokio::test]
 async fn a_process_that_left_the_group_does_not_hold_the_attempt() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
+    let (_dir, pid_file) = temp_pid_file();
     // setsid puts the sleep in a session of its own, out of reach of the
     // group kill, and it keeps stdout open.
     let step = source(&format!("{}; echo '{{\"done\": true}}'", escape(&pid_file)));
@@ -480,8 +469,7 @@ fn escape(pid_file: &std::path::Path) -> String {
 
 #[tokio::test]
 async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
+    let (_dir, pid_file) = temp_pid_file();
     // The script exits at once; the escaped sleep keeps stdout open, and the
     // grace period is longer than the timeout: the timeout ends the attempt.
     let step = source(&format!("{}; echo started", escape(&pid_file)));
@@ -497,12 +485,11 @@ async fn the_timeout_covers_reading_what_an_escaped_process_holds_open() {
 
 #[tokio::test]
 async fn a_background_child_holding_stdout_is_killed_with_the_group() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let step = source(&format!(
-        "sleep 1000 & echo $! > '{}'; echo '{{\"done\": true}}'",
-        pid_file.display()
-    ));
+    let (_dir, pid_file) = temp_pid_file();
+    let step = with_pid(
+        &pid_file,
+        r#"sleep 1000 & echo $! > '{pid}'; echo '{"done": true}'"#,
+    );
     let mut w = script_work(step, Value::Null);
     w.timeout = Some(Duration::from_secs(30));
     let done = ends(&executor(), &w)
@@ -510,17 +497,13 @@ async fn a_background_child_holding_stdout_is_killed_with_the_group() {
         .expect("the attempt hung")
         .unwrap();
     assert_eq!(done.output, json!({"done": true}));
-    let pid = read_pid(&pid_file).await;
-    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+    assert_gone(read_pid(&pid_file).await).await;
 }
 
 #[tokio::test]
 async fn twenty_thousand_output_files_give_a_capped_marked_list() {
     let step = source(r#"cd "$OUTPUTS" && seq -w 1 20000 | xargs touch && echo '{"ok": true}'"#);
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     let out = &done.output;
     let files = out["files"].as_array().unwrap();
     assert_eq!(files.len(), DEFAULT_MAX_FILES);
@@ -539,8 +522,7 @@ async fn cancelling_launched_work_kills_the_process_group() {
     use coxswain_steps::in_process::InProcess;
     use coxswain_steps::launch::{Launcher, Observation, WorkId};
 
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
+    let (_dir, pid_file) = temp_pid_file();
     let mut w = script_work(sleeper(&pid_file), Value::Null);
     w.timeout = None;
     let (launcher, _finishes) = InProcess::new(Arc::new(executor()));
@@ -550,19 +532,14 @@ async fn cancelling_launched_work_kills_the_process_group() {
     let id = WorkId::of(&w);
     assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Running);
     launcher.cancel(&id).await.unwrap();
-    assert!(wait_gone(pid).await, "the background sleep {pid} survived");
+    assert_gone(pid).await;
     assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Unknown);
 }
 
 #[tokio::test]
 async fn stdout_stops_at_what_a_record_keeps_by_default() {
     // 300 KiB of output: more than the 256 KiB one value may weigh in a record.
-    let step = source("head -c 307200 /dev/zero | tr '\\0' x");
-    let err = LocalScript::new(Arc::new(MapSecrets::new()))
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err()
-        .error;
+    let err = script_error(&bare(), "head -c 307200 /dev/zero | tr '\\0' x").await;
     assert_eq!(err.code, codes::OUTPUT);
     assert_eq!(
         err.message,
@@ -573,19 +550,13 @@ async fn stdout_stops_at_what_a_record_keeps_by_default() {
 #[tokio::test]
 async fn every_attempt_keeps_the_last_lines_of_its_stderr() {
     let step = source("echo 'fetching 3 pages' >&2; echo '{\"pages\": 3}'");
-    let done = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap();
+    let done = run(step, Value::Null).await.unwrap();
     let log = done.log.expect("a succeeded attempt keeps its stderr");
     assert_eq!(log.text, "fetching 3 pages\n");
     assert!(!log.cut);
 
     let step = source("for i in $(seq 1 1000); do echo \"line $i\" >&2; done; exit 2");
-    let failed = executor()
-        .run(&script_work(step, Value::Null))
-        .await
-        .unwrap_err();
+    let failed = run(step, Value::Null).await.unwrap_err();
     let log = failed.log.expect("a failed attempt keeps its stderr");
     assert!(log.cut, "1000 lines do not fit");
     assert!(log.text.len() <= coxswain_core::api::LOG_TAIL_BYTES);
@@ -606,10 +577,7 @@ async fn every_attempt_keeps_the_last_lines_of_its_stderr() {
         "a timed-out attempt keeps what it wrote"
     );
 
-    let quiet = executor()
-        .run(&script_work(source("echo '{}'"), Value::Null))
-        .await
-        .unwrap();
+    let quiet = run(source("echo '{}'"), Value::Null).await.unwrap();
     assert_eq!(quiet.log, None, "no stderr, no log");
 }
 

@@ -133,6 +133,15 @@ impl Place {
         isolated(self.dir.path(), args)
     }
 
+    /// `coxswain run FLOW --records FILE --input INPUT OPTIONS`.
+    pub fn run_flow(&self, flow: &str, input: &Value, options: &[&str]) -> Output {
+        let input = input.to_string();
+        let records = self.records();
+        let mut all = vec!["run", flow, "--records", &records, "--input", &input];
+        all.extend_from_slice(options);
+        self.coxswain(&all)
+    }
+
     /// `coxswain SUBCOMMAND ARGS --records FILE` (the option after the
     /// subcommand, as people write it).
     pub fn with_records(&self, subcommand: &str, args: &[&str]) -> Output {

@@ -271,17 +271,23 @@ fn decide(machine: &mut RunMachine<'_>, attempt: u32, decision: &str) -> Vec<Act
         .expect("answer accepted")
 }
 
+/// The status of a run of `flow` (REVIEWED) whose review is answered with
+/// `answers`, one per round, and whose `ship` fails once reached.
+fn reviewed_run(flow: &CompiledFlow, answers: &[&str]) -> RunStatus {
+    let mut machine = RunMachine::new(flow, Value::Null, RunInfo::default());
+    let actions = machine.handle(Event::Start, at(0));
+    drive(&mut machine, actions, &[]);
+    for (attempt, answer) in (1..).zip(answers) {
+        let actions = decide(&mut machine, attempt, answer);
+        drive(&mut machine, actions, &["ship"]);
+    }
+    machine.summarized()
+}
+
 #[test]
 fn send_back_counts_start_again_only_for_a_rerunning_sender() {
     let flow = compile(REVIEWED);
-    let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    let actions = machine.handle(Event::Start, at(0));
-    drive(&mut machine, actions, &[]);
-    let actions = decide(&mut machine, 1, "changes");
-    drive(&mut machine, actions, &[]);
-    let actions = decide(&mut machine, 2, "approve");
-    drive(&mut machine, actions, &["ship"]);
-    let old = machine.summarized();
+    let old = reviewed_run(&flow, &["changes", "approve"]);
     assert_eq!(old.phase, RunPhase::Failed);
     assert_eq!(old.send_backs.get("review->build"), Some(&1));
     let from_ship = rerun_from(flow.get(), &old, "ship", old_run()).expect("seed");
@@ -314,12 +320,7 @@ fn send_back_counts_start_again_only_for_a_rerunning_sender() {
 #[test]
 fn a_rerun_names_the_decisions_it_copies_and_only_those() {
     let flow = compile(REVIEWED);
-    let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    let actions = machine.handle(Event::Start, at(0));
-    drive(&mut machine, actions, &[]);
-    let actions = decide(&mut machine, 1, "approve");
-    drive(&mut machine, actions, &["ship"]);
-    let old = machine.summarized();
+    let old = reviewed_run(&flow, &["approve"]);
     let from_ship = rerun_from(flow.get(), &old, "ship", old_run()).expect("seed");
     assert_eq!(copied_decisions(flow.get(), &from_ship), ["review"]);
     // From the review (or before it) the review is asked again: nothing copied.

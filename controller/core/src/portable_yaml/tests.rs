@@ -2,57 +2,64 @@ use serde_json::{Value, json};
 
 use super::{needs_quotes, to_string};
 
+/// In [`YAML_1_1_NON_STRINGS`]: serde_yaml 0.9 writes it bare (it quotes
+/// only what YAML 1.2 reads as a non-string).
+const LEFT_BARE: bool = true;
+/// In [`YAML_1_1_NON_STRINGS`]: serde_yaml 0.9 quotes it.
+const QUOTED: bool = false;
+
 /// Strings a YAML 1.1 reader (go-yaml v2, as in kubectl and Argo CD) reads
-/// as a boolean, a null or a number when they are written bare.
-const YAML_1_1_NON_STRINGS: &[&str] = &[
-    "y",
-    "Y",
-    "yes",
-    "Yes",
-    "YES",
-    "n",
-    "N",
-    "no",
-    "No",
-    "NO",
-    "true",
-    "True",
-    "TRUE",
-    "false",
-    "False",
-    "FALSE",
-    "on",
-    "On",
-    "ON",
-    "off",
-    "Off",
-    "OFF",
-    "~",
-    "null",
-    "Null",
-    "NULL",
-    "",
-    "0x1f",
-    "0o17",
-    "017",
-    "0b101",
-    "1_000",
-    "1:20",
-    "190:20:30",
-    "-1:20",
-    "+12",
-    "1.5e+3",
-    "1.",
-    ".5",
-    ".inf",
-    "-.inf",
-    "+.INF",
-    ".nan",
-    ".NaN",
-    "1e3",
-    "2001-12-14",
-    "=",
-    "<<",
+/// as a boolean, a null or a number when they are written bare, each with
+/// whether serde_yaml writes it bare.
+const YAML_1_1_NON_STRINGS: &[(&str, bool)] = &[
+    ("y", LEFT_BARE),
+    ("Y", LEFT_BARE),
+    ("yes", LEFT_BARE),
+    ("Yes", LEFT_BARE),
+    ("YES", LEFT_BARE),
+    ("n", LEFT_BARE),
+    ("N", LEFT_BARE),
+    ("no", LEFT_BARE),
+    ("No", LEFT_BARE),
+    ("NO", LEFT_BARE),
+    ("true", QUOTED),
+    ("True", QUOTED),
+    ("TRUE", QUOTED),
+    ("false", QUOTED),
+    ("False", QUOTED),
+    ("FALSE", QUOTED),
+    ("on", LEFT_BARE),
+    ("On", LEFT_BARE),
+    ("ON", LEFT_BARE),
+    ("off", LEFT_BARE),
+    ("Off", LEFT_BARE),
+    ("OFF", LEFT_BARE),
+    ("~", QUOTED),
+    ("null", QUOTED),
+    ("Null", QUOTED),
+    ("NULL", QUOTED),
+    ("", QUOTED),
+    ("0x1f", QUOTED),
+    ("0o17", QUOTED),
+    ("017", QUOTED),
+    ("0b101", QUOTED),
+    ("1_000", LEFT_BARE),
+    ("1:20", LEFT_BARE),
+    ("190:20:30", LEFT_BARE),
+    ("-1:20", LEFT_BARE),
+    ("+12", QUOTED),
+    ("1.5e+3", QUOTED),
+    ("1.", QUOTED),
+    (".5", QUOTED),
+    (".inf", QUOTED),
+    ("-.inf", QUOTED),
+    ("+.INF", QUOTED),
+    (".nan", QUOTED),
+    (".NaN", QUOTED),
+    ("1e3", QUOTED),
+    ("2001-12-14", LEFT_BARE),
+    ("=", LEFT_BARE),
+    ("<<", LEFT_BARE),
 ];
 
 fn serde_yaml_writes_bare(s: &str) -> bool {
@@ -66,42 +73,20 @@ fn serde_yaml_writes_bare(s: &str) -> bool {
 fn serde_yaml_leaves_these_yaml_1_1_forms_bare() {
     let bare: Vec<&str> = YAML_1_1_NON_STRINGS
         .iter()
-        .copied()
+        .map(|(s, _)| *s)
         .filter(|s| serde_yaml_writes_bare(s))
         .collect();
-    assert_eq!(
-        bare,
-        [
-            "y",
-            "Y",
-            "yes",
-            "Yes",
-            "YES",
-            "n",
-            "N",
-            "no",
-            "No",
-            "NO",
-            "on",
-            "On",
-            "ON",
-            "off",
-            "Off",
-            "OFF",
-            "1_000",
-            "1:20",
-            "190:20:30",
-            "-1:20",
-            "2001-12-14",
-            "=",
-            "<<"
-        ]
-    );
+    let marked: Vec<&str> = YAML_1_1_NON_STRINGS
+        .iter()
+        .filter(|(_, left_bare)| *left_bare)
+        .map(|(s, _)| *s)
+        .collect();
+    assert_eq!(bare, marked);
 }
 
 #[test]
 fn every_yaml_1_1_non_string_is_quoted_as_a_value_and_as_a_key() {
-    for s in YAML_1_1_NON_STRINGS {
+    for (s, _) in YAML_1_1_NON_STRINGS {
         assert!(needs_quotes(s), "`{s}` would be written bare");
         let yaml = to_string(&json!({ "value": s, "list": [s] })).expect("serializes");
         let expected = format!("list:\n- \"{s}\"\nvalue: \"{s}\"\n");
@@ -203,7 +188,10 @@ spec:
 /// (YAML 1.2), whether written bare, quoted or as a literal block.
 #[test]
 fn every_string_reads_back_the_same() {
-    let mut strings: Vec<String> = YAML_1_1_NON_STRINGS.iter().map(|s| s.to_string()).collect();
+    let mut strings: Vec<String> = YAML_1_1_NON_STRINGS
+        .iter()
+        .map(|(s, _)| s.to_string())
+        .collect();
     strings.extend(
         [
             "a\n\nb",

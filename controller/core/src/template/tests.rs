@@ -267,26 +267,18 @@ fn placeholder_right_after_an_opening_brace_or_before_a_closing_one() {
 
 #[test]
 fn lookups_read_text_output_paths_and_input() {
-    assert_eq!(
-        render("{{draft.text}}", Place::Text).unwrap(),
-        "The full reply"
-    );
-    assert_eq!(
-        render("{{draft.json.items.1.title}}", Place::Text).unwrap(),
-        "second"
-    );
-    assert_eq!(
-        render("{{draft.json.by_year.2024}}", Place::Text).unwrap(),
-        "y"
-    );
-    assert_eq!(
-        render("{{input.json.brief}}", Place::Text).unwrap(),
-        "Why we moved to Rust"
-    );
-    assert_eq!(
-        render("{{input.text}}", Place::Text).unwrap(),
-        r#"{"brief":"Why we moved to Rust","n":3}"#
-    );
+    for (src, expected) in [
+        ("{{draft.text}}", "The full reply"),
+        ("{{draft.json.items.1.title}}", "second"),
+        ("{{draft.json.by_year.2024}}", "y"),
+        ("{{input.json.brief}}", "Why we moved to Rust"),
+        (
+            "{{input.text}}",
+            r#"{"brief":"Why we moved to Rust","n":3}"#,
+        ),
+    ] {
+        assert_eq!(render(src, Place::Text).unwrap(), expected, "{src}");
+    }
     let string_input = json!({"input": "plain brief"});
     let t = parse("{{input.text}}/{{input.json}}", Place::Text).unwrap();
     assert_eq!(t.render(&string_input).unwrap(), "plain brief/plain brief");
@@ -352,15 +344,7 @@ fn missing_value_quotes_the_placeholder_without_inner_spaces_and_its_position() 
 
 #[test]
 fn missing_is_never_an_empty_string_in_any_place() {
-    for place in [
-        Place::Url,
-        Place::Header,
-        Place::Json,
-        Place::Query,
-        Place::Form,
-        Place::Text,
-        Place::Message,
-    ] {
+    for place in PLACES {
         assert!(matches!(
             render("x{{draft.json.absent}}", place),
             Err(RenderError::Missing { .. })

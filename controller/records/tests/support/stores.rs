@@ -33,6 +33,13 @@ pub struct Fresh {
 }
 
 impl Fresh {
+    /// A fresh store of `backend`, and the guard that removes it.
+    pub async fn with_store(backend: Backend) -> (Fresh, Store) {
+        let db = Fresh::new(backend).await;
+        let store = db.open().await;
+        (db, store)
+    }
+
     pub async fn new(backend: Backend) -> Fresh {
         match backend {
             Backend::Sqlite => Fresh {
@@ -186,6 +193,15 @@ impl<'a> Ask<'a> {
             order_by: None,
             descending: false,
             limit: 100,
+        }
+    }
+
+    /// A lookup of `collection` where `condition` holds, given `input`.
+    pub fn matching(collection: &'a str, condition: &'a str, input: Value) -> Ask<'a> {
+        Ask {
+            condition: Some(condition),
+            input,
+            ..Ask::new(collection)
         }
     }
 

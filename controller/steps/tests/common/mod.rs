@@ -12,7 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use coxswain_core::api::StepError;
-use coxswain_core::engine::{DataView, RunInfo, Task, Work};
+use coxswain_core::engine::{DataView, RunInfo, Task, Work, codes};
 use serde_json::{Value, json};
 
 /// Work for `task` with the given input and step records.
@@ -55,6 +55,14 @@ pub fn assert_error(err: &StepError, code: &str, parts: &[&str]) {
     for part in parts {
         assert!(err.message.contains(part), "{}", err.message);
     }
+}
+
+/// Checks that a step failed for a placeholder with no value, with exactly
+/// `message`, before sending `server` anything.
+pub fn assert_unresolved(err: &StepError, message: &str, server: &StandIn) {
+    assert_eq!(err.code, codes::PLACEHOLDER);
+    assert_eq!(err.message, message);
+    assert!(server.requests().is_empty());
 }
 
 /// Checks that a step failed with the error `code` and a message that

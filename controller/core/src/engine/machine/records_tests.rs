@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{FlowSpec, RunPhase, StepPhase};
+use crate::api::{FlowSpec, RunPhase, StepError, StepPhase};
 use crate::engine::{
     Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Task, Work, codes, step_error,
 };
@@ -35,6 +35,27 @@ fn done(step: &str, attempt: u32, output: Value) -> Event {
         attempt,
         result: Ok(Done::output(output)),
     }
+}
+
+/// What the driver found for the lookups of `step`'s `attempt`.
+fn looked_up(step: &str, attempt: u32, found: Result<Map<String, Value>, StepError>) -> Event {
+    Event::LookedUp {
+        step: step.into(),
+        part: None,
+        attempt,
+        found,
+    }
+}
+
+/// A machine resumed from `machine`'s status alone, as a restarted driver's.
+fn resumed<'f>(flow: &'f CompiledFlow, machine: &RunMachine<'_>) -> RunMachine<'f> {
+    RunMachine::resume(
+        flow,
+        json!({}),
+        RunInfo::default(),
+        machine.status().clone(),
+    )
+    .expect("same flow")
 }
 
 fn found(pairs: &[(&str, Value)]) -> Map<String, Value> {
@@ -150,12 +171,7 @@ fn a_step_with_lookups_waits_for_them_then_gets_them_as_inputs() {
 
     let records = json!([{"key": "t1", "value": {"component": "db"}, "version": 1}]);
     let actions = machine.handle(
-        Event::LookedUp {
-            step: "triage".into(),
-            part: None,
-            attempt: 1,
-            found: Ok(found(&[("similar", records.clone())])),
-        },
+        looked_up("triage", 1, Ok(found(&[("similar", records.clone())]))),
         at(2),
     );
     let work = runs(&actions);
@@ -171,23 +187,12 @@ fn a_step_with_lookups_waits_for_them_then_gets_them_as_inputs() {
         "the attempt keeps what it saw"
     );
     // Rebuilt from the record alone, the work has what was found.
-    let again = RunMachine::resume(
-        &flow,
-        json!({}),
-        RunInfo::default(),
-        machine.status().clone(),
-    )
-    .expect("same flow");
+    let again = resumed(&flow, &machine);
     let rebuilt = again.running_work();
     assert_eq!(rebuilt[0].input["similar"], records);
     // A second answer for the same attempt changes nothing.
     let late = machine.handle(
-        Event::LookedUp {
-            step: "triage".into(),
-            part: None,
-            attempt: 1,
-            found: Ok(found(&[("similar", json!([]))])),
-        },
+        looked_up("triage", 1, Ok(found(&[("similar", json!([]))]))),
         at(3),
     );
     assert!(runs(&late).is_empty());
@@ -204,12 +209,7 @@ fn a_step_with_lookups_waits_for_them_then_gets_them_as_inputs() {
     let recent = json!([{"key": "t9"}]);
     assert!(runs(&actions)[0].lookups_due());
     let actions = machine.handle(
-        Event::LookedUp {
-            step: "post".into(),
-            part: None,
-            attempt: 1,
-            found: Ok(found(&[("recent", recent.clone())])),
-        },
+        looked_up("post", 1, Ok(found(&[("recent", recent.clone())]))),
         at(5),
     );
     let post = runs(&actions)[0];
@@ -228,15 +228,7 @@ fn a_lookup_that_fails_fails_its_attempt_and_a_retry_looks_again() {
     machine.handle(Event::Start, at(0));
     machine.handle(done("fetch", 1, json!({"component": "db"})), at(1));
     let error = step_error(codes::EXPRESSION, "where fails on record `t4`");
-    machine.handle(
-        Event::LookedUp {
-            step: "triage".into(),
-            part: None,
-            attempt: 1,
-            found: Err(error.clone()),
-        },
-        at(2),
-    );
+    machine.handle(looked_up("triage", 1, Err(error.clone())), at(2));
     let triage = &machine.status().steps["triage"];
     assert_eq!(triage.attempts[0].error, Some(error));
     assert_eq!(triage.status, StepPhase::Running, "waiting to retry");
@@ -245,12 +237,7 @@ fn a_lookup_that_fails_fails_its_attempt_and_a_retry_looks_again() {
     assert_eq!(work[0].attempt, 2);
     assert!(work[0].lookups_due(), "the retry looks again");
     machine.handle(
-        Event::LookedUp {
-            step: "triage".into(),
-            part: None,
-            attempt: 2,
-            found: Err(step_error(codes::EXPRESSION, "again")),
-        },
+        looked_up("triage", 2, Err(step_error(codes::EXPRESSION, "again"))),
         at(11),
     );
     assert_eq!(machine.status().phase, RunPhase::Failed);
@@ -320,12 +307,7 @@ steps:
     );
     let earlier = json!([{"key": "d1", "value": {"topic": "db"}}]);
     let actions = machine.handle(
-        Event::LookedUp {
-            step: "review".into(),
-            part: None,
-            attempt: 1,
-            found: Ok(found(&[("earlier", earlier.clone())])),
-        },
+        looked_up("review", 1, Ok(found(&[("earlier", earlier.clone())]))),
         at(2),
     );
     let asked: Vec<_> = actions
@@ -339,13 +321,7 @@ steps:
     assert_eq!(asked[0].show["earlier"], earlier);
     assert_eq!(asked[0].show["draft"], json!({"topic": "db"}));
     // Rebuilt from the record, the request shows the same.
-    let again = RunMachine::resume(
-        &flow,
-        json!({}),
-        RunInfo::default(),
-        machine.status().clone(),
-    )
-    .expect("same flow");
+    let again = resumed(&flow, &machine);
     let pending = again.pending_approvals();
     assert!(!pending[0].lookups_due());
     assert_eq!(pending[0].show["earlier"], earlier);
@@ -374,12 +350,7 @@ fn lookups_the_database_cannot_answer_keep_the_attempt_waiting_and_say_why() {
     assert!(machine.running_work()[0].lookups_due(), "still due");
     // Once the database answers, the attempt runs and the note goes.
     let actions = machine.handle(
-        Event::LookedUp {
-            step: "triage".into(),
-            part: None,
-            attempt: 1,
-            found: Ok(found(&[("similar", json!([]))])),
-        },
+        looked_up("triage", 1, Ok(found(&[("similar", json!([]))]))),
         at(3),
     );
     assert!(!runs(&actions)[0].lookups_due());

@@ -23,6 +23,13 @@ fn fresh<'f>(flow: &'f CompiledFlow, input: Value) -> RunMachine<'f> {
     RunMachine::new(flow, input, RunInfo::default())
 }
 
+/// A machine for `flow` with no input, started.
+fn started_machine(flow: &CompiledFlow) -> RunMachine<'_> {
+    let mut machine = fresh(flow, json!({}));
+    machine.handle(Event::Start, at(0));
+    machine
+}
+
 fn failure() -> Event {
     failure_of("each", Some(0), 1)
 }
@@ -189,8 +196,7 @@ steps:
 ",
     );
     let flow = CompiledFlow::new(spec.clone()).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let mut machine = started_machine(&flow);
     let asked: Vec<Action> = machine.handle(success_of("draft", None, 1), at(1));
     let [Action::Ask(request)] = asked.as_slice() else {
         panic!("one ask, got {asked:?}")
@@ -310,10 +316,8 @@ fn answer(decision: Option<&str>, response: Option<Value>) -> crate::engine::Dec
 
 #[test]
 fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
-    let spec = spec(REVIEW_AND_ENTRY);
-    let flow = CompiledFlow::new(spec.clone()).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let flow = CompiledFlow::new(spec(REVIEW_AND_ENTRY)).expect("valid");
+    let mut machine = started_machine(&flow);
     let before = machine.summarized();
     let refused = machine
         .decide("review", 1, answer(Some("maybe"), None), at(1))
@@ -340,10 +344,8 @@ fn a_decision_the_step_does_not_offer_is_refused_and_changes_nothing() {
 
 #[test]
 fn an_entry_must_have_exactly_the_declared_fields_and_types() {
-    let spec = spec(REVIEW_AND_ENTRY);
-    let flow = CompiledFlow::new(spec.clone()).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let flow = CompiledFlow::new(spec(REVIEW_AND_ENTRY)).expect("valid");
+    let mut machine = started_machine(&flow);
     machine
         .decide("review", 1, answer(Some("approve"), None), at(1))
         .expect("taken");
@@ -406,17 +408,22 @@ fn assert_stored_once(record: &RunStatus, values: &[String]) {
     assert_eq!(&read, record, "reading the record back rebuilds its views");
 }
 
-#[test]
-fn two_large_outputs_are_stored_once_each() {
+/// The status of a run of two scripts, `a` then `b`, that finished with
+/// `a_done` and `b_done`.
+fn run_a_then_b(a_done: Event, b_done: Event) -> RunStatus {
     let flow = CompiledFlow::new(spec(
         "steps:\n  - {key: a, script: {source: x}}\n  - {key: b, script: {source: x}}\n",
     ))
     .expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
-    machine.handle(printed("a", None, big('a')), at(1));
-    machine.handle(printed("b", None, big('b')), at(2));
-    let record = machine.summarized();
+    let mut machine = started_machine(&flow);
+    machine.handle(a_done, at(1));
+    machine.handle(b_done, at(2));
+    machine.summarized()
+}
+
+#[test]
+fn two_large_outputs_are_stored_once_each() {
+    let record = run_a_then_b(printed("a", None, big('a')), printed("b", None, big('b')));
     assert_eq!(record.phase, RunPhase::Succeeded);
     assert_eq!(record.result(), Some(&json!(big('b'))));
     assert_eq!(
@@ -446,15 +453,10 @@ fn printed_json(step: &str, output: Value) -> Event {
 
 #[test]
 fn json_outputs_are_stored_without_their_text() {
-    let flow = CompiledFlow::new(spec(
-        "steps:\n  - {key: a, script: {source: x}}\n  - {key: b, script: {source: x}}\n",
-    ))
-    .expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
-    machine.handle(printed_json("a", json!({"body": big('a')})), at(1));
-    machine.handle(printed_json("b", json!({"body": big('b')})), at(2));
-    let record = machine.summarized();
+    let record = run_a_then_b(
+        printed_json("a", json!({"body": big('a')})),
+        printed_json("b", json!({"body": big('b')})),
+    );
     assert_eq!(record.phase, RunPhase::Succeeded);
     let stored = serde_json::to_value(&record).expect("record to JSON");
     assert_eq!(stored["steps"]["a"]["textFromOutput"], true);
@@ -559,8 +561,7 @@ fn an_unanswered_approval_times_out_is_asked_again_then_fails() {
 #[test]
 fn an_approval_answered_in_time_never_times_out() {
     let flow = CompiledFlow::new(spec(HURRIED)).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let mut machine = started_machine(&flow);
     machine
         .decide("review", 1, approve(), at(10))
         .expect("taken");
@@ -572,8 +573,7 @@ fn an_approval_answered_in_time_never_times_out() {
 #[test]
 fn a_waiting_approval_failed_by_its_driver_is_asked_again_then_fails_the_run() {
     let flow = CompiledFlow::new(spec(HURRIED)).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let mut machine = started_machine(&flow);
     let tampered = || step_error(codes::TAMPERED, "the Approval is not the run's");
     // A stale attempt number changes nothing.
     assert!(
@@ -665,8 +665,7 @@ fn a_redone_script_gets_the_reviewers_decision_and_feedback() {
 #[test]
 fn a_both_mode_answer_gives_the_decision_and_the_entry() {
     let flow = CompiledFlow::new(spec(BOTH_AND_SEND_BACK)).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let mut machine = started_machine(&flow);
     machine.handle(success_of("build", None, 1), at(1));
     // A decision without the entry is refused.
     let refused = machine
@@ -734,8 +733,7 @@ steps:
 ",
     ))
     .unwrap();
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
+    let mut machine = started_machine(&flow);
     for attempt in 1..=6 {
         let failed = Failed {
             log: Some(log(&format!("try {attempt} broke\n"))),
@@ -831,17 +829,14 @@ fn started<'a>(actions: &'a [Action], step: &str) -> Option<&'a crate::engine::W
 #[test]
 fn an_agent_that_decides_sends_work_back_with_its_instructions() {
     let flow = CompiledFlow::new(spec(CRITIQUED)).expect("valid");
-    let mut machine = fresh(&flow, json!({}));
-    machine.handle(Event::Start, at(0));
-    let actions = machine.handle(
-        Event::Finished {
-            step: "write".into(),
-            part: None,
-            attempt: 1,
-            result: Ok(Done::output(json!("Draft one."))),
-        },
-        at(1),
-    );
+    let mut machine = started_machine(&flow);
+    let wrote = |attempt: u32, draft: &str| Event::Finished {
+        step: "write".into(),
+        part: None,
+        attempt,
+        result: Ok(Done::output(json!(draft))),
+    };
+    let actions = machine.handle(wrote(1, "Draft one."), at(1));
     let critic = started(&actions, "critic").expect("the critic runs");
     let crate::engine::Task::Agent(task) = &critic.task else {
         panic!("an agent task")
@@ -879,15 +874,7 @@ fn an_agent_that_decides_sends_work_back_with_its_instructions() {
     assert_eq!(task.change_request.as_ref(), Some(request));
     assert!(started(&actions, "publish").is_none());
 
-    let actions = machine.handle(
-        Event::Finished {
-            step: "write".into(),
-            part: None,
-            attempt: 2,
-            result: Ok(Done::output(json!("Draft two."))),
-        },
-        at(3),
-    );
+    let actions = machine.handle(wrote(2, "Draft two."), at(3));
     assert!(started(&actions, "critic").is_some(), "reviewed again");
     let actions = machine.handle(decided("approve", ""), at(4));
     assert!(started(&actions, "publish").is_some(), "{actions:?}");

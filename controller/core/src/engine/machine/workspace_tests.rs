@@ -42,6 +42,13 @@ fn made() -> WorkspaceStatus {
     }
 }
 
+/// A machine for `flow` whose workspace was made at the start.
+fn checked_out(flow: &CompiledFlow) -> RunMachine<'_> {
+    let mut m = RunMachine::new(flow, Value::Null, RunInfo::default());
+    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    m
+}
+
 fn a_done() -> Event {
     Event::Finished {
         step: "a".into(),
@@ -103,8 +110,7 @@ fn a_run_waits_pending_for_its_checkout_then_starts_its_steps() {
 #[test]
 fn a_run_that_pushes_is_held_running_until_the_push_then_ends_as_it_did() {
     let flow = compile(PUSHES);
-    let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    let mut m = checked_out(&flow);
     let actions = m.handle(a_done(), at(1));
     assert_eq!(m.status().phase, RunPhase::Running);
     assert_eq!(m.status().finished_at, None);
@@ -142,8 +148,7 @@ fn a_run_that_pushes_is_held_running_until_the_push_then_ends_as_it_did() {
 #[test]
 fn a_failed_push_fails_a_run_that_succeeded_and_the_record_keeps_both_commits() {
     let flow = compile(PUSHES);
-    let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    let mut m = checked_out(&flow);
     m.handle(a_done(), at(1));
     m.handle(
         pushed(Some(step_error(
@@ -172,8 +177,7 @@ fn a_failed_push_fails_a_run_that_succeeded_and_the_record_keeps_both_commits() 
 #[test]
 fn only_what_the_policy_pushes_is_held() {
     let flow = compile(PUSHES);
-    let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    let mut m = checked_out(&flow);
     m.handle(
         Event::Finished {
             step: "a".into(),
@@ -191,8 +195,7 @@ fn only_what_the_policy_pushes_is_held() {
     assert_eq!(m.workspace_work(), None);
 
     let always = compile(&PUSHES.replace("onSuccess", "always"));
-    let mut m = RunMachine::new(&always, Value::Null, RunInfo::default());
-    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    let mut m = checked_out(&always);
     m.handle(Event::Cancel, at(1));
     assert_eq!(
         m.status().phase,
@@ -206,8 +209,7 @@ fn only_what_the_policy_pushes_is_held() {
     assert_eq!(m.status().phase, RunPhase::Cancelled);
 
     let never = compile(&PUSHES.replace("onSuccess", "never"));
-    let mut m = RunMachine::new(&never, Value::Null, RunInfo::default());
-    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    let mut m = checked_out(&never);
     m.handle(a_done(), at(1));
     assert_eq!(m.status().phase, RunPhase::Succeeded);
 }
@@ -215,8 +217,7 @@ fn only_what_the_policy_pushes_is_held() {
 #[test]
 fn a_cancel_during_the_push_of_a_run_that_succeeded_stops_it() {
     let flow = compile(PUSHES);
-    let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    m.handle(Event::Workspace(WorkspaceEnded::Made(made())), at(0));
+    let mut m = checked_out(&flow);
     m.handle(a_done(), at(1));
     let before = m.workspace_work();
     let actions = m.handle(Event::Cancel, at(2));

@@ -33,27 +33,29 @@ use crate::settings::ERROR_REQUEUE;
 /// An ended run read back: its status and pinned flow give its hand-off,
 /// as the plan that ended it did, and [`hand_off`] carries it out.
 pub async fn look_after_end(ctx: &Context, run: &Run) -> Result<Action, Error> {
-    if ctx.records.is_none() {
+    let Some(stored) = run.status.as_ref().filter(|_| ctx.records.is_some()) else {
         return Ok(Action::await_change());
-    }
-    let status = ctx.offloader.load(run).await?;
-    let digest = status.flow_digest.as_deref();
+    };
+    // The phase and the pinned digest are never moved out of the status:
+    // the stored form answers, and the values are put back only to archive.
+    let digest = stored.flow_digest.as_deref();
     let handed = match pin::pinned_flow(&ctx.client, &ctx.flows, run, digest).await {
-        Ok(Pinned::Flow(flow)) => engine::hand_off(flow.spec(), &status),
+        Ok(Pinned::Flow(flow)) => engine::hand_off(flow.spec(), stored),
         // A snapshot gone or replaced: the controller's default retention.
         _ => None,
     };
-    hand_off(ctx, run, &status, handed.unwrap_or_default()).await
+    hand_off(ctx, run, None, handed.unwrap_or_default()).await
 }
 
-/// Carries out `handed` for `run`, which ended with `status` (values put
-/// back): archives it when it is not yet, then deletes it if its retention
-/// (the flow's, else the controller's default) is up; says when to look
-/// again (at the end of its retention).
+/// Carries out `handed` for `run`, which ended: archives it when it is not
+/// yet (with `whole`, its status with every value in place, when the
+/// caller has it; else read back), then deletes it if its retention (the
+/// flow's, else the controller's default) is up; says when to look again
+/// (at the end of its retention).
 pub async fn hand_off(
     ctx: &Context,
     run: &Run,
-    status: &RunStatus,
+    whole: Option<&RunStatus>,
     handed: HandOff,
 ) -> Result<Action, Error> {
     let Some(store) = &ctx.records else {
@@ -65,6 +67,14 @@ pub async fn hand_off(
     match store.is_archived(&uid).await {
         Ok(true) => {}
         Ok(false) => {
+            let loaded;
+            let status = match whole {
+                Some(status) => status,
+                None => {
+                    loaded = ctx.offloader.load(run).await?;
+                    &loaded
+                }
+            };
             if let Err(e) = store.archive(&archived(run, status)).await {
                 tracing::warn!(run = %run.name_any(), error = %e, "could not archive the run; trying again");
                 return Ok(Action::requeue(ERROR_REQUEUE));
@@ -80,9 +90,9 @@ pub async fn hand_off(
     let Some(keep) = handed.keep_for.or(ctx.settings.records.finished_runs) else {
         return Ok(Action::await_change());
     };
-    let ended = status
-        .finished_at
-        .as_deref()
+    let ended = whole
+        .or(run.status.as_ref())
+        .and_then(|s| s.finished_at.as_deref())
         .and_then(|t| t.parse::<Timestamp>().ok());
     let Some(ended) = ended else {
         return Ok(Action::await_change());

@@ -591,12 +591,11 @@ async fn act(acting: Acting<'_>, written: Option<&RunStatus>) -> Result<Action, 
     {
         return Ok(later);
     }
+    answer_back(acting).await?;
     // The run just ended: it is handed off from the status just written.
     if let (Some(handed), Some(status)) = (acting.plan.hand_off, written) {
-        answer_back(acting).await?;
-        return archive::hand_off(acting.ctx, acting.run, status, handed).await;
+        return archive::hand_off(acting.ctx, acting.run, Some(status), handed).await;
     }
-    answer_back(acting).await?;
     Ok(look_again(acting.plan, &acting.seen.running))
 }
 

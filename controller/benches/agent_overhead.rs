@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coxswain::local::{CommandLineApprover, Progress, run_flow};
+use coxswain::local::{CommandLineApprover, Progress, Start, run_flow};
 use coxswain_core::api::{FlowSpec, RunPhase};
 use coxswain_core::engine::CompiledFlow;
 use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
@@ -166,6 +166,7 @@ async fn main() {
         let status = run_flow(
             &flow,
             input.clone(),
+            Start::local(),
             executor.clone(),
             &mut approver,
             &mut progress,

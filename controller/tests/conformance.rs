@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use coxswain::local::{CommandLineApprover, Progress, run_flow};
+use coxswain::local::{CommandLineApprover, Progress, Start, run_flow};
 use coxswain_core::api::RunStatus;
 use coxswain_core::engine::CompiledFlow;
 use serde_json::Value;
@@ -23,6 +23,7 @@ async fn run_case(path: &Path) -> Result<(), String> {
     let state = run_flow(
         &flow,
         case.input,
+        Start::local(),
         executor.clone(),
         &mut approver,
         &mut progress,

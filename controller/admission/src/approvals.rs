@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use coxswain_core::api::{Approval, ApprovalAnswer, ApprovalMode, ApprovalSpec, DecidedBy, Run};
 use coxswain_core::flow::{
-    AnswerError, Decider, DeciderError, DeciderRule, check_answer_in, check_decider,
+    AnswerError, Decider, DeciderError, DeciderRule, check_answer_to, check_decider,
 };
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer};
@@ -316,21 +316,10 @@ pub fn check_update(
             mode: new.mode,
         });
     }
-    check_answer_in(
-        &new.step,
-        new.mode,
-        &new.decisions,
-        &new.fields,
-        new.decision.as_deref(),
-        new.response.as_ref(),
-    )?;
+    check_answer_to(new, new.decision.as_deref(), new.response.as_ref())?;
     // The same rule the controller applies again before taking the answer in.
     check_person(new, who, creator)?;
-    let stamped = new.decided_by.as_ref().map(|d| d.username.as_str());
-    if stamped != Some(user) || new.decided_at.is_none() {
-        return Err(ApprovalRefusal::NotStamped);
-    }
-    Ok(())
+    check_stamp(&new.decided_by, &new.decided_at, user)
 }
 
 /// Whether `who` may decide the step of `spec`, by its approvers and the
@@ -391,17 +380,19 @@ fn check_added(
             approvals: new.required_approvals(),
         });
     }
-    check_answer_in(
-        &new.step,
-        new.mode,
-        &new.decisions,
-        &new.fields,
-        added.decision.as_deref(),
-        added.response.as_ref(),
-    )?;
+    check_answer_to(new, added.decision.as_deref(), added.response.as_ref())?;
     check_person(new, who, creator)?;
-    let stamped = added.decided_by.as_ref().map(|d| d.username.as_str());
-    if stamped != Some(user) || added.decided_at.is_none() {
+    check_stamp(&added.decided_by, &added.decided_at, user)
+}
+
+/// An answer carries the stamp of the user who wrote it, with a time.
+fn check_stamp(
+    by: &Option<DecidedBy>,
+    at: &Option<String>,
+    user: &str,
+) -> Result<(), ApprovalRefusal> {
+    let stamped = by.as_ref().map(|d| d.username.as_str());
+    if stamped != Some(user) || at.is_none() {
         return Err(ApprovalRefusal::NotStamped);
     }
     Ok(())

@@ -3,6 +3,8 @@
 //! and is restarted), [`Error`] fails one reconcile, which is tried again.
 //! Neither is a step's failure (those go into the Run's record).
 
+pub use coxswain_kube::values::ValueError;
+
 /// A reconcile that could not finish; it is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -22,25 +24,12 @@ pub enum Error {
     /// may be missing); deciding on an empty cache could start work twice.
     #[error("the controller's cache of {0} is not filled yet; is its CRD installed?")]
     CacheNotReady(&'static str),
-    /// An object under the name of one the controller makes for a Run (a
-    /// value moved out of its status) is not the one it made: the run
-    /// fails as tampered with, and the object is left alone.
-    #[error("{reason}")]
-    Tampered {
-        /// The object's kind and name, such as `ConfigMap r-value-…-0`.
-        object: String,
-        /// What is wrong with it, for the run's status.
-        reason: String,
-    },
-    /// A Run's values could not be moved out of its status or put back.
-    #[error("the status of run {run}: {source}")]
-    Offload {
-        /// The Run, as `namespace/name`.
-        run: String,
-        /// What was wrong.
-        #[source]
-        source: coxswain_core::api::offload::OffloadError,
-    },
+    /// A Run's moved values could not be read back or written: a
+    /// request failed, a piece was replaced (the run fails as tampered
+    /// with, the object is left alone), or the values and the status do
+    /// not fit together.
+    #[error(transparent)]
+    Values(#[from] ValueError),
 }
 
 impl Error {
@@ -55,28 +44,23 @@ impl Error {
     /// A short label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::Kube { source, .. } => match source {
-                kube::Error::Api(status) if status.code == 409 => "conflict",
-                kube::Error::Api(_) => "api",
-                _ => "client",
-            },
+            Error::Kube { source, .. } => kube_label(source),
             Error::Corrupt(_) => "corrupt",
             Error::CacheNotReady(_) => "cache",
-            Error::Offload { .. } => "offload",
-            Error::Tampered { .. } => "tampered",
+            Error::Values(ValueError::Kube { source, .. }) => kube_label(source),
+            Error::Values(ValueError::Corrupt(_)) => "corrupt",
+            Error::Values(ValueError::Offload { .. }) => "offload",
+            Error::Values(ValueError::Tampered { .. }) => "tampered",
         }
     }
 }
 
-impl From<coxswain_kube::values::ValueError> for Error {
-    fn from(e: coxswain_kube::values::ValueError) -> Self {
-        use coxswain_kube::values::ValueError;
-        match e {
-            ValueError::Kube { action, source } => Error::Kube { action, source },
-            ValueError::Corrupt(what) => Error::Corrupt(what),
-            ValueError::Tampered { object, reason } => Error::Tampered { object, reason },
-            ValueError::Offload { run, source } => Error::Offload { run, source },
-        }
+/// The metric label of a client error.
+fn kube_label(source: &kube::Error) -> &'static str {
+    match source {
+        kube::Error::Api(status) if status.code == 409 => "conflict",
+        kube::Error::Api(_) => "api",
+        _ => "client",
     }
 }
 

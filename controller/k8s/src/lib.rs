@@ -24,5 +24,5 @@ pub mod settings;
 pub use coxswain_admission as admission;
 pub use coxswain_kube::{guard, names, ops, rerun_source, snapshot};
 
-pub use error::{Error, StartError};
+pub use error::{Error, StartError, ValueError};
 pub use settings::Settings;

@@ -473,15 +473,11 @@ impl Tri {
             a.no.clone().or(a.yes.clone().and(b.no))
         };
         let err = a.err.or(a.yes.and(b.err));
-        let mut t = Tri {
-            yes,
-            no,
-            err,
-            decided: a.decided && b.decided,
-            infallible: a.infallible && b.infallible,
-        };
-        t.decided |= t.any_true();
-        t
+        Tri::joined(
+            [yes, no, err],
+            a.decided && b.decided,
+            a.infallible && b.infallible,
+        )
     }
 
     fn or(a: Tri, b: Tri) -> Tri {
@@ -492,12 +488,22 @@ impl Tri {
         };
         let no = a.no.clone().and(b.no);
         let err = a.err.or(a.no.and(b.err));
+        Tri::joined(
+            [yes, no, err],
+            a.decided && b.decided,
+            a.infallible && b.infallible,
+        )
+    }
+
+    /// A joined answer of the given conditions, decided too when it is
+    /// surely true.
+    fn joined([yes, no, err]: [P; 3], decided: bool, infallible: bool) -> Tri {
         let mut t = Tri {
             yes,
             no,
             err,
-            decided: a.decided && b.decided,
-            infallible: a.infallible && b.infallible,
+            decided,
+            infallible,
         };
         t.decided |= t.any_true();
         t

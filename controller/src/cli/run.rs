@@ -5,7 +5,7 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 use serde_json::Value;
 
 use super::CliError;
-use crate::local::{CommandLineApprover, LocalWorkspace, Progress, Start, local_run, run_started};
+use crate::local::{CommandLineApprover, LocalWorkspace, Progress, Start, local_run, run_flow};
 use coxswain_core::api::{CopiedFrom, RunPhase, RunStatus};
 use coxswain_core::engine::{CompiledFlow, rerun_from};
 use coxswain_core::flow::{Limits, RunsOn, check_input, workspace_warnings};
@@ -216,7 +216,7 @@ fn execute(args: &Args, name: &str, spec: &coxswain_core::api::FlowSpec, input: 
     };
     let run_info = start.run.clone();
     let archived_input = input.clone();
-    let state = runtime.block_on(run_started(
+    let state = runtime.block_on(run_flow(
         &flow,
         input,
         start,

@@ -222,14 +222,7 @@ pub fn parse_answer(request: &ApprovalRequest, answer: &str) -> Result<Decision,
             )
         }
     };
-    coxswain_core::flow::check_answer_in(
-        &request.step,
-        request.mode,
-        &request.decisions,
-        &request.fields,
-        decision.as_deref(),
-        response.as_ref(),
-    )?;
+    coxswain_core::flow::check_answer_to(request, decision.as_deref(), response.as_ref())?;
     Ok(Decision {
         decision,
         feedback,

@@ -54,6 +54,16 @@ pub struct Start {
     pub seed: Option<RunStatus>,
 }
 
+impl Start {
+    /// A fresh local run (a new name and uid) with nothing else given.
+    pub fn local() -> Self {
+        Start {
+            run: local_run(),
+            ..Start::default()
+        }
+    }
+}
+
 /// The status of a run that failed before its first step (its rerun
 /// seed does not fit the flow): every step pending, the run failed with
 /// `error`.
@@ -107,28 +117,10 @@ fn machine_for<'f>(
 
 /// Runs a flow to its end and returns its status. `cancel` resolves when the
 /// user asks to stop (Ctrl-C); the run then ends `Cancelled` with its work killed.
-/// Work runs through an [`InProcess`] launcher, as the controller's would.
+/// Work runs through an [`InProcess`] launcher, as the controller's would;
+/// `start` holds the run's facts (and workspace): [`Start::local`] for a
+/// fresh local run.
 pub async fn run_flow<E, C>(
-    flow: &CompiledFlow,
-    input: Value,
-    executor: Arc<E>,
-    approver: &mut dyn Approver,
-    progress: &mut Progress,
-    cancel: C,
-) -> RunStatus
-where
-    E: Executor + 'static,
-    C: std::future::Future<Output = ()>,
-{
-    let start = Start {
-        run: local_run(),
-        ..Start::default()
-    };
-    run_started(flow, input, start, executor, approver, progress, cancel).await
-}
-
-/// [`run_flow`] for a run whose facts (and workspace) the caller made.
-pub async fn run_started<E, C>(
     flow: &CompiledFlow,
     input: Value,
     mut start: Start,
@@ -434,6 +426,7 @@ mod tests {
         let record = run_flow(
             &flow,
             json!({"xs": ["fast", "slow"]}),
+            Start::local(),
             Arc::new(FailFirst),
             &mut approver,
             &mut progress,
@@ -476,6 +469,7 @@ mod tests {
         let record = run_flow(
             &flow,
             json!({}),
+            Start::local(),
             Arc::new(FailFirst),
             &mut approver,
             &mut progress,

@@ -197,20 +197,10 @@ impl<'w> Repos<'w> {
     ) -> Result<WorkspaceStatus, WorkspaceError> {
         let mut checkouts = Vec::with_capacity(self.workspace.repos.len());
         for (repo, credentials) in self.workspace.repos.iter().zip(&self.credentials) {
-            let git = Git {
-                repo,
-                dir: dir.join(&repo.name),
-                credentials: credentials.as_ref(),
-                redactor: &self.redactor,
-            };
+            let git = self.git(repo, dir, credentials.as_ref());
             checkouts.push(git.check_out(branch).await?);
         }
-        Ok(WorkspaceStatus {
-            branch: branch.to_string(),
-            repos: checkouts,
-            volume: Some(dir.display().to_string()),
-            ..Default::default()
-        })
+        Ok(checked_out(dir, branch, checkouts))
     }
 
     /// The checkouts already in `dir` (`coxswain run --workspace DIR`):
@@ -222,12 +212,7 @@ impl<'w> Repos<'w> {
     ) -> Result<WorkspaceStatus, WorkspaceError> {
         let mut checkouts = Vec::with_capacity(self.workspace.repos.len());
         for repo in &self.workspace.repos {
-            let git = Git {
-                repo,
-                dir: dir.join(&repo.name),
-                credentials: None,
-                redactor: &self.redactor,
-            };
+            let git = self.git(repo, dir, None);
             if !git.dir.join(".git").exists() {
                 return Err(WorkspaceError::NoCheckout {
                     repo: repo.name.clone(),
@@ -244,12 +229,22 @@ impl<'w> Repos<'w> {
                 commit,
             });
         }
-        Ok(WorkspaceStatus {
-            branch: branch.to_string(),
-            repos: checkouts,
-            volume: Some(dir.display().to_string()),
-            ..Default::default()
-        })
+        Ok(checked_out(dir, branch, checkouts))
+    }
+
+    /// git for `repo`, whose checkout is `dir/<name>`.
+    fn git<'a>(
+        &'a self,
+        repo: &'a WorkspaceRepo,
+        dir: &Path,
+        credentials: Option<&'a Credentials>,
+    ) -> Git<'a> {
+        Git {
+            repo,
+            dir: dir.join(&repo.name),
+            credentials,
+            redactor: &self.redactor,
+        }
     }
 
     /// Pushes `branch` from every checkout in `dir` to its repo. Each push
@@ -262,12 +257,7 @@ impl<'w> Repos<'w> {
     ) -> (Vec<PushedBranch>, Option<WorkspaceError>) {
         let mut pushed = Vec::new();
         for (repo, credentials) in self.workspace.repos.iter().zip(&self.credentials) {
-            let git = Git {
-                repo,
-                dir: dir.join(&repo.name),
-                credentials: credentials.as_ref(),
-                redactor: &self.redactor,
-            };
+            let git = self.git(repo, dir, credentials.as_ref());
             match git.push(branch).await {
                 Ok(commit) => pushed.push(PushedBranch {
                     name: repo.name.clone(),
@@ -277,6 +267,16 @@ impl<'w> Repos<'w> {
             }
         }
         (pushed, None)
+    }
+}
+
+/// The status of a workspace whose repos are checked out in `dir`.
+fn checked_out(dir: &Path, branch: &str, repos: Vec<RepoCheckout>) -> WorkspaceStatus {
+    WorkspaceStatus {
+        branch: branch.to_string(),
+        repos,
+        volume: Some(dir.display().to_string()),
+        ..Default::default()
     }
 }
 

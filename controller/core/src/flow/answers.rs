@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::api::{ApprovalMode, ApprovalStep, Field};
+use crate::api::{ApprovalMode, ApprovalSpec, ApprovalStep, Field};
 
 use super::describe_type;
 
@@ -95,6 +95,31 @@ pub fn check_answer(
         decision,
         response,
     )
+}
+
+/// What an answer is checked against, wherever it is kept: an Approval
+/// object's copy of the step, or the engine's request to a person
+/// (`engine::ApprovalRequest`).
+pub trait Asked {
+    /// The step's key, mode, decisions and fields.
+    fn asked(&self) -> (&str, ApprovalMode, &[String], &[Field]);
+}
+
+impl Asked for ApprovalSpec {
+    fn asked(&self) -> (&str, ApprovalMode, &[String], &[Field]) {
+        (&self.step, self.mode, &self.decisions, &self.fields)
+    }
+}
+
+/// [`check_answer`] against what a person was asked, as admission, the
+/// controller and the local prompt check an answer.
+pub fn check_answer_to(
+    request: &impl Asked,
+    decision: Option<&str>,
+    response: Option<&Value>,
+) -> Result<(), AnswerError> {
+    let (step, mode, decisions, fields) = request.asked();
+    check_answer_in(step, mode, decisions, fields, decision, response)
 }
 
 /// [`check_answer`] with the step's parts given one by one, as an

@@ -30,8 +30,8 @@ mod yaml_1_1;
 mod yaml_tree;
 
 pub use answers::{
-    AnswerError, Vote, check_answer, check_answer_in, check_decision, check_entry, describe_tally,
-    tally,
+    AnswerError, Asked, Vote, check_answer, check_answer_in, check_answer_to, check_decision,
+    check_entry, describe_tally, tally,
 };
 pub use command::check_command;
 pub use decider::{Decider, DeciderError, DeciderRule, check_decider, describe_approvers};

@@ -26,7 +26,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use crate::{Error, StartError, names};
+use crate::{Error, StartError, ValueError, names};
 use coxswain_core::api::offload::{self, DEFAULT_BUDGET, DEFAULT_THRESHOLD, Limits, MIN_THRESHOLD};
 use coxswain_core::api::{Run, RunStatus};
 
@@ -300,14 +300,15 @@ impl Offloader {
         if config_map::piece_of(found).as_deref() == Some(piece) {
             return Ok(());
         }
-        Err(Error::Tampered {
+        Err(ValueError::Tampered {
             object: format!("ConfigMap {name}"),
             reason: format!(
                 "the ConfigMap {name} stands where a piece of the value at {} of run {} goes but holds something else; Coxswain did not write it (it was left alone)",
                 entry.path,
                 owner.id()
             ),
-        })
+        }
+        .into())
     }
 }
 

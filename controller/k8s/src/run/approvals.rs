@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::names;
 use coxswain_core::api::{Approval, ApprovalSpec, ApprovalState, Run};
 use coxswain_core::engine::{ApprovalRequest, Ballot, Decision};
-use coxswain_core::flow::{Vote, check_answer_in, describe_tally, tally};
+use coxswain_core::flow::{Vote, check_answer_to, describe_tally, tally};
 pub use coxswain_kube::approvals::{approval_name, not_ours};
 
 /// A waiting approval and what a person answered, if anything.
@@ -114,11 +114,8 @@ impl Asked {
                 ));
                 continue;
             }
-            let fits = check_answer_in(
-                &request.step,
-                request.mode,
-                &request.decisions,
-                &request.fields,
+            let fits = check_answer_to(
+                request,
                 answer.decision.as_deref(),
                 answer.response.as_ref(),
             )

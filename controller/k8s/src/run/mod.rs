@@ -38,7 +38,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, ValueError};
 use crate::settings::Settings;
 use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepPhase, Workspace};
 use coxswain_core::engine::{
@@ -127,7 +127,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let told = std::mem::take(&mut fed.told);
     let wrote = match write(&ctx, &run, &old, new, told, Some(machine.flow())).await {
         Ok(written) => written,
-        Err(Error::Tampered { object, reason }) => {
+        Err(Error::Values(ValueError::Tampered { object, reason })) => {
             tracing::warn!(run = %run.name_any(), %object, "{reason}");
             ctx.events
                 .publish(&run, vec![events::tampered("ConfigMap", &object, &reason)]);
@@ -180,7 +180,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     // The status with the values that were moved out of the status put back.
     let old = match ctx.offloader.load(run).await {
         Ok(old) => old,
-        Err(Error::Tampered { object, reason }) => {
+        Err(Error::Values(ValueError::Tampered { object, reason })) => {
             return end_tampered_status(ctx, run, &object, reason)
                 .await
                 .map(Read::Done);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
-use crate::error::Error;
+use crate::error::{Error, ValueError};
 use coxswain_core::api::{CopiedFrom, Run, RunFrom, RunStatus};
 use coxswain_core::engine::{CompiledFlow, codes, copied_decisions, rerun_from};
 
@@ -65,7 +65,9 @@ pub async fn seed(ctx: &Context, run: &Run, from: &RunFrom) -> Result<Seeded, Er
     }
     let status = match ctx.offloader.load(&old).await {
         Ok(status) => status,
-        Err(Error::Tampered { object, reason }) => return Ok(Seeded::Tampered { object, reason }),
+        Err(Error::Values(ValueError::Tampered { object, reason })) => {
+            return Ok(Seeded::Tampered { object, reason });
+        }
         Err(e) => return Err(e),
     };
     let flow = match old_flow(ctx, &old, &status).await? {

@@ -183,6 +183,19 @@ pub struct ApprovalRequest {
     pub data: Box<super::work::DataView>,
 }
 
+impl crate::flow::Asked for ApprovalRequest {
+    fn asked(
+        &self,
+    ) -> (
+        &str,
+        crate::api::ApprovalMode,
+        &[String],
+        &[crate::api::Field],
+    ) {
+        (&self.step, self.mode, &self.decisions, &self.fields)
+    }
+}
+
 impl ApprovalRequest {
     /// Whether a lookup still waits to be run and recorded: the person is
     /// asked only once it is.

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coxswain::local::{CommandLineApprover, Progress, Start, run_flow};
+use coxswain::local::{CommandLineApprover, run_quietly};
 use coxswain_core::api::{FlowSpec, RunPhase};
 use coxswain_core::engine::CompiledFlow;
 use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
@@ -162,17 +162,7 @@ async fn main() {
             }
         };
         let mut approver = CommandLineApprover::new(&[]).unwrap_or_else(|e| panic!("{e}"));
-        let mut progress = Progress::new(true);
-        let status = run_flow(
-            &flow,
-            input.clone(),
-            Start::local(),
-            executor.clone(),
-            &mut approver,
-            &mut progress,
-            std::future::pending(),
-        )
-        .await;
+        let status = run_quietly(&flow, input.clone(), executor.clone(), &mut approver).await;
         let wall = start.elapsed();
         let (up, exchanges, first) = upstream_since(&seen, from);
         if body.is_none() {

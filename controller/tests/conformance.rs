@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use coxswain::local::{CommandLineApprover, Progress, Start, run_flow};
+use coxswain::local::{CommandLineApprover, run_quietly};
 use coxswain_core::api::RunStatus;
 use coxswain_core::engine::CompiledFlow;
 use serde_json::Value;
@@ -19,17 +19,7 @@ async fn run_case(path: &Path) -> Result<(), String> {
     let flow = CompiledFlow::new(case.flow.clone()).map_err(|p| format!("flow refused: {p:?}"))?;
     let executor = Arc::new(Scripted::new(&case));
     let mut approver = CommandLineApprover::new(&case.decide).map_err(|e| e.to_string())?;
-    let mut progress = Progress::new(true);
-    let state = run_flow(
-        &flow,
-        case.input,
-        Start::local(),
-        executor.clone(),
-        &mut approver,
-        &mut progress,
-        std::future::pending(),
-    )
-    .await;
+    let state = run_quietly(&flow, case.input, executor.clone(), &mut approver).await;
     let mut actual = serde_json::to_value(&state).map_err(|e| e.to_string())?;
     let received = executor.received.lock().unwrap().clone();
     let feedback = executor.feedback.lock().unwrap().clone();

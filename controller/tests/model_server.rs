@@ -121,21 +121,29 @@ async fn run_flow(
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .expect("flow file");
+    let path = path.display().to_string();
+    let mut args = vec![
+        &path,
+        "--agent-url",
+        url,
+        "--input",
+        input,
+        "--output",
+        "json",
+    ];
+    args.extend(flags);
+    // A tiny model can ramble up to its whole context; the tests share
+    // one server that answers one request at a time.
+    coxswain_run(&args, &[("COXSWAIN_AGENT_MAX_TOKENS", "256")]).await
+}
+
+/// `coxswain run ARGS` with `env` and none of this machine's agent
+/// settings: exit code, the record it printed, stderr.
+async fn coxswain_run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args([
-            "run",
-            &path.display().to_string(),
-            "--agent-url",
-            url,
-            "--input",
-            input,
-            "--output",
-            "json",
-        ])
-        .args(flags)
-        // A tiny model can ramble up to its whole context; the tests share
-        // one server that answers one request at a time.
-        .env("COXSWAIN_AGENT_MAX_TOKENS", "256")
+        .arg("run")
+        .args(args)
+        .envs(env.iter().copied())
         .env_remove("COXSWAIN_AGENT_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .env_remove("COXSWAIN_AGENT_MODE")
@@ -412,21 +420,15 @@ async fn run_example(file: &str, input: &str) -> (Option<i32>, Value, String, Ve
     let upstream = model();
     let (url, seen) = proxy(upstream).await;
     let flow = format!("{}/../examples/{file}", env!("CARGO_MANIFEST_DIR"));
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_coxswain"))
-        .args(["run", &flow, "--output", "json", "--input", input])
-        .env("COXSWAIN_AGENT_BASE_URL", &url)
-        .env("COXSWAIN_AGENT_MAX_TOKENS", "300")
-        .env_remove("COXSWAIN_AGENT_MODE")
-        .env_remove("COXSWAIN_AGENT_PROVIDER")
-        .output()
-        .await
-        .expect("coxswain runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let record: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("record ({e}); stderr: {stderr}"));
+    let args = [flow.as_str(), "--output", "json", "--input", input];
+    let env = [
+        ("COXSWAIN_AGENT_BASE_URL", url.as_str()),
+        ("COXSWAIN_AGENT_MAX_TOKENS", "300"),
+    ];
+    let (code, record, stderr) = coxswain_run(&args, &env).await;
     let seen = seen.lock().expect("lock").clone();
     assert!(seen.iter().all(|x| x.request["max_tokens"] == 300));
-    (out.status.code(), record, stderr, seen)
+    (code, record, stderr, seen)
 }
 
 /// The text of every message of a request.
@@ -443,22 +445,12 @@ fn messages_text(request: &Value) -> String {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs a model server: e2e/model/up"]
 async fn the_offline_demo_in_the_readme_runs() {
-    let (code, record, stderr, seen) = run_example(
+    let (record, seen) = run_critique(
         "critique.yaml",
-        r#"{"product": "a kayak that folds into a backpack"}"#,
+        ("verdict", json!("approve")),
+        "workflow.send_back_limit",
     )
     .await;
-    match code {
-        Some(0) => {
-            assert!(record["output"]["tagline"].is_string(), "{record:#}");
-            assert_eq!(record["output"]["verdict"], "approve");
-        }
-        Some(1) => assert_eq!(
-            record["error"]["code"], "workflow.send_back_limit",
-            "{record:#}"
-        ),
-        other => panic!("exit {other:?}: {stderr}"),
-    }
     // The critic decided through the tool, with the decisions as an enum.
     let critic_asks: Vec<&Exchange> = seen
         .iter()
@@ -494,19 +486,33 @@ async fn the_offline_demo_in_the_readme_runs() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs a model server: e2e/model/up"]
 async fn the_loop_version_of_the_critique_runs() {
-    let (code, record, stderr, _) = run_example(
+    run_critique(
         "critique-loop.yaml",
-        r#"{"product": "a kayak that folds into a backpack"}"#,
+        ("approved", json!(true)),
+        "workflow.loop_limit",
     )
     .await;
+}
+
+/// Runs a critique example on the kayak: it ends with a tagline the
+/// critic approved (`approved` is in the output), or fails at its limit
+/// with the code `limit` (a small model may never be satisfied).
+async fn run_critique(
+    example: &str,
+    approved: (&str, Value),
+    limit: &str,
+) -> (Value, Vec<Exchange>) {
+    let input = r#"{"product": "a kayak that folds into a backpack"}"#;
+    let (code, record, stderr, seen) = run_example(example, input).await;
     match code {
         Some(0) => {
             assert!(record["output"]["tagline"].is_string(), "{record:#}");
-            assert_eq!(record["output"]["approved"], true);
+            assert_eq!(record["output"][approved.0], approved.1);
         }
-        Some(1) => assert_eq!(record["error"]["code"], "workflow.loop_limit", "{record:#}"),
+        Some(1) => assert_eq!(record["error"]["code"], limit, "{record:#}"),
         other => panic!("exit {other:?}: {stderr}"),
     }
+    (record, seen)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -93,19 +93,8 @@ fn table(o: &Output) -> Vec<[String; 4]> {
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert_eq!(
-        header,
-        [
-            "NAMESPACE",
-            "NAME",
-            "FLOW",
-            "PHASE",
-            "STARTED",
-            "FINISHED",
-            "SOURCE"
-        ],
-        "{text}"
-    );
+    let expected = "NAMESPACE NAME FLOW PHASE STARTED FINISHED SOURCE";
+    assert_eq!(header.join(" "), expected, "{text}");
     lines
         .map(|l| {
             let c: Vec<&str> = l.split_whitespace().collect();

@@ -115,6 +115,28 @@ fn machine_for<'f>(
     })
 }
 
+/// [`run_flow`] for a fresh local run that prints nothing and is never
+/// cancelled: how tests, benchmarks and the conformance suite drive a flow.
+pub async fn run_quietly<E: Executor + 'static>(
+    flow: &CompiledFlow,
+    input: Value,
+    executor: Arc<E>,
+    approver: &mut dyn Approver,
+) -> RunStatus {
+    let mut progress = Progress::new(true);
+    let (start, cancel) = (Start::local(), std::future::pending());
+    run_flow(
+        flow,
+        input,
+        start,
+        executor,
+        approver,
+        &mut progress,
+        cancel,
+    )
+    .await
+}
+
 /// Runs a flow to its end and returns its status. `cancel` resolves when the
 /// user asks to stop (Ctrl-C); the run then ends `Cancelled` with its work killed.
 /// Work runs through an [`InProcess`] launcher, as the controller's would;
@@ -422,15 +444,11 @@ mod tests {
         .expect("flow");
         let flow = CompiledFlow::new(spec.clone()).expect("valid");
         let mut approver = CommandLineApprover::new(&[]).expect("approver");
-        let mut progress = Progress::new(true);
-        let record = run_flow(
+        let record = run_quietly(
             &flow,
             json!({"xs": ["fast", "slow"]}),
-            Start::local(),
             Arc::new(FailFirst),
             &mut approver,
-            &mut progress,
-            std::future::pending(),
         )
         .await;
         assert_eq!(record.phase, RunPhase::Succeeded, "{:?}", record.error);
@@ -465,17 +483,7 @@ mod tests {
                 .expect("flow");
         let flow = CompiledFlow::new(spec.clone()).expect("valid");
         let mut approver = Hesitant { asked: 0 };
-        let mut progress = Progress::new(true);
-        let record = run_flow(
-            &flow,
-            json!({}),
-            Start::local(),
-            Arc::new(FailFirst),
-            &mut approver,
-            &mut progress,
-            std::future::pending(),
-        )
-        .await;
+        let record = run_quietly(&flow, json!({}), Arc::new(FailFirst), &mut approver).await;
         assert_eq!(record.phase, RunPhase::Succeeded, "{:?}", record.error);
         assert_eq!(approver.asked, 2);
         assert_eq!(record.steps["review"].exit.as_deref(), Some("approve"));

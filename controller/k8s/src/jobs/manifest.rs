@@ -62,6 +62,16 @@ impl RunOwner {
         }
     }
 
+    /// A Run in the namespace `team`, for the tests of what is made for it.
+    #[cfg(test)]
+    pub(crate) fn in_team(name: &str, uid: &str) -> Self {
+        RunOwner {
+            namespace: "team".into(),
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+
     /// The owner reference that makes the Run the controller of a child, so
     /// deleting the Run deletes it.
     pub fn reference(&self) -> OwnerReference {
@@ -135,10 +145,27 @@ pub fn manifests(
     };
     let config_map = config_map(owner, &name, &work.step, &task, &inputs);
     let digest = config_map_digest(&config_map);
-    let job = job(
-        owner, &name, work, step, &inputs, &digest, settings, workspace,
-    );
+    let attempt = Attempt {
+        work,
+        step,
+        inputs: &inputs,
+        digest: &digest,
+        settings,
+        workspace,
+    };
+    let job = job(owner, &name, &attempt);
     Manifests { config_map, job }
+}
+
+/// What one attempt's Job and pod are made of.
+struct Attempt<'a> {
+    work: &'a Work,
+    step: &'a ScriptStep,
+    inputs: &'a [InputFile],
+    /// The digest of the inputs' ConfigMap, which the pod checks.
+    digest: &'a str,
+    settings: &'a JobSettings,
+    workspace: Option<&'a MountedWorkspace>,
 }
 
 /// The digest of what `config_map` holds, as its pod will check it.
@@ -228,17 +255,8 @@ fn config_map(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn job(
-    owner: &RunOwner,
-    name: &str,
-    work: &Work,
-    step: &ScriptStep,
-    inputs: &[InputFile],
-    digest: &str,
-    settings: &JobSettings,
-    workspace: Option<&MountedWorkspace>,
-) -> Job {
+fn job(owner: &RunOwner, name: &str, attempt: &Attempt) -> Job {
+    let Attempt { work, digest, .. } = *attempt;
     let id = WorkId::of(work);
     let mut metadata = meta(owner, name, &work.step, "step");
     let mut annotations = BTreeMap::from([
@@ -273,9 +291,7 @@ fn job(
             ttl_seconds_after_finished: None,
             template: PodTemplateSpec {
                 metadata: Some(template_meta),
-                spec: Some(pod_spec(
-                    name, work, step, inputs, digest, settings, workspace,
-                )),
+                spec: Some(pod_spec(name, attempt)),
             },
             ..JobSpec::default()
         }),
@@ -283,30 +299,18 @@ fn job(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn pod_spec(
-    config_map: &str,
-    work: &Work,
-    step: &ScriptStep,
-    inputs: &[InputFile],
-    digest: &str,
-    settings: &JobSettings,
-    workspace: Option<&MountedWorkspace>,
-) -> PodSpec {
+fn pod_spec(config_map: &str, attempt: &Attempt) -> PodSpec {
+    let Attempt {
+        work,
+        step,
+        inputs,
+        digest,
+        settings,
+        workspace,
+    } = *attempt;
     let install = Container {
-        name: INSTALL_CONTAINER.to_string(),
-        image: Some(settings.image.clone()),
-        command: Some(vec![
-            settings.executable().to_string_lossy().into_owned(),
-            "step-exec".into(),
-            "install".into(),
-            paths::EXECUTABLE.into(),
-        ]),
-        volume_mounts: Some(vec![mount("coxswain-bin", paths::BIN_DIR, false)]),
         resources: step.resources.clone(),
-        security_context: Some(hardened()),
-        termination_message_policy: Some("FallbackToLogsOnError".into()),
-        ..Container::default()
+        ..install(settings)
     };
     let main = Container {
         name: STEP_CONTAINER.to_string(),
@@ -353,6 +357,25 @@ fn pod_spec(
         volumes: Some(volumes),
         affinity: workspace.and_then(MountedWorkspace::affinity),
         ..PodSpec::default()
+    }
+}
+
+/// The init container that copies our executable into the pod's
+/// `coxswain-bin` volume, so a step's image needs nothing of ours.
+pub(super) fn install(settings: &JobSettings) -> Container {
+    Container {
+        name: INSTALL_CONTAINER.to_string(),
+        image: Some(settings.image.clone()),
+        command: Some(vec![
+            settings.executable().to_string_lossy().into_owned(),
+            "step-exec".into(),
+            "install".into(),
+            paths::EXECUTABLE.into(),
+        ]),
+        volume_mounts: Some(vec![mount("coxswain-bin", paths::BIN_DIR, false)]),
+        security_context: Some(hardened()),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Container::default()
     }
 }
 
@@ -523,11 +546,7 @@ mod tests {
     use coxswain_core::engine::{RunInfo, Task};
 
     fn owner() -> RunOwner {
-        RunOwner {
-            namespace: "team".into(),
-            name: "nightly-x7k2".into(),
-            uid: "3f1c0a52-77aa-4b7e-9d51-0c2b3b7a1e11".into(),
-        }
+        RunOwner::in_team("nightly-x7k2", "3f1c0a52-77aa-4b7e-9d51-0c2b3b7a1e11")
     }
 
     fn work(step: ScriptStep, input: serde_json::Value) -> Work {

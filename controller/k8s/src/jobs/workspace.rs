@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::JobSettings;
 use super::manifest::{
-    INSTALL_CONTAINER, RunOwner, STEP_CONTAINER, hardened, labels, literal, mount, pod_security,
+    RunOwner, STEP_CONTAINER, hardened, install, labels, literal, mount, pod_security,
 };
 use super::mounted::{claim_volume, pinned_to};
 use super::task::paths;
@@ -193,20 +193,7 @@ fn git_pod(
         .image
         .clone()
         .unwrap_or_else(|| settings.image.clone());
-    let install = Container {
-        name: INSTALL_CONTAINER.to_string(),
-        image: Some(settings.image.clone()),
-        command: Some(vec![
-            settings.executable().to_string_lossy().into_owned(),
-            "step-exec".into(),
-            "install".into(),
-            paths::EXECUTABLE.into(),
-        ]),
-        volume_mounts: Some(vec![mount("coxswain-bin", paths::BIN_DIR, false)]),
-        security_context: Some(hardened()),
-        termination_message_policy: Some("FallbackToLogsOnError".into()),
-        ..Container::default()
-    };
+    let install = install(settings);
     let task_json = serde_json::to_string(task).unwrap_or_default();
     let secrets = secret_names(&task.workspace);
     let mut mounts = vec![
@@ -352,11 +339,7 @@ mod tests {
     use coxswain_core::api::{RepoSecretRef, WorkspaceRepo};
 
     fn owner() -> RunOwner {
-        RunOwner {
-            namespace: "team".into(),
-            name: "fix-42".into(),
-            uid: "0b7c5d7e-1111-4222-8333-944455556666".into(),
-        }
+        RunOwner::in_team("fix-42", "0b7c5d7e-1111-4222-8333-944455556666")
     }
 
     fn workspace() -> Workspace {

@@ -689,15 +689,8 @@ async fn start(acting: Acting<'_>, wrote: bool) -> Result<Option<Action>, Error>
 /// Approvals nobody waits for any more (an ended run's are closed by
 /// `stop_leftovers`).
 async fn answer_back(acting: Acting<'_>) -> Result<(), Error> {
-    let Acting {
-        ctx,
-        run,
-        status,
-        plan,
-        seen,
-        ..
-    } = acting;
-    let api = approvals_api(ctx, run);
+    let (run, plan, seen) = (acting.run, acting.plan, acting.seen);
+    let api = approvals_api(acting.ctx, run);
     for settle in &plan.settle {
         let name = approvals::approval_name(run, &settle.ask.step, settle.ask.attempt);
         let asked = seen
@@ -734,7 +727,7 @@ async fn answer_back(acting: Acting<'_>) -> Result<(), Error> {
     }
     for ask in &plan.close {
         let name = approvals::approval_name(run, &ask.step, ask.attempt);
-        let reason = approvals::attempt_ended_reason(status, &ask.step, ask.attempt);
+        let reason = approvals::attempt_ended_reason(acting.status, &ask.step, ask.attempt);
         approvals::close(&api, &name, &reason).await?;
     }
     Ok(())

@@ -21,12 +21,9 @@ pub struct Args {
 /// Exit 0 with the value as JSON; 1 when the data cannot answer it
 /// (`workflow.expression_error`); 2 when it would be refused at save.
 pub fn run(args: Args) -> ExitCode {
-    let context = match super::read_context(args.context.as_deref()) {
+    let context = match super::read_context("eval", args.context.as_deref()) {
         Ok(context) => context,
-        Err(message) => {
-            eprintln!("coxswain eval: {message}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let parsed = match expr::parse(&args.expression) {
         Ok(parsed) => parsed,

@@ -162,13 +162,24 @@ fn load_flow(
 }
 
 /// Reads a JSON context file for `eval` and `render`; no file means `{}`.
-fn read_context(path: Option<&std::path::Path>) -> Result<serde_json::Value, CliError> {
+/// What is wrong is said for `command`, and its exit code returned.
+fn read_context(
+    command: &str,
+    path: Option<&std::path::Path>,
+) -> Result<serde_json::Value, std::process::ExitCode> {
     let Some(path) = path else {
         return Ok(serde_json::Value::Object(Default::default()));
     };
-    let text = read::read_text(path, "context")?;
-    serde_json::from_str(&text).map_err(|source| CliError::ContextNotJson {
-        path: path.to_path_buf(),
-        source,
+    let read = read::read_text(path, "context")
+        .map_err(CliError::from)
+        .and_then(|text| {
+            serde_json::from_str(&text).map_err(|source| CliError::ContextNotJson {
+                path: path.to_path_buf(),
+                source,
+            })
+        });
+    read.map_err(|message| {
+        eprintln!("coxswain {command}: {message}");
+        std::process::ExitCode::from(2)
     })
 }

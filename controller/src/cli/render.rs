@@ -32,12 +32,9 @@ pub struct Args {
 /// Prints the rendered text exactly (no newline added). Exit 1 when a value
 /// is missing or cannot go where it stands; 2 when the template is malformed.
 pub fn run(args: Args) -> ExitCode {
-    let context = match super::read_context(args.context.as_deref()) {
+    let context = match super::read_context("render", args.context.as_deref()) {
         Ok(context) => context,
-        Err(message) => {
-            eprintln!("coxswain render: {message}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let place = args.place;
     let parsed = match template::parse(&args.template, place) {

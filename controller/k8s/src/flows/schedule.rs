@@ -205,6 +205,12 @@ mod tests {
         t
     }
 
+    /// What `t` decides at `now`, settled until `settled_until` with the
+    /// runs `active` still going.
+    fn decide_at(t: &Timetable, now: &str, settled_until: &str, active: &[&str]) -> Decision {
+        decide(t, at(now), &history(settled_until, active))
+    }
+
     fn history(settled_until: &str, active: &[&str]) -> History {
         History {
             settled_until: at(settled_until),
@@ -215,11 +221,7 @@ mod tests {
     #[test]
     fn a_due_slot_starts_and_the_next_one_is_the_wake_up() {
         let t = timetable("*/15 * * * *", None);
-        let d = decide(
-            &t,
-            at("2030-01-01T10:15:20Z"),
-            &history("2030-01-01T10:00:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:15:20Z", "2030-01-01T10:00:00Z", &[]);
         assert_eq!(d.start, Some(at("2030-01-01T10:15:00Z")));
         assert_eq!(d.wake_at, Some(at("2030-01-01T10:30:00Z")));
         assert_eq!(d.skipped, None);
@@ -228,11 +230,7 @@ mod tests {
     #[test]
     fn a_settled_slot_does_not_start_again() {
         let t = timetable("*/15 * * * *", None);
-        let d = decide(
-            &t,
-            at("2030-01-01T10:29:59Z"),
-            &history("2030-01-01T10:15:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:29:59Z", "2030-01-01T10:15:00Z", &[]);
         assert_eq!(d.start, None);
         assert_eq!(d.skipped, None);
         assert_eq!(d.wake_at, Some(at("2030-01-01T10:30:00Z")));
@@ -241,11 +239,7 @@ mod tests {
     #[test]
     fn a_slot_exactly_now_is_due() {
         let t = timetable("* * * * *", None);
-        let d = decide(
-            &t,
-            at("2030-01-01T10:01:00Z"),
-            &history("2030-01-01T10:00:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:01:00Z", "2030-01-01T10:00:00Z", &[]);
         assert_eq!(d.start, Some(at("2030-01-01T10:01:00Z")));
         assert_eq!(d.wake_at, Some(at("2030-01-01T10:02:00Z")));
     }
@@ -254,17 +248,9 @@ mod tests {
     fn slots_are_read_in_the_time_zone() {
         // 07:00 in Paris is 06:00 UTC in winter and 05:00 UTC in summer.
         let t = timetable("0 7 * * *", Some("Europe/Paris"));
-        let winter = decide(
-            &t,
-            at("2030-01-15T06:30:00Z"),
-            &history("2030-01-14T12:00:00Z", &[]),
-        );
+        let winter = decide_at(&t, "2030-01-15T06:30:00Z", "2030-01-14T12:00:00Z", &[]);
         assert_eq!(winter.start, Some(at("2030-01-15T06:00:00Z")));
-        let summer = decide(
-            &t,
-            at("2030-07-15T05:30:00Z"),
-            &history("2030-07-14T12:00:00Z", &[]),
-        );
+        let summer = decide_at(&t, "2030-07-15T05:30:00Z", "2030-07-14T12:00:00Z", &[]);
         assert_eq!(summer.start, Some(at("2030-07-15T05:00:00Z")));
         assert_eq!(summer.wake_at, Some(at("2030-07-16T05:00:00Z")));
     }
@@ -274,18 +260,10 @@ mod tests {
         // Paris moves its clocks forward on 2030-03-31 at 02:00 (UTC+1 → UTC+2):
         // the 07:00 slot is 06:00 UTC the day before and 05:00 UTC that day.
         let t = timetable("0 7 * * *", Some("Europe/Paris"));
-        let before = decide(
-            &t,
-            at("2030-03-30T06:00:01Z"),
-            &history("2030-03-29T06:00:00Z", &[]),
-        );
+        let before = decide_at(&t, "2030-03-30T06:00:01Z", "2030-03-29T06:00:00Z", &[]);
         assert_eq!(before.start, Some(at("2030-03-30T06:00:00Z")));
         assert_eq!(before.wake_at, Some(at("2030-03-31T05:00:00Z")));
-        let after = decide(
-            &t,
-            at("2030-03-31T05:00:00Z"),
-            &history("2030-03-30T06:00:00Z", &[]),
-        );
+        let after = decide_at(&t, "2030-03-31T05:00:00Z", "2030-03-30T06:00:00Z", &[]);
         assert_eq!(after.start, Some(at("2030-03-31T05:00:00Z")));
     }
 
@@ -294,11 +272,7 @@ mod tests {
         // 02:30 does not exist in Paris on 2030-03-31: croner runs a fixed-time
         // job at the first minute after the gap (03:00 local, 01:00 UTC), once.
         let t = timetable("30 2 * * *", Some("Europe/Paris"));
-        let d = decide(
-            &t,
-            at("2030-03-31T01:00:30Z"),
-            &history("2030-03-30T01:30:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-03-31T01:00:30Z", "2030-03-30T01:30:00Z", &[]);
         assert_eq!(d.start, Some(at("2030-03-31T01:00:00Z")));
         assert_eq!(d.wake_at, Some(at("2030-04-01T00:30:00Z")));
     }
@@ -308,17 +282,9 @@ mod tests {
         // Paris turns its clocks back on 2030-10-27 at 03:00 (UTC+2 → UTC+1):
         // 02:30 happens twice (00:30 and 01:30 UTC); the job runs at the first.
         let t = timetable("30 2 * * *", Some("Europe/Paris"));
-        let first = decide(
-            &t,
-            at("2030-10-27T00:30:10Z"),
-            &history("2030-10-26T00:30:00Z", &[]),
-        );
+        let first = decide_at(&t, "2030-10-27T00:30:10Z", "2030-10-26T00:30:00Z", &[]);
         assert_eq!(first.start, Some(at("2030-10-27T00:30:00Z")));
-        let repeat = decide(
-            &t,
-            at("2030-10-27T01:30:10Z"),
-            &history("2030-10-27T00:30:00Z", &[]),
-        );
+        let repeat = decide_at(&t, "2030-10-27T01:30:10Z", "2030-10-27T00:30:00Z", &[]);
         assert_eq!(repeat.start, None);
         assert_eq!(repeat.wake_at, Some(at("2030-10-28T01:30:00Z")));
     }
@@ -328,11 +294,7 @@ mod tests {
         // The controller was down from 10:00 to 10:47: 10:15, 10:30 and 10:45
         // were missed; only 10:45 starts.
         let t = timetable("*/15 * * * *", None);
-        let d = decide(
-            &t,
-            at("2030-01-01T10:47:00Z"),
-            &history("2030-01-01T10:00:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:47:00Z", "2030-01-01T10:00:00Z", &[]);
         assert_eq!(d.start, Some(at("2030-01-01T10:45:00Z")));
     }
 
@@ -343,11 +305,7 @@ mod tests {
             ConcurrencyPolicy::Allow,
             Some(60),
         );
-        let d = decide(
-            &t,
-            at("2030-01-01T10:47:00Z"),
-            &history("2030-01-01T10:00:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:47:00Z", "2030-01-01T10:00:00Z", &[]);
         assert_eq!(d.start, None);
         assert_eq!(
             d.skipped,
@@ -358,22 +316,14 @@ mod tests {
         );
         assert!(d.skipped.as_ref().is_some_and(Skip::is_final));
         // Within the deadline it starts.
-        let d = decide(
-            &t,
-            at("2030-01-01T10:46:00Z"),
-            &history("2030-01-01T10:00:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:46:00Z", "2030-01-01T10:00:00Z", &[]);
         assert_eq!(d.start, Some(at("2030-01-01T10:45:00Z")));
     }
 
     #[test]
     fn allow_starts_beside_a_running_one() {
         let t = timetable("* * * * *", None);
-        let d = decide(
-            &t,
-            at("2030-01-01T10:02:05Z"),
-            &history("2030-01-01T10:01:00Z", &["f-1"]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:02:05Z", "2030-01-01T10:01:00Z", &["f-1"]);
         assert_eq!(d.start, Some(at("2030-01-01T10:02:00Z")));
         assert!(d.cancel.is_empty());
     }
@@ -385,11 +335,7 @@ mod tests {
             ConcurrencyPolicy::Forbid,
             Some(30),
         );
-        let busy = decide(
-            &t,
-            at("2030-01-01T10:02:05Z"),
-            &history("2030-01-01T10:01:00Z", &["f-1"]),
-        );
+        let busy = decide_at(&t, "2030-01-01T10:02:05Z", "2030-01-01T10:01:00Z", &["f-1"]);
         assert_eq!(busy.start, None);
         assert_eq!(
             busy.skipped,
@@ -400,11 +346,7 @@ mod tests {
         );
         assert!(!busy.skipped.as_ref().is_some_and(Skip::is_final));
         // The running one ends within the deadline: the held slot starts.
-        let free = decide(
-            &t,
-            at("2030-01-01T10:02:20Z"),
-            &history("2030-01-01T10:01:00Z", &[]),
-        );
+        let free = decide_at(&t, "2030-01-01T10:02:20Z", "2030-01-01T10:01:00Z", &[]);
         assert_eq!(free.start, Some(at("2030-01-01T10:02:00Z")));
     }
 
@@ -415,10 +357,11 @@ mod tests {
             ConcurrencyPolicy::Replace,
             None,
         );
-        let d = decide(
+        let d = decide_at(
             &t,
-            at("2030-01-01T10:02:05Z"),
-            &history("2030-01-01T10:01:00Z", &["f-1", "f-0"]),
+            "2030-01-01T10:02:05Z",
+            "2030-01-01T10:01:00Z",
+            &["f-1", "f-0"],
         );
         assert_eq!(d.start, Some(at("2030-01-01T10:02:00Z")));
         assert_eq!(d.cancel, ["f-1", "f-0"]);
@@ -427,11 +370,7 @@ mod tests {
     #[test]
     fn a_pattern_that_never_matches_never_starts_nor_wakes() {
         let t = timetable("0 0 30 2 *", None);
-        let d = decide(
-            &t,
-            at("2030-01-01T10:02:05Z"),
-            &history("2029-01-01T00:00:00Z", &[]),
-        );
+        let d = decide_at(&t, "2030-01-01T10:02:05Z", "2029-01-01T00:00:00Z", &[]);
         assert_eq!(d.start, None);
         assert_eq!(d.wake_at, None);
     }

@@ -207,17 +207,18 @@ mod tests {
         {"key": "second", "when": "$steps.first.status == ", "script": {"command": ["echo", "hi"]}},
         {"key": "third", "when": "True", "script": {"command": ["echo", "hi"]}}]}"#;
 
+    /// The first status of a flow whose check gave `verdict`, with nothing
+    /// else kept.
+    fn first_status(verdict: &Verdict, generation: Option<i64>) -> FlowStatus {
+        let (old, book) = (FlowStatus::default(), Bookkeeping::default());
+        compose(&old, generation, verdict, &book, at("2030-01-01T00:00:00Z"))
+    }
+
     #[test]
     fn a_valid_flow_counts_nested_steps_and_is_valid_and_ready() {
         let verdict = check(&spec(VALID_FLOW));
         assert_eq!(verdict.step_count, 3);
-        let status = compose(
-            &FlowStatus::default(),
-            Some(4),
-            &verdict,
-            &Bookkeeping::default(),
-            at("2030-01-01T00:00:00Z"),
-        );
+        let status = first_status(&verdict, Some(4));
         let valid = condition(&status, VALID);
         assert_eq!(
             (valid.status.as_str(), valid.observed_generation),
@@ -232,13 +233,7 @@ mod tests {
     fn an_invalid_flow_lists_every_problem_with_step_field_and_character() {
         let verdict = check(&spec(INVALID_FLOW));
         assert_eq!(verdict.problems.len(), 2, "{:?}", verdict.problems);
-        let status = compose(
-            &FlowStatus::default(),
-            Some(1),
-            &verdict,
-            &Bookkeeping::default(),
-            at("2030-01-01T00:00:00Z"),
-        );
+        let status = first_status(&verdict, Some(1));
         let valid = condition(&status, VALID);
         assert_eq!(
             (valid.status.as_str(), valid.reason.as_str()),

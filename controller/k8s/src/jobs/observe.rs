@@ -238,6 +238,23 @@ mod tests {
         serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status})).expect("a pod")
     }
 
+    /// What is read of a pod in `phase` whose step container (of `image`)
+    /// is in `state`.
+    fn read_step(phase: &str, image: &str, state: serde_json::Value) -> Reading {
+        read_pod(&pod(json!({"phase": phase, "containerStatuses": [{
+            "name": "step", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+            "state": state
+        }]})))
+    }
+
+    /// The error of a reading that must be a failure.
+    fn failure(reading: Reading) -> StepError {
+        let Reading::Failed(error) = reading else {
+            panic!("failure expected: {reading:?}");
+        };
+        error
+    }
+
     #[test]
     fn the_deadline_is_the_timeout_worded_as_locally() {
         let state = read_job(&job(json!({"conditions": [
@@ -267,13 +284,12 @@ mod tests {
 
     #[test]
     fn an_image_that_cannot_be_pulled_fails_with_the_kubelets_reason() {
-        let reading = read_pod(&pod(json!({"phase": "Pending", "containerStatuses": [{
-            "name": "step", "image": "nope:1", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}
-        }]})));
-        let Reading::Failed(error) = reading else {
-            panic!("failure expected: {reading:?}");
-        };
+        let reading = read_step(
+            "Pending",
+            "nope:1",
+            json!({"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}),
+        );
+        let error = failure(reading);
         assert_eq!(error.code, codes::INTERNAL);
         assert!(
             error.message.contains("ImagePullBackOff"),
@@ -285,10 +301,11 @@ mod tests {
 
     #[test]
     fn a_missing_secret_is_a_secret_error() {
-        let reading = read_pod(&pod(json!({"phase": "Pending", "containerStatuses": [{
-            "name": "step", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": "secret \"api\" not found"}}
-        }]})));
+        let reading = read_step(
+            "Pending",
+            "i",
+            json!({"waiting": {"reason": "CreateContainerConfigError", "message": "secret \"api\" not found"}}),
+        );
         assert!(
             matches!(&reading, Reading::Failed(e) if e.code == codes::SECRET),
             "{reading:?}"
@@ -297,13 +314,12 @@ mod tests {
 
     #[test]
     fn a_killed_wrapper_gives_the_containers_reason() {
-        let reading = read_pod(&pod(json!({"phase": "Failed", "containerStatuses": [{
-            "name": "step", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
-        }]})));
-        let Reading::Failed(error) = reading else {
-            panic!("failure expected: {reading:?}");
-        };
+        let reading = read_step(
+            "Failed",
+            "i",
+            json!({"terminated": {"reason": "OOMKilled", "exitCode": 137}}),
+        );
+        let error = failure(reading);
         assert_eq!(error.code, codes::INTERNAL);
         assert!(
             error.message.contains("OOMKilled, exit code 137"),
@@ -321,10 +337,11 @@ mod tests {
             log: None,
         })
         .message;
-        let reading = read_pod(&pod(json!({"phase": "Succeeded", "containerStatuses": [{
-            "name": "step", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"reason": "Completed", "exitCode": 0, "message": message}}
-        }]})));
+        let reading = read_step(
+            "Succeeded",
+            "i",
+            json!({"terminated": {"reason": "Completed", "exitCode": 0, "message": message}}),
+        );
         assert!(
             matches!(&reading, Reading::Result(r) if r.output == Some(json!(1))),
             "{reading:?}"

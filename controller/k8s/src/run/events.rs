@@ -155,12 +155,13 @@ fn step_event(key: &str, before: Option<&StepStatus>, now: &StepStatus) -> Optio
     let attempt = attempts(now);
     let (reason, type_, note) = match now.status {
         StepPhase::Running if retrying(now) => {
-            let error = now
-                .attempts
-                .last()
-                .and_then(|a| a.error.as_ref())
-                .map(|e| format!(": {}", e.message))
-                .unwrap_or_default();
+            let error = tail(
+                ": ",
+                now.attempts
+                    .last()
+                    .and_then(|a| a.error.as_ref())
+                    .map(|e| &e.message),
+            );
             let at = now.retry_at.as_deref().unwrap_or_default();
             (
                 "StepRetrying",
@@ -175,40 +176,18 @@ fn step_event(key: &str, before: Option<&StepStatus>, now: &StepStatus) -> Optio
             format!("step {key}: waiting for a person (attempt {attempt})"),
         ),
         StepPhase::Completed => {
-            let exit = now
-                .exit
-                .as_deref()
-                .map(|e| format!(", exit {e}"))
-                .unwrap_or_default();
-            (
-                "StepCompleted",
-                EventType::Normal,
-                format!("step {key}: completed{exit}"),
-            )
+            let exit = tail(", exit ", now.exit.as_ref());
+            let note = format!("step {key}: completed{exit}");
+            ("StepCompleted", EventType::Normal, note)
         }
         StepPhase::Failed => {
-            let error = now
-                .error
-                .as_ref()
-                .map(|e| format!(": {}", e.message))
-                .unwrap_or_default();
-            (
-                "StepFailed",
-                EventType::Warning,
-                format!("step {key}: attempt {attempt} failed{error}"),
-            )
+            let error = tail(": ", now.error.as_ref().map(|e| &e.message));
+            let note = format!("step {key}: attempt {attempt} failed{error}");
+            ("StepFailed", EventType::Warning, note)
         }
         StepPhase::Skipped => {
-            let why = now
-                .reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default();
-            (
-                "StepSkipped",
-                EventType::Normal,
-                format!("step {key}: skipped{why}"),
-            )
+            let note = format!("step {key}: skipped{}", tail(": ", now.reason.as_ref()));
+            ("StepSkipped", EventType::Normal, note)
         }
         StepPhase::Pending => return None,
     };
@@ -409,6 +388,11 @@ fn to_k8s(
         related: event.secondary.clone(),
         ..Default::default()
     }
+}
+
+/// `sep` and what `part` says, or nothing without it.
+fn tail(sep: &str, part: Option<&impl std::fmt::Display>) -> String {
+    part.map(|p| format!("{sep}{p}")).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -520,6 +520,7 @@ fn owned_by(approval: &Approval, run: &Run) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::refused;
 
     fn spec(json: Value) -> ApprovalSpec {
         let mut base = json!({"run": "r1", "step": "review", "attempt": 1, "decisions": ["approve", "changes"]});
@@ -641,9 +642,10 @@ mod tests {
         let mut again = new.clone();
         again.decision = Some("changes".into());
         let again = stamped(&new, again, &ana);
-        let error = check_update("a", &new, &again, &ana, Some("carl"))
-            .expect_err("second")
-            .to_string();
+        let error = refused(
+            check_update("a", &new, &again, &ana, Some("carl")),
+            "second",
+        );
         assert!(
             error.contains("was already decided `approve` by `ana`; an answer never changes"),
             "{error}"
@@ -760,9 +762,7 @@ mod tests {
         // The one-person fields are refused, saying what to write instead.
         let mut decided = old.clone();
         decided.decision = Some("approve".into());
-        let error = check_update("a", &old, &decided, &ana, None)
-            .expect_err("decision")
-            .to_string();
+        let error = refused(check_update("a", &old, &decided, &ana, None), "decision");
         assert!(
             error.contains("needs 2 approvers to agree") && error.contains("/spec/answers/-"),
             "{error}"
@@ -782,9 +782,7 @@ mod tests {
         assert_eq!(check_update("a", &old, &one, &ana, None), Ok(()));
         // Not twice.
         let twice = add(&one, json!({"decision": "changes"}), &ana);
-        let error = check_update("a", &one, &twice, &ana, None)
-            .expect_err("twice")
-            .to_string();
+        let error = refused(check_update("a", &one, &twice, &ana, None), "twice");
         assert!(
             error.contains("`ana` already answered approval a (`approve`)"),
             "{error}"
@@ -794,42 +792,43 @@ mod tests {
         let two = add(&one, json!({"decision": "approve"}), &bo);
         assert_eq!(check_update("a", &one, &two, &bo, None), Ok(()));
         let eve = user("eve", &[]);
-        let error = check_update(
-            "a",
-            &one,
-            &add(&one, json!({"decision": "approve"}), &eve),
-            &eve,
-            None,
-        )
-        .expect_err("eve")
-        .to_string();
+        let error = refused(
+            check_update(
+                "a",
+                &one,
+                &add(&one, json!({"decision": "approve"}), &eve),
+                &eve,
+                None,
+            ),
+            "eve",
+        );
         assert!(
             error.contains("`eve` may not decide step `review`"),
             "{error}"
         );
-        let error = check_update(
-            "a",
-            &one,
-            &add(&one, json!({"decision": "maybe"}), &bo),
-            &bo,
-            None,
-        )
-        .expect_err("maybe")
-        .to_string();
+        let error = refused(
+            check_update(
+                "a",
+                &one,
+                &add(&one, json!({"decision": "maybe"}), &bo),
+                &bo,
+                None,
+            ),
+            "maybe",
+        );
         assert!(error.contains("`maybe` is not a decision"), "{error}");
         // The run's creator neither.
-        let error = check_update("a", &one, &two, &bo, Some("bo"))
-            .expect_err("self")
-            .to_string();
+        let error = refused(check_update("a", &one, &two, &bo, Some("bo")), "self");
         assert!(error.contains("`bo` created run r1"), "{error}");
         // Earlier answers never change, and one write adds one.
         let mut rewritten = two.clone();
         if let Some(answers) = rewritten.answers.as_mut() {
             answers[0].decision = Some("changes".into());
         }
-        let error = check_update("a", &two, &rewritten, &user("cy", &[]), None)
-            .expect_err("rewritten")
-            .to_string();
+        let error = refused(
+            check_update("a", &two, &rewritten, &user("cy", &[]), None),
+            "rewritten",
+        );
         assert!(error.contains("are only added to"), "{error}");
         let mut replaced = old.clone();
         replaced.answers = Some(vec![entries(&two)[1].clone()]);
@@ -854,9 +853,7 @@ mod tests {
         let old = spec(json!({}));
         let ana = user("ana", &[]);
         let added = add(&old, json!({"decision": "approve"}), &ana);
-        let error = check_update("a", &old, &added, &ana, None)
-            .expect_err("answers")
-            .to_string();
+        let error = refused(check_update("a", &old, &added, &ana, None), "answers");
         assert!(
             error.contains("step `review` is decided by one person: write spec.decision"),
             "{error}"
@@ -907,9 +904,10 @@ mod tests {
         let old = spec(json!({"approvers": {"users": ["ana"]}}));
         let mut widened = old.clone();
         widened.approvers = None;
-        let error = check_update("a", &old, &widened, &user("eve", &[]), None)
-            .expect_err("widened")
-            .to_string();
+        let error = refused(
+            check_update("a", &old, &widened, &user("eve", &[]), None),
+            "widened",
+        );
         assert!(
             error.contains("the rest of approval a is the controller's"),
             "{error}"

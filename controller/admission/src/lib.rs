@@ -40,6 +40,8 @@ pub mod review;
 pub mod runs;
 pub mod serving;
 mod settings;
+#[cfg(test)]
+mod test_support;
 pub mod tls;
 
 use std::path::Path;

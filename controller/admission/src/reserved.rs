@@ -142,6 +142,7 @@ pub fn status_refusal(kind: &str, name: &str, user: &str) -> ReservedRefusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::refused;
 
     fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
         let map = |pairs: &[(&str, &str)]| {
@@ -163,17 +164,13 @@ mod tests {
     #[test]
     fn a_person_sets_no_reserved_key_on_create() {
         let chat = meta(&[("coxswain.dev/chat", "slack")], &[]);
-        let error = check_metadata("Run", None, &chat, "eve")
-            .expect_err("chat label")
-            .to_string();
+        let error = refused(check_metadata("Run", None, &chat, "eve"), "chat label");
         assert_eq!(
             error,
             "the label `coxswain.dev/chat` is written by the Coxswain controller, which acts on it; `eve` may not set it on Run r1 (labels and annotations starting with `coxswain.dev/` are the controller's)"
         );
         let room = meta(&[], &[("coxswain.dev/chat-room", "!room:example")]);
-        let error = check_metadata("Run", None, &room, "eve")
-            .expect_err("chat room")
-            .to_string();
+        let error = refused(check_metadata("Run", None, &room, "eve"), "chat room");
         assert!(
             error.starts_with("the annotation `coxswain.dev/chat-room` is written by"),
             "{error}"
@@ -195,18 +192,20 @@ mod tests {
             &[("coxswain.dev/run-uid", "uid-b"), ("team", "a")],
             &[("coxswain.dev/since", "100")],
         );
-        let error = check_metadata("Approval", Some(&old), &relabelled, "eve")
-            .expect_err("relabelled")
-            .to_string();
+        let error = refused(
+            check_metadata("Approval", Some(&old), &relabelled, "eve"),
+            "relabelled",
+        );
         assert!(
             error.contains("`coxswain.dev/run-uid`")
                 && error.contains("may not change it on Approval r1"),
             "{error}"
         );
         let removed = meta(&[("team", "a")], &[("coxswain.dev/since", "100")]);
-        let error = check_metadata("Approval", Some(&old), &removed, "eve")
-            .expect_err("removed")
-            .to_string();
+        let error = refused(
+            check_metadata("Approval", Some(&old), &removed, "eve"),
+            "removed",
+        );
         assert!(error.contains("may not remove it"), "{error}");
         let added = meta(
             &[("coxswain.dev/run-uid", "uid-a"), ("team", "a")],
@@ -215,9 +214,7 @@ mod tests {
                 ("coxswain.dev/scheduled-at", "x"),
             ],
         );
-        let error = check_metadata("Run", Some(&old), &added, "eve")
-            .expect_err("added")
-            .to_string();
+        let error = refused(check_metadata("Run", Some(&old), &added, "eve"), "added");
         assert!(
             error.contains("annotation `coxswain.dev/scheduled-at`")
                 && error.contains("may not set it"),

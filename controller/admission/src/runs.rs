@@ -382,6 +382,7 @@ async fn review_rerun(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::refused;
 
     fn run(json: Value) -> Run {
         serde_json::from_value(json).expect("run")
@@ -411,17 +412,13 @@ mod tests {
     fn a_run_needs_its_flow_and_input_that_fits() {
         let ok = created_by("ana", json!({"brief": "hi"}));
         assert_eq!(check_created(&ok, Some(&flow()), "ana"), Ok(()));
-        let missing = check_created(&ok, None, "ana")
-            .expect_err("no flow")
-            .to_string();
+        let missing = refused(check_created(&ok, None, "ana"), "no flow");
         assert!(
             missing.contains("no Flow `f` in namespace `ns`"),
             "{missing}"
         );
         let bad = created_by("ana", json!({"brief": 3}));
-        let error = check_created(&bad, Some(&flow()), "ana")
-            .expect_err("bad input")
-            .to_string();
+        let error = refused(check_created(&bad, Some(&flow()), "ana"), "bad input");
         assert!(
             error
                 .contains("the input does not fit the Flow `f`: input.brief: expected string, got"),
@@ -438,13 +435,9 @@ mod tests {
         let patch = stamp_creator(&bare, "ana").expect("stamped");
         assert_eq!(patch[0]["value"][CREATED_BY_ANNOTATION], "ana");
         let forged = created_by("boss", json!({}));
-        let error = stamp_creator(&forged, "ana")
-            .expect_err("forged")
-            .to_string();
+        let error = refused(stamp_creator(&forged, "ana"), "forged");
         assert!(error.contains("`boss` is not you (`ana`)"), "{error}");
-        let error = check_created(&forged, Some(&flow()), "ana")
-            .expect_err("forged")
-            .to_string();
+        let error = refused(check_created(&forged, Some(&flow()), "ana"), "forged");
         assert!(
             error.contains("must name the user creating the Run"),
             "{error}"
@@ -467,9 +460,7 @@ mod tests {
         let mut cancelled = old.clone();
         cancelled.spec.cancel = true;
         assert_eq!(check_update(&old, &cancelled), Ok(()));
-        let error = check_update(&cancelled, &old)
-            .expect_err("uncancel")
-            .to_string();
+        let error = refused(check_update(&cancelled, &old), "uncancel");
         assert!(error.contains("stays cancelled"), "{error}");
         let mut edited = old.clone();
         edited.spec.input = Some(json!({"brief": "b"}));
@@ -495,18 +486,14 @@ mod tests {
         assert_eq!(rerun::check_source(&again, &old), Ok(()));
         let mut other_input = again.clone();
         other_input.spec.input = Some(json!({"brief": "b"}));
-        let error = rerun::check_source(&other_input, &old)
-            .expect_err("other input")
-            .to_string();
+        let error = refused(rerun::check_source(&other_input, &old), "other input");
         assert!(
             error.contains("spec.input differs from the input of the Run `r`"),
             "{error}"
         );
         let mut other_flow = again.clone();
         other_flow.spec.flow_ref.name = "g".into();
-        let error = rerun::check_source(&other_flow, &old)
-            .expect_err("other flow")
-            .to_string();
+        let error = refused(rerun::check_source(&other_flow, &old), "other flow");
         assert!(
             error.contains("spec.flowRef names the Flow `g`, but the Run `r` ran the Flow `f`"),
             "{error}"
@@ -528,9 +515,7 @@ mod tests {
         again.spec.from = Some(from("uid-2"));
         assert_eq!(rerun::check_source(&again, &old), Ok(()));
         again.spec.from = Some(from("uid-1"));
-        let error = rerun::check_source(&again, &old)
-            .expect_err("made again")
-            .to_string();
+        let error = refused(rerun::check_source(&again, &old), "made again");
         assert!(
             error.contains(
                 "pins the Run `r` with uid uid-1, but the Run of that name now has uid uid-2"
@@ -556,9 +541,10 @@ mod tests {
             .insert(CREATED_BY_ANNOTATION.into(), "eve".into());
         // With nothing decided, anyone's rerun copies nothing of a person's.
         assert_eq!(rerun::check_reuse(&by_eve, &old, Vec::new()), Ok(()));
-        let error = rerun::check_reuse(&by_eve, &old, decided())
-            .expect_err("eve reuses bob's decision")
-            .to_string();
+        let error = refused(
+            rerun::check_reuse(&by_eve, &old, decided()),
+            "eve reuses bob's decision",
+        );
         assert_eq!(
             error,
             "spec.from: a rerun from `publish` copies the decision of `review` made for the Run \
@@ -578,18 +564,14 @@ mod tests {
         let today = Flow::new("f", flow().spec);
         let digest = coxswain_core::flow::flow_digest(&today.spec);
         assert_eq!(rerun::check_today(&old, &digest, Some(&today)), Ok(()));
-        let gone = rerun::check_today(&old, &digest, None)
-            .expect_err("deleted")
-            .to_string();
+        let gone = refused(rerun::check_today(&old, &digest, None), "deleted");
         assert!(
             gone.contains("the Flow `f` that the Run `r` ran no longer exists"),
             "{gone}"
         );
         let mut gated = today.clone();
         gated.spec.steps.truncate(0);
-        let changed = rerun::check_today(&old, &digest, Some(&gated))
-            .expect_err("changed")
-            .to_string();
+        let changed = refused(rerun::check_today(&old, &digest, Some(&gated)), "changed");
         assert!(
             changed.contains(&format!("the Flow `f` changed since the Run `r` ran it (it ran {digest}; the Flow is now sha256:")),
             "{changed}"

@@ -121,6 +121,7 @@ fn schema_type(schema: &Value) -> String {
         let names: Vec<String> = values
             .iter()
             .map(|v| match v {
+                Value::String(s) if s.is_empty() => "`\"\"`".to_string(),
                 Value::String(s) => format!("`{s}`"),
                 other => format!("`{other}`"),
             })
@@ -321,7 +322,8 @@ fn cli_page() -> String {
 /// A section for `command` (called as `parent NAME`) and each of its
 /// visible subcommands, with a line in the contents for each.
 fn describe(command: &clap::Command, parent: &str, contents: &mut String, sections: &mut String) {
-    if command.is_hide_set() {
+    // clap's own `help` subcommand repeats what is here already.
+    if command.is_hide_set() || command.get_name() == "help" {
         return;
     }
     let full = format!("{parent} {}", command.get_name());

@@ -156,8 +156,8 @@ fn error_codes() -> BTreeSet<String> {
             codes.insert(value.trim_end_matches("\";").to_string());
         }
     }
-    let records = std::fs::read_to_string(root().join("controller/records/src/store.rs"))
-        .expect("store.rs");
+    let records =
+        std::fs::read_to_string(root().join("controller/records/src/store.rs")).expect("store.rs");
     assert!(records.contains("\"records.lookup_failed\""));
     codes.insert("records.lookup_failed".to_string());
     assert!(codes.len() > 15, "{codes:?}");
@@ -192,10 +192,7 @@ fn every_flow_in_the_book_passes_lint() {
             if language != "yaml" {
                 continue;
             }
-            let is_flow = block
-                .text
-                .lines()
-                .any(|l| l.trim_end() == "kind: Flow");
+            let is_flow = block.text.lines().any(|l| l.trim_end() == "kind: Flow");
             if !is_flow {
                 let has_steps = block.text.contains("steps:") || block.text.contains("- key:");
                 if has_steps && !block.info.split_whitespace().any(|w| w == "fragment") {
@@ -252,7 +249,9 @@ fn every_runnable_shell_block_runs() {
                 bin.display(),
                 std::env::var("PATH").unwrap_or_default()
             );
-            let script = block.text.replace("cargo run -q -p coxswain --", "coxswain");
+            let script = block
+                .text
+                .replace("cargo run -q -p coxswain --", "coxswain");
             let out = Command::new("timeout")
                 .args(["--kill-after=10", "300", "bash", "-euo", "pipefail", "-c"])
                 .arg(&script)
@@ -425,5 +424,8 @@ fn every_page_is_in_the_summary_and_every_link_leads_somewhere() {
 fn readme_stays_short() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
     let lines = readme.lines().count();
-    assert!(lines <= 200, "README.md has {lines} lines; the book holds the rest");
+    assert!(
+        lines <= 200,
+        "README.md has {lines} lines; the book holds the rest"
+    );
 }

@@ -87,7 +87,10 @@ pub fn render_all(chart: &Path) -> Result<Vec<(String, String)>, DocsError> {
     for crd in coxswain_core::crds::all() {
         let kind = crd.spec.names.kind.clone();
         let value = serde_json::to_value(&crd)?;
-        pages.push((format!("{}.md", kind.to_lowercase()), crd_page(&kind, &value)));
+        pages.push((
+            format!("{}.md", kind.to_lowercase()),
+            crd_page(&kind, &value),
+        ));
     }
     pages.push(("cli.md".to_string(), cli_page()));
     pages.push(("chart-values.md".to_string(), chart_page(chart)?));
@@ -163,9 +166,7 @@ fn schema_type(schema: &Value) -> String {
             }
         }
         "" if preserves_unknown(schema) => "any JSON".to_string(),
-        "" if schema.get("x-kubernetes-int-or-string").is_some() => {
-            "integer or string".to_string()
-        }
+        "" if schema.get("x-kubernetes-int-or-string").is_some() => "integer or string".to_string(),
         "" => "any".to_string(),
         other => other.to_string(),
     };
@@ -218,7 +219,12 @@ fn fields(schema: &Value, path: &str, required: bool, rows: &mut Vec<[String; 3]
         fields_below(values, &format!("{path}.*"), rows);
     }
     for key in ["anyOf", "oneOf", "allOf"] {
-        for option in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+        for option in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if option.get("properties").is_some() {
                 fields_below(option, path, rows);
             }
@@ -306,7 +312,12 @@ fn cli_page() -> String {
         "{GENERATED}\n\n# The `coxswain` command\n\n{}\n\nEvery subcommand prints this with `--help`. \
          Installed as `kubectl-coxswain` on `PATH`, the binary is the kubectl plugin: \
          `kubectl coxswain …` takes the subcommands of `coxswain kubectl` below.\n\n",
-        cell(&command.get_about().map(ToString::to_string).unwrap_or_default())
+        cell(
+            &command
+                .get_about()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        )
     );
     let mut contents = String::new();
     let mut sections = String::new();
@@ -365,7 +376,12 @@ fn describe(command: &clap::Command, parent: &str, contents: &mut String, sectio
                 "| {} | {} | {} |",
                 arg_name(arg),
                 arg_default(arg),
-                cell(&arg.get_long_help().or(arg.get_help()).map(ToString::to_string).unwrap_or_default())
+                cell(
+                    &arg.get_long_help()
+                        .or(arg.get_help())
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                )
             );
         }
         sections.push('\n');
@@ -391,9 +407,7 @@ fn arg_name(arg: &clap::Arg) -> String {
         .unwrap_or_else(|| arg.get_id().to_string().to_uppercase());
     let mut name = match (arg.get_short(), arg.get_long()) {
         (None, None) => {
-            let many = arg
-                .get_num_args()
-                .is_some_and(|n| n.max_values() > 1);
+            let many = arg.get_num_args().is_some_and(|n| n.max_values() > 1);
             format!("`{value}{}`", if many { "…" } else { "" })
         }
         (short, long) => {

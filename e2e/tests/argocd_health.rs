@@ -4,8 +4,9 @@
 //! returns `{status, message}`), on objects read with `kubectl -o json` from
 //! real Flows, Runs and Approvals that `coxswain controller` drives, at each
 //! stage of their lives; the scripts in `argocd-cm-patch.yaml` are, byte for
-//! byte, the ones run here; and README's `kubectl patch` of `argocd-cm`
-//! adds them to one made as Argo CD's install makes it, keeping its keys.
+//! byte, the ones run here; and the book's `kubectl patch` of `argocd-cm`
+//! (`docs/src/guides/argocd.md`) adds them to one made as Argo CD's install
+//! makes it, keeping its keys.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -275,7 +276,7 @@ spec:
     )
 }
 
-/// The patch file README tells Argo CD's operators to apply.
+/// The patch file the book tells Argo CD's operators to apply.
 const PATCH_FILE: &str = "examples/argocd/argocd-cm-patch.yaml";
 
 /// The argocd-cm health keys, one per kind in `crds/`.
@@ -319,22 +320,25 @@ fn the_patch_file_holds_only_data_with_byte_for_byte_the_scripts_tested() {
     let keys: BTreeSet<String> = data.keys().cloned().collect();
     assert_eq!(keys, crd_keys(), "one health check per kind of crds/");
     assert_holds_the_scripts(data, PATCH_FILE);
-    let command = readme_command().join(" ");
+    let command = book_command().join(" ");
     assert!(
         text.lines()
             .any(|l| l.trim_start_matches('#').trim() == command),
-        "{PATCH_FILE} shows README's command: {command}"
+        "{PATCH_FILE} shows the book's command ({GUIDE}): {command}"
     );
 }
 
-/// README's command that adds the health checks to `argocd-cm`, as words.
-fn readme_command() -> Vec<String> {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
-    let line = readme
+/// The book's page that tells how to add the health checks to Argo CD.
+const GUIDE: &str = "docs/src/guides/argocd.md";
+
+/// The book's command that adds the health checks to `argocd-cm`, as words.
+fn book_command() -> Vec<String> {
+    let guide = std::fs::read_to_string(workspace_root().join(GUIDE)).expect(GUIDE);
+    let line = guide
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("kubectl patch configmap argocd-cm"))
-        .expect("README shows the kubectl patch of argocd-cm");
+        .unwrap_or_else(|| panic!("{GUIDE} shows the kubectl patch of argocd-cm"));
     line.split_whitespace().map(String::from).collect()
 }
 
@@ -366,12 +370,12 @@ fn install_data() -> serde_json::Map<String, Value> {
 }
 
 #[tokio::test]
-async fn the_readme_command_adds_the_health_checks_and_keeps_every_key_of_argocd_cm() {
+async fn the_book_command_adds_the_health_checks_and_keeps_every_key_of_argocd_cm() {
     let kubectl = Kubectl::new().await.expect("kubectl");
-    let words = readme_command();
+    let words = book_command();
     assert!(
         words.windows(2).any(|w| w == ["-n", "argocd"]),
-        "the README command patches argocd-cm in the argocd namespace: {words:?}"
+        "the book's command ({GUIDE}) patches argocd-cm in the argocd namespace: {words:?}"
     );
     // The namespace Argo CD installs into; a cluster whose argocd-cm is
     // not this test's own is left alone.
@@ -418,7 +422,7 @@ async fn the_readme_command_adds_the_health_checks_and_keeps_every_key_of_argocd
         .unwrap_or_else(|e| panic!("{e}"));
     let installed = get();
 
-    // Exactly README's command, run from the repository's root.
+    // Exactly the book's command, run from the repository's root.
     let args: Vec<String> = words[1..]
         .iter()
         .map(|w| match workspace_root().join(w) {
@@ -482,7 +486,7 @@ async fn the_readme_command_adds_the_health_checks_and_keeps_every_key_of_argocd
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Why README says patch, not apply: `kubectl apply` of a ConfigMap with
+/// Why the book says patch, not apply: `kubectl apply` of a ConfigMap with
 /// only Coxswain's keys, with `flags`, on an `argocd-cm` made as Argo CD's
 /// install makes it, in a namespace of its own; the keys left.
 async fn keys_left_by_apply(flags: &[&str]) -> BTreeSet<String> {

@@ -1,20 +1,36 @@
-//! README's "On Kubernetes" block, run as a person pastes it: whole, in
-//! bash, from the repository's root, with the real kubectl and a cluster of
-//! its own from `e2e/cluster/up`. (`cargo run -q -p coxswain --` is the
-//! `coxswain` this test run built, which is what it runs.)
+//! README's tour on a cluster, run as a person pastes it: whole, in bash,
+//! from the repository's root, with the real kubectl and a cluster of its
+//! own from `e2e/cluster/up`. (`cargo run -q -p coxswain --` is the
+//! `coxswain` this test run built, which is what it runs.) The book's
+//! Getting started page holds the same block; it is checked to be the same
+//! text, so one run tests both.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The first `sh` block after `## On Kubernetes`.
-fn on_kubernetes_block(readme: &str) -> String {
-    let section = readme
-        .split_once("\n## On Kubernetes\n")
-        .map(|(_, rest)| rest)
-        .expect("README has an On Kubernetes section");
-    let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
-    let end = section[start..].find("\n```").expect("the block ends") + start;
-    section[start..end].to_string()
+/// The blocks marked ```` ```sh runnable-on-cluster ```` in a page.
+fn on_cluster_blocks(page: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = page;
+    while let Some(at) = rest.find("```sh runnable-on-cluster\n") {
+        let start = at + "```sh runnable-on-cluster\n".len();
+        let end = rest[start..].find("\n```").expect("the block ends") + start;
+        found.push(rest[start..end].to_string());
+        rest = &rest[end..];
+    }
+    found
+}
+
+/// README's one cluster block, which the book's Getting started repeats.
+fn on_kubernetes_block(readme: &str, book: &str) -> String {
+    let blocks = on_cluster_blocks(readme);
+    assert_eq!(blocks.len(), 1, "README has one runnable-on-cluster block");
+    assert_eq!(
+        on_cluster_blocks(book),
+        blocks,
+        "docs/src/getting-started.md holds README's cluster block, the same text"
+    );
+    blocks[0].clone()
 }
 
 fn root() -> PathBuf {
@@ -28,7 +44,9 @@ fn root() -> PathBuf {
 fn the_on_kubernetes_block_runs_pasted_whole() {
     let root = root();
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
-    let block = on_kubernetes_block(&readme);
+    let book = std::fs::read_to_string(root.join("docs/src/getting-started.md"))
+        .expect("the book's Getting started");
+    let block = on_kubernetes_block(&readme, &book);
     let coxswain = coxswain_e2e::coxswain_bin().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         block.contains("cargo run -q -p coxswain -- controller"),

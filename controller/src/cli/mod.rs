@@ -3,6 +3,7 @@
 mod controller;
 mod crd;
 mod decide;
+pub mod docs;
 mod error;
 mod eval;
 mod graph;
@@ -47,6 +48,8 @@ enum Command {
     Render(render::Args),
     /// Write the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::Args),
+    /// Write the book's generated reference pages (fields, commands, chart values).
+    Docs(docs::Args),
     /// Draw a flow (Mermaid or DOT), with what happened on a run when given its status.
     Graph(graph::Args),
     /// Run Flows and Runs on Kubernetes (the kubeconfig's cluster, or in-cluster).
@@ -78,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => eval::run(args),
         Command::Render(args) => render::run(args),
         Command::Crd(args) => crd::run(args),
+        Command::Docs(args) => docs::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Webhook(args) => webhook::run(args),

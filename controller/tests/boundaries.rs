@@ -39,25 +39,7 @@ fn coxswain_dependencies(dir: &str) -> Vec<String> {
 
 /// Each `.rs` file below `dir`, by its path under it, with its text.
 fn sources(dir: &str) -> Vec<(String, String)> {
-    let root = crate_dir(dir);
-    let mut found = Vec::new();
-    let mut folders = vec![root.clone()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).expect("a readable folder") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let name = path
-                    .strip_prefix(&root)
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .into_owned();
-                found.push((name, std::fs::read_to_string(&path).expect("readable")));
-            }
-        }
-    }
-    found.sort();
+    let found = coxswain_test_support::text_files(&crate_dir(dir), "rs");
     assert!(!found.is_empty(), "no sources under {dir}");
     found
 }

@@ -29,24 +29,9 @@ fn src() -> PathBuf {
 
 /// Every Markdown page under `docs/src`, by its path under it, with its text.
 fn pages() -> BTreeMap<String, String> {
-    let mut found = BTreeMap::new();
-    let mut folders = vec![src()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).expect("a readable folder") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                let name = path
-                    .strip_prefix(src())
-                    .expect("under src")
-                    .to_string_lossy()
-                    .into_owned();
-                found.insert(name, std::fs::read_to_string(&path).expect("readable"));
-            }
-        }
-    }
-    found
+    coxswain_test_support::text_files(&src(), "md")
+        .into_iter()
+        .collect()
 }
 
 /// The book's pages and README.md, by a name to report them under.

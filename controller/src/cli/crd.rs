@@ -26,16 +26,7 @@ pub fn run(args: Args) -> ExitCode {
             let stream: Vec<&str> = files.iter().map(|(_, yaml)| yaml.as_str()).collect();
             print!("{}", stream.join("---\n"));
         }
-        Some(dir) => {
-            for (name, yaml) in &files {
-                let path = dir.join(name);
-                if let Err(e) = std::fs::write(&path, yaml) {
-                    eprintln!("coxswain crd: cannot write {}: {e}", path.display());
-                    return ExitCode::FAILURE;
-                }
-                eprintln!("wrote {}", path.display());
-            }
-        }
+        Some(dir) => return super::write_files("crd", &dir, &files),
     }
     ExitCode::SUCCESS
 }

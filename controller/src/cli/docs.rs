@@ -66,16 +66,7 @@ pub fn run(args: Args) -> ExitCode {
                 println!("{name}");
             }
         }
-        Some(dir) => {
-            for (name, text) in &pages {
-                let path = dir.join(name);
-                if let Err(e) = std::fs::write(&path, text) {
-                    eprintln!("coxswain docs: cannot write {}: {e}", path.display());
-                    return ExitCode::FAILURE;
-                }
-                eprintln!("wrote {}", path.display());
-            }
-        }
+        Some(dir) => return super::write_files("docs", &dir, &pages),
     }
     ExitCode::SUCCESS
 }

@@ -165,6 +165,24 @@ fn load_flow(
     Ok((document.name, flow.spec))
 }
 
+/// Writes each `(name, text)` of `files` as `dir/name`, saying so on
+/// stderr; the first that cannot be written fails `coxswain command`.
+fn write_files(
+    command: &str,
+    dir: &std::path::Path,
+    files: &[(String, String)],
+) -> std::process::ExitCode {
+    for (name, text) in files {
+        let path = dir.join(name);
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("coxswain {command}: cannot write {}: {e}", path.display());
+            return std::process::ExitCode::FAILURE;
+        }
+        eprintln!("wrote {}", path.display());
+    }
+    std::process::ExitCode::SUCCESS
+}
+
 /// Reads a JSON context file for `eval` and `render`; no file means `{}`.
 /// What is wrong is said for `command`, and its exit code returned.
 fn read_context(

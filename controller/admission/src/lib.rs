@@ -59,7 +59,9 @@ pub use admit::{Admit, Refusal};
 pub use alone::{WebhookSettings, run_alone};
 pub use error::AdmissionError;
 pub use register::Endpoint;
-pub use settings::{AdmissionSettings, DEFAULT_PORT, DEFAULT_SECRET, WebhookUrl, parse_url};
+pub use settings::{
+    AdmissionSettings, DEFAULT_PORT, DEFAULT_SECRET, RecordsDatabase, WebhookUrl, parse_url,
+};
 
 /// The running webhook server; dropping it leaves it running until the
 /// process ends, [`Admission::stop`] ends it.

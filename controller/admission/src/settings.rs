@@ -203,6 +203,31 @@ fn split_host_port(authority: &str) -> Option<(String, u16)> {
     Some((host.to_string(), port))
 }
 
+/// The controller's records database, as `--records-database` names it:
+/// the controller connects to it, admission only asks whether there is one
+/// (without it, flows that save or look up are refused).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RecordsDatabase {
+    /// The controller's PostgreSQL database for stored records and the run
+    /// archive, as a URL (`postgres://user:password@host:5432/coxswain`).
+    /// Without it, flows that `save` or `lookup` are refused (and the
+    /// controller archives no Run).
+    #[arg(
+        long = "records-database",
+        env = "COXSWAIN_RECORDS_DATABASE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub url: Option<String>,
+}
+
+impl RecordsDatabase {
+    /// The URL, when one is given and not blank.
+    pub fn named(&self) -> Option<&str> {
+        self.url.as_deref().filter(|d| !d.trim().is_empty())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,7 @@ use coxswain_steps::net::{NetPolicy, parse_block};
 /// loses its Lease (`Err`: the process exits non-zero and is restarted as a
 /// standby).
 pub async fn run(settings: Settings) -> Result<(), StartError> {
-    ops::init_tracing(&settings.ops)?;
+    ops::init_tracing(&settings.ops.log)?;
     let stop = ops::shutdown_signal()?;
     tokio::pin!(stop);
     let client = Client::try_default().await.map_err(StartError::Connect)?;

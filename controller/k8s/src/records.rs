@@ -11,6 +11,7 @@
 use coxswain_records::{PgSettings, Store};
 use coxswain_steps::records::Records;
 
+use crate::admission::RecordsDatabase;
 use crate::error::StartError;
 
 /// What a Run meets when no database is configured, naming the chart value
@@ -21,16 +22,9 @@ pub const NOT_CONFIGURED: &str = "no records database is configured: set `record
 /// Where records and archived Runs live.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RecordsSettings {
-    /// The PostgreSQL database for stored records and the run archive, as a
-    /// URL (`postgres://user:password@host:5432/coxswain`). Without it, flows
-    /// that `save` or `lookup` are refused and no Run is archived.
-    #[arg(
-        long = "records-database",
-        env = "COXSWAIN_RECORDS_DATABASE",
-        value_name = "URL",
-        hide_env_values = true
-    )]
-    pub database: Option<String>,
+    /// The database.
+    #[command(flatten)]
+    pub database: RecordsDatabase,
     /// The most records one lookup evaluates in memory when its `where`
     /// cannot all be compiled to SQL; past it the step fails saying so.
     #[arg(
@@ -70,19 +64,13 @@ impl RecordsSettings {
     /// Whether a database is configured (admission refuses flows that save
     /// or look up when not).
     pub fn configured(&self) -> bool {
-        self.database
-            .as_deref()
-            .is_some_and(|d| !d.trim().is_empty())
+        self.database.named().is_some()
     }
 }
 
 /// Connects and migrates, when a database is configured.
 pub async fn connect(settings: &RecordsSettings) -> Result<Option<Store>, StartError> {
-    let Some(url) = settings
-        .database
-        .as_deref()
-        .filter(|d| !d.trim().is_empty())
-    else {
+    let Some(url) = settings.database.named() else {
         return Ok(None);
     };
     let pg = PgSettings {

@@ -7,11 +7,11 @@ use std::io::IsTerminal;
 use tracing::Subscriber;
 use tracing_subscriber::{EnvFilter, fmt::MakeWriter, util::SubscriberInitExt};
 
-use super::{LogFormat, OpsError, OpsSettings};
+use super::{LogFormat, LogSettings, OpsError};
 
 /// Sends this process's logs to stderr as `settings` say. Call once, first
 /// thing: a second call fails with [`OpsError::Logging`].
-pub fn init_tracing(settings: &OpsSettings) -> Result<(), OpsError> {
+pub fn init_tracing(settings: &LogSettings) -> Result<(), OpsError> {
     let ansi = std::io::stderr().is_terminal();
     subscriber(settings, std::io::stderr, ansi)?
         .try_init()
@@ -20,21 +20,21 @@ pub fn init_tracing(settings: &OpsSettings) -> Result<(), OpsError> {
 
 /// The subscriber [`init_tracing`] installs, writing to `writer`.
 fn subscriber<W>(
-    settings: &OpsSettings,
+    settings: &LogSettings,
     writer: W,
     ansi: bool,
 ) -> Result<Box<dyn Subscriber + Send + Sync>, OpsError>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_new(&settings.log_level).map_err(|source| OpsError::LogLevel {
-        text: settings.log_level.clone(),
+    let filter = EnvFilter::try_new(&settings.level).map_err(|source| OpsError::LogLevel {
+        text: settings.level.clone(),
         source,
     })?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
-    Ok(match settings.log_format {
+    Ok(match settings.format {
         LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
         LogFormat::Json => Box::new(builder.json().with_ansi(false).finish()),
     })
@@ -67,7 +67,7 @@ mod tests {
         }
     }
 
-    fn logged(settings: &OpsSettings) -> String {
+    fn logged(settings: &LogSettings) -> String {
         let out = Captured::default();
         let subscriber = subscriber(settings, out.clone(), false).expect("valid settings");
         tracing::subscriber::with_default(subscriber, || {
@@ -80,9 +80,9 @@ mod tests {
 
     #[test]
     fn json_lines_carry_the_message_and_fields() {
-        let settings = OpsSettings {
-            log_format: LogFormat::Json,
-            ..OpsSettings::default()
+        let settings = LogSettings {
+            format: LogFormat::Json,
+            ..LogSettings::default()
         };
         let text = logged(&settings);
         let lines: Vec<&str> = text.lines().collect();
@@ -95,9 +95,9 @@ mod tests {
 
     #[test]
     fn text_lines_follow_the_level() {
-        let settings = OpsSettings {
-            log_level: "debug".into(),
-            ..OpsSettings::default()
+        let settings = LogSettings {
+            level: "debug".into(),
+            ..LogSettings::default()
         };
         let text = logged(&settings);
         assert!(
@@ -112,9 +112,9 @@ mod tests {
 
     #[test]
     fn a_bad_filter_names_the_flag() {
-        let settings = OpsSettings {
-            log_level: "info,[oops".into(),
-            ..OpsSettings::default()
+        let settings = LogSettings {
+            level: "info,[oops".into(),
+            ..LogSettings::default()
         };
         let err = subscriber(&settings, Captured::default(), false)
             .err()

@@ -15,7 +15,7 @@
 //!     client: kube::Client,
 //!     reconcile: impl Future<Output = ()>,
 //! ) -> Result<(), OpsError> {
-//!     ops::init_tracing(&settings)?;
+//!     ops::init_tracing(&settings.log)?;
 //!     let stop = ops::shutdown_signal()?;
 //!     let (metrics, health) = (Metrics::new(), Health::new());
 //!     ops::serve(&settings, metrics.clone(), health.clone()).await?;
@@ -65,5 +65,5 @@ pub use leader::Leadership;
 pub use logging::init_tracing;
 pub use metrics::{Metrics, ReconcileTimer};
 pub use server::serve;
-pub use settings::{LogFormat, OpsSettings};
+pub use settings::{LogFormat, LogSettings, OpsSettings};
 pub use signal::shutdown_signal;

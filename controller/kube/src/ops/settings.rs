@@ -12,6 +12,38 @@ use coxswain_core::flow::parse_duration;
 /// before it ends, and a Lease counts whole seconds.
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(3);
 
+/// How logs are written: shared by the controller and the webhook alone.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LogSettings {
+    /// How log lines are written on stderr.
+    #[arg(
+        long = "log-format",
+        env = "COXSWAIN_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub format: LogFormat,
+    /// Which logs are written, as a tracing filter (`info`, `debug`, `coxswain_k8s=debug,info`).
+    #[arg(
+        long = "log-level",
+        env = "COXSWAIN_LOG_LEVEL",
+        value_name = "FILTER",
+        default_value = "info",
+        value_parser = parse_log_level
+    )]
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    /// The flags' defaults: text at `info`.
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
 /// Where metrics and health are served, how logs are written, and the Lease.
 #[derive(clap::Args, Debug, Clone)]
 pub struct OpsSettings {
@@ -23,23 +55,9 @@ pub struct OpsSettings {
         default_value = "0.0.0.0:8080"
     )]
     pub metrics_addr: SocketAddr,
-    /// How log lines are written on stderr.
-    #[arg(
-        long,
-        env = "COXSWAIN_LOG_FORMAT",
-        value_enum,
-        default_value_t = LogFormat::Text
-    )]
-    pub log_format: LogFormat,
-    /// Which logs are written, as a tracing filter (`info`, `debug`, `coxswain_k8s=debug,info`).
-    #[arg(
-        long,
-        env = "COXSWAIN_LOG_LEVEL",
-        value_name = "FILTER",
-        default_value = "info",
-        value_parser = parse_log_level
-    )]
-    pub log_level: String,
+    /// How logs are written.
+    #[command(flatten)]
+    pub log: LogSettings,
     /// Reconcile only while holding the Lease, so one replica of several works and the others wait (`--leader-election=false` to run alone).
     #[arg(
         long,
@@ -82,8 +100,7 @@ impl Default for OpsSettings {
     fn default() -> Self {
         OpsSettings {
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
-            log_format: LogFormat::Text,
-            log_level: "info".into(),
+            log: LogSettings::default(),
             leader_election: true,
             lease_name: "coxswain-controller".into(),
             lease_namespace: None,
@@ -189,8 +206,8 @@ mod tests {
         let parsed = parse(&[]).expect("no flags");
         let default = OpsSettings::default();
         assert_eq!(parsed.metrics_addr, default.metrics_addr);
-        assert_eq!(parsed.log_format, LogFormat::Text);
-        assert_eq!(parsed.log_level, "info");
+        assert_eq!(parsed.log.format, LogFormat::Text);
+        assert_eq!(parsed.log.level, "info");
         assert!(parsed.leader_election);
         assert_eq!(parsed.lease_name, "coxswain-controller");
         assert_eq!(parsed.lease_duration, Duration::from_secs(15));
@@ -225,7 +242,7 @@ mod tests {
         ])
         .expect("valid flags");
         assert_eq!(s.metrics_addr.port(), 0);
-        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.log.format, LogFormat::Json);
         assert_eq!(s.lease_duration, Duration::from_secs(60));
         assert_eq!(s.identity(), "replica-a");
         assert_eq!(s.lease_namespace("default"), "ops");

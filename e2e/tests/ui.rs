@@ -6,7 +6,8 @@
 //! With `--auth kubeconfig` the viewer is the kubeconfig's user (here a
 //! kubeconfig impersonating each person); with `--auth token` each person
 //! signs in with a ServiceAccount token, and one who may not read the
-//! namespace sees nothing of it. Screenshots go to `target/ui-screenshots/`.
+//! namespace sees nothing of it. The screenshots it takes are the book's
+//! (`docs/src/screenshots/`), so each run of it keeps them current.
 
 mod admission;
 
@@ -110,8 +111,9 @@ fn kubeconfig_as(s: &Admission, user: &str, dir: &Path) -> PathBuf {
     path
 }
 
+/// Where the book's pictures of the viewer live; this test takes them.
 fn screenshots() -> PathBuf {
-    let dir = coxswain_e2e::workspace_root().join("target/ui-screenshots");
+    let dir = coxswain_e2e::workspace_root().join("docs/src/screenshots");
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     dir
 }

@@ -3,6 +3,7 @@
 //! a run can reach them. A room or homeserver is never filled from run data:
 //! the token in the Secret goes to the server the flow names.
 
+use super::checks::fielded;
 use crate::api::{MatrixTarget, MessageStep, SecretKeyRef};
 
 /// The problem with the step's choice of target, if it gives none or more
@@ -25,13 +26,10 @@ pub fn target_problem(step: &MessageStep) -> Option<String> {
 /// Every problem of a Matrix target, as `(field, message)` with the field
 /// relative to the target (`homeserver`, `room`, `tokenSecretRef.name`).
 pub fn check_matrix(target: &MatrixTarget) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
-    if let Some(message) = homeserver_problem(&target.homeserver) {
-        problems.push(("homeserver".to_string(), message));
-    }
-    if let Some(message) = room_problem(&target.room) {
-        problems.push(("room".to_string(), message));
-    }
+    let mut problems = fielded([
+        ("homeserver", homeserver_problem(&target.homeserver)),
+        ("room", room_problem(&target.room)),
+    ]);
     problems.extend(
         secret_ref_problems(&target.token_secret_ref)
             .into_iter()

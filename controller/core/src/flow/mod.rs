@@ -4,6 +4,7 @@
 //! way wherever it is caught.
 
 mod answers;
+mod checks;
 mod command;
 mod decider;
 mod depth;

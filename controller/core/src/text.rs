@@ -1,10 +1,25 @@
 //! Cutting text for previews and labels on a character boundary, so every
-//! place that shows the start of a long value cuts it the same way.
+//! place that shows the start of a long value cuts it the same way; and
+//! escaping text for a format, one character at a time.
 
 /// The first `max` characters of `text` when it is longer than that;
 /// `None` when it fits whole.
 pub fn cut(text: &str, max: usize) -> Option<&str> {
     text.char_indices().nth(max).map(|(at, _)| &text[..at])
+}
+
+/// `text` with every character `replace` has a replacement for written as
+/// that replacement (`""` drops it), the others as they are: each format's
+/// escaping (a label, an attribute, a quoted string) is a table for this.
+pub fn escape(text: &str, replace: impl Fn(char) -> Option<&'static str>) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match replace(c) {
+            Some(with) => out.push_str(with),
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -17,5 +32,15 @@ mod tests {
         assert_eq!(cut("héllo", 5), None);
         assert_eq!(cut("", 0), None);
         assert_eq!(cut("ab", 0), Some(""));
+    }
+
+    #[test]
+    fn escapes_only_what_the_table_names() {
+        let table = |c| match c {
+            '<' => Some("&lt;"),
+            '\r' => Some(""),
+            _ => None,
+        };
+        assert_eq!(escape("a<b\r\né", table), "a&lt;b\né");
     }
 }

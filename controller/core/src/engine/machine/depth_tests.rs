@@ -8,16 +8,13 @@ use serde_json::{Value, json};
 use crate::api::{
     Attempt, FlowRef, PartStatus, Run, RunPhase, RunSpec, RunStatus, StepPhase, StepStatus,
 };
+use crate::engine::test_support::at;
 use crate::engine::{CompiledFlow, Done, Event, RunInfo, RunMachine, codes};
 use crate::flow::{MAX_JSON_DEPTH, json_depth};
 
 fn flow(yaml: &str) -> CompiledFlow {
     let spec: crate::api::FlowSpec = serde_yaml::from_str(yaml).expect("test flow is YAML");
     CompiledFlow::new(spec).expect("valid")
-}
-
-fn at(s: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
 }
 
 /// A value `levels` deep, lists and objects in turn.

@@ -344,7 +344,7 @@ fn missing_value_quotes_the_placeholder_without_inner_spaces_and_its_position() 
 
 #[test]
 fn missing_is_never_an_empty_string_in_any_place() {
-    for place in PLACES {
+    for (_, place) in Place::ALL {
         assert!(matches!(
             render("x{{draft.json.absent}}", place),
             Err(RenderError::Missing { .. })
@@ -603,16 +603,6 @@ fn check_json_passes_for_other_places() {
 
 // ---- properties -------------------------------------------------------------
 
-const PLACES: [Place; 7] = [
-    Place::Url,
-    Place::Header,
-    Place::Json,
-    Place::Query,
-    Place::Form,
-    Place::Text,
-    Place::Message,
-];
-
 fn value_with(s: &str) -> Value {
     json!({
         "input": s,
@@ -626,7 +616,7 @@ proptest! {
     #[test]
     fn parse_and_render_never_panic(src in "\\PC*", value in "\\PC*") {
         let c = value_with(&value);
-        for place in PLACES {
+        for (_, place) in Place::ALL {
             if let Ok(t) = parse(&src, place) {
                 let _ = t.render(&c);
                 let _ = t.check_json();
@@ -637,7 +627,7 @@ proptest! {
     #[test]
     fn parse_and_render_never_panic_on_brace_heavy_text(src in "[{}a-z._ \"\\\\$-]{0,40}") {
         let c = value_with("v");
-        for place in PLACES {
+        for (_, place) in Place::ALL {
             if let Ok(t) = parse(&src, place) {
                 let _ = t.render(&c);
                 if let Err(e) = t.check_json() {

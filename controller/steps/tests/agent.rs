@@ -115,9 +115,8 @@ fn stopped(content: &str, u: Value) -> (u16, Value) {
 
 fn field(name: &str, t: &str) -> Field {
     Field {
-        name: name.into(),
-        type_: t.into(),
         description: Some(format!("what {name} means")),
+        ..Field::new(name, t)
     }
 }
 

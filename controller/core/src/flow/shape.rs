@@ -558,17 +558,9 @@ fn describe(v: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn field(name: &str, t: &str) -> Field {
-        Field {
-            name: name.into(),
-            type_: t.into(),
-            description: None,
-        }
-    }
-
     fn action_items() -> Items {
         Items {
-            fields: vec![field("owner", "string"), field("due", "integer")],
+            fields: vec![Field::new("owner", "string"), Field::new("due", "integer")],
             description: Some("every action item".into()),
         }
     }
@@ -613,7 +605,7 @@ mod tests {
         let objects = vec![
             NamedObject {
                 name: "summary".into(),
-                fields: vec![field("text", "string")],
+                fields: vec![Field::new("text", "string")],
                 ..Default::default()
             },
             NamedObject {
@@ -648,7 +640,7 @@ mod tests {
 
     #[test]
     fn reads_are_typed_by_the_declaration() {
-        let fields = vec![field("tagline", "string"), field("tags", "array")];
+        let fields = vec![Field::new("tagline", "string"), Field::new("tags", "array")];
         let key = |k: &str| Hop::Key(k.into());
         let post = Shape::Object(&fields);
         assert_eq!(post.check_read("write", &[key("tagline")]), Ok(()));

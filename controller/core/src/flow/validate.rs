@@ -1458,11 +1458,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let shape = match self.graph.nodes[t].step.kind() {
             // A reviewing agent's output is its decision and instructions.
             Some(StepKind::Agent(a)) if a.reviews.is_some() && !a.decisions.is_empty() => {
-                let text = |name: &str| Field {
-                    name: name.into(),
-                    type_: "string".into(),
-                    description: None,
-                };
+                let text = |name: &str| Field::new(name, "string");
                 reviewer = vec![text("decision"), text("instructions")];
                 Shape::Object(&reviewer)
             }

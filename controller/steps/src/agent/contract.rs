@@ -575,9 +575,8 @@ mod tests {
 
     fn field(name: &str, t: &str) -> Field {
         Field {
-            name: name.into(),
-            type_: t.into(),
             description: Some(format!("the {name}")),
+            ..Field::new(name, t)
         }
     }
 

@@ -8,6 +8,17 @@ pub fn cut(text: &str, max: usize) -> Option<&str> {
     text.char_indices().nth(max).map(|(at, _)| &text[..at])
 }
 
+/// The largest character boundary of `text` at or before byte `at` (its
+/// length when `at` is past the end): where a cut by bytes may fall. The
+/// standard library's `floor_char_boundary` is newer than our Rust.
+pub fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
 /// `text` with every character `replace` has a replacement for written as
 /// that replacement (`""` drops it), the others as they are: each format's
 /// escaping (a label, an attribute, a quoted string) is a table for this.
@@ -32,6 +43,13 @@ mod tests {
         assert_eq!(cut("héllo", 5), None);
         assert_eq!(cut("", 0), None);
         assert_eq!(cut("ab", 0), Some(""));
+    }
+
+    #[test]
+    fn byte_cuts_fall_on_characters() {
+        assert_eq!(floor_boundary("héllo", 2), 1);
+        assert_eq!(floor_boundary("héllo", 3), 3);
+        assert_eq!(floor_boundary("ab", 9), 2);
     }
 
     #[test]

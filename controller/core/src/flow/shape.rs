@@ -14,6 +14,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::{Field, Items, NamedObject, Reply, ReplyFormat, ScriptOutput};
+use crate::text::floor_boundary;
 
 /// The field types a reply, a script output or an entry may declare.
 pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
@@ -544,11 +545,7 @@ pub fn kind_of(v: &Value) -> &'static str {
 fn describe(v: &Value) -> String {
     let mut shown = v.to_string();
     if shown.len() > 60 {
-        let mut cut = 57;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
+        shown.truncate(floor_boundary(&shown, 57));
         shown.push('…');
     }
     format!("{} ({shown})", kind_of(v))

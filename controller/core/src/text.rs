@@ -19,6 +19,13 @@ pub fn floor_boundary(text: &str, at: usize) -> usize {
     at
 }
 
+/// Each item in backticks, joined by `, `: how messages list names
+/// (`` `a`, `b` ``), written so in one place.
+pub fn quote_list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    let quoted: Vec<String> = items.into_iter().map(|i| format!("`{i}`")).collect();
+    quoted.join(", ")
+}
+
 /// `text` with every character `replace` has a replacement for written as
 /// that replacement (`""` drops it), the others as they are: each format's
 /// escaping (a label, an attribute, a quoted string) is a table for this.
@@ -50,6 +57,12 @@ mod tests {
         assert_eq!(floor_boundary("héllo", 2), 1);
         assert_eq!(floor_boundary("héllo", 3), 3);
         assert_eq!(floor_boundary("ab", 9), 2);
+    }
+
+    #[test]
+    fn lists_are_quoted_and_joined() {
+        assert_eq!(quote_list(["a", "b"]), "`a`, `b`");
+        assert_eq!(quote_list(Vec::<String>::new()), "");
     }
 
     #[test]

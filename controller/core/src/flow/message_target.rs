@@ -5,6 +5,7 @@
 
 use super::checks::fielded;
 use crate::api::{MatrixTarget, MessageStep, SecretKeyRef};
+use crate::text::quote_list;
 
 /// The problem with the step's choice of target, if it gives none or more
 /// than one of `webhook`, `slack` and `matrix`.
@@ -14,11 +15,7 @@ pub fn target_problem(step: &MessageStep) -> Option<String> {
         [] => Some("give one of `webhook`, `slack` or `matrix`: where the message goes".into()),
         [first @ .., last] => Some(format!(
             "give only one of `webhook`, `slack` or `matrix`; this step gives {} and `{last}`",
-            first
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            quote_list(first)
         )),
     }
 }

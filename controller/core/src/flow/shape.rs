@@ -14,7 +14,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::{Field, Items, NamedObject, Reply, ReplyFormat, ScriptOutput};
-use crate::text::floor_boundary;
+use crate::text::{floor_boundary, quote_list};
 
 /// The field types a reply, a script output or an entry may declare.
 pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
@@ -94,8 +94,8 @@ impl<'a> Shape<'a> {
             Shape::Object(fields) => format!("one JSON object with the fields {}", names(fields)),
             Shape::List(items) => format!("a JSON array of {}", describe_items(items)),
             Shape::Objects(objects) => {
-                let each: Vec<String> = objects.iter().map(|o| format!("`{}`", o.name)).collect();
-                format!("one JSON object holding {}", each.join(", "))
+                let each = quote_list(objects.iter().map(|o| &o.name));
+                format!("one JSON object holding {each}")
             }
         }
     }
@@ -265,8 +265,7 @@ fn not_there<'n>(step: &str, at: &str, key: &str, names: impl Iterator<Item = &'
     match super::suggest::closest(key, names.iter().copied()) {
         Some(near) => format!("{whose} yields `{near}`, not `{key}`"),
         None => {
-            let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-            format!("{whose} yields {}; it has no `{key}`", listed.join(", "))
+            format!("{whose} yields {}; it has no `{key}`", quote_list(names))
         }
     }
 }
@@ -413,11 +412,7 @@ fn check_objects(objects: &[NamedObject], value: Value) -> Result<Value, Vec<Str
     let Value::Object(mut map) = value else {
         return Err(vec![format!(
             "expected a JSON object holding {}, found {}",
-            objects
-                .iter()
-                .map(|o| format!("`{}`", o.name))
-                .collect::<Vec<_>>()
-                .join(", "),
+            quote_list(objects.iter().map(|o| &o.name)),
             describe(&value)
         )]);
     };
@@ -512,12 +507,12 @@ fn unexpected<'k>(
         return None;
     }
     extras.sort();
-    let listed: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+
     Some(format!(
         "{at}unexpected field{} {}: only {} may be given",
         if extras.len() == 1 { "" } else { "s" },
         extras.join(", "),
-        listed.join(", ")
+        quote_list(allowed)
     ))
 }
 

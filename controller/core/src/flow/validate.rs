@@ -13,6 +13,7 @@ use crate::api::{
 };
 use crate::expr::{self, Reference, Root};
 use crate::template::{self, Place};
+use crate::text::quote_list;
 
 use super::duration::parse_duration;
 use super::graph::{FlowGraph, exits, split_after};
@@ -1645,12 +1646,4 @@ fn reserved_header_problem(name: &str) -> Option<String> {
 
 fn is_header_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-pub(crate) fn quote_list(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -233,16 +233,7 @@ async fn responses_are_capped() {
 fn secret_header_step(base: &str) -> HttpStep {
     HttpStep {
         url: base.to_string(),
-        headers: vec![HttpHeader {
-            name: "Authorization".into(),
-            value: None,
-            value_from: Some(ValueFrom {
-                secret_key_ref: SecretKeyRef {
-                    name: "api".into(),
-                    key: "token".into(),
-                },
-            }),
-        }],
+        headers: vec![bound_header("Authorization")],
         ..Default::default()
     }
 }

@@ -471,8 +471,10 @@ fn dashed_names_are_refused_with_a_hint_to_use_the_parent() {
     let err = parse_err_saying("{{fetch.json.user.user-name}}", "{{fetch.json.user}}");
     assert_eq!(err.position, 23);
     parse_err_saying("{{fetch.json.user-name}}", "{{fetch.json}}");
-    let err = parse_err_saying("{{user-name.text}}", "step key");
-    assert_eq!(err.position, 7);
+    assert_eq!(
+        parse_err_saying("{{user-name.text}}", "step key").position,
+        7
+    );
 }
 
 #[test]

@@ -23,9 +23,8 @@ fn task() -> AgentTask {
     ]
     .into_iter()
     .map(|(name, t)| Field {
-        name: name.into(),
-        type_: t.into(),
         description: Some(format!("The {name} of the review.")),
+        ..Field::new(name, t)
     })
     .collect();
     let paragraph = "A paragraph of an earlier step's draft, with <tags> & \"quotes\". ".repeat(20);

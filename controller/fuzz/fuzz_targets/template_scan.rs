@@ -13,16 +13,6 @@ use coxswain_core::template::{Place, Segment, Source, parse};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
 
-const PLACES: [Place; 7] = [
-    Place::Url,
-    Place::Header,
-    Place::Json,
-    Place::Query,
-    Place::Form,
-    Place::Text,
-    Place::Message,
-];
-
 /// A value that `segments` lead to `leaf` in (list positions over 64 are left
 /// unreachable, which renders as a missing value).
 fn along(segments: &[Segment], leaf: Value) -> Value {
@@ -48,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let src = String::from_utf8_lossy(rest);
     let chars = src.chars().count();
-    let place = PLACES[usize::from(selector) % PLACES.len()];
+    let (_, place) = Place::ALL[usize::from(selector) % Place::ALL.len()];
     let template = match parse(&src, place) {
         Ok(template) => template,
         Err(error) => {

@@ -178,28 +178,48 @@ async fn lookups(
     }
 }
 
+/// One save of the mix: on even `i` a new key `{new}-{i}`, else an update
+/// of a random existing ticket; `{once}-{i}` is its idempotency key. The
+/// sequential and the concurrent runs save alike.
+async fn save_one(store: &Store, rng: &mut Rng, i: usize, new: &str, once: &str) {
+    let key = if i.is_multiple_of(2) {
+        format!("{new}-{i}")
+    } else {
+        format!("t{}", rng.below(100_000))
+    };
+    store
+        .save(&Saving {
+            namespace: "bench".into(),
+            collection: "tickets".into(),
+            key,
+            value: ticket(rng, i),
+            run: "bench".into(),
+            step: "save".into(),
+            idempotency: format!("{once}-{i}"),
+        })
+        .await
+        .unwrap();
+}
+
+/// The bytes a table takes on disk, its indexes and TOAST included.
+async fn table_size(client: &tokio_postgres::Client, table: &str) -> i64 {
+    let sql = format!("SELECT pg_total_relation_size('{table}')");
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+/// Drops one of the records' indexes, so the next figures are without it.
+async fn drop_index(client: &tokio_postgres::Client, index: &str) {
+    let sql = format!("DROP INDEX {index}; ANALYZE records");
+    client.batch_execute(&sql).await.unwrap();
+}
+
 async fn saves(store: &Store, n: usize, tag: &str) -> (f64, f64) {
     // One at a time: half new keys, half updates of existing ones.
     let mut rng = Rng(11);
     let t = Instant::now();
+    let (new, once) = (format!("new-{tag}"), format!("seq-{tag}"));
     for i in 0..n {
-        let key = if i.is_multiple_of(2) {
-            format!("new-{tag}-{i}")
-        } else {
-            format!("t{}", rng.below(100_000))
-        };
-        store
-            .save(&Saving {
-                namespace: "bench".into(),
-                collection: "tickets".into(),
-                key,
-                value: ticket(&mut rng, i),
-                run: "bench".into(),
-                step: "save".into(),
-                idempotency: format!("seq-{tag}-{i}"),
-            })
-            .await
-            .unwrap();
+        save_one(store, &mut rng, i, &new, &once).await;
     }
     let sequential = n as f64 / t.elapsed().as_secs_f64();
     // Eight at once.
@@ -210,24 +230,9 @@ async fn saves(store: &Store, n: usize, tag: &str) -> (f64, f64) {
             let tag = tag.to_string();
             tokio::spawn(async move {
                 let mut rng = Rng(100 + w as u64);
+                let both = format!("par-{tag}-{w}");
                 for i in 0..n / 8 {
-                    let key = if i.is_multiple_of(2) {
-                        format!("par-{tag}-{w}-{i}")
-                    } else {
-                        format!("t{}", rng.below(100_000))
-                    };
-                    store
-                        .save(&Saving {
-                            namespace: "bench".into(),
-                            collection: "tickets".into(),
-                            key,
-                            value: ticket(&mut rng, i),
-                            run: "bench".into(),
-                            step: "save".into(),
-                            idempotency: format!("par-{tag}-{w}-{i}"),
-                        })
-                        .await
-                        .unwrap();
+                    save_one(&store, &mut rng, i, &both, &both).await;
                 }
             })
         })
@@ -333,11 +338,7 @@ async fn main() {
             .unwrap();
     }
     client.batch_execute("ANALYZE records").await.unwrap();
-    let size: i64 = client
-        .query_one("SELECT pg_total_relation_size('records')", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let size = table_size(&client, "records").await;
     eprintln!(
         "filled {records} records in {:.1} s ({} MiB with indexes)",
         t.elapsed().as_secs_f64(),
@@ -348,17 +349,11 @@ async fn main() {
     lookups(&store, n_lookups, &mut rows, "all indexes").await;
     let with_gin = saves(&store, n_saves, "all").await;
 
-    client
-        .batch_execute("DROP INDEX records_value; ANALYZE records")
-        .await
-        .unwrap();
+    drop_index(&client, "records_value").await;
     lookups(&store, n_lookups, &mut rows, "without the GIN index").await;
     let without_gin = saves(&store, n_saves, "nogin").await;
 
-    client
-        .batch_execute("DROP INDEX records_saved_at; ANALYZE records")
-        .await
-        .unwrap();
+    drop_index(&client, "records_saved_at").await;
     lookups(
         &store,
         n_lookups,
@@ -375,11 +370,7 @@ async fn main() {
         .map(|r| serde_json::to_vec(&r.run).unwrap().len())
         .sum::<usize>()
         / n_runs;
-    let before: i64 = client
-        .query_one("SELECT pg_total_relation_size('runs')", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let before = table_size(&client, "runs").await;
     let t = Instant::now();
     let mut samples = Vec::new();
     for r in &runs {
@@ -389,11 +380,7 @@ async fn main() {
     }
     let total = t.elapsed();
     client.batch_execute("VACUUM ANALYZE runs").await.unwrap();
-    let after: i64 = client
-        .query_one("SELECT pg_total_relation_size('runs')", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let after = table_size(&client, "runs").await;
     let (a50, a99) = percentiles(samples);
 
     println!("| setup | lookup (limit 20, orderBy savedAt desc) | p50 ms | p99 ms |");

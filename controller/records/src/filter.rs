@@ -744,6 +744,17 @@ fn is_order(op: CompareOp) -> bool {
     !matches!(op, CompareOp::Eq | CompareOp::Ne)
 }
 
+/// A comparison of two values of different kinds (a text and a number, or
+/// a constant of another kind): never equal, so `==` is false and `!=`
+/// true; ordering them is an error. Every such pair answers alike.
+fn other_kinds(op: CompareOp) -> Tri {
+    Tri::fixed(if is_order(op) {
+        Err(())
+    } else {
+        Ok(op == CompareOp::Ne)
+    })
+}
+
 // ---------------------------------------------------------------------------
 // Numbers
 
@@ -1279,11 +1290,7 @@ impl Compiler<'_> {
             (V::Int(a), V::Int(b)) => {
                 Ok(Tri::from_arm(Arm::cond(format!("{a} {} {b}", sql_op(op)))))
             }
-            (V::Text(_), V::Int(_)) | (V::Int(_), V::Text(_)) => Ok(Tri::fixed(if is_order(op) {
-                Err(())
-            } else {
-                Ok(op == CompareOp::Ne)
-            })),
+            (V::Text(_), V::Int(_)) | (V::Int(_), V::Text(_)) => Ok(other_kinds(op)),
             _ => {
                 let a = self.as_json(x)?;
                 let b = self.as_json(y)?;
@@ -1480,11 +1487,7 @@ impl Compiler<'_> {
 
     fn text_vs_const(&mut self, op: CompareOp, t: &str, c: &Value) -> Result<Tri, Gap> {
         let Value::String(s) = c else {
-            return Ok(Tri::fixed(if is_order(op) {
-                Err(())
-            } else {
-                Ok(op == CompareOp::Ne)
-            }));
+            return Ok(other_kinds(op));
         };
         let p = self.text_param(s)?;
         let collate = if is_order(op) { " COLLATE \"C\"" } else { "" };
@@ -1496,11 +1499,7 @@ impl Compiler<'_> {
 
     fn int_vs_const(&mut self, op: CompareOp, v: &str, c: &Value) -> Result<Tri, Gap> {
         let Value::Number(n) = c else {
-            return Ok(Tri::fixed(if is_order(op) {
-                Err(())
-            } else {
-                Ok(op == CompareOp::Ne)
-            }));
+            return Ok(other_kinds(op));
         };
         Ok(match int_cmp(op, exact(n)) {
             IntCmp::Always => Tri::fixed(Ok(true)),

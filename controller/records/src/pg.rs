@@ -413,18 +413,11 @@ impl PgStore {
         let Some(row) = row else { return Ok(None) };
         let s = summary(&row)?;
         let read = db("reading an archived run");
-        Ok(Some(ArchivedRun {
-            namespace: s.namespace,
-            name: s.name,
-            uid: s.uid,
-            flow: s.flow,
-            phase: s.phase,
-            created: s.created,
-            finished: s.finished,
-            flow_digest: s.flow_digest,
-            run: row.try_get::<_, Value>("run").map_err(&read)?,
-            offloaded: row.try_get::<_, Value>("offloaded").map_err(&read)?,
-        }))
+        Ok(Some(ArchivedRun::from_summary(
+            s,
+            row.try_get::<_, Value>("run").map_err(&read)?,
+            row.try_get::<_, Value>("offloaded").map_err(&read)?,
+        )))
     }
 
     pub(crate) async fn list_runs(

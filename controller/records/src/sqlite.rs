@@ -233,18 +233,11 @@ impl SqliteStore {
                     message: e.to_string(),
                 })
             };
-            Ok(Some(ArchivedRun {
-                namespace: s.namespace,
-                name: s.name,
-                uid: s.uid,
-                flow: s.flow,
-                phase: s.phase,
-                created: s.created,
-                finished: s.finished,
-                flow_digest: s.flow_digest,
-                run: json(&run)?,
-                offloaded: json(&offloaded)?,
-            }))
+            Ok(Some(ArchivedRun::from_summary(
+                s,
+                json(&run)?,
+                json(&offloaded)?,
+            )))
         })
         .await
     }

@@ -168,6 +168,35 @@ pub struct ArchivedRun {
     pub offloaded: Value,
 }
 
+impl ArchivedRun {
+    /// The archived run of `summary` with its JSON: both stores read a run
+    /// back as its summary's columns and the two JSON ones.
+    pub(crate) fn from_summary(summary: RunSummary, run: Value, offloaded: Value) -> Self {
+        let RunSummary {
+            namespace,
+            name,
+            uid,
+            flow,
+            phase,
+            created,
+            finished,
+            flow_digest,
+        } = summary;
+        ArchivedRun {
+            namespace,
+            name,
+            uid,
+            flow,
+            phase,
+            created,
+            finished,
+            flow_digest,
+            run,
+            offloaded,
+        }
+    }
+}
+
 /// An archived Run without its JSON, as [`Store::list_runs`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

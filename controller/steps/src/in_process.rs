@@ -272,10 +272,16 @@ mod tests {
         }
     }
 
+    /// A launcher over a fresh [`Gated`] executor, which the test opens.
+    fn gated() -> (Arc<Gated>, InProcess<Gated>, Finishes) {
+        let executor = Arc::new(Gated::default());
+        let (launcher, finishes) = InProcess::new(Arc::clone(&executor));
+        (executor, launcher, finishes)
+    }
+
     #[tokio::test]
     async fn launching_the_same_work_twice_runs_it_once() {
-        let executor = Arc::new(Gated::default());
-        let (launcher, mut finishes) = InProcess::new(Arc::clone(&executor));
+        let (executor, launcher, mut finishes) = gated();
         let w = work("build", 1);
         launcher.launch(&w).await.unwrap();
         launcher.launch(&w).await.unwrap();
@@ -292,8 +298,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_finished_result_is_observed_until_forgotten() {
-        let executor = Arc::new(Gated::default());
-        let (launcher, mut finishes) = InProcess::new(Arc::clone(&executor));
+        let (executor, launcher, mut finishes) = gated();
         let w = work("build", 3);
         let id = WorkId::of(&w);
         assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Unknown);
@@ -327,8 +332,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancelled_work_is_forgotten_and_never_reported() {
-        let executor = Arc::new(Gated::default());
-        let (launcher, mut finishes) = InProcess::new(Arc::clone(&executor));
+        let (executor, launcher, mut finishes) = gated();
         let stopped = work("build", 1);
         let id = WorkId::of(&stopped);
         launcher.launch(&stopped).await.unwrap();
@@ -345,8 +349,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_executor_that_panics_fails_the_attempt() {
-        let executor = Arc::new(Gated::default());
-        let (launcher, mut finishes) = InProcess::new(Arc::clone(&executor));
+        let (executor, launcher, mut finishes) = gated();
         let w = work("boom", 1);
         launcher.launch(&w).await.unwrap();
         executor.gate.add_permits(1);

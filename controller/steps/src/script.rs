@@ -691,14 +691,6 @@ mod tests {
     use coxswain_core::api::Field;
     use serde_json::json;
 
-    fn field(name: &str, type_: &str) -> Field {
-        Field {
-            name: name.into(),
-            type_: type_.into(),
-            description: None,
-        }
-    }
-
     #[test]
     fn file_names_are_safe() {
         assert_eq!(input_file_name("Jira Ticket"), "Jira_Ticket");
@@ -730,7 +722,7 @@ mod tests {
 
     #[test]
     fn declared_output_messages() {
-        let fields = [field("id", "integer"), field("name", "string")];
+        let fields = [Field::new("id", "integer"), Field::new("name", "string")];
         let shape = Shape::Object(&fields);
         assert!(check_declared(r#"{"id": 1, "name": "x"}"#, shape).is_ok());
         let err = check_declared("nope", shape).unwrap_err().to_string();
@@ -754,7 +746,7 @@ mod tests {
     #[test]
     fn a_script_prints_a_list_bare_and_its_output_is_wrapped() {
         let items = coxswain_core::api::Items {
-            fields: vec![field("owner", "string")],
+            fields: vec![Field::new("owner", "string")],
             description: None,
         };
         let shape = Shape::List(&items);

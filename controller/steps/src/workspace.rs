@@ -20,6 +20,7 @@ use std::process::Stdio;
 
 use coxswain_core::api::{PushedBranch, RepoCheckout, Workspace, WorkspaceRepo, WorkspaceStatus};
 use coxswain_core::engine::{codes, step_error};
+use coxswain_core::text::floor_boundary;
 use tokio::process::Command;
 
 use crate::net::Redactor;
@@ -643,11 +644,7 @@ impl Git<'_> {
             message = format!("git exited with {}", output.status);
         }
         if message.len() > MAX_GIT_MESSAGE {
-            let mut cut = MAX_GIT_MESSAGE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
+            message.truncate(floor_boundary(&message, MAX_GIT_MESSAGE));
             message.push('…');
         }
         Err(WorkspaceError::Git {

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use coxswain_core::api::{AgentStep, Field, Reply, ReplyFormat, StepError, TokenUsage};
 use coxswain_core::engine::{AgentTask, ChangeRequest, Done, Given, Task, Work, WorkResult, codes};
+use coxswain_core::flow::FIELD_TYPES;
 use coxswain_steps::Executor;
 use coxswain_steps::agent::{AgentConfig, AgentExecutor, Mode};
 use serde_json::{Value, json};
@@ -115,9 +116,8 @@ fn stopped(content: &str, u: Value) -> (u16, Value) {
 
 fn field(name: &str, t: &str) -> Field {
     Field {
-        name: name.into(),
-        type_: t.into(),
         description: Some(format!("what {name} means")),
+        ..Field::new(name, t)
     }
 }
 
@@ -330,14 +330,8 @@ async fn max_tokens_is_sent_only_when_configured() {
 
 #[tokio::test]
 async fn every_field_type_comes_back_typed() {
-    let fields = vec![
-        field("s", "string"),
-        field("n", "number"),
-        field("i", "integer"),
-        field("b", "boolean"),
-        field("a", "array"),
-        field("o", "object"),
-    ];
+    // One field of every type, named by its first letter.
+    let fields = FIELD_TYPES.iter().map(|t| field(&t[..1], t)).collect();
     let args = "  {\n \"s\" : \"x\",\"n\":  2.5, \"i\" : 7,\"b\":false , \"a\":[1,\"two\"], \"o\":{\"k\":null}\n}  ";
     let (url, _) = server(vec![tool_reply(args, usage(1, 1))]).await;
     let done = executor(url, Mode::Tools)

@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Answer, StandIn, assert_error, assert_unresolved, work};
+use common::{Answer, StandIn, assert_error, assert_error_starting, assert_unresolved, work};
 use coxswain_core::api::{
     HttpBody, HttpHeader, HttpStep, NameValue, SecretKeyRef, StepError, ValueFrom,
 };
@@ -233,16 +233,7 @@ async fn responses_are_capped() {
 fn secret_header_step(base: &str) -> HttpStep {
     HttpStep {
         url: base.to_string(),
-        headers: vec![HttpHeader {
-            name: "Authorization".into(),
-            value: None,
-            value_from: Some(ValueFrom {
-                secret_key_ref: SecretKeyRef {
-                    name: "api".into(),
-                    key: "token".into(),
-                },
-            }),
-        }],
+        headers: vec![bound_header("Authorization")],
         ..Default::default()
     }
 }
@@ -341,12 +332,7 @@ async fn link_local_and_metadata_addresses_are_refused() {
         "http://[2002:a9fe:a9fe::1]/",
     ] {
         let err = get_error(url).await;
-        assert_eq!(err.code, codes::HTTP, "{url}");
-        assert!(
-            err.message.starts_with("refused to connect to"),
-            "{url}: {}",
-            err.message
-        );
+        assert_error_starting(&err, codes::HTTP, "refused to connect to");
     }
 }
 

@@ -67,6 +67,20 @@ fn fields(list: &[(&str, &str)]) -> Option<ScriptOutput> {
     })
 }
 
+/// The variable `name` read from key `key` of the Secret `secret`.
+fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(ValueFrom {
+            secret_key_ref: SecretKeyRef {
+                name: secret.into(),
+                key: key.into(),
+            },
+        }),
+    }
+}
+
 #[tokio::test]
 async fn inputs_are_files_in_contract_form() {
     let step = source(
@@ -110,16 +124,7 @@ async fn environment_is_set() {
             value: Some("a value".into()),
             value_from: None,
         },
-        EnvVar {
-            name: "DB_PASSWORD".into(),
-            value: None,
-            value_from: Some(ValueFrom {
-                secret_key_ref: SecretKeyRef {
-                    name: "db".into(),
-                    key: "password".into(),
-                },
-            }),
-        },
+        secret_env("DB_PASSWORD", "db", "password"),
     ];
     let mut w = script_work(step, Value::Null);
     w.run.since = Some("1700000000".into());
@@ -146,16 +151,7 @@ async fn since_is_empty_without_a_schedule() {
 #[tokio::test]
 async fn missing_secret_fails_with_secret_code() {
     let mut step = source("true");
-    step.env = vec![EnvVar {
-        name: "X".into(),
-        value: None,
-        value_from: Some(ValueFrom {
-            secret_key_ref: SecretKeyRef {
-                name: "nope".into(),
-                key: "k".into(),
-            },
-        }),
-    }];
+    step.env = vec![secret_env("X", "nope", "k")];
     let err = run(step, Value::Null).await.unwrap_err().error;
     assert_error(&err, codes::SECRET, &["nope"]);
 }

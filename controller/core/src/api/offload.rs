@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::text::floor_boundary;
+
 /// The most one piece of a moved value holds: a ConfigMap holds at most
 /// 1 MiB of data, so a larger value is cut into pieces of this size.
 pub const PIECE_BYTES: usize = 1_000_000;
@@ -220,11 +222,7 @@ pub fn pieces(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = text;
     while rest.len() > PIECE_BYTES {
-        let mut at = PIECE_BYTES;
-        while !rest.is_char_boundary(at) {
-            at -= 1;
-        }
-        let (head, tail) = rest.split_at(at);
+        let (head, tail) = rest.split_at(floor_boundary(rest, PIECE_BYTES));
         out.push(head);
         rest = tail;
     }

@@ -61,13 +61,11 @@ fn compact_step(record: &StepStatus) -> StepStatus {
     }
     for part in &mut stored.parts {
         leave_to_record(&part.output, &part.text, &mut part.attempts);
-        text_only(&mut part.output, &part.text);
-        output_only(&part.output, &mut part.text, &mut part.text_from_output);
+        compact(&mut part.output, &mut part.text, &mut part.text_from_output);
     }
     leave_to_record(&stored.output, &stored.text, &mut stored.attempts);
-    text_only(&mut stored.output, &stored.text);
-    output_only(
-        &stored.output,
+    compact(
+        &mut stored.output,
         &mut stored.text,
         &mut stored.text_from_output,
     );
@@ -75,16 +73,14 @@ fn compact_step(record: &StepStatus) -> StepStatus {
 }
 
 fn expand_step(record: &mut StepStatus) {
-    from_text(&mut record.output, &record.text);
-    to_text(
-        &record.output,
+    expand(
+        &mut record.output,
         &mut record.text,
         &mut record.text_from_output,
     );
     take_from_record(&record.output, &record.text, &mut record.attempts);
     for part in &mut record.parts {
-        from_text(&mut part.output, &part.text);
-        to_text(&part.output, &mut part.text, &mut part.text_from_output);
+        expand(&mut part.output, &mut part.text, &mut part.text_from_output);
         take_from_record(&part.output, &part.text, &mut part.attempts);
     }
     if record.output_from_parts {
@@ -95,20 +91,14 @@ fn expand_step(record: &mut StepStatus) {
 
 /// A completed latest attempt whose output and text the status shows drops them.
 fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
-    for attempt in attempts.iter_mut() {
-        text_only(&mut attempt.output, &attempt.text);
-        output_only(
-            &attempt.output,
-            &mut attempt.text,
-            &mut attempt.text_from_output,
-        );
+    for a in attempts.iter_mut() {
+        compact(&mut a.output, &mut a.text, &mut a.text_from_output);
     }
     let Some(last) = attempts.last_mut() else {
         return;
     };
     let mut full = last.clone();
-    from_text(&mut full.output, &full.text);
-    to_text(&full.output, &mut full.text, &mut full.text_from_output);
+    expand(&mut full.output, &mut full.text, &mut full.text_from_output);
     if holds_its_output(last) && full.output == *output && full.text == *text {
         last.output = None;
         last.text = None;
@@ -119,13 +109,8 @@ fn leave_to_record(output: &Option<Value>, text: &Option<String>, attempts: &mut
 /// The inverse of [`leave_to_record`]: a completed attempt always has an
 /// output unless it was trimmed, so a missing one is the status's.
 fn take_from_record(output: &Option<Value>, text: &Option<String>, attempts: &mut [Attempt]) {
-    for attempt in attempts.iter_mut() {
-        from_text(&mut attempt.output, &attempt.text);
-        to_text(
-            &attempt.output,
-            &mut attempt.text,
-            &mut attempt.text_from_output,
-        );
+    for a in attempts.iter_mut() {
+        expand(&mut a.output, &mut a.text, &mut a.text_from_output);
     }
     if let Some(last) = attempts.last_mut()
         && holds_its_output(last)
@@ -134,6 +119,19 @@ fn take_from_record(output: &Option<Value>, text: &Option<String>, attempts: &mu
         last.output = output.clone();
         last.text = text.clone();
     }
+}
+
+/// A record's output and text as stored: each written once ([`text_only`],
+/// then [`output_only`]). Steps, parts and attempts are stored alike.
+fn compact(output: &mut Option<Value>, text: &mut Option<String>, from_output: &mut bool) {
+    text_only(output, text);
+    output_only(output, text, from_output);
+}
+
+/// The inverse of [`compact`]: the output and text both written out again.
+fn expand(output: &mut Option<Value>, text: &mut Option<String>, from_output: &mut bool) {
+    from_text(output, text);
+    to_text(output, text, from_output);
 }
 
 fn holds_its_output(attempt: &Attempt) -> bool {

@@ -20,10 +20,7 @@ pub fn arrows(flow: &Compiled<'_>, state: &RunStatus) -> Vec<Arrow> {
         for arrow in &node.preds {
             let from_key = flow.key(arrow.from);
             let from = state.steps.get(from_key);
-            let label = match arrow.exit {
-                Some(exit) => format!("{from_key}.{exit}"),
-                None => from_key.to_string(),
-            };
+            let label = flow.graph.source_label(arrow);
             let (taken, detail) = match from.map(|r| (r.status, r.exit.as_deref())) {
                 None | Some((StepPhase::Pending | StepPhase::Running | StepPhase::Waiting, _)) => {
                     (false, "not reached yet".to_string())

@@ -15,6 +15,8 @@ mod rerun;
 #[cfg(test)]
 mod rerun_tests;
 mod scope;
+#[cfg(test)]
+mod test_support;
 mod work;
 
 pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};

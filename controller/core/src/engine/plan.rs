@@ -323,17 +323,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::api::FlowSpec;
-    use crate::engine::{CompiledFlow, Decision, Done, Event, RunInfo};
-
-    fn compile(yaml: &str) -> CompiledFlow {
-        let spec: FlowSpec = serde_yaml::from_str(yaml).expect("test flow is well-formed YAML");
-        CompiledFlow::new(spec).expect("valid flow")
-    }
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + s).expect("time")
-    }
+    use crate::engine::test_support::{at, compile, started};
+    use crate::engine::{Decision, Done, Event, RunInfo};
 
     fn done(work: &Work) -> Event {
         Event::Finished {
@@ -362,8 +353,7 @@ steps:
     #[test]
     fn the_work_asked_for_is_launched_in_the_engines_order_and_once() {
         let flow = compile(TWO);
-        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-        let actions = machine.handle(Event::Start, at(0));
+        let (machine, actions) = started(&flow);
         let plan = Plan::new(&actions, &machine, &Seen::default());
         assert_eq!(places(&plan.launch), [("a".into(), None, 1)]);
         assert!(!plan.over && plan.stop.is_empty() && plan.ask.is_empty());
@@ -382,8 +372,7 @@ steps:
     #[test]
     fn a_driver_that_saw_no_actions_launches_what_the_record_says_runs() {
         let flow = compile(TWO);
-        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-        machine.handle(Event::Start, at(0));
+        let (machine, _) = started(&flow);
         let record = machine.summarized();
         let resumed =
             RunMachine::resume(&flow, Value::Null, RunInfo::default(), record).expect("resumes");
@@ -394,8 +383,7 @@ steps:
     #[test]
     fn finished_work_is_forgotten_and_the_next_step_launched() {
         let flow = compile(TWO);
-        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-        machine.handle(Event::Start, at(0));
+        let (mut machine, _) = started(&flow);
         let before = machine.running_work();
         let actions = machine.handle(done(&before[0]), at(1));
         let seen = Seen {
@@ -412,8 +400,7 @@ steps:
     #[test]
     fn an_ended_run_is_handed_off_with_its_flows_retention() {
         let flow = compile(&format!("retention: {{finishedRuns: 2h}}\n{TWO}"));
-        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-        let actions = machine.handle(Event::Start, at(0));
+        let (mut machine, actions) = started(&flow);
         let plan = Plan::new(&actions, &machine, &Seen::default());
         assert_eq!(plan.hand_off, None, "a running run is not handed off");
         for step in ["a", "b"] {
@@ -497,8 +484,7 @@ steps:
     #[test]
     fn a_waiting_step_is_asked_once_and_closed_when_it_stops_waiting() {
         let flow = compile(REVIEW);
-        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-        let actions = machine.handle(Event::Start, at(0));
+        let (mut machine, actions) = started(&flow);
         let plan = Plan::new(&actions, &machine, &Seen::default());
         assert_eq!(plan.ask.len(), 1);
         let asked = [AskRef::from(&plan.ask[0])];
@@ -522,8 +508,7 @@ steps:
     #[test]
     fn an_answer_is_settled_once_and_a_refusal_only_when_it_changed() {
         let flow = compile(REVIEW);
-        let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-        machine.handle(Event::Start, at(0));
+        let (mut machine, _) = started(&flow);
         let ask = AskRef::from(&machine.pending_approvals()[0]);
         let decision = Decision {
             decision: Some("approve".into()),

@@ -29,7 +29,7 @@
 //!   rerunning steps start again, so `arrows[]` (rebuilt from the seeded
 //!   record) shows the copied part of the graph as it was.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::{CopiedFrom, RerunOf, RunPhase, RunStatus, StepPhase};
 
@@ -135,26 +135,29 @@ pub fn rerun_from(
         .filter(|&n| reruns[n])
         .map(|n| flow.key(n))
         .collect();
-    status.arrow_counts = old
-        .arrow_counts
-        .iter()
-        .filter(|(key, _)| {
-            key.rsplit_once("->")
-                .is_some_and(|(_, to)| !rerun_keys.contains(to))
-        })
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-    status.send_backs = old
-        .send_backs
-        .iter()
-        .filter(|(key, _)| {
-            key.split_once("->")
-                .is_some_and(|(from, _)| !rerun_keys.contains(from))
-        })
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
+    status.arrow_counts = counts_where(&old.arrow_counts, |key| {
+        key.rsplit_once("->")
+            .is_some_and(|(_, to)| !rerun_keys.contains(to))
+    });
+    status.send_backs = counts_where(&old.send_backs, |key| {
+        key.split_once("->")
+            .is_some_and(|(from, _)| !rerun_keys.contains(from))
+    });
     status.arrows = arrows(flow, &status);
     Ok(status)
+}
+
+/// The counts of `counts` whose `from->to` key `keep` keeps: a rerun carries
+/// over the counts of the arrows (and send-backs) it does not run again.
+fn counts_where(
+    counts: &BTreeMap<String, i32>,
+    keep: impl Fn(&str) -> bool,
+) -> BTreeMap<String, i32> {
+    counts
+        .iter()
+        .filter(|(key, _)| keep(key))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
 }
 
 /// The approval steps whose decision a seeded rerun record copies from

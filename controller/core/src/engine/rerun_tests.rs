@@ -4,20 +4,12 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{CopiedFrom, FlowSpec, RunPhase, RunStatus, StepPhase};
+use crate::api::{CopiedFrom, RunPhase, RunStatus, StepPhase};
+use crate::engine::test_support::{at, compile, started};
 use crate::engine::{
     Action, CompiledFlow, Decision, Done, Event, Failed, RerunError, RunInfo, RunMachine, codes,
     copied_decisions, first_failed_step, rerun_from, step_error,
 };
-
-fn compile(yaml: &str) -> CompiledFlow {
-    let spec: FlowSpec = serde_yaml::from_str(yaml).expect("test flow is well-formed YAML");
-    CompiledFlow::new(spec).expect("valid flow")
-}
-
-fn at(s: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
-}
 
 fn old_run() -> CopiedFrom {
     CopiedFrom {
@@ -370,8 +362,7 @@ steps:
 #[test]
 fn a_cancelled_run_reruns_what_never_ended() {
     let flow = compile(LINE);
-    let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    let mut actions = machine.handle(Event::Start, at(0));
+    let (mut machine, mut actions) = started(&flow);
     // a finishes; b is cancelled while it runs.
     let Some(Action::Run(work)) = actions.pop() else {
         panic!("a runs first")
@@ -452,8 +443,7 @@ steps:
 ",
     );
     // b still runs when c fails: b is stopped (failed, cancelled), c failed.
-    let mut machine = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    let mut actions = machine.handle(Event::Start, at(0));
+    let (mut machine, mut actions) = started(&flow);
     let Some(Action::Run(a)) = actions.pop() else {
         panic!("a runs first")
     };

@@ -22,39 +22,23 @@ impl<'a> StepViews<'a> {
     }
 }
 
-/// Roots of the expression language, borrowed from a [`super::RunMachine`].
+/// Roots of the expression language, borrowed from a [`super::RunMachine`],
+/// which puts it together in one place (`scope_from`).
 pub struct EvalScope<'a> {
-    input: &'a Value,
-    views: StepViews<'a>,
-    previous: Option<&'a Value>,
-    loop_: Option<Value>,
-    item: Option<&'a Value>,
-    index: Option<Value>,
-    run: &'a Value,
-}
-
-impl<'a> EvalScope<'a> {
-    /// A scope for one evaluation. `loop_iteration` and `index` are small
-    /// values made here; everything else is borrowed.
-    pub fn new(
-        input: &'a Value,
-        views: StepViews<'a>,
-        previous: Option<&'a Value>,
-        loop_iteration: Option<i32>,
-        item: Option<&'a Value>,
-        index: Option<usize>,
-        run: &'a Value,
-    ) -> Self {
-        EvalScope {
-            input,
-            views,
-            previous,
-            loop_: loop_iteration.map(|i| serde_json::json!({ "iteration": i })),
-            item,
-            index: index.map(Value::from),
-            run,
-        }
-    }
+    /// `$input`.
+    pub(in crate::engine) input: &'a Value,
+    /// `$steps`.
+    pub(in crate::engine) views: StepViews<'a>,
+    /// `$previous`: the view of the step before.
+    pub(in crate::engine) previous: Option<&'a Value>,
+    /// `$loop`, `{"iteration": N}`: a small value made for the scope.
+    pub(in crate::engine) loop_: Option<Value>,
+    /// `$item`: the part's item.
+    pub(in crate::engine) item: Option<&'a Value>,
+    /// `$index`: the part's position, made for the scope.
+    pub(in crate::engine) index: Option<Value>,
+    /// `$run`.
+    pub(in crate::engine) run: &'a Value,
 }
 
 impl Scope for EvalScope<'_> {

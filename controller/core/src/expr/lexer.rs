@@ -156,27 +156,16 @@ impl<'a> Lexer<'a> {
                 self.bump();
                 Tok::Comma
             }
-            '=' => {
-                self.bump();
-                if self.peek() == Some('=') {
-                    self.bump();
-                    Tok::Cmp(CompareOp::Eq)
-                } else {
-                    return self.err(pos, "a single `=` isn't a comparison; write `==`");
-                }
-            }
-            '!' => {
-                self.bump();
-                if self.peek() == Some('=') {
-                    self.bump();
-                    Tok::Cmp(CompareOp::Ne)
-                } else {
-                    return self.err(
-                        pos,
-                        "`!` isn't an operator; write `not` to negate or `!=` to compare",
-                    );
-                }
-            }
+            '=' => self.then_equals(
+                CompareOp::Eq,
+                pos,
+                "a single `=` isn't a comparison; write `==`",
+            )?,
+            '!' => self.then_equals(
+                CompareOp::Ne,
+                pos,
+                "`!` isn't an operator; write `not` to negate or `!=` to compare",
+            )?,
             '<' | '>' => {
                 self.bump();
                 let eq = self.peek() == Some('=');
@@ -204,6 +193,22 @@ impl<'a> Lexer<'a> {
             start,
             end: self.byte,
         })
+    }
+
+    /// `==` or `!=`: the character at `pos` and then `=`; without the `=`,
+    /// the error `alone` says what to write instead.
+    fn then_equals(
+        &mut self,
+        op: CompareOp,
+        pos: usize,
+        alone: &str,
+    ) -> Result<Tok<'a>, SyntaxError> {
+        self.bump();
+        if self.peek() != Some('=') {
+            return self.err(pos, alone);
+        }
+        self.bump();
+        Ok(Tok::Cmp(op))
     }
 
     /// Reads letters, digits and `_` (callers check what the word must start with).
@@ -384,31 +389,13 @@ impl<'a> Lexer<'a> {
                     field,
                 )
             }
-            Root::Previous => {
-                let field = self.fixed_field(
-                    &Field::STEP,
-                    "`$previous` has `output`, `text`, `status` and `error`",
-                    false,
-                )?;
-                (Root::Previous, field)
+            other => {
+                let field = match fixed_fields(&other) {
+                    Some((allowed, what, required)) => self.fixed_field(allowed, what, required)?,
+                    None => None,
+                };
+                (other, field)
             }
-            Root::Loop => {
-                let field = self.fixed_field(
-                    &Field::LOOP,
-                    "`$loop` has only `iteration`; write `$loop.iteration`",
-                    true,
-                )?;
-                (Root::Loop, field)
-            }
-            Root::Run => {
-                let field = self.fixed_field(
-                    &Field::RUN,
-                    "`$run` has `name`, `namespace`, `uid` and `since`",
-                    true,
-                )?;
-                (Root::Run, field)
-            }
-            other => (other, None),
         };
         let mut path = Vec::new();
         if root == Root::Record {
@@ -519,6 +506,29 @@ impl<'a> Lexer<'a> {
             }
             None => self.err(at, format!("`{name}` isn't a field here: {what}")),
         }
+    }
+}
+
+/// The fields a root other than `$steps.KEY` may name, what to say when
+/// another is named, and whether one must be: one row per root.
+fn fixed_fields(root: &Root) -> Option<(&'static [Field], &'static str, bool)> {
+    match root {
+        Root::Previous => Some((
+            &Field::STEP,
+            "`$previous` has `output`, `text`, `status` and `error`",
+            false,
+        )),
+        Root::Loop => Some((
+            &Field::LOOP,
+            "`$loop` has only `iteration`; write `$loop.iteration`",
+            true,
+        )),
+        Root::Run => Some((
+            &Field::RUN,
+            "`$run` has `name`, `namespace`, `uid` and `since`",
+            true,
+        )),
+        _ => None,
     }
 }
 

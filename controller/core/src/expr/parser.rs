@@ -118,26 +118,28 @@ impl<'a> Parser<'a> {
     }
 
     fn or(&mut self) -> Result<Node, SyntaxError> {
-        let mut left = self.and()?;
-        while self.is_word("or") {
-            self.advance()?;
-            let right = self.and()?;
-            left = Node {
-                position: left.position,
-                kind: NodeKind::Or(Box::new(left), Box::new(right)),
-            };
-        }
-        Ok(left)
+        self.chain("or", Self::and, NodeKind::Or)
     }
 
     fn and(&mut self) -> Result<Node, SyntaxError> {
-        let mut left = self.not()?;
-        while self.is_word("and") {
+        self.chain("and", Self::not, NodeKind::And)
+    }
+
+    /// `operand (word operand)*`, grouped to the left: `or` and `and` are
+    /// the same rule at two levels of binding, so they are parsed alike.
+    fn chain(
+        &mut self,
+        word: &str,
+        operand: fn(&mut Self) -> Result<Node, SyntaxError>,
+        kind: fn(Box<Node>, Box<Node>) -> NodeKind,
+    ) -> Result<Node, SyntaxError> {
+        let mut left = operand(self)?;
+        while self.is_word(word) {
             self.advance()?;
-            let right = self.not()?;
+            let right = operand(self)?;
             left = Node {
                 position: left.position,
-                kind: NodeKind::And(Box::new(left), Box::new(right)),
+                kind: kind(Box::new(left), Box::new(right)),
             };
         }
         Ok(left)

@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::api::{ApprovalMode, ApprovalSpec, ApprovalStep, Field};
+use crate::text::quote_list;
 
 use super::describe_type;
 
@@ -235,10 +236,7 @@ pub fn check_decision(
 /// declared type (`null` is of no type; an integer is a number without a
 /// fraction).
 pub fn check_entry(step: &str, fields: &[Field], response: &Value) -> Result<(), AnswerError> {
-    let names = || {
-        let names: Vec<String> = fields.iter().map(|f| format!("`{}`", f.name)).collect();
-        names.join(", ")
-    };
+    let names = || quote_list(fields.iter().map(|f| &f.name));
     let Value::Object(entry) = response else {
         return Err(AnswerError::NotAnObject {
             step: step.into(),

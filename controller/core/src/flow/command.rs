@@ -2,6 +2,7 @@
 //! type, the connection Secret's name, and that someone is listening and
 //! someone may ask.
 
+use super::checks::{fielded, spelling_problem};
 use crate::api::Command;
 
 /// The longest command word; longer ones are typos more often than names.
@@ -12,41 +13,24 @@ const MAX_SECRET_NAME: usize = 253;
 /// Every problem of a command, as `(field, message)` with the field relative
 /// to the flow's spec (`command.name`, `command.rooms[1]`, ...).
 pub fn check_command(command: &Command) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
-    if let Some(message) = name_problem(&command.name) {
-        problems.push(("command.name".to_string(), message));
-    }
-    if let Some(message) = secret_name_problem(&command.chat) {
-        problems.push(("command.chat".to_string(), message));
-    }
-    if command.rooms.is_empty() {
-        problems.push((
-            "command.rooms".to_string(),
-            "list at least one room or channel where the command is heard".to_string(),
-        ));
-    }
-    for (i, room) in command.rooms.iter().enumerate() {
-        if room.trim().is_empty() || room.trim() != room {
-            problems.push((
-                format!("command.rooms[{i}]"),
-                format!("`{room}` is not a room: write its id or alias without spaces around it"),
-            ));
-        }
-    }
-    if command.allowed_users.is_empty() {
-        problems.push((
-            "command.allowedUsers".to_string(),
-            "list who may start a run (user ids, or \"*\" for everyone in the rooms)".to_string(),
-        ));
-    }
-    for (i, user) in command.allowed_users.iter().enumerate() {
-        if user.trim().is_empty() || user.trim() != user {
-            problems.push((
-                format!("command.allowedUsers[{i}]"),
-                format!("`{user}` is not a user id: write it without spaces around it"),
-            ));
-        }
-    }
+    let mut problems = fielded([
+        ("command.name", name_problem(&command.name)),
+        ("command.chat", secret_name_problem(&command.chat)),
+    ]);
+    id_list_problems(
+        &mut problems,
+        "command.rooms",
+        &command.rooms,
+        "list at least one room or channel where the command is heard",
+        |room| format!("`{room}` is not a room: write its id or alias without spaces around it"),
+    );
+    id_list_problems(
+        &mut problems,
+        "command.allowedUsers",
+        &command.allowed_users,
+        "list who may start a run (user ids, or \"*\" for everyone in the rooms)",
+        |user| format!("`{user}` is not a user id: write it without spaces around it"),
+    );
     problems
 }
 
@@ -67,21 +51,32 @@ fn name_problem(name: &str) -> Option<String> {
             "the command `{name}` must start with a lowercase letter or a digit"
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_'))
-    {
-        return Some(format!(
-            "the command `{name}` has `{c}`; use lowercase letters, digits, `-` and `_`"
-        ));
+    spelling_problem(
+        "the command",
+        name,
+        |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_',
+        "lowercase letters, digits, `-` and `_`",
+        MAX_NAME,
+    )
+}
+
+/// A list of ids (rooms, users): at least one (else `empty`), each written
+/// without spaces around it (else `padded` of it), at `field[i]`.
+fn id_list_problems(
+    problems: &mut Vec<(String, String)>,
+    field: &str,
+    ids: &[String],
+    empty: &str,
+    padded: impl Fn(&str) -> String,
+) {
+    if ids.is_empty() {
+        problems.push((field.to_string(), empty.to_string()));
     }
-    if name.len() > MAX_NAME {
-        return Some(format!(
-            "the command `{name}` is {} characters long; at most {MAX_NAME} are allowed",
-            name.len()
-        ));
+    for (i, id) in ids.iter().enumerate() {
+        if id.trim().is_empty() || id.trim() != id {
+            problems.push((format!("{field}[{i}]"), padded(id)));
+        }
     }
-    None
 }
 
 /// A Secret's name is a DNS subdomain: lowercase letters, digits, `-` and

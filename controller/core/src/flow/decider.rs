@@ -7,6 +7,7 @@
 //! taken on trust.
 
 use crate::api::Approvers;
+use crate::text::quote_list;
 
 /// Why a person may not decide a step.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,10 +114,7 @@ pub fn check_decider(
 
 /// The approvers as a person reads them: "users `a`, `b` and members of `g`".
 pub fn describe_approvers(users: &[String], groups: &[String]) -> String {
-    let list = |kind: &str, names: &[String]| {
-        let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-        format!("{kind} {}", names.join(", "))
-    };
+    let list = |kind: &str, names: &[String]| format!("{kind} {}", quote_list(names));
     match (users.is_empty(), groups.is_empty()) {
         (false, true) => list("users", users),
         (true, false) => list("members of", groups),

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use crate::api::{Arrow as RecordArrow, RunStatus, Step, StepPhase};
 
 use super::graph::FlowGraph;
+use crate::text::escape;
 
 /// The diagram language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,11 +59,7 @@ fn edges(graph: &FlowGraph<'_>, record: Option<&RunStatus>) -> Vec<Edge> {
     let mut out = Vec::new();
     for (to, node) in graph.nodes.iter().enumerate() {
         for arrow in &node.preds {
-            let from_key = graph.nodes[arrow.from].key;
-            let from = match arrow.exit {
-                Some(exit) => format!("{from_key}.{exit}"),
-                None => from_key.to_string(),
-            };
+            let from = graph.source_label(arrow);
             let seen = record.and_then(|r| find(&r.arrows, &from, node.key));
             let (style, label) = match seen {
                 None => (Style::Plain, arrow.exit.unwrap_or("").to_string()),
@@ -92,15 +89,10 @@ fn edges(graph: &FlowGraph<'_>, record: Option<&RunStatus>) -> Vec<Edge> {
                 });
             }
         }
-        if let Some(first) = graph
-            .body_of
-            .get(&to)
-            .and_then(|&list| graph.lists.get(list))
-            .and_then(|l| l.first())
-        {
+        if let Some(first) = graph.first_in_body(to) {
             out.push(Edge {
                 from: to,
-                to: *first,
+                to: first,
                 label: "each pass".into(),
                 style: Style::Back,
             });
@@ -178,44 +170,55 @@ fn node_lines(graph: &FlowGraph<'_>, node: usize, record: Option<&RunStatus>) ->
     [n.key.to_string(), second]
 }
 
-/// The nodes of one list, loop bodies nested as subgraphs.
-fn visit_lists(graph: &FlowGraph<'_>, list: usize, emit: &mut dyn FnMut(Visit)) {
+/// What a format writes a line (or lines) for: a node, or the opening of
+/// the loop body that follows the node.
+enum Opening {
+    Node(usize),
+    Body(usize),
+}
+
+/// The flow's nodes, loop bodies nested after their loop, each written by
+/// `write` with the indent of its depth; `close` ends a body. Both formats
+/// nest alike.
+fn write_nested(
+    graph: &FlowGraph<'_>,
+    out: &mut String,
+    close: &str,
+    write: &mut dyn FnMut(&mut String, Opening, &str),
+) {
+    nest(graph, (0, 1), out, close, write);
+}
+
+/// [`write_nested`] for list `list` at `depth`.
+fn nest(
+    graph: &FlowGraph<'_>,
+    (list, depth): (usize, usize),
+    out: &mut String,
+    close: &str,
+    write: &mut dyn FnMut(&mut String, Opening, &str),
+) {
+    let pad = "  ".repeat(depth);
     for &node in &graph.lists[list] {
-        emit(Visit::Node(node));
+        write(out, Opening::Node(node), &pad);
         if let Some(&body) = graph.body_of.get(&node) {
-            emit(Visit::Open(node));
-            visit_lists(graph, body, emit);
-            emit(Visit::Close);
+            write(out, Opening::Body(node), &pad);
+            nest(graph, (body, depth + 1), out, close, write);
+            let _ = writeln!(out, "{pad}{close}");
         }
     }
 }
 
-enum Visit {
-    Node(usize),
-    Open(usize),
-    Close,
-}
-
 fn mermaid(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) -> String {
     let mut out = String::from("flowchart TD\n");
-    let mut depth = 1;
-    visit_lists(graph, 0, &mut |visit| {
-        let pad = "  ".repeat(depth);
-        match visit {
-            Visit::Node(n) => {
-                let [key, second] = node_lines(graph, n, record);
-                let text = format!("{}<br/>{}", mermaid_text(&key), mermaid_text(&second));
-                let _ = writeln!(out, "{pad}n{n}[\"{text}\"]");
-            }
-            Visit::Open(n) => {
-                let title = mermaid_text(&format!("{}: each pass", graph.nodes[n].key));
-                let _ = writeln!(out, "{pad}subgraph body{n}[\"{title}\"]");
-                depth += 1;
-            }
-            Visit::Close => {
-                depth -= 1;
-                let _ = writeln!(out, "{}end", "  ".repeat(depth));
-            }
+    write_nested(graph, &mut out, "end", &mut |out, visit, pad| match visit {
+        Opening::Node(n) => {
+            let [key, second] = node_lines(graph, n, record);
+            let text = format!("{}<br/>{}", mermaid_text(&key), mermaid_text(&second));
+            let _ = writeln!(out, "{pad}n{n}[\"{text}\"]");
+        }
+        Opening::Body(n) => {
+            let title = mermaid_text(&format!("{}: each pass", graph.nodes[n].key));
+            let _ = writeln!(out, "{pad}subgraph body{n}[\"{title}\"]");
         }
     });
     for e in edges {
@@ -254,46 +257,33 @@ fn mermaid(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) ->
 /// Text inside a quoted Mermaid label: quotes, backticks and angle brackets
 /// as entities (Mermaid reads `#quot;` and friends), line breaks as spaces.
 fn mermaid_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("#quot;"),
-            '<' => out.push_str("#lt;"),
-            '>' => out.push_str("#gt;"),
-            // A label opening with "` would be read as a markdown string.
-            '`' => out.push_str("#96;"),
-            '\n' | '\r' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    escape(text, |c| match c {
+        '"' => Some("#quot;"),
+        '<' => Some("#lt;"),
+        '>' => Some("#gt;"),
+        // A label opening with "` would be read as a markdown string.
+        '`' => Some("#96;"),
+        '\n' | '\r' => Some(" "),
+        _ => None,
+    })
 }
 
 fn dot(graph: &FlowGraph<'_>, record: Option<&RunStatus>, edges: &[Edge]) -> String {
     let mut out = String::from(
         "digraph flow {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"sans-serif\"];\n  edge [fontname=\"sans-serif\", fontsize=10];\n",
     );
-    let mut depth = 1;
-    visit_lists(graph, 0, &mut |visit| {
-        let pad = "  ".repeat(depth);
-        match visit {
-            Visit::Node(n) => {
-                let text = dot_text(&node_lines(graph, n, record).join("\n"));
-                let fill = status_of(record, graph.nodes[n].key).map_or("white", dot_fill);
-                let _ = writeln!(out, "{pad}n{n} [label=\"{text}\", fillcolor=\"{fill}\"];");
-            }
-            Visit::Open(n) => {
-                let title = dot_text(&format!("{}: each pass", graph.nodes[n].key));
-                let _ = writeln!(
-                    out,
-                    "{pad}subgraph cluster_{n} {{\n{pad}  label=\"{title}\";"
-                );
-                depth += 1;
-            }
-            Visit::Close => {
-                depth -= 1;
-                let _ = writeln!(out, "{}}}", "  ".repeat(depth));
-            }
+    write_nested(graph, &mut out, "}", &mut |out, visit, pad| match visit {
+        Opening::Node(n) => {
+            let text = dot_text(&node_lines(graph, n, record).join("\n"));
+            let fill = status_of(record, graph.nodes[n].key).map_or("white", dot_fill);
+            let _ = writeln!(out, "{pad}n{n} [label=\"{text}\", fillcolor=\"{fill}\"];");
+        }
+        Opening::Body(n) => {
+            let title = dot_text(&format!("{}: each pass", graph.nodes[n].key));
+            let _ = writeln!(
+                out,
+                "{pad}subgraph cluster_{n} {{\n{pad}  label=\"{title}\";"
+            );
         }
     });
     for e in edges {
@@ -328,17 +318,13 @@ fn dot_fill(status: StepPhase) -> &'static str {
 /// Text inside a quoted DOT string: backslashes and quotes escaped, line
 /// breaks as DOT's `\n`.
 fn dot_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out
+    escape(text, |c| match c {
+        '\\' => Some("\\\\"),
+        '"' => Some("\\\""),
+        '\n' => Some("\\n"),
+        '\r' => Some(""),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -358,16 +344,28 @@ mod tests {
         .expect("steps")
     }
 
+    /// Asserts that `drawing` holds each of `lines`, showing it when not.
+    fn assert_holds(drawing: &str, lines: &[&str]) {
+        for line in lines {
+            assert!(drawing.contains(line), "{line:?} missing from {drawing}");
+        }
+    }
+
     #[test]
     fn the_shape_of_a_flow_without_a_record() {
         let m = draw(&steps(), None, Format::Mermaid);
         assert!(m.starts_with("flowchart TD\n"), "{m}");
-        assert!(m.contains("n0[\"draft<br/>agent\"]"), "{m}");
-        assert!(m.contains("n0 --> n1"), "{m}");
-        assert!(m.contains("n1 -->|\"approve\"| n2"), "{m}");
-        assert!(m.contains("n1 -.->|\"changes: send back\"| n0"), "{m}");
-        assert!(m.contains("subgraph body3[\"again: each pass\"]"), "{m}");
-        assert!(m.contains("n3 -.->|\"each pass\"| n4"), "{m}");
+        assert_holds(
+            &m,
+            &[
+                "n0[\"draft<br/>agent\"]",
+                "n0 --> n1",
+                "n1 -->|\"approve\"| n2",
+                "n1 -.->|\"changes: send back\"| n0",
+                "subgraph body3[\"again: each pass\"]",
+                "n3 -.->|\"each pass\"| n4",
+            ],
+        );
         assert!(!m.contains("classDef"), "no statuses without a record");
     }
 
@@ -384,28 +382,26 @@ mod tests {
         }))
         .expect("record");
         let m = draw(&steps(), Some(&record), Format::Mermaid);
-        assert!(m.contains("n0[\"draft<br/>agent · completed\"]"), "{m}");
-        assert!(
-            m.contains("n0 ==>|\"its #quot;output#quot; (12 bytes) (×2)\"| n1"),
-            "{m}"
+        assert_holds(
+            &m,
+            &[
+                "n0[\"draft<br/>agent · completed\"]",
+                "n0 ==>|\"its #quot;output#quot; (12 bytes) (×2)\"| n1",
+                "n1 -.->|\"approve: #96;publish#96; did not run\"| n2",
+                "class n0 completed",
+                "class n2 skipped",
+            ],
         );
-        assert!(
-            m.contains("n1 -.->|\"approve: #96;publish#96; did not run\"| n2"),
-            "{m}"
-        );
-        assert!(m.contains("class n0 completed"), "{m}");
-        assert!(m.contains("class n2 skipped"), "{m}");
         let d = draw(&steps(), Some(&record), Format::Dot);
         assert!(d.starts_with("digraph flow {"), "{d}");
-        assert!(
-            d.contains("n0 [label=\"draft\\nagent · completed\", fillcolor=\"#d3f9d8\"];"),
-            "{d}"
+        assert_holds(
+            &d,
+            &[
+                "n0 [label=\"draft\\nagent · completed\", fillcolor=\"#d3f9d8\"];",
+                "n0 -> n1 [label=\"its \\\"output\\\" (12 bytes) (×2)\", style=bold];",
+                "subgraph cluster_3 {",
+            ],
         );
-        assert!(
-            d.contains("n0 -> n1 [label=\"its \\\"output\\\" (12 bytes) (×2)\", style=bold];"),
-            "{d}"
-        );
-        assert!(d.contains("subgraph cluster_3 {"), "{d}");
         assert!(d.trim_end().ends_with('}'));
     }
 
@@ -434,13 +430,18 @@ mod tests {
         };
         let twice = record(json!({"review->draft": 2}));
         let m = draw(&steps(), Some(&twice), Format::Mermaid);
-        assert!(m.contains("n1 ==>|\"changes: send back (×2)\"| n0"), "{m}");
-        // The loop's own arrow is no send-back and stays as it was.
-        assert!(m.contains("n3 -.->|\"each pass\"| n4"), "{m}");
+        assert_holds(
+            &m,
+            &[
+                "n1 ==>|\"changes: send back (×2)\"| n0",
+                // The loop's own arrow is no send-back and stays as it was.
+                "n3 -.->|\"each pass\"| n4",
+            ],
+        );
         let d = draw(&steps(), Some(&twice), Format::Dot);
-        assert!(
-            d.contains("n1 -> n0 [label=\"changes: send back (×2)\", style=bold];"),
-            "{d}"
+        assert_holds(
+            &d,
+            &["n1 -> n0 [label=\"changes: send back (×2)\", style=bold];"],
         );
         let never = record(json!({}));
         let m = draw(&steps(), Some(&never), Format::Mermaid);

@@ -136,6 +136,23 @@ impl<'a> FlowGraph<'a> {
         &self.next[node]
     }
 
+    /// Where `arrow` leaves from as a run's status names it: `review.approve`
+    /// for an exit, the step's key alone otherwise.
+    pub fn source_label(&self, arrow: &Arrow<'_>) -> String {
+        let key = self.nodes[arrow.from].key;
+        match arrow.exit {
+            Some(exit) => format!("{key}.{exit}"),
+            None => key.to_string(),
+        }
+    }
+
+    /// The first node of the body of the loop `node` (its "each pass"
+    /// arrow leads there); `None` for a step that is no loop.
+    pub fn first_in_body(&self, node: usize) -> Option<usize> {
+        let list = self.body_of.get(&node)?;
+        self.lists.get(*list)?.first().copied()
+    }
+
     /// The node with this key (the first, when keys repeat).
     pub fn find(&self, key: &str) -> Option<usize> {
         self.by_key.get(key).copied()

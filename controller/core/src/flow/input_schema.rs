@@ -5,7 +5,7 @@
 //! that subset (`pattern`, `oneOf`, `$ref`…): a keyword that is read but not
 //! enforced would let inputs through that its author meant to refuse.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::FlowError;
 
@@ -29,6 +29,23 @@ pub fn check_input(schema: &Value, input: &Value) -> Vec<InputProblem> {
     let mut problems = Vec::new();
     check(schema, input, "input", &mut problems);
     problems
+}
+
+/// What is wrong with a length `len` under the schema's bounds `min_key`
+/// and `max_key`: a text and a list are measured by the same rule.
+fn length_problems(
+    schema: &Map<String, Value>,
+    [min_key, max_key]: [&str; 2],
+    len: u64,
+    what: &str,
+) -> impl Iterator<Item = String> {
+    let bound = |key: &str| schema.get(key).and_then(Value::as_u64);
+    let short = bound(min_key).filter(|&min| len < min);
+    let long = bound(max_key).filter(|&max| len > max);
+    let short = short.map(|min| format!("{what} is shorter than {min}"));
+    short
+        .into_iter()
+        .chain(long.map(|max| format!("{what} is longer than {max}")))
 }
 
 fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<InputProblem>) {
@@ -78,29 +95,13 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<InputProb
         }
         Value::String(s) => {
             let len = s.chars().count() as u64;
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-                && len < min
-            {
-                push(format!("text of {len} characters is shorter than {min}"));
-            }
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-                && len > max
-            {
-                push(format!("text of {len} characters is longer than {max}"));
-            }
+            let what = format!("text of {len} characters");
+            length_problems(schema, ["minLength", "maxLength"], len, &what).for_each(&mut push);
         }
         Value::Array(items) => {
             let len = items.len() as u64;
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
-                && len < min
-            {
-                push(format!("a list of {len} items is shorter than {min}"));
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-                && len > max
-            {
-                push(format!("a list of {len} items is longer than {max}"));
-            }
+            let what = format!("a list of {len} items");
+            length_problems(schema, ["minItems", "maxItems"], len, &what).for_each(&mut push);
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
                     check(item_schema, item, &format!("{path}[{i}]"), problems);

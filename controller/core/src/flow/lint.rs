@@ -18,11 +18,12 @@ use serde_json::Value as Json;
 
 use super::documents::yaml_documents;
 use super::suggest::closest;
-use super::validate::{Limits, quote_list, validate_placed};
+use super::validate::{Limits, validate_placed};
 use super::yaml_1_1::Schemas;
 use super::yaml_tree::{self, NodeKind, Place, Seg, Source, YamlNode, parse_path, write_path};
 use super::{FlowError, reads_differently};
 use crate::api::{Flow, StepProblem};
+use crate::text::quote_list;
 
 /// One problem lint reports, with where it stands in the file. `--output
 /// json` prints the problem's fields with `line` and `column` beside them.

@@ -3,7 +3,9 @@
 //! a run can reach them. A room or homeserver is never filled from run data:
 //! the token in the Secret goes to the server the flow names.
 
+use super::checks::fielded;
 use crate::api::{MatrixTarget, MessageStep, SecretKeyRef};
+use crate::text::quote_list;
 
 /// The problem with the step's choice of target, if it gives none or more
 /// than one of `webhook`, `slack` and `matrix`.
@@ -13,11 +15,7 @@ pub fn target_problem(step: &MessageStep) -> Option<String> {
         [] => Some("give one of `webhook`, `slack` or `matrix`: where the message goes".into()),
         [first @ .., last] => Some(format!(
             "give only one of `webhook`, `slack` or `matrix`; this step gives {} and `{last}`",
-            first
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            quote_list(first)
         )),
     }
 }
@@ -25,13 +23,10 @@ pub fn target_problem(step: &MessageStep) -> Option<String> {
 /// Every problem of a Matrix target, as `(field, message)` with the field
 /// relative to the target (`homeserver`, `room`, `tokenSecretRef.name`).
 pub fn check_matrix(target: &MatrixTarget) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
-    if let Some(message) = homeserver_problem(&target.homeserver) {
-        problems.push(("homeserver".to_string(), message));
-    }
-    if let Some(message) = room_problem(&target.room) {
-        problems.push(("room".to_string(), message));
-    }
+    let mut problems = fielded([
+        ("homeserver", homeserver_problem(&target.homeserver)),
+        ("room", room_problem(&target.room)),
+    ]);
     problems.extend(
         secret_ref_problems(&target.token_secret_ref)
             .into_iter()

@@ -4,6 +4,7 @@
 //! way wherever it is caught.
 
 mod answers;
+mod checks;
 mod command;
 mod decider;
 mod depth;
@@ -49,7 +50,7 @@ pub use placed::PlacedProblem;
 pub use record_size::{MAX_STEPS, RECORD_CEILING, STEP_RECORD_BYTES};
 pub use schedule::check_schedule;
 pub use secrets::{BoundSecret, bound_secrets};
-pub use shape::{FILE_TYPE, Hop, ITEMS_KEY, Shape, kind_of};
+pub use shape::{FIELD_TYPES, FILE_TYPE, Hop, ITEMS_KEY, Shape, kind_of};
 pub use start::{StartProblem, check_start, input_fits, one_line};
 pub use validate::{Limits, validate, validate_graph, validate_placed, validate_with};
 pub use workspace::{

@@ -2,7 +2,7 @@
 //! admission can ask whether the person applying the flow may read each one
 //! themselves: nobody gains a Secret through a flow.
 
-use crate::api::{FlowSpec, Step};
+use crate::api::{FlowSpec, Step, ValueFrom};
 
 /// One Secret a step binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,25 +53,13 @@ fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
             name: name.to_string(),
         })
     };
-    if let Some(http) = &step.http {
-        for (i, header) in http.headers.iter().enumerate() {
-            if let Some(from) = &header.value_from {
-                push(
-                    format!("http.headers[{i}].valueFrom"),
-                    &from.secret_key_ref.name,
-                );
-            }
-        }
-    }
-    if let Some(script) = &step.script {
-        for (i, env) in script.env.iter().enumerate() {
-            if let Some(from) = &env.value_from {
-                push(
-                    format!("script.env[{i}].valueFrom"),
-                    &from.secret_key_ref.name,
-                );
-            }
-        }
+    let headers = step.http.iter().flat_map(|h| &h.headers);
+    let headers = headers.map(|h| h.value_from.as_ref());
+    let env = step.script.iter().flat_map(|s| &s.env);
+    let env = env.map(|e| e.value_from.as_ref());
+    let value_froms = value_froms("http.headers", headers).chain(value_froms("script.env", env));
+    for (field, name) in value_froms {
+        push(field, name);
     }
     if let Some(slack) = step.message.as_ref().and_then(|m| m.slack.as_ref()) {
         push(
@@ -100,34 +88,56 @@ fn collect(step: &Step, key: &str, prefix: &str, found: &mut Vec<BoundSecret>) {
     }
 }
 
+/// The Secrets a list of headers or variables takes values from, each at
+/// `list[i].valueFrom`: headers and a script's env bind them alike.
+fn value_froms<'s>(
+    list: &'s str,
+    froms: impl Iterator<Item = Option<&'s ValueFrom>>,
+) -> impl Iterator<Item = (String, &'s str)> {
+    froms.enumerate().filter_map(move |(i, from)| {
+        let from = from?;
+        Some((
+            format!("{list}[{i}].valueFrom"),
+            from.secret_key_ref.name.as_str(),
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A flow's one step, for tests about what lies outside the steps.
+    const ONE_STEP: &str = "steps:\n  - key: check\n    condition: {when: \"true\"}\n";
+
+    /// The secrets `flow` binds, as `(step, field, name)`.
+    fn found_in(flow: &str) -> Vec<(String, String, String)> {
+        let spec: FlowSpec = serde_yaml::from_str(flow).expect("flow");
+        bound_secrets(&spec)
+            .into_iter()
+            .map(|b| (b.step, b.field, b.name))
+            .collect()
+    }
+
+    /// `expected` in the form [`found_in`] gives.
+    fn owned(expected: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+        expected
+            .iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect()
+    }
+
     #[test]
     fn a_commands_connection_is_a_bound_secret() {
-        let spec: FlowSpec = serde_yaml::from_str(
-            r##"
-command: {name: review, chat: team-chat, rooms: ["!r:x"], allowedUsers: ["*"]}
-steps:
-  - key: check
-    condition: {when: "true"}
-"##,
-        )
-        .expect("flow");
-        assert_eq!(
-            bound_secrets(&spec),
-            [BoundSecret {
-                step: String::new(),
-                field: "command.chat".into(),
-                name: "team-chat".into(),
-            }]
+        let flow = format!(
+            "command: {{name: review, chat: team-chat, rooms: [\"!r:x\"], allowedUsers: [\"*\"]}}\n{ONE_STEP}"
         );
+        assert_eq!(found_in(&flow), owned(&[("", "command.chat", "team-chat")]));
     }
 
     #[test]
     fn secrets_are_found_in_every_kind_and_nesting() {
-        let spec: FlowSpec = serde_yaml::from_str(
+        let found = found_in(
             r##"
 steps:
   - key: call
@@ -157,46 +167,27 @@ steps:
       text: done
       matrix: {homeserver: "https://m.example.org", room: "#ops:m.example.org", tokenSecretRef: {name: matrix-bot, key: token}}
 "##,
-        )
-        .expect("flow");
-        let found: Vec<(String, String, String)> = bound_secrets(&spec)
-            .into_iter()
-            .map(|b| (b.step, b.field, b.name))
-            .collect();
+        );
         let expected = [
             ("call", "http.headers[1].valueFrom", "api"),
             ("build", "script.env[0].valueFrom", "registry"),
             ("fan", "parallel.step.message.slack.tokenSecretRef", "slack"),
             ("tell", "message.matrix.tokenSecretRef", "matrix-bot"),
         ];
-        let expected: Vec<(String, String, String)> = expected
-            .iter()
-            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
-            .collect();
-        assert_eq!(found, expected);
+        assert_eq!(found, owned(&expected));
     }
 
     #[test]
     fn a_workspace_repos_credentials_are_a_bound_secret() {
-        let spec: FlowSpec = serde_yaml::from_str(
+        let flow = format!(
             r##"
 workspace:
   repos:
-    - {name: app, url: "https://git.example.com/app.git", secretRef: {name: git-app}}
-    - {name: docs, url: "https://git.example.com/docs.git"}
-steps:
-  - key: check
-    condition: {when: "true"}
-"##,
-        )
-        .expect("flow");
-        assert_eq!(
-            bound_secrets(&spec),
-            [BoundSecret {
-                step: String::new(),
-                field: "workspace.repos[0].secretRef".into(),
-                name: "git-app".into(),
-            }]
+    - {{name: app, url: "https://git.example.com/app.git", secretRef: {{name: git-app}}}}
+    - {{name: docs, url: "https://git.example.com/docs.git"}}
+{ONE_STEP}"##
         );
+        let expected = [("", "workspace.repos[0].secretRef", "git-app")];
+        assert_eq!(found_in(&flow), owned(&expected));
     }
 }

@@ -14,6 +14,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::{Field, Items, NamedObject, Reply, ReplyFormat, ScriptOutput};
+use crate::text::{floor_boundary, quote_list};
 
 /// The field types a reply, a script output or an entry may declare.
 pub const FIELD_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
@@ -93,8 +94,8 @@ impl<'a> Shape<'a> {
             Shape::Object(fields) => format!("one JSON object with the fields {}", names(fields)),
             Shape::List(items) => format!("a JSON array of {}", describe_items(items)),
             Shape::Objects(objects) => {
-                let each: Vec<String> = objects.iter().map(|o| format!("`{}`", o.name)).collect();
-                format!("one JSON object holding {}", each.join(", "))
+                let each = quote_list(objects.iter().map(|o| &o.name));
+                format!("one JSON object holding {each}")
             }
         }
     }
@@ -264,8 +265,7 @@ fn not_there<'n>(step: &str, at: &str, key: &str, names: impl Iterator<Item = &'
     match super::suggest::closest(key, names.iter().copied()) {
         Some(near) => format!("{whose} yields `{near}`, not `{key}`"),
         None => {
-            let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-            format!("{whose} yields {}; it has no `{key}`", listed.join(", "))
+            format!("{whose} yields {}; it has no `{key}`", quote_list(names))
         }
     }
 }
@@ -412,11 +412,7 @@ fn check_objects(objects: &[NamedObject], value: Value) -> Result<Value, Vec<Str
     let Value::Object(mut map) = value else {
         return Err(vec![format!(
             "expected a JSON object holding {}, found {}",
-            objects
-                .iter()
-                .map(|o| format!("`{}`", o.name))
-                .collect::<Vec<_>>()
-                .join(", "),
+            quote_list(objects.iter().map(|o| &o.name)),
             describe(&value)
         )]);
     };
@@ -511,12 +507,12 @@ fn unexpected<'k>(
         return None;
     }
     extras.sort();
-    let listed: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+
     Some(format!(
         "{at}unexpected field{} {}: only {} may be given",
         if extras.len() == 1 { "" } else { "s" },
         extras.join(", "),
-        listed.join(", ")
+        quote_list(allowed)
     ))
 }
 
@@ -544,11 +540,7 @@ pub fn kind_of(v: &Value) -> &'static str {
 fn describe(v: &Value) -> String {
     let mut shown = v.to_string();
     if shown.len() > 60 {
-        let mut cut = 57;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
+        shown.truncate(floor_boundary(&shown, 57));
         shown.push('…');
     }
     format!("{} ({shown})", kind_of(v))
@@ -558,17 +550,9 @@ fn describe(v: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn field(name: &str, t: &str) -> Field {
-        Field {
-            name: name.into(),
-            type_: t.into(),
-            description: None,
-        }
-    }
-
     fn action_items() -> Items {
         Items {
-            fields: vec![field("owner", "string"), field("due", "integer")],
+            fields: vec![Field::new("owner", "string"), Field::new("due", "integer")],
             description: Some("every action item".into()),
         }
     }
@@ -613,7 +597,7 @@ mod tests {
         let objects = vec![
             NamedObject {
                 name: "summary".into(),
-                fields: vec![field("text", "string")],
+                fields: vec![Field::new("text", "string")],
                 ..Default::default()
             },
             NamedObject {
@@ -648,7 +632,7 @@ mod tests {
 
     #[test]
     fn reads_are_typed_by_the_declaration() {
-        let fields = vec![field("tagline", "string"), field("tags", "array")];
+        let fields = vec![Field::new("tagline", "string"), Field::new("tags", "array")];
         let key = |k: &str| Hop::Key(k.into());
         let post = Shape::Object(&fields);
         assert_eq!(post.check_read("write", &[key("tagline")]), Ok(()));

@@ -13,6 +13,7 @@ use crate::api::{
 };
 use crate::expr::{self, Reference, Root};
 use crate::template::{self, Place};
+use crate::text::quote_list;
 
 use super::duration::parse_duration;
 use super::graph::{FlowGraph, exits, split_after};
@@ -193,6 +194,25 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
             limits,
             unsure,
             lookup_names: Vec::new(),
+        }
+    }
+
+    /// One name of a list, such as a decision or a field: well formed
+    /// (`what` as [`name_problem`] says it), and `twice` when `seen` holds
+    /// it already. Every list of names is checked by this one rule.
+    fn check_listed_name<'n>(
+        &mut self,
+        key: &str,
+        field: &str,
+        name: &'n str,
+        what: &str,
+        seen: &mut HashSet<&'n str>,
+        twice: impl FnOnce() -> String,
+    ) {
+        if let Some((character, message)) = name_problem(name, what) {
+            self.report(key, field, message, character);
+        } else if !seen.insert(name) {
+            self.report(key, field, twice(), None);
         }
     }
 
@@ -1011,16 +1031,9 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let mut seen = HashSet::new();
         for (i, decision) in a.decisions.iter().enumerate() {
             let here = format!("{field}.decisions[{i}]");
-            if let Some((character, message)) = name_problem(decision, "decision") {
-                self.report(key, &here, message, character);
-            } else if !seen.insert(decision.as_str()) {
-                self.report(
-                    key,
-                    &here,
-                    format!("the decision `{decision}` is listed twice"),
-                    None,
-                );
-            }
+            self.check_listed_name(key, &here, decision, "decision", &mut seen, || {
+                format!("the decision `{decision}` is listed twice")
+            });
         }
         self.check_fields(key, &format!("{field}.fields"), &a.fields, false);
     }
@@ -1032,12 +1045,10 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let mut seen = HashSet::new();
         for (i, decision) in a.decisions.iter().enumerate() {
             let here = format!("{prefix}agent.decisions[{i}].name");
-            if let Some((character, message)) = name_problem(&decision.name, "decision") {
-                self.report(key, &here, message, character);
-            } else if !seen.insert(decision.name.as_str()) {
-                let message = format!("the decision `{}` is listed twice", decision.name);
-                self.report(key, &here, message, None);
-            }
+            let name = &decision.name;
+            self.check_listed_name(key, &here, name, "decision", &mut seen, || {
+                format!("the decision `{name}` is listed twice")
+            });
         }
         let Some(reviewed) = &a.reviews else {
             return;
@@ -1126,16 +1137,11 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
                 let mut seen = HashSet::new();
                 for (i, part) in p.parts.iter().enumerate() {
                     let here = format!("{field}.parts[{i}]");
-                    if let Some((character, message)) = name_problem(&part.key, "part key") {
-                        self.report(key, &format!("{here}.key"), message, character);
-                    } else if !seen.insert(part.key.as_str()) {
-                        self.report(
-                            key,
-                            &format!("{here}.key"),
-                            format!("the part `{}` is listed twice", part.key),
-                            None,
-                        );
-                    }
+                    let name = &part.key;
+                    let at = format!("{here}.key");
+                    self.check_listed_name(key, &at, name, "part key", &mut seen, || {
+                        format!("the part `{name}` is listed twice")
+                    });
                     if let Some(input) = &part.input {
                         self.check_value(reader, key, &format!("{here}.input"), input);
                     }
@@ -1280,12 +1286,11 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let mut seen = HashSet::new();
         for (i, object) in objects.iter().enumerate() {
             let here = format!("{field}.objects[{i}]");
-            if let Some((character, message)) = name_problem(&object.name, "object name") {
-                self.report(key, &format!("{here}.name"), message, character);
-            } else if !seen.insert(object.name.as_str()) {
-                let message = format!("the object `{}` is declared twice", object.name);
-                self.report(key, &format!("{here}.name"), message, None);
-            }
+            let name = &object.name;
+            let at = format!("{here}.name");
+            self.check_listed_name(key, &at, name, "object name", &mut seen, || {
+                format!("the object `{name}` is declared twice")
+            });
             if !object.fields.is_empty() && object.items.is_some() {
                 let message = "an object is either `fields` (one object) or `items` (a list)";
                 self.report(key, &format!("{here}.items"), message, None);
@@ -1303,16 +1308,11 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let mut seen = HashSet::new();
         for (i, f) in fields.iter().enumerate() {
             let here = format!("{field}[{i}]");
-            if let Some((character, message)) = name_problem(&f.name, "field name") {
-                self.report(key, &format!("{here}.name"), message, character);
-            } else if !seen.insert(f.name.as_str()) {
-                self.report(
-                    key,
-                    &format!("{here}.name"),
-                    format!("the field `{}` is declared twice", f.name),
-                    None,
-                );
-            }
+            let name = &f.name;
+            let at = format!("{here}.name");
+            self.check_listed_name(key, &at, name, "field name", &mut seen, || {
+                format!("the field `{name}` is declared twice")
+            });
             if f.type_ == FILE_TYPE {
                 if !files {
                     let message = "`file` fields are for scripts: a script names a file it left in `$OUTPUTS`; here use string";
@@ -1459,11 +1459,7 @@ impl<'a, 'g, 'l> Checker<'a, 'g, 'l> {
         let shape = match self.graph.nodes[t].step.kind() {
             // A reviewing agent's output is its decision and instructions.
             Some(StepKind::Agent(a)) if a.reviews.is_some() && !a.decisions.is_empty() => {
-                let text = |name: &str| Field {
-                    name: name.into(),
-                    type_: "string".into(),
-                    description: None,
-                };
+                let text = |name: &str| Field::new(name, "string");
                 reviewer = vec![text("decision"), text("instructions")];
                 Shape::Object(&reviewer)
             }
@@ -1650,12 +1646,4 @@ fn reserved_header_problem(name: &str) -> Option<String> {
 
 fn is_header_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-pub(crate) fn quote_list(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

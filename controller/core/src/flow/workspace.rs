@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use crate::api::{FlowSpec, StepProblem, Workspace};
 
+use super::checks::spelling_problem;
 use super::graph::FlowGraph;
 use super::placed::PlacedProblem;
 use super::shape::FILE_TYPE;
@@ -263,21 +264,14 @@ fn name_problem(name: &str) -> Option<WorkspaceProblem> {
         }
         _ => {}
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
-    {
-        return bad(format!(
-            "the repo name `{name}` has `{c}`; use lowercase letters, digits and `_`"
-        ));
-    }
-    if name.len() > MAX_REPO_NAME {
-        return bad(format!(
-            "the repo name `{name}` is {} characters long; at most {MAX_REPO_NAME} are allowed",
-            name.len()
-        ));
-    }
-    None
+    spelling_problem(
+        "the repo name",
+        name,
+        |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_',
+        "lowercase letters, digits and `_`",
+        MAX_REPO_NAME,
+    )
+    .map(WorkspaceProblem::BadName)
 }
 
 fn url_problem(url: &str, runs_on: RunsOn) -> Option<WorkspaceProblem> {

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::error::TemplateError;
 use super::scan::Piece;
 use super::{Mode, Part, Template};
+use crate::text::floor_boundary;
 
 /// For each placeholder in order, whether it stands inside a JSON string
 /// literal, found by following quotes and backslash escapes in the literal
@@ -121,10 +122,7 @@ impl Template {
         match &origin.literal {
             Some(range) => {
                 let text = &self.source[range.clone()];
-                let mut within = (offset - origin.start).min(text.len());
-                while !text.is_char_boundary(within) {
-                    within -= 1;
-                }
+                let within = floor_boundary(text, offset - origin.start);
                 origin.position + text[..within].chars().count()
             }
             None => origin.position,

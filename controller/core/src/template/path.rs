@@ -323,6 +323,11 @@ mod tests {
         parse_reference(content, 3, 1)
     }
 
+    /// Why `content` is refused; the test knows it is.
+    fn refusal(content: &str) -> TemplateError {
+        parse(content).unwrap_err()
+    }
+
     #[test]
     fn reads_key_source_and_segments() {
         let (key, path) = parse("fetch.json.items.0.title").unwrap();
@@ -355,30 +360,21 @@ mod tests {
     #[test]
     fn error_positions_point_at_the_offending_character() {
         // content starts at character 3
-        assert_eq!(parse("a.json.x-y").unwrap_err().position, 11);
-        assert_eq!(parse("a.output").unwrap_err().position, 5);
-        assert_eq!(parse("a.text.x").unwrap_err().position, 10);
-        assert_eq!(parse("a..text").unwrap_err().position, 5);
-        assert_eq!(parse("a.json.").unwrap_err().position, 10);
-        assert_eq!(parse("Draft.text").unwrap_err().position, 3);
-        assert_eq!(parse("dRaft.text").unwrap_err().position, 4);
+        assert_eq!(refusal("a.json.x-y").position, 11);
+        assert_eq!(refusal("a.output").position, 5);
+        assert_eq!(refusal("a.text.x").position, 10);
+        assert_eq!(refusal("a..text").position, 5);
+        assert_eq!(refusal("a.json.").position, 10);
+        assert_eq!(refusal("Draft.text").position, 3);
+        assert_eq!(refusal("dRaft.text").position, 4);
     }
 
     #[test]
     fn leading_zero_and_huge_positions_are_refused() {
-        assert!(
-            parse("a.json.01")
-                .unwrap_err()
-                .message
-                .contains("leading zero")
-        );
+        assert!(refusal("a.json.01").message.contains("leading zero"));
         assert!(parse("a.json.0").is_ok());
-        assert!(
-            parse("a.json.99999999999999999999999")
-                .unwrap_err()
-                .message
-                .contains("too large")
-        );
+        let huge = refusal("a.json.99999999999999999999999");
+        assert!(huge.message.contains("too large"));
         assert!(parse("a.json.0abc").is_err());
     }
 }

@@ -225,10 +225,7 @@ fn arrows(
     for (to, node) in graph.nodes.iter().enumerate() {
         for arrow in &node.preds {
             let from_key = graph.nodes[arrow.from].key;
-            let id_from = match arrow.exit {
-                Some(exit) => format!("{from_key}.{exit}"),
-                None => from_key.to_string(),
-            };
+            let id_from = graph.source_label(arrow);
             let seen = record.and_then(|r| {
                 r.arrows
                     .iter()
@@ -262,13 +259,8 @@ fn arrows(
             });
         }
         out.extend(send_backs(graph, places, record, to));
-        if let Some(first) = graph
-            .body_of
-            .get(&to)
-            .and_then(|&list| graph.lists.get(list))
-            .and_then(|l| l.first())
-        {
-            out.push(each_pass(graph, places, record, to, *first));
+        if let Some(first) = graph.first_in_body(to) {
+            out.push(each_pass(graph, places, record, to, first));
         }
     }
     out

@@ -14,6 +14,11 @@ fn record(value: serde_json::Value) -> RunStatus {
     serde_json::from_value(value).expect("a record")
 }
 
+/// The box of the step `key`, which the test knows is drawn.
+fn box_of<'p>(picture: &'p Picture, key: &str) -> &'p StepBox {
+    picture.steps.iter().find(|s| s.key == key).expect(key)
+}
+
 const REVIEWED: &str = r#"
 steps:
   - key: fetch
@@ -54,7 +59,7 @@ fn a_flow_without_a_run_is_drawn_plain_and_every_step_pending() {
 fn steps_stand_below_what_they_come_after_and_siblings_side_by_side() {
     let picture = picture(&steps(REVIEWED), None);
     let at = |key: &str| {
-        let s = picture.steps.iter().find(|s| s.key == key).expect(key);
+        let s = box_of(&picture, key);
         (s.x, s.y)
     };
     assert!(at("fetch").1 < at("draft").1);
@@ -138,11 +143,7 @@ fn a_send_back_taken_twice_is_bold_with_its_count_and_bends_apart() {
         .find(|a| a.kind == ArrowKind::SendBack)
         .expect("a send-back");
     assert_eq!((back.state, back.count), (ArrowState::Taken, Some(2)));
-    let review = picture
-        .steps
-        .iter()
-        .find(|s| s.key == "review")
-        .expect("review");
+    let review = box_of(&picture, "review");
     assert_eq!(
         back.points[0],
         [review.x + BOX_WIDTH, review.y + BOX_HEIGHT / 2]
@@ -173,11 +174,7 @@ steps:
         .collect();
     let run = record(json!({"steps": {"each": {"status": "running", "parts": parts}}}));
     let picture = picture(&flow, Some(&run));
-    let each = picture
-        .steps
-        .iter()
-        .find(|s| s.key == "each")
-        .expect("each");
+    let each = box_of(&picture, "each");
     assert_eq!(
         each.parts,
         Some(PartCount {
@@ -211,7 +208,7 @@ steps:
 "#,
     );
     let picture = picture(&flow, None);
-    let at = |key: &str| picture.steps.iter().find(|s| s.key == key).expect(key);
+    let at = |key: &str| box_of(&picture, key);
     assert_eq!(at("work").parent.as_deref(), Some("again"));
     assert!(at("again").y < at("work").y && at("work").y < at("check").y);
     assert!(at("check").y < at("done").y, "after the whole body");

@@ -572,12 +572,12 @@ fn fenced_blocks(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coxswain_core::flow::FIELD_TYPES;
 
     fn field(name: &str, t: &str) -> Field {
         Field {
-            name: name.into(),
-            type_: t.into(),
             description: Some(format!("the {name}")),
+            ..Field::new(name, t)
         }
     }
 
@@ -839,14 +839,8 @@ mod tests {
 
     #[test]
     fn every_type_is_checked() {
-        let fields = vec![
-            field("s", "string"),
-            field("n", "number"),
-            field("i", "integer"),
-            field("b", "boolean"),
-            field("a", "array"),
-            field("o", "object"),
-        ];
+        // One field of every type, named by its first letter.
+        let fields = FIELD_TYPES.iter().map(|t| field(&t[..1], t)).collect();
         let good = json!({"s": "x", "n": 1.5, "i": 2, "b": true, "a": [1], "o": {"k": 1}});
         let c = json_contract(fields);
         assert_eq!(c.shape().check(good.clone()), Ok(good));

@@ -669,28 +669,28 @@ mod tests {
         assert!(!debug.contains("secret-token"), "{debug}");
     }
 
+    /// A text message event from `@a:x` with `content` added to its body.
+    fn message(id: &str, body: &str, more: Value) -> MatrixEvent {
+        let mut content = json!({"msgtype": "m.text", "body": body});
+        if let (Some(content), Value::Object(more)) = (content.as_object_mut(), more) {
+            content.extend(more);
+        }
+        serde_json::from_value(json!({
+            "event_id": id, "sender": "@a:x", "type": "m.room.message", "content": content
+        }))
+        .expect("event")
+    }
+
     #[test]
     fn text_threads_and_edits_are_read_from_content() {
-        let plain: MatrixEvent = serde_json::from_value(json!({
-            "event_id": "$1", "sender": "@a:x", "type": "m.room.message",
-            "content": {"msgtype": "m.text", "body": "!review now"}
-        }))
-        .expect("event");
+        let plain = message("$1", "!review now", json!({}));
         assert_eq!(plain.text(), Some("!review now"));
         assert_eq!(plain.thread_root(), "$1");
-        let threaded: MatrixEvent = serde_json::from_value(json!({
-            "event_id": "$2", "sender": "@a:x", "type": "m.room.message",
-            "content": {"msgtype": "m.text", "body": "!review again",
-                "m.relates_to": {"rel_type": "m.thread", "event_id": "$root"}}
-        }))
-        .expect("event");
+        let thread = json!({"m.relates_to": {"rel_type": "m.thread", "event_id": "$root"}});
+        let threaded = message("$2", "!review again", thread);
         assert_eq!(threaded.thread_root(), "$root");
-        let edit: MatrixEvent = serde_json::from_value(json!({
-            "event_id": "$3", "sender": "@a:x", "type": "m.room.message",
-            "content": {"msgtype": "m.text", "body": "* !review",
-                "m.relates_to": {"rel_type": "m.replace", "event_id": "$1"}}
-        }))
-        .expect("event");
+        let replace = json!({"m.relates_to": {"rel_type": "m.replace", "event_id": "$1"}});
+        let edit = message("$3", "* !review", replace);
         assert_eq!(edit.text(), None);
     }
 }

@@ -38,11 +38,7 @@ impl MessageExecutor {
             &token,
         )
         .map_err(|error| match error {
-            MatrixError::TokenChars => MessageError::TokenChars {
-                service: "Matrix",
-                name: r.name.clone(),
-                key: r.key.clone(),
-            },
+            MatrixError::TokenChars => MessageError::token_chars("Matrix", r),
             other => failed(other),
         })?
         .with_timeout(net::shortest(super::DEFAULT_TIMEOUT, work.timeout));

@@ -122,6 +122,16 @@ impl MessageError {
             _ => codes::MESSAGE,
         }
     }
+
+    /// The token in `r` cannot go in a header: one wording for every
+    /// service's client that refuses it.
+    fn token_chars(service: &'static str, r: &SecretKeyRef) -> Self {
+        MessageError::TokenChars {
+            service,
+            name: r.name.clone(),
+            key: r.key.clone(),
+        }
+    }
 }
 
 impl From<MessageError> for StepError {

@@ -39,11 +39,7 @@ impl MessageExecutor {
             &token,
         )
         .map_err(|error| match error {
-            SlackError::TokenChars => MessageError::TokenChars {
-                service: "Slack",
-                name: r.name.clone(),
-                key: r.key.clone(),
-            },
+            SlackError::TokenChars => MessageError::token_chars("Slack", r),
             other => MessageError::Slack(Box::new(other)),
         })?;
         let thread = super::thread(target.thread.as_deref(), work)?;

@@ -212,18 +212,16 @@ impl RunMachine<'_> {
     /// What a step (or one part of it) sees: `$previous`, the enclosing
     /// loop's pass, the part's `$item` and `$index`.
     pub(in crate::engine) fn scope(&self, node: usize, part: Option<usize>) -> EvalScope<'_> {
-        let loop_iteration = self
-            .flow
-            .graph
-            .enclosing_loops(node)
-            .next()
-            .and_then(|l| self.state.steps.get(self.flow.key(l)))
-            .and_then(|r| r.iteration);
         let item = part.and_then(|i| {
             let record = self.state.steps.get(self.flow.key(node))?;
             record.parts.get(i)?.item.as_ref()
         });
-        self.scope_from(self.previous_node(node), loop_iteration, item, part)
+        self.scope_from(
+            self.previous_node(node),
+            self.iteration_of(node),
+            item,
+            part,
+        )
     }
 
     /// What a loop's `until` sees after pass `iteration`: `$previous` is the
@@ -251,18 +249,18 @@ impl RunMachine<'_> {
         item: Option<&'s Value>,
         index: Option<usize>,
     ) -> EvalScope<'s> {
-        EvalScope::new(
-            &self.input,
-            StepViews {
+        EvalScope {
+            input: &self.input,
+            views: StepViews {
                 graph: &self.flow.graph,
                 values: &self.views,
             },
-            previous.and_then(|p| self.views.get(p)),
-            loop_iteration,
+            previous: previous.and_then(|p| self.views.get(p)),
+            loop_: loop_iteration.map(|i| serde_json::json!({ "iteration": i })),
             item,
-            index,
-            &self.run_value,
-        )
+            index: index.map(Value::from),
+            run: &self.run_value,
+        }
     }
 
     /// The step listed just before; for the first step of a later loop pass,
@@ -274,25 +272,28 @@ impl RunMachine<'_> {
             return list.get(position - 1).copied();
         }
         let parent = self.flow.graph.nodes[node].parent?;
-        let iteration = self
-            .state
-            .steps
-            .get(self.flow.key(parent))
-            .and_then(|r| r.iteration)
-            .unwrap_or(1);
-        if iteration > 1 {
+        if self.pass_of(parent) > 1 {
             list.last().copied()
         } else {
             self.previous_node(parent)
         }
     }
 
+    /// The pass of the loop closest around `node`, if it is in one.
     pub(in crate::engine) fn iteration_of(&self, node: usize) -> Option<i32> {
         let l = self.flow.graph.enclosing_loops(node).next()?;
-        self.state
-            .steps
-            .get(self.flow.key(l))
-            .and_then(|r| r.iteration)
+        self.recorded_iteration(l)
+    }
+
+    /// The pass the loop `node` is in, 1 before its record says: the one
+    /// reading of a loop's pass, so a rule about passes reads it alike.
+    pub(in crate::engine) fn pass_of(&self, node: usize) -> i32 {
+        self.recorded_iteration(node).unwrap_or(1)
+    }
+
+    /// The pass the status records for the loop `node`.
+    fn recorded_iteration(&self, node: usize) -> Option<i32> {
+        self.state.steps.get(self.flow.key(node))?.iteration
     }
 }
 

@@ -152,12 +152,7 @@ impl RunMachine<'_> {
     pub(in crate::engine) fn end_pass(&mut self, node: usize) {
         let compiled = &self.flow.steps[node];
         let Some(until) = &compiled.until else { return };
-        let iteration = self
-            .state
-            .steps
-            .get(self.flow.key(node))
-            .and_then(|r| r.iteration)
-            .unwrap_or(1);
+        let iteration = self.pass_of(node);
         let done = match until.eval_bool(&self.scope_inside_loop(node, iteration)) {
             Ok(done) => done,
             Err(e) => return self.fail(node, expression_error(&e)),

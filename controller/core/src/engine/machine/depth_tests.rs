@@ -8,17 +8,9 @@ use serde_json::{Value, json};
 use crate::api::{
     Attempt, FlowRef, PartStatus, Run, RunPhase, RunSpec, RunStatus, StepPhase, StepStatus,
 };
-use crate::engine::{CompiledFlow, Done, Event, RunInfo, RunMachine, codes};
+use crate::engine::test_support::{at, compile};
+use crate::engine::{Done, Event, RunInfo, RunMachine, codes};
 use crate::flow::{MAX_JSON_DEPTH, json_depth};
-
-fn flow(yaml: &str) -> CompiledFlow {
-    let spec: crate::api::FlowSpec = serde_yaml::from_str(yaml).expect("test flow is YAML");
-    CompiledFlow::new(spec).expect("valid")
-}
-
-fn at(s: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
-}
 
 /// A value `levels` deep, lists and objects in turn.
 fn nested(levels: usize) -> Value {
@@ -50,7 +42,7 @@ fn too_deep_message(what: &str, depth: usize) -> String {
 
 #[test]
 fn an_output_deeper_than_the_bound_fails_the_attempt_and_a_retry_may_succeed() {
-    let flow = flow("steps:\n  - {key: s, script: {source: x}, attempts: 2, backoff: 1m}\n");
+    let flow = compile("steps:\n  - {key: s, script: {source: x}, attempts: 2, backoff: 1m}\n");
     let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
     machine.handle(Event::Start, at(0));
     machine.handle(printed("s", None, 1, nested(MAX_JSON_DEPTH + 1)), at(1));
@@ -76,7 +68,7 @@ fn an_output_deeper_than_the_bound_fails_the_attempt_and_a_retry_may_succeed() {
 
 #[test]
 fn a_part_output_deeper_than_the_bound_fails_that_part() {
-    let flow = flow(
+    let flow = compile(
         "steps:\n  - key: each\n    parallel: {items: $input.xs, step: {script: {source: x}}}\n",
     );
     let mut machine = RunMachine::new(&flow, json!({"xs": ["a", "b"]}), RunInfo::default());
@@ -98,7 +90,7 @@ fn a_part_output_deeper_than_the_bound_fails_that_part() {
 fn a_loop_that_would_wrap_its_steps_too_deep_fails() {
     // A loop's output is {"iterations", "steps": {KEY: output}}: two levels
     // around its last step's output.
-    let flow = flow(
+    let flow = compile(
         "steps:\n  - key: again\n    loop:\n      until: 'true'\n      maxIterations: 2\n      steps:\n        - {key: s, script: {source: x}}\n",
     );
     let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
@@ -125,7 +117,7 @@ output:
 
 #[test]
 fn a_flow_output_that_would_be_too_deep_fails_the_run_instead_of_being_written() {
-    let flow = flow(WRAPPING_OUTPUT);
+    let flow = compile(WRAPPING_OUTPUT);
     let mut machine = RunMachine::new(&flow, json!({}), RunInfo::default());
     machine.handle(Event::Start, at(0));
     // 63 levels, wrapped in two more by `output:`.

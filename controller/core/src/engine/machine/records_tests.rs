@@ -6,16 +6,13 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::{FlowSpec, RunPhase, StepError, StepPhase};
+use crate::engine::test_support::at;
 use crate::engine::{
     Action, CompiledFlow, Done, Event, RunInfo, RunMachine, Task, Work, codes, step_error,
 };
 
 fn spec(yaml: &str) -> FlowSpec {
     serde_yaml::from_str(yaml).expect("test flow is well-formed YAML")
-}
-
-fn at(s: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
 }
 
 fn runs(actions: &[Action]) -> Vec<&Work> {

@@ -143,11 +143,7 @@ impl RunMachine<'_> {
             if self.arrow_state(arrow.from, arrow.exit) != Some(true) {
                 continue;
             }
-            let from = self.flow.key(arrow.from);
-            let label = match arrow.exit {
-                Some(exit) => format!("{from}.{exit}"),
-                None => from.to_string(),
-            };
+            let label = self.flow.graph.source_label(arrow);
             *self
                 .state
                 .arrow_counts

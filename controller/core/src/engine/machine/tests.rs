@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::api::{FlowSpec, RunPhase, RunStatus, StepPhase};
+use crate::engine::test_support::at;
 use crate::engine::{
     Action, CompiledFlow, Done, Event, Failed, ResumeError, RunInfo, RunMachine, codes, step_error,
 };
@@ -11,11 +12,6 @@ use crate::engine::{
 /// A flow from YAML, for a test.
 fn spec(yaml: &str) -> FlowSpec {
     serde_yaml::from_str(yaml).expect("test flow is well-formed YAML")
-}
-
-/// A point in time `s` seconds after a fixed start.
-fn at(s: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
 }
 
 /// A new run of `flow` with `input`.

@@ -5,17 +5,9 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::{FlowSpec, KeepPolicy, PushedBranch, RepoCheckout, WorkspaceStatus};
+use crate::api::{KeepPolicy, PushedBranch, RepoCheckout, WorkspaceStatus};
+use crate::engine::test_support::{at, compile, started};
 use crate::engine::{CompiledFlow, Done, Plan, Seen};
-
-fn compile(yaml: &str) -> CompiledFlow {
-    let spec: FlowSpec = serde_yaml::from_str(yaml).expect("test flow is well-formed YAML");
-    CompiledFlow::new(spec).expect("valid flow")
-}
-
-fn at(s: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(1_800_000_000 + s).expect("time")
-}
 
 const PUSHES: &str = "
 workspace:
@@ -240,8 +232,7 @@ fn a_cancel_during_the_push_of_a_run_that_succeeded_stops_it() {
 #[test]
 fn a_checkout_that_fails_or_is_cancelled_ends_the_run_before_its_first_step() {
     let flow = compile(PUSHES);
-    let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    m.handle(Event::Start, at(0));
+    let (mut m, _) = started(&flow);
     let before = m.workspace_work();
     let actions = m.handle(Event::Cancel, at(1));
     assert_eq!(m.status().phase, RunPhase::Cancelled);
@@ -259,8 +250,7 @@ fn a_checkout_that_fails_or_is_cancelled_ends_the_run_before_its_first_step() {
         (RunPhase::Cancelled, None)
     );
 
-    let mut m = RunMachine::new(&flow, Value::Null, RunInfo::default());
-    m.handle(Event::Start, at(0));
+    let (mut m, _) = started(&flow);
     let partial = WorkspaceStatus {
         repos: Vec::new(),
         ..made()

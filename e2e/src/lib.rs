@@ -39,7 +39,7 @@ pub use images::{
     BUSYBOX_IMAGE, COXSWAIN_IMAGE, DEBIAN_IMAGE, MUSL_IMAGE, STATIC_IMAGE, load_image,
     real_node_images,
 };
-pub use kubectl::Kubectl;
+pub use kubectl::{Kubectl, words};
 pub use namespace::TestNamespace;
 pub use pods::free_finished_pods;
 pub use setup::{NOT_A_FLOW, Setup};
@@ -141,6 +141,23 @@ pub async fn kubectl_and_namespace() -> (Kubectl, TestNamespace) {
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
     (kubectl, ns)
+}
+
+/// The manifest of a Flow named `name` whose `spec` is the YAML given (its
+/// lines indented as under `spec:`, a leading newline allowed): the
+/// envelope every test's flow shares, written once, so a test shows only
+/// what its flow does.
+pub fn flow(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n{}",
+        spec.trim_start_matches('\n')
+    )
+}
+
+/// Whether `value` is a string with `part` in it: how tests check a
+/// message or a log of which they know only a piece.
+pub fn has_text(value: &serde_json::Value, part: &str) -> bool {
+    value.as_str().is_some_and(|t| t.contains(part))
 }
 
 /// Result with this crate's [`Error`].

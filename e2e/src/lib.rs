@@ -41,7 +41,7 @@ pub use images::{
 };
 pub use kubectl::{Kubectl, words};
 pub use namespace::TestNamespace;
-pub use pods::free_finished_pods;
+pub use pods::{free_finished_pods, wait_pod_finished};
 pub use setup::{NOT_A_FLOW, Setup};
 pub use wait::{create_when_discovered, wait_crd_established, wait_for, wait_for_job_condition};
 

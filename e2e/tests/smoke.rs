@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition};
+use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition, wait_pod_finished};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::ValidatingWebhookConfiguration,
@@ -470,17 +470,9 @@ async fn finished_pod(ns: &TestNamespace, manifest: Value) -> Pod {
     let pod: Pod = ns.create(manifest).await;
     let name = pod.metadata.name.as_deref().expect("a named pod");
     let pods: Api<Pod> = ns.api();
-    wait_for(&format!("pod {name} terminal"), BOUND, || async {
-        let p = pods.get(name).await?;
-        let phase = p
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        Ok((phase == "Failed" || phase == "Succeeded").then_some(p))
-    })
-    .await
-    .expect("pod finished")
+    wait_pod_finished(&pods, name, BOUND)
+        .await
+        .expect("pod finished")
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@
 
 use std::{path::Path, time::Duration};
 
-use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition};
+use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition, wait_pod_finished};
 use k8s_openapi::api::{
     batch::v1::Job,
     core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod},
@@ -392,12 +392,9 @@ async fn pod_runs_once_its_claim_is_bound_later() {
     pvs.create(&PostParams::default(), &pv)
         .await
         .expect("create pv");
-    let pod = wait_for("pod Succeeded", BOUND, || async {
-        let p = pods.get("patient").await?;
-        Ok(matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p))
-    })
-    .await
-    .expect("pod finished");
+    let pod = wait_pod_finished(&pods, "patient", BOUND)
+        .await
+        .expect("pod finished");
     let log = pod_log(&ns, &pod).await;
     assert_eq!(phase(&pod), Some("Succeeded"), "log: {log}");
     assert_eq!(log, "ran\n");
@@ -450,12 +447,9 @@ async fn wait_for_first_consumer_claim_is_provisioned_for_its_pod() {
     )
     .await
     .expect("create pod");
-    let pod = wait_for("pod Succeeded", BOUND, || async {
-        let p = pods.get("consumer").await?;
-        Ok(matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p))
-    })
-    .await
-    .expect("pod finished");
+    let pod = wait_pod_finished(&pods, "consumer", BOUND)
+        .await
+        .expect("pod finished");
     let log = pod_log(&ns, &pod).await;
     assert_eq!(phase(&pod), Some("Succeeded"), "log: {log}");
     assert_eq!(log, "first\n");

@@ -15,7 +15,7 @@ use k8s_openapi::api::{
     storage::v1::StorageClass,
 };
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{DeleteParams, ListParams, LogParams, PostParams},
 };
 use serde_json::{Value, json};
@@ -175,10 +175,8 @@ async fn claim_is_provisioned_written_read_and_deleted_with_its_directory() {
     );
     assert_eq!(pv_spec.storage_class_name.as_deref(), Some("standard"));
     assert_eq!(
-        pv.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
+        pv.annotations()
+            .get("pv.kubernetes.io/provisioned-by")
             .map(String::as_str),
         Some("kubernetes.io/host-path")
     );
@@ -455,10 +453,8 @@ async fn wait_for_first_consumer_claim_is_provisioned_for_its_pod() {
     assert_eq!(log, "first\n");
     let (pvc, pv) = bound(&ns, "late").await;
     assert_eq!(
-        pvc.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("volume.kubernetes.io/selected-node"))
+        pvc.annotations()
+            .get("volume.kubernetes.io/selected-node")
             .map(String::as_str),
         Some("e2e-node")
     );

@@ -106,7 +106,7 @@ async fn through_job(launcher: &JobLauncher, work: &Work) -> WorkResult {
     launcher.launch(work).await.expect("launched");
     let id = WorkId::of(work);
     wait_for(&format!("{id} finishes"), BOUND, || async {
-        match observed(&launcher, &id).await {
+        match observed(launcher, &id).await {
             Observation::Finished(result) => Ok(Some(result)),
             Observation::Running => Ok(None),
             Observation::Unknown => panic!("{id} is unknown after its launch"),

@@ -229,7 +229,7 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
 
     // The arrow from fetch to draft: the title moved, whole, with its size.
     click_to_see(
-        &browser,
+        browser,
         r#"[data-arrow="fetch->draft"] .handle"#,
         "[data-moved-value]",
     )
@@ -250,7 +250,7 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
 
     // The default input: the previous step's output.
     click_to_see(
-        &browser,
+        browser,
         r#"[data-arrow="draft->check"] .handle"#,
         r#"#panel[data-arrow-panel="draft->check"] [data-arrow-state]"#,
     )
@@ -264,7 +264,7 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
 
     // An arrow nothing moved along says why.
     click_to_see(
-        &browser,
+        browser,
         r#"[data-arrow="check->report"] .handle"#,
         r#"#panel[data-arrow-panel="check->report"] [data-why]"#,
     )
@@ -273,10 +273,10 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
     assert_eq!(why, "Why nothing moved: `check` failed");
 
     // The failed step: its error, and the log its script wrote.
-    click_to_see(&browser, r#"[data-step="check"]"#, "[data-step-error]").await;
+    click_to_see(browser, r#"[data-step="check"]"#, "[data-step-error]").await;
     let error = browser.text("[data-step-error]").await.expect("error");
     assert!(error.contains('3'), "the exit status in {error}");
-    let log = shown_text(&browser, "[data-log-text]").await;
+    let log = shown_text(browser, "[data-log-text]").await;
     assert!(log.contains("checking: the disk is still full"), "{log}");
     let source = browser.text("[data-log]").await.expect("log box");
     assert!(
@@ -625,7 +625,7 @@ async fn a_run_of_a_thousand_steps_is_drawn_whole_and_answers_a_click() {
         .expect("count");
     assert_eq!(drawn, json!(1000));
     click_to_see(
-        &browser,
+        browser,
         r#"[data-step="s999"]"#,
         r#"#panel[data-step-panel="s999"] [data-step-status="pending"]"#,
     )

@@ -232,6 +232,14 @@ impl Setup {
         .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
     }
 
+    /// Waits, up to `bound`, until `kind/name` is gone from the namespace
+    /// (a run deleted by retention); panics with every log after.
+    pub async fn wait_deleted(&self, what: &str, kind: &str, name: &str, bound: Duration) {
+        self.wait_none(what, bound, &[kind, name, "--ignore-not-found"])
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
+    }
+
     /// kubectl in the namespace as `user` (`["--as", "alice"]`, groups
     /// too), with `stdin`; its stdout, or its error output.
     pub fn kubectl_as(

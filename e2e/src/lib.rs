@@ -114,6 +114,26 @@ pub fn stripped_coxswain_bin() -> Result<std::path::PathBuf> {
     Ok(out)
 }
 
+/// A tool the tests build from Go modules (helm, lua-health): the path
+/// in the environment variable `env` when it is set, else
+/// `target/e2e/NAME`, built first with `script` (from the workspace root,
+/// e.g. `e2e/helm/build`) when it is not there. Panics if the build fails.
+pub fn built_tool(env: &str, name: &str, script: &str) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return path.into();
+    }
+    let root = workspace_root();
+    let path = root.join("target/e2e").join(name);
+    if !path.is_file() {
+        let status = std::process::Command::new(root.join(script))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("running {script}: {e}"));
+        assert!(status.success(), "{script} exited with {status}");
+    }
+    path
+}
+
 /// A port nothing listens on now on the loopback address, for a server a
 /// test starts in another process (a webhook, Argo's metrics).
 pub fn free_port() -> Result<u16> {

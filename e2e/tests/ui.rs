@@ -303,7 +303,13 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
     assert!(preview.contains("moved out of the status"), "{preview}");
     browser.click(button).await.expect("fetch it");
     browser
-        .wait_for_text(r#"[data-value="/steps/bulk/output"]"#, "aaaaaaaa", SHOWN)
+        // Longer than the preview's 120 characters of the value, which also
+        // begin with a's: only the whole value has so many.
+        .wait_for_text(
+            r#"[data-value="/steps/bulk/output"]"#,
+            &"a".repeat(130),
+            SHOWN,
+        )
         .await
         .expect("the whole value");
     let whole = browser

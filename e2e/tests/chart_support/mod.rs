@@ -136,6 +136,15 @@ impl Render {
             .unwrap_or_default()
     }
 
+    /// The controller's variable `name` as the Deployment sets it (with its
+    /// `value` or `valueFrom`), or null when it sets none.
+    pub fn deployment_var(&self, name: &str) -> Value {
+        self.deployment_env()
+            .into_iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or(Value::Null)
+    }
+
     /// The variables the Deployment gives the controller, resolved as the
     /// kubelet would for a pod named `coxswain-chart-test` in `namespace`,
     /// then `overrides` (e.g. a free metrics port instead of the pod's).

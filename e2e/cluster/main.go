@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
@@ -42,6 +43,22 @@ import (
 	"github.com/coxswain/coxswain/e2e/cluster/realnode"
 )
 
+// components are the Kubernetes commands this binary also is, by the name
+// the supervisor runs them with (`harness kube-apiserver ARGS…`): each is
+// started the same way, with the arguments after its name.
+var components = map[string]func() *cobra.Command{
+	"kube-apiserver":          apiserver.NewAPIServerCommand,
+	"kube-controller-manager": kcm.NewControllerManagerCommand,
+	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+	"kubelet": func() *cobra.Command {
+		if err := realnode.KubeletNamespaceSetup(); err != nil {
+			fmt.Fprintln(os.Stderr, "harness kubelet:", err)
+			os.Exit(1)
+		}
+		return kubelet.NewKubeletCommand(context.Background())
+	},
+}
+
 func main() {
 	// CNI runs plugins by name: STATE/cni/bin/{coxswain-e2e-net,loopback} are this binary.
 	if realnode.IsCNIPlugin(os.Args[0]) {
@@ -49,27 +66,12 @@ func main() {
 		return
 	}
 	if len(os.Args) > 1 {
+		if command, ok := components[os.Args[1]]; ok {
+			c := command()
+			c.SetArgs(os.Args[2:])
+			os.Exit(cli.Run(c))
+		}
 		switch os.Args[1] {
-		case "kube-apiserver":
-			c := apiserver.NewAPIServerCommand()
-			c.SetArgs(os.Args[2:])
-			os.Exit(cli.Run(c))
-		case "kube-controller-manager":
-			c := kcm.NewControllerManagerCommand()
-			c.SetArgs(os.Args[2:])
-			os.Exit(cli.Run(c))
-		case "kubelet":
-			if err := realnode.KubeletNamespaceSetup(); err != nil {
-				fmt.Fprintln(os.Stderr, "harness kubelet:", err)
-				os.Exit(1)
-			}
-			c := kubelet.NewKubeletCommand(context.Background())
-			c.SetArgs(os.Args[2:])
-			os.Exit(cli.Run(c))
-		case "kube-scheduler":
-			c := scheduler.NewSchedulerCommand()
-			c.SetArgs(os.Args[2:])
-			os.Exit(cli.Run(c))
 		case "cni":
 			realnode.CNIMain()
 			return

@@ -100,15 +100,7 @@ async fn demo(
         "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: demo}}\nspec:\n  workspace:\n    repos:\n      - {{name: big, url: \"{url}\", ref: main}}\n    push: onSuccess\n  steps:\n    - key: edit\n      script:\n        source: |\n          cd big && echo more >> README && git commit -qam \"edit on $BRANCH\" && echo '{{}}'\n"
     );
     kubectl.apply(namespace, &flow)?;
-    let run = kubectl.create_run(namespace, "demo", &json!({}))?;
-    let object = kubectl
-        .wait_run(
-            namespace,
-            &run,
-            &["Succeeded", "Failed"],
-            Duration::from_secs(300),
-        )
-        .await?;
+    let (run, object) = ended_run(kubectl, namespace, "demo").await?;
     println!(
         "\nkubectl get run {run} -o jsonpath='{{.status.workspace}}':\n{}",
         serde_json::to_string_pretty(&object["status"]["workspace"])?
@@ -121,15 +113,15 @@ async fn demo(
     Ok(())
 }
 
-/// Seconds from creating a Run of `flow` to its first step's start.
-async fn start_to_first_step(
+/// A Run of `flow` created, and the Run once it has ended (within 5
+/// minutes): how both the timing and the demo run one.
+async fn ended_run(
     kubectl: &Kubectl,
     namespace: &str,
     flow: &str,
-) -> Result<f64, Box<dyn std::error::Error>> {
-    let created = Timestamp::now();
+) -> Result<(String, Value), Box<dyn std::error::Error>> {
     let run = kubectl.create_run(namespace, flow, &json!({}))?;
-    let object: Value = kubectl
+    let object = kubectl
         .wait_run(
             namespace,
             &run,
@@ -137,6 +129,17 @@ async fn start_to_first_step(
             Duration::from_secs(300),
         )
         .await?;
+    Ok((run, object))
+}
+
+/// Seconds from creating a Run of `flow` to its first step's start.
+async fn start_to_first_step(
+    kubectl: &Kubectl,
+    namespace: &str,
+    flow: &str,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let created = Timestamp::now();
+    let (run, object) = ended_run(kubectl, namespace, flow).await?;
     let status = &object["status"];
     if status["phase"] != "Succeeded" {
         return Err(format!("run {run} did not succeed: {status}").into());

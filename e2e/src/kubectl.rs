@@ -101,18 +101,61 @@ impl Kubectl {
     /// which need not exist yet: names end with a digest of the Run's uid
     /// (read here), the step and the attempt.
     pub fn approval_name(&self, namespace: &str, run: &str, step: &str, attempt: u32) -> String {
-        let uid = self
-            .run(&[
-                "get",
-                "run",
-                run,
-                "-n",
-                namespace,
-                "-o",
-                "jsonpath={.metadata.uid}",
-            ])
-            .unwrap_or_else(|e| panic!("{e}"));
-        coxswain_k8s::names::approval(run, uid.trim(), step, attempt)
+        coxswain_k8s::names::approval(run, &self.uid(namespace, "run", run), step, attempt)
+    }
+
+    /// The uid of `kind/name` in `namespace` (trimmed), which the names
+    /// and labels the controller makes for an object are derived from;
+    /// panics with kubectl's message if it cannot be read (for tests).
+    pub fn uid(&self, namespace: &str, kind: &str, name: &str) -> String {
+        self.run(&[
+            "get",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string()
+    }
+
+    /// `kubectl patch ARGS --type merge -p PATCH` in `namespace`, where
+    /// `args` name the object (`[KIND, NAME]`, as a person answers an
+    /// Approval or cancels a Run) and any flags more: `--subresource=status`
+    /// (what only the controller writes, which tests write to build a state
+    /// it must then handle), `--as USER`, `-o json`. The one way tests
+    /// patch an object, written once.
+    pub fn merge_patch(
+        &self,
+        namespace: &str,
+        args: &[&str],
+        patch: &str,
+    ) -> Result<String, String> {
+        let mut all = vec!["patch", "-n", namespace];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--type", "merge", "-p", patch]);
+        self.run(&all)
+    }
+
+    /// The Events in `namespace` that `field_selector` picks
+    /// (`involvedObject.name=RUN`, `…,reason=FlowNotFound`), as
+    /// `kubectl get events -o json` lists them; panics with kubectl's
+    /// message if they cannot be read (for tests).
+    pub fn events(&self, namespace: &str, field_selector: &str) -> Vec<Value> {
+        let list = self.json(&[
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            field_selector,
+            "-o",
+            "json",
+        ]);
+        list["items"].as_array().cloned().unwrap_or_default()
     }
 
     /// `kubectl apply -f -` of `yaml` in `namespace`.
@@ -201,6 +244,12 @@ impl Drop for Kubectl {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.cache);
     }
+}
+
+/// The words of `line`, a line of a table kubectl printed (`kubectl get
+/// runs`): what tests compare a header's or a row's columns with.
+pub fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(String::from).collect()
 }
 
 fn binary() -> PathBuf {

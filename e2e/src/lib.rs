@@ -39,9 +39,9 @@ pub use images::{
     BUSYBOX_IMAGE, COXSWAIN_IMAGE, DEBIAN_IMAGE, MUSL_IMAGE, STATIC_IMAGE, load_image,
     real_node_images,
 };
-pub use kubectl::Kubectl;
+pub use kubectl::{Kubectl, words};
 pub use namespace::TestNamespace;
-pub use pods::free_finished_pods;
+pub use pods::{free_finished_pods, wait_pod_finished};
 pub use setup::{NOT_A_FLOW, Setup};
 pub use wait::{create_when_discovered, wait_crd_established, wait_for, wait_for_job_condition};
 
@@ -114,6 +114,26 @@ pub fn stripped_coxswain_bin() -> Result<std::path::PathBuf> {
     Ok(out)
 }
 
+/// A tool the tests build from Go modules (helm, lua-health): the path
+/// in the environment variable `env` when it is set, else
+/// `target/e2e/NAME`, built first with `script` (from the workspace root,
+/// e.g. `e2e/helm/build`) when it is not there. Panics if the build fails.
+pub fn built_tool(env: &str, name: &str, script: &str) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return path.into();
+    }
+    let root = workspace_root();
+    let path = root.join("target/e2e").join(name);
+    if !path.is_file() {
+        let status = std::process::Command::new(root.join(script))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("running {script}: {e}"));
+        assert!(status.success(), "{script} exited with {status}");
+    }
+    path
+}
+
 /// A port nothing listens on now on the loopback address, for a server a
 /// test starts in another process (a webhook, Argo's metrics).
 pub fn free_port() -> Result<u16> {
@@ -141,6 +161,23 @@ pub async fn kubectl_and_namespace() -> (Kubectl, TestNamespace) {
     kubectl.install_crds().await.expect("CRDs");
     let ns = TestNamespace::new().await.expect("namespace");
     (kubectl, ns)
+}
+
+/// The manifest of a Flow named `name` whose `spec` is the YAML given (its
+/// lines indented as under `spec:`, a leading newline allowed): the
+/// envelope every test's flow shares, written once, so a test shows only
+/// what its flow does.
+pub fn flow(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n{}",
+        spec.trim_start_matches('\n')
+    )
+}
+
+/// Whether `value` is a string with `part` in it: how tests check a
+/// message or a log of which they know only a piece.
+pub fn has_text(value: &serde_json::Value, part: &str) -> bool {
+    value.as_str().is_some_and(|t| t.contains(part))
 }
 
 /// Result with this crate's [`Error`].

@@ -67,6 +67,28 @@ impl TestNamespace {
         self.client.clone()
     }
 
+    /// Creates in this namespace the `K` that `manifest` describes (JSON,
+    /// or a `K` already) and returns it as the API server stored it; panics
+    /// if it does not parse or is refused, so a test's set-up reads as the
+    /// objects it makes.
+    pub async fn create<K>(&self, manifest: impl k8s_openapi::serde::Serialize) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + k8s_openapi::serde::de::DeserializeOwned
+            + k8s_openapi::serde::Serialize,
+        <K as Resource>::DynamicType: Default,
+    {
+        let manifest = serde_json::to_value(manifest).expect("a manifest is JSON");
+        let object: K = serde_json::from_value(manifest.clone())
+            .unwrap_or_else(|e| panic!("not a valid object: {e}: {manifest}"));
+        self.api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("creating {manifest}: {e}"))
+    }
+
     /// An API for namespaced resources of kind `K` in this namespace.
     pub fn api<K>(&self) -> Api<K>
     where

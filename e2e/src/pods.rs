@@ -1,4 +1,5 @@
-//! Disk the stand-in node keeps for finished pods.
+//! Finished pods: waiting for one, and the disk the stand-in node keeps
+//! for them.
 //!
 //! A script step's pod copies the `coxswain` executable (hundreds of MiB in
 //! a debug build) into an emptyDir, and the stand-in node keeps every pod's
@@ -11,10 +12,30 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::ListParams};
 
-use crate::{Result, kubeconfig};
+use crate::{Result, kubeconfig, wait_for};
 
 /// The emptyDir the controller's Jobs copy the executable into.
 const EXECUTABLE_VOLUME: &str = "coxswain-bin";
+
+/// Pod `name` once it has finished (phase `Succeeded` or `Failed`), within
+/// `bound`: where a test that runs a pod reads what it did.
+pub async fn wait_pod_finished(
+    pods: &Api<Pod>,
+    name: &str,
+    bound: std::time::Duration,
+) -> Result<Pod> {
+    wait_for(&format!("pod {name} finished"), bound, || async {
+        let pod = pods.get(name).await?;
+        Ok(finished(&pod).then_some(pod))
+    })
+    .await
+}
+
+/// Whether `pod`'s phase is `Succeeded` or `Failed`.
+fn finished(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
 
 /// Removes the copied executable of every pod in `pods`' namespace that has
 /// finished (phase Succeeded or Failed); returns how many bytes it freed.
@@ -26,8 +47,7 @@ pub async fn free_finished_pods(pods: &Api<Pod>) -> Result<u64> {
     };
     let mut freed = 0;
     for pod in pods.list(&ListParams::default()).await?.items {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        if !matches!(phase, Some("Succeeded" | "Failed")) {
+        if !finished(&pod) {
             continue;
         }
         let folder = format!(

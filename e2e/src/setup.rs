@@ -158,6 +158,16 @@ impl Setup {
         out.lines().map(String::from).collect()
     }
 
+    /// Each `kind` object in the namespace whose labels match `selector`,
+    /// as `kubectl get KIND -l SELECTOR -o json` lists it (the Jobs or
+    /// Approvals made for a run).
+    pub fn items(&self, kind: &str, selector: &str) -> Vec<Value> {
+        let list = self
+            .kubectl
+            .json(&["get", kind, "-n", self.ns(), "-l", selector, "-o", "json"]);
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
+
     /// Waits, up to `timeout`, until `kubectl get ARGS -o name` in the
     /// namespace lists nothing (`["run", name, "--ignore-not-found"]`,
     /// `["pods", "-l", selector]`); an error of kubectl's ends the wait.
@@ -175,6 +185,59 @@ impl Setup {
             Ok(listed.trim().is_empty().then_some(()))
         })
         .await
+    }
+
+    /// `kubectl create` of a Run of `flow` with `input` in the namespace,
+    /// as a person starts one; its name. Panics with kubectl's message if
+    /// it is refused.
+    pub fn create_run(&self, flow: &str, input: Value) -> String {
+        self.kubectl
+            .create_run(self.ns(), flow, &input)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The Run `run` as `kubectl get -o json` prints it, once its phase is
+    /// one of `phases`; after `bound`, panics with the run and every log.
+    pub async fn wait_phase(&self, run: &str, phases: &[&str], bound: Duration) -> Value {
+        match self.kubectl.wait_run(self.ns(), run, phases, bound).await {
+            Ok(object) => object,
+            Err(e) => panic!(
+                "{e}\nrun: {}\ncontroller log:\n{}",
+                self.get("run", run),
+                self.logs()
+            ),
+        }
+    }
+
+    /// [`Kubectl::merge_patch`] of `kind/name` in the namespace (an
+    /// Approval's decision, a Run's cancel); panics with kubectl's message
+    /// if it is refused.
+    pub fn merge_patch(&self, kind: &str, name: &str, patch: &str) {
+        self.kubectl
+            .merge_patch(self.ns(), &[kind, name], patch)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Waits, up to `bound`, until `kind/name` exists in the namespace (an
+    /// Approval the controller is to ask); panics with every log after.
+    pub async fn wait_exists(&self, kind: &str, name: &str, bound: Duration) {
+        wait_for(&format!("{kind} {name}"), bound, || async {
+            Ok(self
+                .kubectl
+                .run(&["get", kind, name, "-n", self.ns()])
+                .ok()
+                .map(drop))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
+    }
+
+    /// Waits, up to `bound`, until `kind/name` is gone from the namespace
+    /// (a run deleted by retention); panics with every log after.
+    pub async fn wait_deleted(&self, what: &str, kind: &str, name: &str, bound: Duration) {
+        self.wait_none(what, bound, &[kind, name, "--ignore-not-found"])
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
     }
 
     /// kubectl in the namespace as `user` (`["--as", "alice"]`, groups

@@ -9,7 +9,7 @@
 mod admission;
 
 use admission::{ALICE, Admission, BOB, BOUND, EVE, REVIEWED, assert_refused, setup};
-use coxswain_e2e::wait_for;
+use coxswain_e2e::{flow, wait_for, words};
 use serde_json::{Value, json};
 
 /// Waits until the Approval `name` says `state` in its STATUS column.
@@ -157,11 +157,7 @@ async fn approvals_are_decided_once_by_an_approver_who_did_not_start_the_run() {
         "approvals.coxswain.dev",
         &["was already decided `approve` by `carol`; an answer never changes"],
     );
-    let done = s
-        .kubectl
-        .wait_run(s.ns.name(), &run, &["Succeeded"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let done = s.wait_phase(&run, &["Succeeded"]).await;
     assert_eq!(done["status"]["phase"], "Succeeded");
     wait_state(&s, &name, "taken").await;
 }
@@ -169,19 +165,18 @@ async fn approvals_are_decided_once_by_an_approver_who_did_not_start_the_run() {
 #[tokio::test]
 async fn entries_have_exactly_their_fields_and_self_approval_is_opt_in() {
     let s = setup().await;
-    let entry = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: assign}
-spec:
+    let entry = flow(
+        "assign",
+        r#"
   steps:
     - key: assign
       approval:
         mode: entry
         fields: [{name: owner, type: string}, {name: count, type: integer}]
         allowSelfApproval: true
-"#;
-    s.apply_as(&ALICE, entry).unwrap_or_else(|e| panic!("{e}"));
+"#,
+    );
+    s.apply_as(&ALICE, &entry).unwrap_or_else(|e| panic!("{e}"));
     let run = s
         .create_run_as(&ALICE, "assign", json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -219,20 +214,15 @@ spec:
         s.get("approval", &name)["spec"]["decidedBy"]["username"],
         "alice"
     );
-    s.kubectl
-        .wait_run(s.ns.name(), &run, &["Succeeded"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.wait_phase(&run, &["Succeeded"]).await;
 }
 
 #[tokio::test]
 async fn a_step_in_mode_both_takes_a_decision_and_an_entry_together() {
     let s = setup().await;
-    let triaged = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: triaged}
-spec:
+    let triaged = flow(
+        "triaged",
+        r#"
   steps:
     - key: triage
       approval:
@@ -240,8 +230,9 @@ spec:
         decisions: [accept, reject]
         fields: [{name: owner, type: string}]
         approvers: {users: [bob]}
-"#;
-    s.apply_as(&ALICE, triaged)
+"#,
+    );
+    s.apply_as(&ALICE, &triaged)
         .unwrap_or_else(|e| panic!("{e}"));
     let run = s
         .create_run_as(&ALICE, "triaged", json!({}))
@@ -276,11 +267,7 @@ spec:
         json!({"spec": {"decision": "accept", "response": {"owner": "ana"}}}),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let done = s
-        .kubectl
-        .wait_run(s.ns.name(), &run, &["Succeeded"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let done = s.wait_phase(&run, &["Succeeded"]).await;
     let triage = &done["status"]["steps"]["triage"];
     assert_eq!(triage["exit"], "accept", "{triage}");
     assert_eq!(
@@ -295,9 +282,8 @@ spec:
         .lines()
         .find(|l| l.starts_with(&name))
         .unwrap_or_else(|| panic!("{shown}"));
-    let words: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
-        words[1..6],
+        words(row)[1..6],
         [run.as_str(), "triage", "both", "taken", "accept"],
         "{shown}"
     );
@@ -305,11 +291,10 @@ spec:
 
 /// A script that prints what a reviewer asked when the work was sent
 /// back, and `{"first": true}` before; reviewed by two of three people.
-const TWO_APPROVERS: &str = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: doubly}
-spec:
+fn two_approvers() -> String {
+    flow(
+        "doubly",
+        r#"
   steps:
     - key: build
       script:
@@ -321,12 +306,14 @@ spec:
         approvers: {users: [bob, carol, dan]}
         approvals: 2
       sendBack: [{exit: changes, to: build}]
-"#;
+"#,
+    )
+}
 
 #[tokio::test]
 async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back() {
     let s = setup().await;
-    s.apply_as(&ALICE, TWO_APPROVERS)
+    s.apply_as(&ALICE, &two_approvers())
         .unwrap_or_else(|e| panic!("{e}"));
     let run = s
         .create_run_as(&ALICE, "doubly", json!({}))
@@ -494,11 +481,7 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
     )
     .unwrap_or_else(|e| panic!("{e}"));
     add_answer(&s, &dan, &second, json!({"decision": "approve"})).unwrap_or_else(|e| panic!("{e}"));
-    let done = s
-        .kubectl
-        .wait_run(s.ns.name(), &run, &["Succeeded"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let done = s.wait_phase(&run, &["Succeeded"]).await;
     let review = &done["status"]["steps"]["review"];
     assert_eq!(review["exit"], "approve", "{review}");
     assert_eq!(review["output"]["decidedBy"], "carol, dan", "{review}");
@@ -514,11 +497,6 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
     assert_eq!(agreed["status"]["tally"], "approve 2 of 2", "{agreed}");
     let shown = table(&s);
     eprintln!("kubectl get approvals:\n{shown}");
-    let words = |line: &str| {
-        line.split_whitespace()
-            .map(String::from)
-            .collect::<Vec<_>>()
-    };
     let mut lines = shown.lines();
     assert_eq!(
         words(lines.next().unwrap_or_default()),
@@ -540,13 +518,6 @@ async fn two_approvers_must_agree_each_answers_once_and_one_changes_sends_back()
             "{shown}"
         );
         let after = row.split(" taken ").nth(1).unwrap_or_default();
-        assert!(
-            after
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .starts_with(decided),
-            "{shown}"
-        );
+        assert!(words(after).join(" ").starts_with(decided), "{shown}");
     }
 }

@@ -39,36 +39,40 @@ async fn a_key_kubectl_read_as_a_boolean_is_admitted_with_a_warning() {
 #[tokio::test]
 async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
     let s = setup().await;
-    let malformed = flow(
-        "malformed",
-        "    - {key: draft, agent: {prompt: x}, when: \"$input.x == 'open\"}\n",
-    );
-    assert_refused(
-        s.apply_as(&ALICE, &malformed),
-        "flows.coxswain.dev",
-        &[
-            "flow malformed is not valid (1 problem): step draft: when: ",
-            "(character ",
-        ],
-    );
-    let capitalised = flow(
-        "capitalised",
-        "    - {key: draft, agent: {prompt: x}, when: \"$input.ready == True\"}\n",
-    );
-    assert_refused(
-        s.apply_as(&ALICE, &capitalised),
-        "flows.coxswain.dev",
-        &["step draft: when: ", "`true`", "(character 17)"],
-    );
-    let later = flow(
-        "later",
-        "    - {key: draft, agent: {prompt: x}, input: {notes: $steps.review.output.notes}}\n    - {key: review, agent: {prompt: Review it.}}\n",
-    );
-    assert_refused(
-        s.apply_as(&ALICE, &later),
-        "flows.coxswain.dev",
-        &["step draft: input.notes: ", "`review`", "(character "],
-    );
+    // Each refused flow, with what kubectl's refusal must say. The last has
+    // every problem of a flow in one refusal.
+    let refused: [(&str, &str, &[&str]); 4] = [
+        (
+            "malformed",
+            "    - {key: draft, agent: {prompt: x}, when: \"$input.x == 'open\"}\n",
+            &[
+                "flow malformed is not valid (1 problem): step draft: when: ",
+                "(character ",
+            ],
+        ),
+        (
+            "capitalised",
+            "    - {key: draft, agent: {prompt: x}, when: \"$input.ready == True\"}\n",
+            &["step draft: when: ", "`true`", "(character 17)"],
+        ),
+        (
+            "later",
+            "    - {key: draft, agent: {prompt: x}, input: {notes: $steps.review.output.notes}}\n    - {key: review, agent: {prompt: Review it.}}\n",
+            &["step draft: input.notes: ", "`review`", "(character "],
+        ),
+        (
+            "two",
+            "    - {key: a, agent: {prompt: x}, when: \"$input.x == True\"}\n    - {key: b, agent: {prompt: Review it.}, after: [c]}\n    - {key: c, agent: {prompt: z}}\n",
+            &["(2 problems): step a: when: ", "; step b: after[0]: "],
+        ),
+    ];
+    for (name, steps, says) in refused {
+        assert_refused(
+            s.apply_as(&ALICE, &flow(name, steps)),
+            "flows.coxswain.dev",
+            says,
+        );
+    }
     // A read into a declared output is typed at apply, client-side and
     // server-side alike.
     let typed = flow(
@@ -85,16 +89,6 @@ async fn kubectl_apply_of_a_bad_flow_is_refused_naming_step_and_character() {
             &["step post: input.line: `write` yields `tagline`, not `taglin` (character 1)"],
         );
     }
-    // Every problem of a flow in one refusal.
-    let two = flow(
-        "two",
-        "    - {key: a, agent: {prompt: x}, when: \"$input.x == True\"}\n    - {key: b, agent: {prompt: Review it.}, after: [c]}\n    - {key: c, agent: {prompt: z}}\n",
-    );
-    assert_refused(
-        s.apply_as(&ALICE, &two),
-        "flows.coxswain.dev",
-        &["(2 problems): step a: when: ", "; step b: after[0]: "],
-    );
     for name in ["malformed", "capitalised", "later", "typed", "two"] {
         assert!(
             s.kubectl_as(&[], &["get", "flow", name], None).is_err(),

@@ -19,7 +19,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use coxswain_e2e::{Kubectl, Setup, wait_for, workspace_root};
+use coxswain_e2e::{Kubectl, Setup, flow, wait_for, workspace_root};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -48,19 +48,7 @@ fn script(kind: &str) -> PathBuf {
 fn lua_health() -> &'static PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        if let Some(path) = std::env::var_os("E2E_LUA_HEALTH") {
-            return PathBuf::from(path);
-        }
-        let root = workspace_root();
-        let binary = root.join("target/e2e/lua-health");
-        if !binary.exists() {
-            let status = Command::new(root.join("e2e/argocd/build"))
-                .stdout(Stdio::null())
-                .status()
-                .unwrap_or_else(|e| panic!("running e2e/argocd/build: {e}"));
-            assert!(status.success(), "e2e/argocd/build exited with {status}");
-        }
-        binary
+        coxswain_e2e::built_tool("E2E_LUA_HEALTH", "lua-health", "e2e/argocd/build")
     })
 }
 
@@ -176,17 +164,16 @@ impl Cluster {
 
     /// `kubectl patch --type merge -o json`: the object as patched.
     fn patch(&self, kind: &str, name: &str, patch: Value) -> Value {
+        self.patch_as_type(kind, name, "merge", patch)
+    }
+
+    /// `kubectl patch --type TYPE -o json` (`merge`, `json`): the object
+    /// as patched.
+    fn patch_as_type(&self, kind: &str, name: &str, type_: &str, patch: Value) -> Value {
+        let patch = patch.to_string();
         self.json(
             &[
-                "patch",
-                kind,
-                name,
-                "--type",
-                "merge",
-                "-p",
-                &patch.to_string(),
-                "-o",
-                "json",
+                "patch", kind, name, "--type", type_, "-p", &patch, "-o", "json",
             ],
             None,
         )
@@ -196,15 +183,28 @@ impl Cluster {
         self.json(&["get", kind, name, "-o", "json"], None)
     }
 
+    /// Approval `name` once its `status.FIELD` is `value`.
+    async fn approval_when(&self, name: &str, field: &str, value: &str) -> Value {
+        let what = format!("approval {name}: status.{field} {value}");
+        self.wait("approval", name, &what, |a| a["status"][field] == value)
+            .await
+    }
+
     /// The object once `ready` holds of it (within the bound).
-    async fn wait(&self, kind: &str, name: &str, what: &str, ready: fn(&Value) -> bool) -> Value {
+    async fn wait(
+        &self,
+        kind: &str,
+        name: &str,
+        what: &str,
+        ready: impl Fn(&Value) -> bool,
+    ) -> Value {
         let found = wait_for(what, BOUND, || async {
             let text = self
                 .kubectl
                 .run(&["get", kind, name, "-n", self.ns.name(), "-o", "json"])
                 .ok();
             let object: Option<Value> = text.and_then(|t| serde_json::from_str(&t).ok());
-            Ok(object.filter(ready))
+            Ok(object.filter(|o| ready(o)))
         })
         .await;
         found.unwrap_or_else(|e| {
@@ -258,12 +258,10 @@ fn block(text: &str) -> String {
 
 /// A flow with a call the test holds, a person's review and a last call.
 fn reviewed_flow(addr: SocketAddr) -> String {
-    format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: reviewed}}
-spec:
+    flow(
+        "reviewed",
+        &format!(
+            r#"
   steps:
     - key: fetch
       http: {{url: "http://{addr}/hold"}}
@@ -273,6 +271,7 @@ spec:
       after: [review.approve]
       http: {{url: "http://{addr}/ok"}}
 "#
+        ),
     )
 }
 
@@ -363,6 +362,17 @@ data:
     return hs
 "#;
 
+/// `kubectl get` of Argo CD's `argocd-cm`, as JSON.
+const GET_ARGOCD_CM: [&str; 7] = [
+    "get",
+    "configmap",
+    "argocd-cm",
+    "-n",
+    "argocd",
+    "-o",
+    "json",
+];
+
 /// The `data` Argo CD's install put in [`ARGOCD_INSTALL_CM`].
 fn install_data() -> serde_json::Map<String, Value> {
     let cm: Value = serde_yaml::from_str(ARGOCD_INSTALL_CM).expect("YAML");
@@ -382,15 +392,7 @@ async fn the_book_command_adds_the_health_checks_and_keeps_every_key_of_argocd_c
     match kubectl.run(&["create", "namespace", "argocd"]) {
         Ok(_) => {}
         Err(e) if e.contains("AlreadyExists") => {
-            if let Ok(out) = kubectl.run(&[
-                "get",
-                "configmap",
-                "argocd-cm",
-                "-n",
-                "argocd",
-                "-o",
-                "json",
-            ]) {
+            if let Ok(out) = kubectl.run(&GET_ARGOCD_CM) {
                 let cm: Value = serde_json::from_str(&out).expect("JSON");
                 assert_eq!(
                     cm["metadata"]["labels"]["coxswain.dev/e2e"], "argocd-cm",
@@ -403,23 +405,14 @@ async fn the_book_command_adds_the_health_checks_and_keeps_every_key_of_argocd_c
         }
         Err(e) => panic!("{e}"),
     }
-    let get = || {
-        kubectl.json(&[
-            "get",
-            "configmap",
-            "argocd-cm",
-            "-n",
-            "argocd",
-            "-o",
-            "json",
-        ])
+    let get = || kubectl.json(&GET_ARGOCD_CM);
+    // `kubectl apply` of argocd-cm as Argo CD's install applies it.
+    let install = || {
+        kubectl
+            .apply("argocd", ARGOCD_INSTALL_CM)
+            .unwrap_or_else(|e| panic!("{e}"))
     };
-    kubectl
-        .run_with_stdin(
-            &["apply", "-n", "argocd", "-f", "-"],
-            Some(ARGOCD_INSTALL_CM),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+    install();
     let installed = get();
 
     // Exactly the book's command, run from the repository's root.
@@ -470,12 +463,7 @@ async fn the_book_command_adds_the_health_checks_and_keeps_every_key_of_argocd_c
 
     // Argo CD's install applied again (an upgrade) keeps the health checks:
     // client-side apply removes only keys it applied before.
-    kubectl
-        .run_with_stdin(
-            &["apply", "-n", "argocd", "-f", "-"],
-            Some(ARGOCD_INSTALL_CM),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+    install();
     let upgraded = get();
     assert_eq!(
         upgraded["data"], patched["data"],
@@ -591,12 +579,9 @@ async fn a_flow_is_progressing_until_validated_then_healthy_or_degraded_with_its
         &["the schedule cannot start runs"],
     );
 
-    s.apply(
+    s.apply(&flow(
+        "broken",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: broken}
-spec:
   steps:
     - key: first
       http: {url: "http://127.0.0.1:1/"}
@@ -607,7 +592,7 @@ spec:
       when: "$steps.first.status == "
       http: {url: "http://127.0.0.1:1/"}
 "#,
-    );
+    ));
     let broken = s
         .wait("flow", "broken", "the broken flow checked", |f| {
             condition(f, "Valid").is_some_and(|c| c["status"] == "False")
@@ -697,16 +682,15 @@ async fn failed_cancelled_and_flowless_runs_and_a_refused_answer_are_not_healthy
     release.send_replace(true);
     let s = setup().await;
     s.apply(&reviewed_flow(addr));
-    s.apply(&format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: failing}}
-spec:
+    s.apply(&flow(
+        "failing",
+        &format!(
+            r#"
   steps:
     - key: order
       http: {{url: "http://{addr}/fail"}}
 "#
+        ),
     ));
 
     let failing = name(&s.create_run("failing"));
@@ -789,17 +773,14 @@ spec:
 #[tokio::test]
 async fn an_entry_is_suspended_until_filled_in_then_healthy() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "assign",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: assign}
-spec:
   steps:
     - key: owner
       approval: {mode: entry, fields: [{name: owner, type: string}, {name: days, type: integer}]}
 "#,
-    );
+    ));
     let run = name(&s.create_run("assign"));
     let waiting = s.wait_phase(&run, "Waiting").await;
     assert_health("Run", &waiting, "Suspended", &["at step owner"]);
@@ -827,24 +808,17 @@ spec:
 #[tokio::test]
 async fn an_approval_of_two_approvers_says_how_far_they_got_then_who_agreed() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "doubly",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: doubly}
-spec:
   steps:
     - key: review
       approval: {decisions: [approve, reject], approvals: 2}
 "#,
-    );
+    ));
     let run = name(&s.create_run("doubly"));
     let approval = s.kubectl.approval_name(s.ns.name(), &run, "review", 1);
-    let asked = s
-        .wait("approval", &approval, "the Approval open", |a| {
-            a["status"]["state"] == "open"
-        })
-        .await;
+    let asked = s.approval_when(&approval, "state", "open").await;
     assert_health(
         "Approval",
         &asked,
@@ -859,34 +833,13 @@ spec:
     let add = |by: &str| {
         let answer = json!({"decision": "approve", "decidedBy": {"username": by}});
         let patch = json!([{"op": "add", "path": "/spec/answers/-", "value": answer}]);
-        s.json(
-            &[
-                "patch",
-                "approval",
-                &approval,
-                "--type",
-                "json",
-                "-p",
-                &patch.to_string(),
-                "-o",
-                "json",
-            ],
-            None,
-        )
+        s.patch_as_type("approval", &approval, "json", patch)
     };
     add("bob");
-    let one = s
-        .wait("approval", &approval, "one answer counted", |a| {
-            a["status"]["tally"] == "approve 1 of 2"
-        })
-        .await;
+    let one = s.approval_when(&approval, "tally", "approve 1 of 2").await;
     assert_health("Approval", &one, "Suspended", &["(approve 1 of 2)"]);
     add("carol");
-    let taken = s
-        .wait("approval", &approval, "the decision taken in", |a| {
-            a["status"]["state"] == "taken"
-        })
-        .await;
+    let taken = s.approval_when(&approval, "state", "taken").await;
     assert_health(
         "Approval",
         &taken,

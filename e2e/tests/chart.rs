@@ -595,11 +595,7 @@ fn the_slack_events_endpoint_is_exposed_only_when_enabled() {
             "networkPolicy.enabled=true",
         ],
     );
-    let env = on.deployment_env();
-    let listen = env
-        .iter()
-        .find(|e| e["name"] == "COXSWAIN_SLACK_EVENTS_LISTEN")
-        .expect("the variable");
+    let listen = on.deployment_var("COXSWAIN_SLACK_EVENTS_LISTEN");
     assert_eq!(listen["value"], "0.0.0.0:9090");
     let ports = &on.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"];
     assert!(
@@ -643,9 +639,7 @@ fn the_slack_events_endpoint_is_exposed_only_when_enabled() {
 fn the_webhook_can_require_the_api_servers_certificate_and_address() {
     let off = Render::new("coxswain-system", &["networkPolicy.enabled=true"]);
     assert!(
-        !off.deployment_env()
-            .iter()
-            .any(|e| e["name"] == "COXSWAIN_WEBHOOK_CLIENT_CA"),
+        off.deployment_var("COXSWAIN_WEBHOOK_CLIENT_CA").is_null(),
         "no client CA unless asked"
     );
     let webhook_rule = |render: &Render| {
@@ -666,11 +660,7 @@ fn the_webhook_can_require_the_api_servers_certificate_and_address() {
             "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/28",
         ],
     );
-    let env = on.deployment_env();
-    let ca = env
-        .iter()
-        .find(|e| e["name"] == "COXSWAIN_WEBHOOK_CLIENT_CA")
-        .expect("the variable");
+    let ca = on.deployment_var("COXSWAIN_WEBHOOK_CLIENT_CA");
     assert_eq!(ca["value"], "/etc/coxswain/webhook-client-ca/ca.crt");
     let pod = &on.one("Deployment")["spec"]["template"]["spec"];
     assert_eq!(
@@ -709,12 +699,8 @@ fn the_charts_webhook_configurations_are_the_servers() {
         };
         // The user the chart tells the controller it is: the status webhook
         // leaves that user's writes alone.
-        let env = render.deployment_env();
-        let controller_user = env
-            .iter()
-            .find(|e| e["name"] == "COXSWAIN_WEBHOOK_CONTROLLER_USER")
-            .and_then(|e| e["value"].as_str())
-            .expect("the controller's user");
+        let user = render.deployment_var("COXSWAIN_WEBHOOK_CONTROLLER_USER");
+        let controller_user = user["value"].as_str().expect("the controller's user");
         for (kind, mut servers) in [
             (
                 "ValidatingWebhookConfiguration",
@@ -778,13 +764,7 @@ fn the_default_install_is_two_hardened_replicas_with_probes_and_services() {
     );
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
-    let env = render.deployment_env();
-    let value = |name: &str| -> Value {
-        env.iter()
-            .find(|e| e["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
+    let value = |name: &str| render.deployment_var(name);
     assert_eq!(value("COXSWAIN_IMAGE")["value"], container["image"]);
     assert_eq!(
         value("POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"],

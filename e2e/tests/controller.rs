@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::get;
-use coxswain_e2e::{ControllerProcess, Setup, wait_for};
+use coxswain_e2e::{ControllerProcess, Setup, flow, has_text, wait_for, words};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
@@ -65,46 +65,15 @@ async fn serve_counter() -> (SocketAddr, Counter) {
     (addr, counter)
 }
 
-coxswain_e2e::setup_newtype!(
-    /// A [`Setup`] (one controller, or more replicas) with what these tests
-    /// do through it.
-    Cluster
-);
-
-async fn setup() -> Cluster {
-    Cluster(Setup::new(&[]).await)
-}
-
-impl Cluster {
-    fn create_run(&self, flow: &str, input: Value) -> String {
-        self.kubectl
-            .create_run(self.ns.name(), flow, &input)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    async fn wait_phase(&self, run: &str, phases: &[&str]) -> Value {
-        match self
-            .kubectl
-            .wait_run(self.ns.name(), run, phases, BOUND)
-            .await
-        {
-            Ok(object) => object,
-            Err(e) => panic!(
-                "{e}\nrun: {}\ncontroller log:\n{}",
-                self.get("run", run),
-                self.logs()
-            ),
-        }
-    }
+async fn setup() -> Setup {
+    Setup::new(&[]).await
 }
 
 fn review_flow(addr: SocketAddr) -> String {
-    format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: counted}}
-spec:
+    flow(
+        "counted",
+        &format!(
+            r#"
   steps:
     - key: fetch
       http: {{url: "http://{addr}/n"}}
@@ -115,6 +84,7 @@ spec:
       after: [review.approve]
       condition: {{when: $steps.fetch.output.body.n > 1}}
 "#
+        ),
     )
 }
 
@@ -125,17 +95,12 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
     s.apply(&review_flow(addr));
     let run = s.create_run("counted", json!({}));
 
-    let waiting = s.wait_phase(&run, &["Waiting"]).await;
+    let waiting = s.wait_phase(&run, &["Waiting"], BOUND).await;
     assert_eq!(waiting["status"]["steps"]["fetch"]["status"], "completed");
     let table = s
         .kubectl
         .run(&["get", "runs", "-n", s.ns.name()])
         .unwrap_or_else(|e| panic!("{e}"));
-    let words = |line: &str| {
-        line.split_whitespace()
-            .map(String::from)
-            .collect::<Vec<_>>()
-    };
     let mut lines = table.lines();
     assert_eq!(
         words(lines.next().unwrap_or_default()),
@@ -158,28 +123,13 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
     );
 
     // "changes" sends the work back: fetch runs again, a second approval is asked.
-    s.kubectl
-        .run(&[
-            "patch",
-            "approval",
-            &approval,
-            "-n",
-            s.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"decision":"changes","feedback":"Count again."}}"#,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
+    s.merge_patch(
+        "approval",
+        &approval,
+        r#"{"spec":{"decision":"changes","feedback":"Count again."}}"#,
+    );
     let second = s.kubectl.approval_name(s.ns.name(), &run, "review", 2);
-    wait_for("the second approval", BOUND, || async {
-        Ok(s.kubectl
-            .run(&["get", "approval", &second, "-n", s.ns.name()])
-            .ok()
-            .map(drop))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.wait_exists("approval", &second, BOUND).await;
     assert_eq!(s.get("approval", &approval)["status"]["consumed"], true);
     assert_eq!(s.get("approval", &approval)["status"]["state"], "taken");
     // The STATUS column says open from the write right after creation.
@@ -189,20 +139,8 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
 
-    s.kubectl
-        .run(&[
-            "patch",
-            "approval",
-            &second,
-            "-n",
-            s.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"decision":"approve"}}"#,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    s.merge_patch("approval", &second, r#"{"spec":{"decision":"approve"}}"#);
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
     let status = &done["status"];
     assert_eq!(status["phase"], "Succeeded", "{status}");
     assert_eq!(
@@ -228,19 +166,16 @@ async fn an_approval_patched_with_kubectl_moves_the_run_on_and_changes_redo_the_
 #[tokio::test]
 async fn an_approval_whose_attempt_timed_out_is_closed_and_the_next_one_asked() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "hurried",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: hurried}
-spec:
   steps:
     - key: review
       attempts: 2
       timeout: 2s
       approval: {decisions: [approve]}
 "#,
-    );
+    ));
     let run = s.create_run("hurried", json!({}));
     let first = s.kubectl.approval_name(s.ns.name(), &run, "review", 1);
     let second = s.kubectl.approval_name(s.ns.name(), &run, "review", 2);
@@ -263,7 +198,7 @@ spec:
     );
     // The second attempt was asked too; when it times out as well, the run
     // fails and the run's end closes it.
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
     assert_eq!(done["status"]["phase"], "Failed", "{done}");
     let last = wait_for("the second approval closed", BOUND, || async {
         let approval = s.get("approval", &second);
@@ -281,22 +216,21 @@ spec:
 async fn a_run_pins_its_flow_and_cancel_stops_it() {
     let (addr, _counter) = serve_counter().await;
     let s = setup().await;
-    let flow = format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: slow}}
-spec:
+    let flow = flow(
+        "slow",
+        &format!(
+            r#"
   steps:
     - key: wait
       http: {{url: "http://{addr}/slow"}}
     - key: after
       condition: {{when: "true"}}
 "#
+        ),
     );
     s.apply(&flow);
     let run = s.create_run("slow", json!({}));
-    let running = s.wait_phase(&run, &["Running"]).await;
+    let running = s.wait_phase(&run, &["Running"], BOUND).await;
     assert_eq!(running["status"]["steps"]["wait"]["status"], "running");
     // The flow changes under the run: the run goes on with its snapshot.
     s.apply(&flow.replace("key: after", "key: later"));
@@ -307,27 +241,11 @@ spec:
         "configmap",
         &coxswain_k8s::names::flow_snapshot(&run, digest),
     );
-    assert!(
-        snapshot["data"]["flow.json"]
-            .as_str()
-            .is_some_and(|f| f.contains("\"after\""))
-    );
+    assert!(has_text(&snapshot["data"]["flow.json"], "\"after\""));
 
-    s.kubectl
-        .run(&[
-            "patch",
-            "run",
-            &run,
-            "-n",
-            s.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"cancel":true}}"#,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
+    s.merge_patch("run", &run, r#"{"spec":{"cancel":true}}"#);
     let done = s
-        .wait_phase(&run, &["Cancelled", "Failed", "Succeeded"])
+        .wait_phase(&run, &["Cancelled", "Failed", "Succeeded"], BOUND)
         .await;
     assert_eq!(done["status"]["phase"], "Cancelled", "{}", done["status"]);
     assert!(done["status"]["steps"].get("later").is_none());
@@ -338,16 +256,15 @@ spec:
 async fn a_controller_killed_mid_call_resumes_the_run_with_the_same_idempotency_key() {
     let (addr, counter) = serve_counter().await;
     let mut s = setup().await;
-    s.apply(&format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: resumed}}
-spec:
+    s.apply(&flow(
+        "resumed",
+        &format!(
+            r#"
   steps:
     - key: call
       http: {{url: "http://{addr}/first-slow"}}
 "#
+        ),
     ));
     let run = s.create_run("resumed", json!({}));
     wait_for("the first call", BOUND, || async {
@@ -359,7 +276,7 @@ spec:
     s.controllers[0] = ControllerProcess::for_namespace(s.ns.name(), &[])
         .await
         .expect("controller again");
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     let keys = counter.keys.lock().expect("lock").clone();
     assert_eq!(keys.len(), 2, "{keys:?}");
@@ -376,31 +293,30 @@ spec:
     );
 }
 
-fn approval_flow() -> &'static str {
-    r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: asked}
-spec:
+fn approval_flow() -> String {
+    flow(
+        "asked",
+        r#"
   steps:
     - key: review
       approval: {decisions: [approve]}
     - key: after
       condition: {when: "true"}
-"#
+"#,
+    )
 }
 
 #[tokio::test]
 async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
     let lease = ["--lease-duration", "4s"];
-    let mut s = Cluster(Setup::new(&lease).await);
+    let mut s = Setup::new(&lease).await;
     let second = ControllerProcess::for_namespace(s.ns(), &lease)
         .await
         .expect("second replica");
     s.controllers.push(second);
-    s.apply(approval_flow());
+    s.apply(&approval_flow());
     let run = s.create_run("asked", json!({}));
-    s.wait_phase(&run, &["Waiting"]).await;
+    s.wait_phase(&run, &["Waiting"], BOUND).await;
     let lease = s.get("lease", "coxswain-controller");
     let holder = lease["spec"]["holderIdentity"]
         .as_str()
@@ -413,19 +329,11 @@ async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
         .unwrap_or_else(|| panic!("no replica holds the Lease: {lease}"));
     s.controllers[leader].kill();
     let standby = 1 - leader;
-    s.kubectl
-        .run(&[
-            "patch",
-            "approval",
-            &s.kubectl.approval_name(s.ns.name(), &run, "review", 1),
-            "-n",
-            s.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"decision":"approve"}}"#,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
+    s.merge_patch(
+        "approval",
+        &s.kubectl.approval_name(s.ns.name(), &run, "review", 1),
+        r#"{"spec":{"decision":"approve"}}"#,
+    );
     let done = wait_for("the standby to finish the run", BOUND, || async {
         let object = s.get("run", &run);
         Ok((object["status"]["phase"] == "Succeeded").then_some(object))
@@ -445,39 +353,23 @@ async fn when_the_leader_is_killed_the_second_replica_finishes_the_run() {
 #[tokio::test]
 async fn deleting_a_run_removes_what_was_made_for_it() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "built",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: built}
-spec:
   steps:
     - key: build
       script: {source: 'echo "{\"ok\": true}"'}
     - key: review
       approval: {decisions: [approve]}
 "#,
-    );
+    ));
     let run = s.create_run("built", json!({}));
-    s.wait_phase(&run, &["Waiting"]).await;
+    s.wait_phase(&run, &["Waiting"], BOUND).await;
     let selector = format!("coxswain.dev/run={run}");
     let children = || {
         let mut names = Vec::new();
         for kind in ["jobs", "configmaps", "approvals"] {
-            let out = s
-                .kubectl
-                .run(&[
-                    "get",
-                    kind,
-                    "-n",
-                    s.ns.name(),
-                    "-l",
-                    &selector,
-                    "-o",
-                    "name",
-                ])
-                .unwrap_or_else(|e| panic!("{e}"));
-            names.extend(out.lines().map(String::from));
+            names.extend(s.names(kind, &selector));
         }
         names
     };
@@ -501,19 +393,16 @@ spec:
 #[tokio::test]
 async fn cancelling_a_run_deletes_its_running_job() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "sleepy",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: sleepy}
-spec:
   steps:
     - key: nap
       script: {source: "echo 'taking a nap' >&2; sleep 600"}
 "#,
-    );
+    ));
     let run = s.create_run("sleepy", json!({}));
-    s.wait_phase(&run, &["Running"]).await;
+    s.wait_phase(&run, &["Running"], BOUND).await;
     let selector = format!("coxswain.dev/run={run}");
     // The line is in the pod's log before the cancel, so reading it then
     // must find it.
@@ -526,47 +415,22 @@ spec:
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let jobs = || {
-        s.kubectl
-            .run(&[
-                "get",
-                "jobs",
-                "-n",
-                s.ns.name(),
-                "-l",
-                &selector,
-                "-o",
-                "name",
-            ])
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
+    let jobs = || s.names("jobs", &selector);
     wait_for("the Job", BOUND, || async {
-        Ok((!jobs().trim().is_empty()).then_some(()))
+        Ok((!jobs().is_empty()).then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    s.kubectl
-        .run(&[
-            "patch",
-            "run",
-            &run,
-            "-n",
-            s.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"cancel":true}}"#,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
+    s.merge_patch("run", &run, r#"{"spec":{"cancel":true}}"#);
     let done = s
-        .wait_phase(&run, &["Cancelled", "Failed", "Succeeded"])
+        .wait_phase(&run, &["Cancelled", "Failed", "Succeeded"], BOUND)
         .await;
     assert_eq!(done["status"]["phase"], "Cancelled", "{}", done["status"]);
     wait_for("the Job to go", BOUND, || async {
-        Ok(jobs().trim().is_empty().then_some(()))
+        Ok(jobs().is_empty().then_some(()))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}: {}", jobs()));
+    .unwrap_or_else(|e| panic!("{e}: {:?}", jobs()));
     // What the stopped script had written is kept in its attempt's record.
     let kept = wait_for("the stopped attempt's log in the record", BOUND, || async {
         let run = s.get("run", &run);
@@ -581,12 +445,9 @@ spec:
 #[tokio::test]
 async fn a_scripts_lines_are_in_kubectl_logs_and_its_stderr_in_the_record() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "chatty",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: chatty}
-spec:
   steps:
     - key: build
       script:
@@ -602,9 +463,9 @@ spec:
           echo 'test 501 FAILED: expected 2, got 3' >&2
           exit 1
 "#,
-    );
+    ));
     let run = s.create_run("chatty", json!({}));
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
     assert_eq!(done["status"]["phase"], "Failed", "{}", done["status"]);
     let steps = &done["status"]["steps"];
     assert_eq!(steps["build"]["output"], json!({"artifact": "app.tar"}));
@@ -627,20 +488,7 @@ spec:
     // streams, and nothing of Coxswain's own result.
     let job = |step: &str| {
         let selector = format!("coxswain.dev/run={run},coxswain.dev/step={step}");
-        s.kubectl
-            .run(&[
-                "get",
-                "jobs",
-                "-n",
-                s.ns.name(),
-                "-l",
-                &selector,
-                "-o",
-                "name",
-            ])
-            .unwrap_or_else(|e| panic!("{e}"))
-            .trim()
-            .to_string()
+        s.names("jobs", &selector).join("\n")
     };
     let build = job("build");
     let logs = s
@@ -674,41 +522,23 @@ spec:
 
 #[tokio::test]
 async fn finished_jobs_go_after_the_time_set_once_their_result_is_recorded() {
-    let s = Cluster(Setup::new(&["--job-ttl-after-finished", "0"]).await);
-    s.apply(
+    let s = Setup::new(&["--job-ttl-after-finished", "0"]).await;
+    s.apply(&flow(
+        "brief",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: brief}
-spec:
   steps:
     - key: one
       script: {source: "echo '{\"n\": 1}'"}
 "#,
-    );
+    ));
     let run = s.create_run("brief", json!({}));
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
     assert_eq!(done["status"]["steps"]["one"]["output"], json!({"n": 1}));
     let selector = format!("coxswain.dev/run={run}");
-    wait_for(
+    s.wait_none(
         "the finished Job to be deleted by its TTL",
         BOUND,
-        || async {
-            let jobs = s
-                .kubectl
-                .run(&[
-                    "get",
-                    "jobs",
-                    "-n",
-                    s.ns.name(),
-                    "-l",
-                    &selector,
-                    "-o",
-                    "name",
-                ])
-                .unwrap_or_default();
-            Ok(jobs.trim().is_empty().then_some(()))
-        },
+        &["jobs", "-l", &selector],
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
@@ -741,36 +571,21 @@ spec:
 #[tokio::test]
 async fn a_schedule_fires_twice_and_the_second_run_sees_since() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "nightly",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: nightly}
-spec:
   schedule: {cron: "* * * * *"}
   steps:
     - key: report
       script: {source: 'printf "{\"since\": \"%s\", \"last\": \"%s\"}" "$SINCE" "$LAST_RUN"'}
 "#,
-    );
+    ));
     let runs = wait_for(
         "two scheduled runs to succeed",
         Duration::from_secs(200),
         || async {
-            let list = s.kubectl.json(&[
-                "get",
-                "runs",
-                "-n",
-                s.ns.name(),
-                "-l",
-                "coxswain.dev/flow=nightly",
-                "-o",
-                "json",
-            ]);
-            let mut done: Vec<Value> = list["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let mut done: Vec<Value> = s
+                .items("runs", "coxswain.dev/flow=nightly")
                 .into_iter()
                 .filter(|r| r["status"]["phase"] == "Succeeded")
                 .collect();
@@ -803,12 +618,9 @@ spec:
 #[tokio::test]
 async fn a_mebibyte_output_and_a_thousand_passes_keep_the_run_under_512_kib() {
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "heavy",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: heavy}
-spec:
   steps:
     - key: big
       script:
@@ -821,9 +633,9 @@ spec:
           - key: tick
             condition: {when: "$loop.iteration > 0"}
 "#,
-    );
+    ));
     let run = s.create_run("heavy", json!({}));
-    let done = s.wait_phase(&run, &["Succeeded", "Failed"]).await;
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
     let status = &done["status"];
     assert_eq!(status["phase"], "Succeeded", "{}", s.logs());
     assert_eq!(status["steps"]["spin"]["iteration"], 1000);
@@ -858,9 +670,9 @@ spec:
 }
 
 /// The `error.code` of `run` once it failed.
-async fn failed_code(s: &Cluster, run: &str) -> Value {
+async fn failed_code(s: &Setup, run: &str) -> Value {
     let done = s
-        .wait_phase(run, &["Failed", "Succeeded", "Cancelled"])
+        .wait_phase(run, &["Failed", "Succeeded", "Cancelled"], BOUND)
         .await;
     assert_eq!(done["status"]["phase"], "Failed", "{}", done["status"]);
     done["status"]["error"].clone()
@@ -871,12 +683,9 @@ async fn without_admission_a_bad_input_or_flow_fails_with_its_own_code_and_a_mis
 {
     // The controller alone: nothing refuses these at `kubectl create`.
     let s = setup().await;
-    s.apply(
+    s.apply(&flow(
+        "typed",
         r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: typed}
-spec:
   input:
     type: object
     required: [count]
@@ -884,51 +693,36 @@ spec:
   steps:
     - key: check
       condition: {when: "$input.count > 1"}
----
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: broken}
-spec:
+"#,
+    ));
+    s.apply(&flow(
+        "broken",
+        r#"
   steps:
     - key: check
       condition: {when: "$steps.nowhere.output > 1"}
 "#,
-    );
+    ));
     let bad_input = s.create_run("typed", json!({"count": "two"}));
     let error = failed_code(&s, &bad_input).await;
     assert_eq!(error["code"], "workflow.input_invalid", "{error}");
     assert!(
-        error["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("does not fit the flow `typed`")),
+        has_text(&error["message"], "does not fit the flow `typed`"),
         "{error}"
     );
     let bad_flow = s.create_run("broken", json!({}));
     let error = failed_code(&s, &bad_flow).await;
     assert_eq!(error["code"], "workflow.flow_invalid", "{error}");
-    assert!(
-        error["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("`nowhere`")),
-        "{error}"
-    );
+    assert!(has_text(&error["message"], "`nowhere`"), "{error}");
 
     // A Run of a Flow not synced yet waits, says why, and tells it once in
     // an Event kubectl shows.
     let waiting = s.create_run("later", json!({}));
-    let ns = s.ns.name().to_string();
     let events = wait_for("a FlowNotFound Event", BOUND, || async {
-        let events = s.kubectl.json(&[
-            "get",
-            "events",
-            "-n",
-            &ns,
-            "--field-selector",
+        let items = s.kubectl.events(
+            s.ns(),
             &format!("involvedObject.name={waiting},reason=FlowNotFound"),
-            "-o",
-            "json",
-        ]);
-        let items = events["items"].as_array().cloned().unwrap_or_default();
+        );
         Ok((!items.is_empty()).then_some(items))
     })
     .await

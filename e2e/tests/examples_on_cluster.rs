@@ -8,84 +8,35 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use coxswain_e2e::{
-    ControllerProcess, Kubectl, TestNamespace, coxswain_bin, wait_for, workspace_root,
-};
+use coxswain_e2e::{Setup, coxswain_bin, flow, has_text, workspace_root};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(180);
 
-struct Cluster {
-    ns: TestNamespace,
-    kubectl: Kubectl,
-    controller: ControllerProcess,
+/// `kubectl apply -f examples/FILE` and `kubectl create` of a Run of it.
+fn start(c: &Setup, file: &str, input: &Value) -> String {
+    let path = workspace_root().join("examples").join(file);
+    c.kubectl
+        .run(&["apply", "-n", c.ns(), "-f", &path.to_string_lossy()])
+        .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", c.logs()));
+    c.create_run(file.trim_end_matches(".yaml"), input.clone())
 }
 
-async fn cluster(extra: &[&str]) -> Cluster {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let ns = TestNamespace::new().await.expect("namespace");
-    let controller = ControllerProcess::for_namespace(ns.name(), extra)
-        .await
-        .expect("controller");
-    Cluster {
-        ns,
-        kubectl,
-        controller,
-    }
+/// The status of `run` once its phase is one of `phases`.
+async fn wait(c: &Setup, run: &str, phases: &[&str]) -> Value {
+    c.wait_phase(run, phases, BOUND).await["status"].clone()
 }
 
-impl Cluster {
-    fn kubectl(&self, args: &[&str]) -> String {
-        self.kubectl
-            .run(args)
-            .unwrap_or_else(|e| panic!("{e}\ncontroller log:\n{}", self.controller.log_text()))
-    }
+/// The status of a Run of `examples/FILE` with `input` once it has ended
+/// (`Succeeded` or `Failed`).
+async fn ended(c: &Setup, file: &str, input: &Value) -> Value {
+    let run = start(c, file, input);
+    wait(c, &run, &["Succeeded", "Failed"]).await
+}
 
-    /// `kubectl apply -f examples/FILE` and `kubectl create` of a Run of it.
-    fn start(&self, file: &str, input: &Value) -> String {
-        let path = workspace_root().join("examples").join(file);
-        self.kubectl(&["apply", "-n", self.ns.name(), "-f", &path.to_string_lossy()]);
-        let flow = file.trim_end_matches(".yaml");
-        self.kubectl
-            .create_run(self.ns.name(), flow, input)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn run_status(&self, run: &str) -> Value {
-        self.kubectl
-            .json(&["get", "run", run, "-n", self.ns.name(), "-o", "json"])["status"]
-            .clone()
-    }
-
-    async fn wait(&self, run: &str, phases: &[&str]) -> Value {
-        match self
-            .kubectl
-            .wait_run(self.ns.name(), run, phases, BOUND)
-            .await
-        {
-            Ok(object) => object["status"].clone(),
-            Err(e) => panic!(
-                "{e}\nrun: {}\ncontroller log:\n{}",
-                self.run_status(run),
-                self.controller.log_text()
-            ),
-        }
-    }
-
-    fn decide(&self, approval: &str, patch: Value) {
-        self.kubectl(&[
-            "patch",
-            "approval",
-            approval,
-            "-n",
-            self.ns.name(),
-            "--type",
-            "merge",
-            "-p",
-            &patch.to_string(),
-        ]);
-    }
+/// An Approval's decision, patched as a person makes it.
+fn decide(c: &Setup, approval: &str, patch: Value) {
+    c.merge_patch("approval", approval, &patch.to_string());
 }
 
 /// What `coxswain run FILE --output json` records on this machine.
@@ -133,7 +84,7 @@ fn result(record: &Value) -> Value {
 
 #[tokio::test]
 async fn the_script_examples_end_on_the_cluster_as_they_end_locally() {
-    let c = cluster(&[]).await;
+    let c = Setup::new(&[]).await;
     let examples = [
         (
             "hello.yaml",
@@ -144,10 +95,10 @@ async fn the_script_examples_end_on_the_cluster_as_they_end_locally() {
     ];
     let runs: Vec<(String, &str, Value)> = examples
         .iter()
-        .map(|(file, input)| (c.start(file, input), *file, input.clone()))
+        .map(|(file, input)| (start(&c, file, input), *file, input.clone()))
         .collect();
     for (run, file, input) in runs {
-        let on_cluster = c.wait(&run, &["Succeeded", "Failed", "Cancelled"]).await;
+        let on_cluster = wait(&c, &run, &["Succeeded", "Failed", "Cancelled"]).await;
         let local = local_record(&workspace_root().join("examples").join(file), &input, &[]);
         assert_eq!(
             outline(&on_cluster),
@@ -160,16 +111,10 @@ async fn the_script_examples_end_on_the_cluster_as_they_end_locally() {
 
 #[tokio::test]
 async fn a_failing_script_fails_the_run_with_its_stderr() {
-    let c = cluster(&[]).await;
-    c.kubectl
-        .run_with_stdin(
-            &["apply", "-n", c.ns.name(), "-f", "-"],
-            Some(
-                r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: broken}
-spec:
+    let c = Setup::new(&[]).await;
+    c.apply(&flow(
+        "broken",
+        r#"
   steps:
     - key: build
       script:
@@ -178,33 +123,24 @@ spec:
           echo "error: the widget is missing" >&2
           exit 2
 "#,
-            ),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+    ));
     let run = json!({
         "apiVersion": "coxswain.dev/v1alpha1", "kind": "Run",
         "metadata": {"name": "broken-1"}, "spec": {"flowRef": {"name": "broken"}},
     });
     c.kubectl
-        .run_with_stdin(
-            &["create", "-n", c.ns.name(), "-f", "-"],
-            Some(&run.to_string()),
-        )
+        .run_with_stdin(&["create", "-n", c.ns(), "-f", "-"], Some(&run.to_string()))
         .unwrap_or_else(|e| panic!("{e}"));
-    let status = c.wait("broken-1", &["Succeeded", "Failed"]).await;
+    let status = wait(&c, "broken-1", &["Succeeded", "Failed"]).await;
     assert_eq!(status["phase"], "Failed", "{status:#}");
     let step_error = &status["steps"]["build"]["error"];
     assert_eq!(step_error["code"], "script.failed", "{status:#}");
     assert!(
-        step_error["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("error: the widget is missing")),
+        has_text(&step_error["message"], "error: the widget is missing"),
         "{step_error}"
     );
     assert!(
-        status["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("the widget is missing")),
+        has_text(&status["error"]["message"], "the widget is missing"),
         "{status:#}"
     );
 }
@@ -235,35 +171,28 @@ fn model_url() -> String {
 #[ignore = "needs the real model server (e2e/model/up); CI runs it"]
 async fn the_agent_examples_run_on_the_cluster_with_approvals_patched_by_kubectl() {
     let url = model_url();
-    let c = cluster(&["--agent-url", &url]).await;
+    let c = Setup::new(&["--agent-url", &url]).await;
 
     // review: a draft, sent back once with instructions, then approved.
-    let run = c.start(
+    let run = start(
+        &c,
         "review.yaml",
         &json!({"brief": "Why we moved our build tool to Rust"}),
     );
-    let waiting = c.wait(&run, &["Waiting", "Failed"]).await;
+    let waiting = wait(&c, &run, &["Waiting", "Failed"]).await;
     assert_eq!(waiting["phase"], "Waiting", "{waiting:#}");
-    let first = c.kubectl.approval_name(c.ns.name(), &run, "review", 1);
-    let shown = c
-        .kubectl
-        .json(&["get", "approval", &first, "-n", c.ns.name(), "-o", "json"]);
+    let first = c.kubectl.approval_name(c.ns(), &run, "review", 1);
+    let shown = c.get("approval", &first);
     assert!(shown["spec"]["show"]["draft"].is_object(), "{shown:#}");
-    c.decide(
+    decide(
+        &c,
         &first,
         json!({"spec": {"decision": "changes", "feedback": "Make the title shorter."}}),
     );
-    let second = c.kubectl.approval_name(c.ns.name(), &run, "review", 2);
-    wait_for("the second review", BOUND, || async {
-        Ok(c.kubectl
-            .run(&["get", "approval", &second, "-n", c.ns.name()])
-            .ok()
-            .map(drop))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", c.run_status(&run), c.controller.log_text()));
-    c.decide(&second, json!({"spec": {"decision": "approve"}}));
-    let done = c.wait(&run, &["Succeeded", "Failed"]).await;
+    let second = c.kubectl.approval_name(c.ns(), &run, "review", 2);
+    c.wait_exists("approval", &second, BOUND).await;
+    decide(&c, &second, json!({"spec": {"decision": "approve"}}));
+    let done = wait(&c, &run, &["Succeeded", "Failed"]).await;
     assert_eq!(done["phase"], "Succeeded", "{done:#}");
     let draft = &done["steps"]["draft"];
     let attempts = draft["attempts"].as_array().cloned().unwrap_or_default();
@@ -275,14 +204,13 @@ async fn the_agent_examples_run_on_the_cluster_with_approvals_patched_by_kubectl
     assert!(done["output"]["title"].is_string(), "{done:#}");
     assert_eq!(done["steps"]["publish"]["output"]["published"], true);
 
+    // critique and critique-loop write about the same product.
+    let product = json!({"product": "a kayak that folds into a backpack"});
+
     // critique: an agent critic decides; on `changes` the work goes back to
     // the writer with its instructions, until it approves or the send-back
     // limit ends the run, as it does locally.
-    let run = c.start(
-        "critique.yaml",
-        &json!({"product": "a kayak that folds into a backpack"}),
-    );
-    let done = c.wait(&run, &["Succeeded", "Failed"]).await;
+    let done = ended(&c, "critique.yaml", &product).await;
     match done["phase"].as_str() {
         Some("Succeeded") => {
             assert_eq!(done["output"]["verdict"], "approve", "{done:#}");
@@ -304,22 +232,14 @@ async fn the_agent_examples_run_on_the_cluster_with_approvals_patched_by_kubectl
 
     // critique-loop: the same as a loop; the critic approves within three
     // passes or the loop's limit ends the run.
-    let run = c.start(
-        "critique-loop.yaml",
-        &json!({"product": "a kayak that folds into a backpack"}),
-    );
-    let done = c.wait(&run, &["Succeeded", "Failed"]).await;
+    let done = ended(&c, "critique-loop.yaml", &product).await;
     match done["phase"].as_str() {
         Some("Succeeded") => assert_eq!(done["output"]["approved"], true, "{done:#}"),
         _ => assert_eq!(done["error"]["code"], "workflow.loop_limit", "{done:#}"),
     }
 
     // actions: a list output fanned out to one reminder per item.
-    let run = c.start(
-        "actions.yaml",
-        &json!({"notes": "Ana sends the budget by Friday. Bo fixes the login bug before the release."}),
-    );
-    let done = c.wait(&run, &["Succeeded", "Failed"]).await;
+    let done = ended(&c, "actions.yaml", &json!({"notes": "Ana sends the budget by Friday. Bo fixes the login bug before the release."})).await;
     assert_eq!(done["phase"], "Succeeded", "{done:#}");
     let items = done["output"]["items"]
         .as_array()

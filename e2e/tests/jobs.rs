@@ -106,7 +106,7 @@ async fn through_job(launcher: &JobLauncher, work: &Work) -> WorkResult {
     launcher.launch(work).await.expect("launched");
     let id = WorkId::of(work);
     wait_for(&format!("{id} finishes"), BOUND, || async {
-        match launcher.observe(&id).await.expect("observed") {
+        match observed(launcher, &id).await {
             Observation::Finished(result) => Ok(Some(result)),
             Observation::Running => Ok(None),
             Observation::Unknown => panic!("{id} is unknown after its launch"),
@@ -121,6 +121,33 @@ async fn locally(work: &Work, secrets: MapSecrets) -> WorkResult {
     LocalScript::new(Arc::new(secrets)).run(work).await
 }
 
+/// What the launcher observes of `id` now.
+async fn observed(launcher: &JobLauncher, id: &WorkId) -> Observation {
+    launcher.observe(id).await.expect("observed")
+}
+
+/// Whether the object `name` is there to read through `api`.
+async fn exists<K>(api: Api<K>, name: &str) -> bool
+where
+    K: Clone + std::fmt::Debug + k8s_openapi::serde::de::DeserializeOwned,
+{
+    api.get_opt(name).await.expect("read").is_some()
+}
+
+/// An env var taken from `key` of the Secret `secret`.
+fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(ValueFrom {
+            secret_key_ref: SecretKeyRef {
+                name: secret.into(),
+                key: key.into(),
+            },
+        }),
+    }
+}
+
 fn error_of(result: &WorkResult) -> (&str, &str) {
     let failed = result.as_ref().expect_err("a failure");
     (failed.error.code.as_str(), failed.error.message.as_str())
@@ -128,13 +155,13 @@ fn error_of(result: &WorkResult) -> (&str, &str) {
 
 #[tokio::test]
 async fn the_namespace_refuses_pods_that_are_not_hardened() {
-    let Restricted { ns, .. } = setup().await;
+    let r = setup().await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}
     }))
     .expect("a pod");
-    let pods: Api<Pod> = ns.api();
+    let pods: Api<Pod> = r.ns.api();
     let refused = pods.create(&PostParams::default(), &pod).await;
     let Err(kube::Error::Api(status)) = refused else {
         panic!("an unhardened pod was admitted: {refused:?}");
@@ -149,11 +176,7 @@ async fn the_namespace_refuses_pods_that_are_not_hardened() {
 
 #[tokio::test]
 async fn output_text_and_inputs_come_back_as_the_local_executor_gives_them() {
-    let Restricted {
-        ns: _ns,
-        run,
-        launcher,
-    } = setup().await;
+    let r = setup().await;
     let step = script(
         r#"echo made > "$OUTPUTS/report.txt"
 printf '{"brief":%s,"count":%s,"inputs":"%s","step":"%s","attempt":%s,"run":"%s","since":"%s","last":"%s"}\n' \
@@ -161,8 +184,8 @@ printf '{"brief":%s,"count":%s,"inputs":"%s","step":"%s","attempt":%s,"run":"%s"
   "$STEP_KEY" "$ATTEMPT" "$RUN_NAME" "$SINCE" "$LAST_RUN""#,
     );
     let input = json!({"brief": {"title": "Q3"}, "count": 3, "Jira Ticket": "A-1"});
-    let work = work(&run, "summarize", step, input);
-    let job = through_job(&launcher, &work).await;
+    let work = work(&r.run, "summarize", step, input);
+    let job = through_job(&r.launcher, &work).await;
     let local = locally(&work, MapSecrets::new()).await;
     assert_eq!(job, local, "a Job gives what the local executor gives");
     let done = job.expect("done");
@@ -181,17 +204,18 @@ printf '{"brief":%s,"count":%s,"inputs":"%s","step":"%s","attempt":%s,"run":"%s"
 
 #[tokio::test]
 async fn inputs_are_read_only_files_in_contract_form() {
-    let Restricted {
-        ns: _ns,
-        run,
-        launcher,
-    } = setup().await;
+    let r = setup().await;
     let step = script(
         r#"for f in "$INPUTS"/*; do printf '%s=%s\n' "${f##*/}" "$(cat "$f")"; done
 if touch "$INPUTS/new" 2>/dev/null; then echo writable; else echo read-only; fi"#,
     );
-    let work = work(&run, "read", step, json!({"a b": [1, 2], "c": {"d": null}}));
-    let text = through_job(&launcher, &work)
+    let work = work(
+        &r.run,
+        "read",
+        step,
+        json!({"a b": [1, 2], "c": {"d": null}}),
+    );
+    let text = through_job(&r.launcher, &work)
         .await
         .expect("done")
         .text
@@ -204,16 +228,16 @@ if touch "$INPUTS/new" 2>/dev/null; then echo writable; else echo read-only; fi"
 
 #[tokio::test]
 async fn a_300_kib_output_comes_back_through_the_log() {
-    let Restricted { ns, run, launcher } = setup().await;
+    let r = setup().await;
     let step = script(r#"printf '{"data":"'; head -c 307200 /dev/zero | tr '\0' a; printf '"}'"#);
-    let work = work(&run, "big", step, Value::Null);
-    let done = through_job(&launcher, &work).await.expect("done");
+    let work = work(&r.run, "big", step, Value::Null);
+    let done = through_job(&r.launcher, &work).await.expect("done");
     assert_eq!(done.output, json!("a".repeat(307_200)));
     // JSON printed: the text is the output's, kept once.
     assert_eq!(done.text.map(|t| t.len()), Some(307_200));
     // It did go through the log: the termination message only points there.
     let job_name = names::job("nightly", &WorkId::of(&work));
-    let pods: Api<Pod> = ns.api();
+    let pods: Api<Pod> = r.ns.api();
     let listed = pods
         .list(&ListParams::default().labels(&format!("job-name={job_name}")))
         .await
@@ -237,11 +261,7 @@ async fn a_300_kib_output_comes_back_through_the_log() {
 
 #[tokio::test]
 async fn declared_fields_are_enforced_as_locally() {
-    let Restricted {
-        ns: _ns,
-        run,
-        launcher,
-    } = setup().await;
+    let r = setup().await;
     let mut step = script(r#"echo '{"id": "7", "extra": true}'"#);
     step.output = Some(ScriptOutput {
         fields: vec![
@@ -258,8 +278,8 @@ async fn declared_fields_are_enforced_as_locally() {
         ],
         ..Default::default()
     });
-    let work = work(&run, "typed", step, Value::Null);
-    let job = through_job(&launcher, &work).await;
+    let work = work(&r.run, "typed", step, Value::Null);
+    let job = through_job(&r.launcher, &work).await;
     assert_eq!(job, locally(&work, MapSecrets::new()).await);
     let (code, message) = error_of(&job);
     assert_eq!(code, codes::OUTPUT);
@@ -268,14 +288,10 @@ async fn declared_fields_are_enforced_as_locally() {
 
 #[tokio::test]
 async fn a_failing_script_gives_script_failed_with_its_stderr() {
-    let Restricted {
-        ns: _ns,
-        run,
-        launcher,
-    } = setup().await;
+    let r = setup().await;
     let step = script("echo 'partial' ; echo 'disk full' >&2; exit 3");
-    let work = work(&run, "fails", step, Value::Null);
-    let job = through_job(&launcher, &work).await;
+    let work = work(&r.run, "fails", step, Value::Null);
+    let job = through_job(&r.launcher, &work).await;
     assert_eq!(job, locally(&work, MapSecrets::new()).await);
     assert_eq!(
         error_of(&job),
@@ -285,14 +301,10 @@ async fn a_failing_script_gives_script_failed_with_its_stderr() {
 
 #[tokio::test]
 async fn a_timeout_gives_workflow_timeout() {
-    let Restricted {
-        ns: _ns,
-        run,
-        launcher,
-    } = setup().await;
-    let mut work = work(&run, "slow", script("sleep 60"), Value::Null);
+    let r = setup().await;
+    let mut work = work(&r.run, "slow", script("sleep 60"), Value::Null);
     work.timeout = Some(Duration::from_secs(3));
-    let job = through_job(&launcher, &work).await;
+    let job = through_job(&r.launcher, &work).await;
     assert_eq!(
         error_of(&job),
         (
@@ -304,55 +316,42 @@ async fn a_timeout_gives_workflow_timeout() {
 
 #[tokio::test]
 async fn launching_twice_makes_one_job() {
-    let Restricted { ns, run, launcher } = setup().await;
-    let work = work(&run, "once", script("echo 1"), Value::Null);
-    let (a, b) = tokio::join!(launcher.launch(&work), launcher.launch(&work));
+    let r = setup().await;
+    let work = work(&r.run, "once", script("echo 1"), Value::Null);
+    let (a, b) = tokio::join!(r.launcher.launch(&work), r.launcher.launch(&work));
     a.expect("first launch");
     b.expect("second launch");
-    launcher.launch(&work).await.expect("third launch");
-    let jobs: Api<Job> = ns.api();
-    let uid = run.metadata.uid.clone().expect("uid");
+    r.launcher.launch(&work).await.expect("third launch");
+    let jobs: Api<Job> = r.ns.api();
+    let uid = r.run.metadata.uid.clone().expect("uid");
     let listed = jobs
         .list(&ListParams::default().labels(&format!("{}={uid}", names::RUN_UID_LABEL)))
         .await
         .expect("jobs");
     assert_eq!(listed.items.len(), 1);
-    let done = through_job(&launcher, &work).await.expect("done");
+    let done = through_job(&r.launcher, &work).await.expect("done");
     assert_eq!(done.output, json!(1));
 }
 
 #[tokio::test]
 async fn a_secret_env_var_reaches_the_script_and_stays_out_of_the_job() {
-    let Restricted { ns, run, launcher } = setup().await;
-    let secret: Secret = serde_json::from_value(json!({
+    let r = setup().await;
+    r.ns.create::<Secret>(json!({
         "metadata": {"name": "api"},
         "stringData": {"token": "s3cret-$(not-expanded)"}
     }))
-    .expect("a secret");
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("secret created");
+    .await;
     let mut step = script(r#"printf '{"token":"%s","plain":"%s"}' "$TOKEN" "$PLAIN""#);
     step.env = vec![
-        EnvVar {
-            name: "TOKEN".into(),
-            value: None,
-            value_from: Some(ValueFrom {
-                secret_key_ref: SecretKeyRef {
-                    name: "api".into(),
-                    key: "token".into(),
-                },
-            }),
-        },
+        from_secret("TOKEN", "api", "token"),
         EnvVar {
             name: "PLAIN".into(),
             value: Some("$(TOKEN) $$".into()),
             value_from: None,
         },
     ];
-    let work = work(&run, "call", step, Value::Null);
-    let job = through_job(&launcher, &work).await;
+    let work = work(&r.run, "call", step, Value::Null);
+    let job = through_job(&r.launcher, &work).await;
     let local = locally(
         &work,
         MapSecrets::new().with("api", "token", "s3cret-$(not-expanded)"),
@@ -363,54 +362,38 @@ async fn a_secret_env_var_reaches_the_script_and_stays_out_of_the_job() {
         job.expect("done").output,
         json!({"token": "s3cret-$(not-expanded)", "plain": "$(TOKEN) $$"})
     );
-    let spec = ns
-        .api::<Job>()
-        .get(&names::job("nightly", &WorkId::of(&work)))
-        .await
-        .expect("the job");
+    let spec =
+        r.ns.api::<Job>()
+            .get(&names::job("nightly", &WorkId::of(&work)))
+            .await
+            .expect("the job");
     let text = serde_json::to_string(&spec).expect("json");
     assert!(!text.contains("s3cret"), "the Job holds the secret's value");
 }
 
 #[tokio::test]
 async fn a_missing_secret_fails_the_attempt_with_a_secret_error() {
-    let Restricted {
-        ns: _ns,
-        run,
-        launcher,
-    } = setup().await;
+    let r = setup().await;
     let mut step = script("echo never");
-    step.env = vec![EnvVar {
-        name: "TOKEN".into(),
-        value: None,
-        value_from: Some(ValueFrom {
-            secret_key_ref: SecretKeyRef {
-                name: "absent".into(),
-                key: "token".into(),
-            },
-        }),
-    }];
-    let work = work(&run, "call", step, Value::Null);
-    let job = through_job(&launcher, &work).await;
+    step.env = vec![from_secret("TOKEN", "absent", "token")];
+    let work = work(&r.run, "call", step, Value::Null);
+    let job = through_job(&r.launcher, &work).await;
     let (code, message) = error_of(&job);
     assert_eq!(code, codes::SECRET, "{message}");
     assert!(message.contains("absent"), "{message}");
     // Forgetting it stops the Job whose pod would wait for the Secret forever.
     let id = WorkId::of(&work);
-    launcher.forget(&id).await.expect("forgotten");
-    assert_eq!(
-        launcher.observe(&id).await.expect("observed"),
-        Observation::Unknown
-    );
+    r.launcher.forget(&id).await.expect("forgotten");
+    assert_eq!(observed(&r.launcher, &id).await, Observation::Unknown);
 }
 
 #[tokio::test]
 async fn cancel_removes_the_job_its_pods_and_its_inputs() {
-    let Restricted { ns, run, launcher } = setup().await;
-    let work = work(&run, "long", script("sleep 300"), json!({"a": 1}));
-    launcher.launch(&work).await.expect("launched");
+    let r = setup().await;
+    let work = work(&r.run, "long", script("sleep 300"), json!({"a": 1}));
+    r.launcher.launch(&work).await.expect("launched");
     let name = names::job("nightly", &WorkId::of(&work));
-    let pods: Api<Pod> = ns.api();
+    let pods: Api<Pod> = r.ns.api();
     let selector = ListParams::default().labels(&format!("job-name={name}"));
     wait_for("the step's container runs", BOUND, || async {
         let listed = pods.list(&selector).await?;
@@ -428,17 +411,14 @@ async fn cancel_removes_the_job_its_pods_and_its_inputs() {
     .await
     .expect("running");
     let id = WorkId::of(&work);
-    assert_eq!(
-        launcher.observe(&id).await.expect("observed"),
-        Observation::Running
-    );
-    launcher.cancel(&id).await.expect("cancelled");
-    launcher
+    assert_eq!(observed(&r.launcher, &id).await, Observation::Running);
+    r.launcher.cancel(&id).await.expect("cancelled");
+    r.launcher
         .cancel(&id)
         .await
         .expect("cancelling again is fine");
-    let jobs: Api<Job> = ns.api();
-    let config_maps: Api<ConfigMap> = ns.api();
+    let jobs: Api<Job> = r.ns.api();
+    let config_maps: Api<ConfigMap> = r.ns.api();
     wait_for(
         "the Job, its pods and its inputs are gone",
         BOUND,
@@ -451,43 +431,32 @@ async fn cancel_removes_the_job_its_pods_and_its_inputs() {
     )
     .await
     .expect("gone");
-    assert_eq!(
-        launcher.observe(&id).await.expect("observed"),
-        Observation::Unknown
-    );
+    assert_eq!(observed(&r.launcher, &id).await, Observation::Unknown);
 }
 
 #[tokio::test]
 async fn forget_deletes_the_inputs_and_keeps_the_finished_job() {
-    let Restricted { ns, run, launcher } = setup().await;
-    let work = work(&run, "kept", script("echo 2"), json!({"a": 1}));
-    let result = through_job(&launcher, &work).await;
+    let r = setup().await;
+    let work = work(&r.run, "kept", script("echo 2"), json!({"a": 1}));
+    let result = through_job(&r.launcher, &work).await;
     let id = WorkId::of(&work);
-    launcher.forget(&id).await.expect("forgotten");
-    launcher
+    r.launcher.forget(&id).await.expect("forgotten");
+    r.launcher
         .forget(&id)
         .await
         .expect("forgetting again is fine");
     let name = names::job("nightly", &id);
     assert!(
-        ns.api::<ConfigMap>()
-            .get_opt(&name)
-            .await
-            .expect("read")
-            .is_none(),
+        !exists(r.ns.api::<ConfigMap>(), &name).await,
         "the inputs are deleted"
     );
     assert!(
-        ns.api::<Job>()
-            .get_opt(&name)
-            .await
-            .expect("read")
-            .is_some(),
+        exists(r.ns.api::<Job>(), &name).await,
         "the Job stays for `kubectl logs`"
     );
     // The result is still there to read: it never depended on the inputs.
     assert_eq!(
-        launcher.observe(&id).await.expect("observed"),
+        observed(&r.launcher, &id).await,
         Observation::Finished(result)
     );
 }

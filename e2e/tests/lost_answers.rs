@@ -9,47 +9,40 @@ mod doubling;
 
 use std::time::Duration;
 
-use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, wait_for};
+use coxswain_e2e::{ControllerProcess, FaultPlan, FaultProxy, Kubectl, flow, wait_for};
 use serde_json::{Value, json};
 
 /// Generous bound for the controller to act (not a timing assertion).
 const BOUND: Duration = Duration::from_secs(60);
 
 /// A flow whose only step asks a person.
-const FLOW: &str = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: asking}
-spec:
+fn asking() -> String {
+    flow(
+        "asking",
+        r#"
   steps:
     - key: ask
       approval:
         decisions: [approve, reject]
-"#;
+"#,
+    )
+}
 
 #[tokio::test]
 async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its_answer() {
     let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let ns = ns.name();
-    kubectl.apply(ns, FLOW).unwrap_or_else(|e| panic!("{e}"));
+    kubectl
+        .apply(ns, &asking())
+        .unwrap_or_else(|e| panic!("{e}"));
     let run = kubectl
         .create_run(ns, "asking", &json!({}))
         .unwrap_or_else(|e| panic!("{e}"));
-    let uid = kubectl
-        .run(&[
-            "get",
-            "run",
-            &run,
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let uid = kubectl.uid(ns, "run", &run);
     // The person answered attempt 1, and the status write that took the
     // answer in (and ended the run) was applied; its answer was lost, so
     // the Approval was never marked consumed.
-    let approval = coxswain_k8s::names::approval(&run, uid.trim(), "ask", 1);
+    let approval = coxswain_k8s::names::approval(&run, &uid, "ask", 1);
     let asked = json!({
         "apiVersion": "coxswain.dev/v1alpha1",
         "kind": "Approval",
@@ -95,18 +88,11 @@ async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its
         }},
     }});
     kubectl
-        .run(&[
-            "patch",
-            "run",
-            &run,
-            "-n",
+        .merge_patch(
             ns,
-            "--subresource=status",
-            "--type",
-            "merge",
-            "-p",
+            &["run", &run, "--subresource=status"],
             &record.to_string(),
-        ])
+        )
         .unwrap_or_else(|e| panic!("{e}"));
 
     let controller = ControllerProcess::for_namespace(ns, &[])
@@ -130,11 +116,10 @@ async fn an_answer_the_record_took_in_is_marked_consumed_when_its_write_lost_its
 
 /// A person step asked twice: an unanswered attempt fails after `timeout`
 /// (long enough for the test to act within the second attempt's).
-const ASKED_TWICE: &str = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: asked-twice}
-spec:
+fn asked_twice() -> String {
+    flow(
+        "asked-twice",
+        r#"
   steps:
     - key: ask
       attempts: 2
@@ -142,7 +127,9 @@ spec:
       timeout: 15s
       approval:
         decisions: [approve, reject]
-"#;
+"#,
+    )
+}
 
 #[tokio::test]
 async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_ended_it_lost_its_answer()
@@ -150,7 +137,7 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
     let (kubectl, ns) = coxswain_e2e::kubectl_and_namespace().await;
     let ns = ns.name();
     kubectl
-        .apply(ns, ASKED_TWICE)
+        .apply(ns, &asked_twice())
         .unwrap_or_else(|e| panic!("{e}"));
     let mut controller = ControllerProcess::for_namespace(ns, &[])
         .await
@@ -187,18 +174,11 @@ async fn an_attempt_that_ran_out_has_its_approval_closed_when_the_write_that_end
         .run(&["delete", "approval", &second, "-n", ns])
         .unwrap_or_else(|e| panic!("{e}"));
     kubectl
-        .run(&[
-            "patch",
-            "approval",
-            &first,
-            "-n",
+        .merge_patch(
             ns,
-            "--subresource=status",
-            "--type",
-            "merge",
-            "-p",
+            &["approval", &first, "--subresource=status"],
             r#"{"status":{"closed":null}}"#,
-        ])
+        )
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(get(&first).expect("the first Approval")["status"]["closed"].is_null());
 
@@ -247,12 +227,10 @@ async fn every_transition_is_told_when_every_write_loses_its_answer() {
     let proxy = FaultProxy::start(plan).await.expect("fault proxy");
     let controller =
         ControllerProcess::for_namespace_via(proxy.kubeconfig(), ns, &[]).expect("controller");
-    let flow = format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: twice}}
-spec:
+    let flow = flow(
+        "twice",
+        &format!(
+            r#"
   steps:
     - key: first
       http:
@@ -265,6 +243,7 @@ spec:
     - key: big
       condition: {{when: $steps.second.output.body.n > 6}}
 "#
+        ),
     );
     kubectl.apply(ns, &flow).unwrap_or_else(|e| panic!("{e}"));
     let run = kubectl
@@ -306,20 +285,9 @@ spec:
         "Succeeded",
     ];
     let notes = wait_for("every transition's Event", BOUND, || async {
-        let events = kubectl.json(&[
-            "get",
-            "events",
-            "-n",
-            ns,
-            "--field-selector",
-            &format!("involvedObject.name={run}"),
-            "-o",
-            "json",
-        ]);
-        let notes: Vec<String> = events["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let notes: Vec<String> = kubectl
+            .events(ns, &format!("involvedObject.name={run}"))
+            .iter()
             .map(|e| format!("{} {}", e["reason"], e["message"]))
             .collect();
         let all = notes.join("\n");

@@ -11,15 +11,15 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use coxswain_e2e::{Setup, coxswain_bin, wait_for};
+use coxswain_e2e::{Setup, coxswain_bin, flow, wait_for};
 use serde_json::Value;
 
 const BOUND: Duration = Duration::from_secs(60);
 
-const HELLO: &str = r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: hello}
-spec:
+fn hello() -> String {
+    flow(
+        "hello",
+        r#"
   input:
     type: object
     required: [name]
@@ -41,38 +41,46 @@ spec:
             source: |
               echo "part at work" >&2
               echo '{}'
-"#;
+"#,
+    )
+}
 
-const FAILING: &str = r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: failing}
-spec:
+/// Two flows: one whose script fails, one whose script sleeps.
+fn failing_and_sleepy() -> String {
+    [
+        flow(
+            "failing",
+            r#"
   steps:
     - key: explode
       script:
         source: |
           echo "boom: the disk is full" >&2
           exit 3
----
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: sleepy}
-spec:
+"#,
+        ),
+        flow(
+            "sleepy",
+            r#"
   steps:
     - key: nap
       script:
         source: |
           echo "started sleeping" >&2
           sleep 60
-"#;
+"#,
+        ),
+    ]
+    .join("---\n")
+}
 
 /// No people of its own: the admin of the test cluster starts and answers.
 const NOTHING: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plugin-test}\n";
 
-const REVIEW: &str = r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: review}
-spec:
+fn review() -> String {
+    flow(
+        "review",
+        r#"
   steps:
     - key: draft
       script: {source: "echo '{\"notes\": \"v1\"}'"}
@@ -81,14 +89,16 @@ spec:
     - key: publish
       after: [review.approve]
       script: {source: "echo '{\"published\": true}'"}
-"#;
+"#,
+    )
+}
 
 /// A flow whose second step fails until a file exists (the pods of the
 /// stand-in node are processes of this machine).
-const FLAKY: &str = r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: flaky}
-spec:
+fn flaky() -> String {
+    flow(
+        "flaky",
+        r#"
   input:
     type: object
     required: [marker]
@@ -102,7 +112,9 @@ spec:
         source: |
           marker=$(sed 's/^{"data":"\(.*\)"}$/\1/' "$INPUTS/marker")
           if [ -f "$marker" ]; then echo '{"fixed": true}'; else echo "no $marker yet" >&2; exit 1; fi
-"#;
+"#,
+    )
+}
 
 /// What one plugin command printed and how it exited.
 struct Said {
@@ -151,6 +163,20 @@ fn plugin(s: &Setup, args: &[&str]) -> Said {
     Said::of(output)
 }
 
+/// `coxswain kubectl ARGS -n NS` started and left running (`logs -f`,
+/// `watch`), its output piped, for a test that reads it as it comes.
+fn plugin_started(s: &Setup, args: &[&str]) -> std::process::Child {
+    Command::new(coxswain_bin().expect("built"))
+        .arg("kubectl")
+        .args(args)
+        .args(["-n", s.ns()])
+        .env("KUBECONFIG", s.kubectl.kubeconfig())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("coxswain kubectl {args:?}: {e}"))
+}
+
 /// The run name in `run.coxswain.dev/NAME created`.
 fn created(out: &str) -> String {
     out.lines()
@@ -165,7 +191,7 @@ fn created(out: &str) -> String {
 #[tokio::test]
 async fn start_watch_get_logs_graph_and_wait_on_a_run_that_succeeds() {
     let s = Setup::new(&[]).await;
-    s.apply(HELLO);
+    s.apply(&hello());
 
     // An input the flow refuses is said before anything is created.
     let said = plugin(&s, &["start", "hello", "--input", "{}"]);
@@ -335,7 +361,7 @@ fn kubectl_plugin(bin: &Path, s: &Setup, args: &[&str]) -> Said {
 #[tokio::test]
 async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
     let s = Setup::new(&[]).await;
-    s.apply(FAILING);
+    s.apply(&failing_and_sleepy());
 
     let failed = created(plugin(&s, &["start", "failing"]).exits(0));
     let said = plugin(&s, &["wait", &failed, "--timeout", "60s"]);
@@ -382,12 +408,9 @@ async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
 
     // Without admission an answer that does not fit is written; the
     // controller refuses it, and approve waits for its word.
-    s.apply(REVIEW);
+    s.apply(&review());
     let review = created(plugin(&s, &["start", "review"]).exits(0));
-    s.kubectl
-        .wait_run(s.ns(), &review, &["Waiting"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.wait_phase(&review, &["Waiting"], BOUND).await;
     wait_for("the approval", BOUND, || async {
         let said = plugin(&s, &["approve", &review, "--decision", "maybe"]);
         Ok((!said.err.contains("no open Approval")).then_some(said))
@@ -417,13 +440,7 @@ async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
     let said = plugin(&s, &["wait", &sleepy, "--timeout", "1s"]);
     said.exits(2);
     assert!(said.err.contains("timed out after 1s"), "{}", said.err);
-    let mut follow = Command::new(coxswain_bin().expect("built"))
-        .args(["kubectl", "logs", &sleepy, "nap", "-f", "-n", s.ns()])
-        .env("KUBECONFIG", s.kubectl.kubeconfig())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("logs -f");
+    let mut follow = plugin_started(&s, &["logs", &sleepy, "nap", "-f"]);
     let stdout = follow.stdout.take().expect("stdout");
     let (lines, seen) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -466,12 +483,9 @@ async fn a_failed_run_waits_1_a_cancelled_one_too_and_logs_outlive_pods() {
 #[tokio::test]
 async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came() {
     let s = Setup::serving_admission(NOTHING, false, &[]).await;
-    s.apply(REVIEW);
+    s.apply(&review());
     let run = created(plugin(&s, &["start", "review"]).exits(0));
-    s.kubectl
-        .wait_run(s.ns(), &run, &["Waiting"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.wait_phase(&run, &["Waiting"], BOUND).await;
     // The Approval may lag its run's Waiting by a write.
     wait_for("the approval", BOUND, || async {
         let said = plugin(&s, &["approve", &run, "--decision", "maybe"]);
@@ -504,13 +518,7 @@ async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came()
     );
 
     // A live view of the waiting run says how to answer, and ends with it.
-    let mut watching = Command::new(coxswain_bin().expect("built"))
-        .args(["kubectl", "watch", &run, "-n", s.ns()])
-        .env("KUBECONFIG", s.kubectl.kubeconfig())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("watch");
+    let mut watching = plugin_started(&s, &["watch", &run]);
     let stderr = watching.stderr.take().expect("stderr");
     let (lines, seen) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -559,17 +567,8 @@ async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came()
     ] {
         assert!(watched.err.contains(line), "{line:?} in:\n{}", watched.err);
     }
-    let approvals = s.kubectl.json(&[
-        "get",
-        "approvals",
-        "-n",
-        s.ns(),
-        "-l",
-        &format!("coxswain.dev/run={run}"),
-        "-o",
-        "json",
-    ]);
-    let approval = &approvals["items"][0];
+    let approvals = s.items("approvals", &format!("coxswain.dev/run={run}"));
+    let approval = &approvals[0];
     assert_eq!(approval["spec"]["decision"], "approve", "{approval}");
     assert_eq!(approval["spec"]["feedback"], "Fine.", "{approval}");
     assert!(
@@ -589,7 +588,7 @@ async fn approve_answers_the_open_approval_and_a_refusal_is_printed_as_it_came()
 #[tokio::test]
 async fn retry_reruns_a_failed_run_from_its_failed_step() {
     let s = Setup::new(&[]).await;
-    s.apply(FLAKY);
+    s.apply(&flaky());
     let dir = coxswain_e2e::workspace_root().join("target/e2e");
     std::fs::create_dir_all(&dir).expect("target/e2e");
     let marked = tempfile::tempdir_in(&dir).expect("a temp dir");
@@ -621,21 +620,10 @@ async fn retry_reruns_a_failed_run_from_its_failed_step() {
         s.get("run", &new)
     );
     // Only the step rerun got a Job.
-    let jobs = s.kubectl.json(&[
-        "get",
-        "jobs",
-        "-n",
-        s.ns(),
-        "-l",
-        &format!("coxswain.dev/run={new}"),
-        "-o",
-        "json",
-    ]);
-    let steps: Vec<&str> = jobs["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let jobs = s.items("jobs", &format!("coxswain.dev/run={new}"));
+    let steps: Vec<&str> = jobs
+        .iter()
         .filter_map(|j| j["metadata"]["labels"]["coxswain.dev/step"].as_str())
         .collect();
-    assert_eq!(steps, ["check"], "{jobs}");
+    assert_eq!(steps, ["check"], "{jobs:?}");
 }

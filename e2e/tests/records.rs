@@ -280,13 +280,8 @@ async fn finished_runs_are_archived_and_deleted_by_retention() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    s.wait_none(
-        "the run to be deleted by retention",
-        BOUND,
-        &["run", &run, "--ignore-not-found"],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.wait_deleted("the run to be deleted by retention", "run", &run, BOUND)
+        .await;
     let archived = db.query(&format!(
         "SELECT name || '|' || phase || '|' || (run -> 'status' -> 'steps' -> 'keep' ->> 'status') FROM runs WHERE uid = '{uid}'"
     ));

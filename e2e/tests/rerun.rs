@@ -17,20 +17,18 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use admission::{ALICE, BOUND, assert_refused, setup_with};
-use coxswain_e2e::{Setup, wait_for};
+use coxswain_e2e::{Setup, flow, has_text, wait_for};
 use serde_json::{Value, json};
 
 const RUNS: &str = "runs.coxswain.dev";
 
 /// A flow: a 20 KB output (moved out of the status), a small one, and a
 /// last step that fails until `DIR/ok` exists.
-fn flow(dir: &std::path::Path) -> String {
-    format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: rerun}}
-spec:
+fn rerun_flow(dir: &std::path::Path) -> String {
+    flow(
+        "rerun",
+        &format!(
+            r#"
   steps:
     - key: big
       script: {{source: "head -c 20000 /dev/zero | tr '\\0' 'a'"}}
@@ -39,19 +37,21 @@ spec:
     - key: last
       script: {{source: 'test -f {dir}/ok || {{ echo no ok file >&2; exit 3; }}; echo "{{\"done\": true}}"'}}
 "#,
-        dir = dir.display()
+            dir = dir.display()
+        ),
     )
 }
 
-const WAITS: &str = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: waits}
-spec:
+fn waits() -> String {
+    flow(
+        "waits",
+        r#"
   steps:
     - key: ask
       approval: {decisions: [approve]}
-"#;
+"#,
+    )
+}
 
 /// A Run of `flow` rerunning `run` from `step`, with `input`.
 fn rerun_of(flow: &str, run: &str, step: &str, input: Value) -> String {
@@ -76,8 +76,8 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
     let dir = tempfile::tempdir().expect("temp dir");
     // The pods run as another user: they must see into the folder.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    s.apply(&flow(dir.path()));
-    s.apply(WAITS);
+    s.apply(&rerun_flow(dir.path()));
+    s.apply(&waits());
     let input = json!({"brief": "x"});
 
     let old = s
@@ -117,7 +117,7 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
 
     // While today's Flow differs from the one the old run ran, no rerun:
     // edited back to the very same spec, the rerun is admitted again.
-    s.apply(&flow(dir.path()).replace("test -f", "exit 9; test -f"));
+    s.apply(&rerun_flow(dir.path()).replace("test -f", "exit 9; test -f"));
     assert_refused(
         create(&s, &rerun_of("rerun", &old, "last", input.clone())),
         RUNS,
@@ -125,7 +125,7 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
             "spec.from: the Flow `rerun` changed since the Run `{old}` ran it"
         )],
     );
-    s.apply(&flow(dir.path()));
+    s.apply(&rerun_flow(dir.path()));
     std::fs::write(dir.path().join("ok"), "").expect("flag");
     std::fs::set_permissions(
         dir.path().join("ok"),
@@ -184,8 +184,8 @@ async fn a_rerun_from_the_failed_last_step_succeeds_without_jobs_for_the_steps_b
 #[tokio::test]
 async fn without_admission_the_controller_refuses_what_admission_would() {
     let s = Setup::new(&[]).await;
-    s.apply(WAITS);
-    s.apply(QUICK);
+    s.apply(&waits());
+    s.apply(&quick());
     let refused = |run: String, needle: String| {
         let s = &s;
         async move {
@@ -207,12 +207,7 @@ async fn without_admission_the_controller_refuses_what_admission_would() {
             };
             let error = &done["status"]["error"];
             assert_eq!(error["code"], "workflow.rerun_refused", "{error}");
-            assert!(
-                error["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(&needle)),
-                "{needle}: {error}"
-            );
+            assert!(has_text(&error["message"], &needle), "{needle}: {error}");
             assert!(done["status"].get("steps").is_none(), "nothing ran");
         }
     };
@@ -237,11 +232,7 @@ async fn without_admission_the_controller_refuses_what_admission_would() {
         )
         .unwrap_or_else(|e| panic!("{e}"));
     let old = created_name(&out);
-    let done = s
-        .kubectl
-        .wait_run(s.ns(), &old, &["Failed", "Succeeded"], BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    let done = s.wait_phase(&old, &["Failed", "Succeeded"], BOUND).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
     // A uid that is not the Run's under that name.
     let mut pinned: Value =
@@ -253,7 +244,7 @@ async fn without_admission_the_controller_refuses_what_admission_would() {
     )
     .await;
     // The Flow changed since.
-    s.apply(&QUICK.replace("\"true\"", "\"1 == 1\""));
+    s.apply(&quick().replace("\"true\"", "\"1 == 1\""));
     refused(
         rerun_of("quick", &old, "b", json!({})),
         format!("the Flow `quick` changed since the Run `{old}` ran it"),
@@ -261,15 +252,16 @@ async fn without_admission_the_controller_refuses_what_admission_would() {
     .await;
 }
 
-const QUICK: &str = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: quick}
-spec:
+fn quick() -> String {
+    flow(
+        "quick",
+        r#"
   steps:
     - {key: a, condition: {when: "true"}}
     - {key: b, after: [a], condition: {when: "true"}}
-"#;
+"#,
+    )
+}
 
 /// `kubectl create` of `run` as alice; the output or kubectl's error.
 fn create(s: &admission::Admission, run: &str) -> Result<String, String> {

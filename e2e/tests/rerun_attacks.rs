@@ -25,6 +25,7 @@ use admission::{BOB, EVE, assert_refused, setup};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
+use coxswain_e2e::flow;
 use coxswain_e2e::rbac::member_role;
 use serde_json::json;
 
@@ -83,18 +84,18 @@ fn publish(addr: SocketAddr, after: &str) -> String {
 
 /// `release`: bob's review, then `publish`.
 fn release(addr: SocketAddr) -> String {
-    format!(
-        r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: release}}
-spec:
+    flow(
+        "release",
+        &format!(
+            r#"
   steps:
     - key: review
       approval:
         decisions: [approve, changes]
         approvers: {{users: [bob]}}
 {}"#,
-        publish(addr, "review.approve")
+            publish(addr, "review.approve")
+        ),
     )
 }
 
@@ -106,17 +107,17 @@ fn deploy(addr: SocketAddr, gated: bool) -> String {
         ""
     };
     let build_after = if gated { "[review.approve]" } else { "[]" };
-    format!(
-        r#"apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: deploy}}
-spec:
+    flow(
+        "deploy",
+        &format!(
+            r#"
   steps:
 {review}    - key: build
       after: {build_after}
       condition: {{when: "true"}}
 {}"#,
-        publish(addr, "build")
+            publish(addr, "build")
+        ),
     )
 }
 

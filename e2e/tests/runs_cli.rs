@@ -104,13 +104,8 @@ async fn runs_shows_a_live_run_once_and_a_deleted_one_from_the_archive() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
-    s.wait_none(
-        "the brief run deleted by retention",
-        BOUND,
-        &["run", &brief, "--ignore-not-found"],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    s.wait_deleted("the brief run deleted by retention", "run", &brief, BOUND)
+        .await;
 
     // Cluster and archive together: the kept run once, from the cluster
     // (it is archived too); the deleted one from the archive.

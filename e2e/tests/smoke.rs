@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition};
+use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition, wait_pod_finished};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::ValidatingWebhookConfiguration,
@@ -67,6 +67,28 @@ async fn job_pod(ns: &TestNamespace, job: &str) -> Pod {
     let list = pods.list(&lp).await.expect("list pods");
     assert_eq!(list.items.len(), 1, "one pod for job {job}");
     list.items.into_iter().next().expect("one pod")
+}
+
+/// Creates Job `job`, waits until it has condition `condition` (`Complete`,
+/// `Failed`) with status True, and returns its one pod: how each Job test
+/// here starts.
+async fn run_job(ns: &TestNamespace, job: &Job, condition: &str) -> Pod {
+    let jobs: Api<Job> = ns.api();
+    let name = job.metadata.name.clone().expect("a named job");
+    jobs.create(&PostParams::default(), job)
+        .await
+        .expect("create job");
+    let done = wait_for_job_condition(&jobs, &name, condition, BOUND)
+        .await
+        .expect("job finished");
+    let conds = done.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == condition && c.status == "True"),
+        "job {condition}: {conds:?}"
+    );
+    job_pod(ns, &name).await
 }
 
 fn terminated(pod: &Pod) -> k8s_openapi::api::core::v1::ContainerStateTerminated {
@@ -169,36 +191,18 @@ async fn crd_with_status_subresource_round_trips() {
 #[tokio::test]
 async fn job_reading_a_configmap_completes_and_logs_are_served() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let cm: ConfigMap = serde_json::from_value(json!({
+    ns.create::<ConfigMap>(json!({
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "greeting"},
         "data": {"greeting.txt": "hello from a configmap"}
     }))
-    .expect("valid cm");
-    ns.api::<ConfigMap>()
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create cm");
-    let jobs: Api<Job> = ns.api();
+    .await;
     let j = job(
         "reader",
         r#"cat /e2e-config/greeting.txt; echo; test "$(cat /e2e-config/greeting.txt)" = "hello from a configmap""#,
         json!({"volumeMounts": [{"name": "cfg", "mountPath": "/e2e-config", "readOnly": true}]}),
         json!({"volumes": [{"name": "cfg", "configMap": {"name": "greeting"}}]}),
     );
-    jobs.create(&PostParams::default(), &j)
-        .await
-        .expect("create job");
-    let done = wait_for_job_condition(&jobs, "reader", "Complete", BOUND)
-        .await
-        .expect("job finished");
-    let conds = done.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(
-        conds
-            .iter()
-            .any(|c| c.type_ == "Complete" && c.status == "True"),
-        "job complete: {conds:?}"
-    );
-    let pod = job_pod(&ns, "reader").await;
+    let pod = run_job(&ns, &j, "Complete").await;
     let t = terminated(&pod);
     assert_eq!(t.exit_code, 0);
     assert_eq!(t.reason.as_deref(), Some("Completed"));
@@ -222,27 +226,13 @@ async fn job_reading_a_configmap_completes_and_logs_are_served() {
 #[tokio::test]
 async fn failing_command_fails_the_job_with_exit_code_and_termination_message() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let jobs: Api<Job> = ns.api();
     let j = job(
         "failer",
         "echo 'step went wrong' > /dev/termination-log; exit 3",
         json!({}),
         json!({}),
     );
-    jobs.create(&PostParams::default(), &j)
-        .await
-        .expect("create job");
-    let done = wait_for_job_condition(&jobs, "failer", "Failed", BOUND)
-        .await
-        .expect("job finished");
-    let conds = done.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(
-        conds
-            .iter()
-            .any(|c| c.type_ == "Failed" && c.status == "True"),
-        "job failed: {conds:?}"
-    );
-    let pod = job_pod(&ns, "failer").await;
+    let pod = run_job(&ns, &j, "Failed").await;
     assert_eq!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Failed")
@@ -256,29 +246,13 @@ async fn failing_command_fails_the_job_with_exit_code_and_termination_message() 
 #[tokio::test]
 async fn termination_message_falls_back_to_logs_on_error() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(json!({
+    let done = finished_pod(&ns, json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fallback"},
         "spec": {"restartPolicy": "Never", "containers": [{
             "name": "main", "image": "host", "terminationMessagePolicy": "FallbackToLogsOnError",
             "command": ["sh", "-c", "echo first line; echo 'last words' >&2; exit 1"]
         }]}
-    }))
-    .expect("valid pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
-    let done = wait_for("pod fallback terminal", BOUND, || async {
-        let p = pods.get("fallback").await?;
-        let phase = p
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        Ok((phase == "Failed" || phase == "Succeeded").then_some(p))
-    })
-    .await
-    .expect("pod finished");
+    })).await;
     let t = terminated(&done);
     assert_eq!(t.exit_code, 1);
     assert_eq!(t.message.as_deref(), Some("first line\nlast words"));
@@ -490,41 +464,30 @@ async fn validating_webhook_on_loopback_denies_with_its_message() {
     handle.shutdown();
 }
 
-async fn wait_pod_terminal(pods: &Api<Pod>, name: &str) -> Pod {
-    wait_for(&format!("pod {name} terminal"), BOUND, || async {
-        let p = pods.get(name).await?;
-        let phase = p
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        Ok((phase == "Failed" || phase == "Succeeded").then_some(p))
-    })
-    .await
-    .expect("pod finished")
+/// Creates the pod `manifest` describes and returns it once it has
+/// finished (`Succeeded` or `Failed`): how each pod test here starts.
+async fn finished_pod(ns: &TestNamespace, manifest: Value) -> Pod {
+    let pod: Pod = ns.create(manifest).await;
+    let name = pod.metadata.name.as_deref().expect("a named pod");
+    let pods: Api<Pod> = ns.api();
+    wait_pod_finished(&pods, name, BOUND)
+        .await
+        .expect("pod finished")
 }
 
 #[tokio::test]
 async fn pod_gets_init_containers_env_volumes_and_workdir() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let cm: ConfigMap = serde_json::from_value(json!({
+    ns.create::<ConfigMap>(json!({
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
         "data": {"colour": "blue", "size": "7"}
     }))
-    .expect("valid cm");
-    ns.api::<ConfigMap>()
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("cm");
-    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+    .await;
+    ns.create::<k8s_openapi::api::core::v1::Secret>(json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
         "stringData": {"password": "s3cret"}
     }))
-    .expect("valid secret");
-    ns.api::<k8s_openapi::api::core::v1::Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("secret");
+    .await;
     let script = r#"
 set -u
 sa=/var/run/secrets/kubernetes.io/serviceaccount
@@ -540,7 +503,7 @@ sa=/var/run/secrets/kubernetes.io/serviceaccount
   echo "ca=$(grep -c 'BEGIN CERTIFICATE' $sa/ca.crt)"
 } > /dev/termination-log
 "#;
-    let pod: Pod = serde_json::from_value(json!({
+    let done = finished_pod(&ns, json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "features", "labels": {"app": "features"}},
         "spec": {
@@ -574,13 +537,7 @@ sa=/var/run/secrets/kubernetes.io/serviceaccount
                 ]
             }]
         }
-    }))
-    .expect("valid pod");
-    let pods: Api<Pod> = ns.api();
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
-    let done = wait_pod_terminal(&pods, "features").await;
+    })).await;
     let t = terminated(&done);
     let msg = t.message.clone().unwrap_or_default();
     assert_eq!(t.exit_code, 0, "{msg}");
@@ -618,17 +575,15 @@ sa=/var/run/secrets/kubernetes.io/serviceaccount
 #[tokio::test]
 async fn active_deadline_kills_the_pod() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "slow"},
-        "spec": {"restartPolicy": "Never", "activeDeadlineSeconds": 2,
-                 "containers": [{"name": "main", "image": "host", "command": ["sleep", "300"]}]}
-    }))
-    .expect("valid pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
-    let done = wait_pod_terminal(&pods, "slow").await;
+    let done = finished_pod(
+        &ns,
+        json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "slow"},
+            "spec": {"restartPolicy": "Never", "activeDeadlineSeconds": 2,
+                     "containers": [{"name": "main", "image": "host", "command": ["sleep", "300"]}]}
+        }),
+    )
+    .await;
     let status = done.status.clone().expect("status");
     assert_eq!(status.phase.as_deref(), Some("Failed"));
     assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
@@ -638,20 +593,14 @@ async fn active_deadline_kills_the_pod() {
 #[tokio::test]
 async fn on_failure_pod_restarts_until_it_succeeds() {
     let ns = TestNamespace::new().await.expect("namespace");
-    let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(json!({
+    let done = finished_pod(&ns, json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "flaky"},
         "spec": {"restartPolicy": "OnFailure",
                  "volumes": [{"name": "state", "emptyDir": {}}],
                  "containers": [{"name": "main", "image": "host",
                     "command": ["sh", "-c", "n=$(cat /e2e-state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /e2e-state/n; exit $((n < 3))"],
                     "volumeMounts": [{"name": "state", "mountPath": "/e2e-state"}]}]}
-    }))
-    .expect("valid pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
-    let done = wait_pod_terminal(&pods, "flaky").await;
+    })).await;
     let status = done.status.clone().expect("status");
     assert_eq!(status.phase.as_deref(), Some("Succeeded"));
     let cs = status
@@ -670,15 +619,12 @@ async fn on_failure_pod_restarts_until_it_succeeds() {
 async fn deleting_a_pod_kills_its_process_and_removes_it() {
     let ns = TestNamespace::new().await.expect("namespace");
     let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(json!({
+    ns.create::<Pod>(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "victim"},
         "spec": {"restartPolicy": "Always",
                  "containers": [{"name": "main", "image": "host", "command": ["sleep", "300"]}]}
     }))
-    .expect("valid pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
+    .await;
     // The stand-in node reports the container's host pid as its container ID.
     let pid = wait_for("victim running", BOUND, || async {
         let p = pods.get("victim").await?;

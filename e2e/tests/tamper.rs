@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::routing::get;
-use coxswain_e2e::{Setup, wait_for};
+use coxswain_e2e::{Setup, flow, wait_for};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(90);
@@ -37,6 +37,19 @@ impl Tamper {
         args.extend(AS_MALLORY);
         self.kubectl
             .run_with_stdin(&args, Some(&object.to_string()))
+    }
+
+    /// ConfigMap `name` holding `value` as JSON under `key`, created by
+    /// mallory (she may write ConfigMaps): where she plants what the
+    /// controller would read as its own.
+    fn plant_config_map(&self, name: &str, key: &str, value: &Value) {
+        self.create_as_mallory(&json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name},
+            "data": {key: value.to_string()},
+        }))
+        .unwrap_or_else(|e| panic!("mallory may write ConfigMaps: {e}"));
     }
 
     /// A Run named `name` of `flow`, created by the platform (the admin).
@@ -131,16 +144,15 @@ async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 fn flow_of(addr: SocketAddr, name: &str) -> String {
-    format!(
-        r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {{name: {name}}}
-spec:
+    flow(
+        name,
+        &format!(
+            r#"
   steps:
     - key: publish
       http: {{url: "http://{addr}/publish"}}
 "#
+        ),
     )
 }
 
@@ -168,13 +180,7 @@ async fn a_flow_snapshot_made_in_advance_is_not_run() {
         coxswain_k8s::names::flow_snapshot("nightly-1", &digest),
         coxswain_k8s::names::legacy_flow_snapshot("nightly-1"),
     ] {
-        s.create_as_mallory(&json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": name},
-            "data": {"flow.json": evil_spec.to_string()},
-        }))
-        .unwrap_or_else(|e| panic!("mallory may write ConfigMaps: {e}"));
+        s.plant_config_map(&name, "flow.json", &evil_spec);
     }
     s.create_run("nightly-1", "publish");
     s.create_run("nightly-2", "publish");
@@ -274,13 +280,7 @@ spec:
         "step": {"source": "echo \"{\\\"stolen\\\": \\\"$TOKEN\\\"}\"", "env": [{"name": "TOKEN"}]},
         "stepKey": "build", "runName": "build-1", "attempt": 1, "maxOutput": 262144,
     });
-    s.create_as_mallory(&json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": inputs},
-        "data": {"step.json": task.to_string()},
-    }))
-    .unwrap_or_else(|e| panic!("{e}"));
+    s.plant_config_map(&inputs, "step.json", &task);
     for run in ["build-1", "build-2"] {
         let name = s.kubectl.approval_name(s.ns(), run, "go", 1);
         s.approve(&name);
@@ -314,29 +314,19 @@ spec:
     );
 }
 
-const ONE_REVIEW: &str = r#"
-apiVersion: coxswain.dev/v1alpha1
-kind: Flow
-metadata: {name: STEP-flow}
-spec:
-  steps:
-    - key: STEP
-      approval: {decisions: [approve]}
-"#;
+/// Flow `name` whose one step, `step`, asks for an approval.
+fn one_review(name: &str, step: &str) -> String {
+    flow(
+        name,
+        &format!("  steps:\n    - key: {step}\n      approval: {{decisions: [approve]}}\n"),
+    )
+}
 
 #[tokio::test]
 async fn approvals_of_two_runs_never_share_a_name_or_an_answer() {
     let s = setup().await;
-    s.apply(
-        &ONE_REVIEW
-            .replace("STEP-flow", "a-review")
-            .replace("STEP", "a_review"),
-    );
-    s.apply(
-        &ONE_REVIEW
-            .replace("STEP-flow", "review")
-            .replace("STEP", "review"),
-    );
+    s.apply(&one_review("a-review", "a_review"));
+    s.apply(&one_review("review", "review"));
     // `rel` + `a_review` and `rel-a` + `review` read the same before the
     // digest: rel-a-review-1.
     s.create_run("rel", "a-review");
@@ -402,11 +392,7 @@ async fn approvals_of_two_runs_never_share_a_name_or_an_answer() {
 #[tokio::test]
 async fn relabelling_another_runs_approval_does_not_close_it() {
     let s = setup().await;
-    s.apply(
-        &ONE_REVIEW
-            .replace("STEP-flow", "review")
-            .replace("STEP", "review"),
-    );
+    s.apply(&one_review("review", "review"));
     s.create_run("victim", "review");
     s.wait("victim", &["Waiting"]).await;
     // Mallory's own run.

@@ -138,6 +138,77 @@ async fn wait_phase(s: &Admission, run: &str, phase: &str) {
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
 }
 
+/// Clicks `target`, then waits until `shown` is on the page: one look of
+/// a person clicking around the viewer.
+async fn click_to_see(browser: &Browser, target: &str, shown: &str) {
+    browser
+        .click(target)
+        .await
+        .unwrap_or_else(|e| panic!("click {target}: {e}"));
+    browser
+        .wait_for(shown, SHOWN)
+        .await
+        .unwrap_or_else(|e| panic!("{shown} after a click on {target}: {e}"));
+}
+
+/// The text of `selector` once it is on the page.
+async fn shown_text(browser: &Browser, selector: &str) -> String {
+    browser
+        .wait_for(selector, SHOWN)
+        .await
+        .unwrap_or_else(|e| panic!("{selector}: {e}"));
+    browser
+        .text(selector)
+        .await
+        .unwrap_or_else(|e| panic!("{selector}: {e}"))
+}
+
+/// Signs in on the viewer's sign-in page (open in `browser`) with `token`.
+async fn sign_in(browser: &Browser, token: &str) {
+    browser
+        .wait_for("textarea#token", SHOWN)
+        .await
+        .expect("the sign-in page");
+    browser.fill("textarea#token", token).await.expect("token");
+    browser
+        .click("form[action='/sign-in'] button[type=submit]")
+        .await
+        .expect("sign in");
+}
+
+/// A run alice started, in a browser on its page through a viewer acting
+/// as alice (a kubeconfig impersonating her); kept while the test reads it.
+struct RunPage {
+    browser: Browser,
+    _viewer: Viewer,
+    _dir: tempfile::TempDir,
+}
+
+/// Alice starts a run of `flow`; once its phase is `phase`, its page opens
+/// until `drawn` is on it: where the tests of one run's page start.
+async fn open_run_as_alice(s: &Admission, flow: &str, phase: &str, drawn: &str) -> RunPage {
+    let run = s
+        .create_run_as(&ALICE, flow, json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_phase(s, &run, phase).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ui = viewer(&kubeconfig_as(s, "alice", dir.path()), "kubeconfig", s.ns());
+    let browser = Browser::start().await.expect("chromium");
+    browser
+        .goto(&ui.at(&format!("/namespaces/{}/runs/{run}", s.ns())))
+        .await
+        .expect("open the run");
+    browser
+        .wait_for(drawn, SHOWN)
+        .await
+        .unwrap_or_else(|e| panic!("{drawn}: {e}"));
+    RunPage {
+        browser,
+        _viewer: ui,
+        _dir: dir,
+    }
+}
+
 #[tokio::test]
 async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
     let s = setup().await;
@@ -148,37 +219,23 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
         .unwrap_or_else(|e| panic!("{e}"));
     s.apply_as(&ALICE, PIPELINE)
         .unwrap_or_else(|e| panic!("{e}"));
-    let run = s
-        .create_run_as(&ALICE, "pipeline", json!({}))
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_phase(&s, &run, "Failed").await;
-
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ui = viewer(
-        &kubeconfig_as(&s, "alice", dir.path()),
-        "kubeconfig",
-        s.ns(),
-    );
-    let browser = Browser::start().await.expect("chromium");
-    browser
-        .goto(&ui.at(&format!("/namespaces/{}/runs/{run}", s.ns())))
-        .await
-        .expect("open the run");
-    browser
-        .wait_for(r#"[data-step="check"][data-status="failed"]"#, SHOWN)
-        .await
-        .expect("the graph");
+    let page = open_run_as_alice(
+        &s,
+        "pipeline",
+        "Failed",
+        r#"[data-step="check"][data-status="failed"]"#,
+    )
+    .await;
+    let browser = &page.browser;
     assert_eq!(browser.text("[data-phase]").await.expect("phase"), "Failed");
 
     // The arrow from fetch to draft: the title moved, whole, with its size.
-    browser
-        .click(r#"[data-arrow="fetch->draft"] .handle"#)
-        .await
-        .expect("click the arrow");
-    browser
-        .wait_for("[data-moved-value]", SHOWN)
-        .await
-        .expect("the arrow's panel");
+    click_to_see(
+        browser,
+        r#"[data-arrow="fetch->draft"] .handle"#,
+        "[data-moved-value]",
+    )
+    .await;
     let moved = browser
         .text("[data-moved-value]")
         .await
@@ -194,17 +251,12 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
         .expect("screenshot");
 
     // The default input: the previous step's output.
-    browser
-        .click(r#"[data-arrow="draft->check"] .handle"#)
-        .await
-        .expect("click");
-    browser
-        .wait_for(
-            r#"#panel[data-arrow-panel="draft->check"] [data-arrow-state]"#,
-            SHOWN,
-        )
-        .await
-        .expect("panel");
+    click_to_see(
+        browser,
+        r#"[data-arrow="draft->check"] .handle"#,
+        r#"#panel[data-arrow-panel="draft->check"] [data-arrow-state]"#,
+    )
+    .await;
     let panel = browser.text("#panel").await.expect("panel");
     assert!(
         panel.contains("previous output"),
@@ -213,36 +265,20 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
     assert!(panel.contains(r#""text": "A draft""#), "{panel}");
 
     // An arrow nothing moved along says why.
-    browser
-        .click(r#"[data-arrow="check->report"] .handle"#)
-        .await
-        .expect("click");
-    browser
-        .wait_for(
-            r#"#panel[data-arrow-panel="check->report"] [data-why]"#,
-            SHOWN,
-        )
-        .await
-        .expect("panel");
+    click_to_see(
+        browser,
+        r#"[data-arrow="check->report"] .handle"#,
+        r#"#panel[data-arrow-panel="check->report"] [data-why]"#,
+    )
+    .await;
     let why = browser.text("[data-why]").await.expect("why");
     assert_eq!(why, "Why nothing moved: `check` failed");
 
     // The failed step: its error, and the log its script wrote.
-    browser
-        .click(r#"[data-step="check"]"#)
-        .await
-        .expect("click the step");
-    browser
-        .wait_for("[data-step-error]", SHOWN)
-        .await
-        .expect("the step's panel");
+    click_to_see(browser, r#"[data-step="check"]"#, "[data-step-error]").await;
     let error = browser.text("[data-step-error]").await.expect("error");
     assert!(error.contains('3'), "the exit status in {error}");
-    browser
-        .wait_for("[data-log-text]", SHOWN)
-        .await
-        .expect("the log");
-    let log = browser.text("[data-log-text]").await.expect("log");
+    let log = shown_text(browser, "[data-log-text]").await;
     assert!(log.contains("checking: the disk is still full"), "{log}");
     let source = browser.text("[data-log]").await.expect("log box");
     assert!(
@@ -269,7 +305,13 @@ async fn an_arrow_shows_what_moved_and_a_failed_step_its_error_and_log() {
     assert!(preview.contains("moved out of the status"), "{preview}");
     browser.click(button).await.expect("fetch it");
     browser
-        .wait_for_text(r#"[data-value="/steps/bulk/output"]"#, "aaaaaaaa", SHOWN)
+        // Longer than the preview's 120 characters of the value, which also
+        // begin with a's: only the whole value has so many.
+        .wait_for_text(
+            r#"[data-value="/steps/bulk/output"]"#,
+            &"a".repeat(130),
+            SHOWN,
+        )
         .await
         .expect("the whole value");
     let whole = browser
@@ -314,14 +356,12 @@ async fn an_approval_is_answered_by_its_approver_and_refused_to_anyone_else() {
         .click(&format!(r#"{form} input[value="approve"]"#))
         .await
         .expect("pick");
-    browser
-        .click(&format!("{form} button[type=submit]"))
-        .await
-        .expect("submit");
-    browser
-        .wait_for("[data-refusal]", SHOWN)
-        .await
-        .expect("the refusal");
+    click_to_see(
+        &browser,
+        &format!("{form} button[type=submit]"),
+        "[data-refusal]",
+    )
+    .await;
     let refusal = browser.text("[data-refusal]").await.expect("refusal");
     assert!(refusal.contains("admission webhook"), "{refusal}");
     assert!(
@@ -350,14 +390,12 @@ async fn an_approval_is_answered_by_its_approver_and_refused_to_anyone_else() {
         .screenshot(&screenshots().join("approval-form.png"))
         .await
         .expect("screenshot");
-    browser
-        .click(&format!("{form} button[type=submit]"))
-        .await
-        .expect("submit");
-    browser
-        .wait_for("[data-accepted]", SHOWN)
-        .await
-        .expect("accepted");
+    click_to_see(
+        &browser,
+        &format!("{form} button[type=submit]"),
+        "[data-accepted]",
+    )
+    .await;
     let said = browser.text("[data-accepted]").await.expect("accepted");
     assert_eq!(said, "Answered as bob.");
     let stored = s.get("approval", &name);
@@ -422,18 +460,7 @@ subjects:
     let browser = Browser::start().await.expect("chromium");
     let list = format!("/namespaces/{}/runs", s.ns());
     browser.goto(&ui.at(&list)).await.expect("open");
-    browser
-        .wait_for("textarea#token", SHOWN)
-        .await
-        .expect("the sign-in page");
-    browser
-        .fill("textarea#token", &token(&s, "outsider"))
-        .await
-        .expect("token");
-    browser
-        .click("form[action='/sign-in'] button[type=submit]")
-        .await
-        .expect("sign in");
+    sign_in(&browser, &token(&s, "outsider")).await;
     browser
         .wait_for_text("[data-error]", "forbidden", SHOWN)
         .await
@@ -520,18 +547,7 @@ subjects:
         .goto(&ui.at("/sign-in"))
         .await
         .expect("sign-in page");
-    browser
-        .wait_for("textarea#token", SHOWN)
-        .await
-        .expect("the sign-in page");
-    browser
-        .fill("textarea#token", &token(&s, "viewer"))
-        .await
-        .expect("token");
-    browser
-        .click("form[action='/sign-in'] button[type=submit]")
-        .await
-        .expect("sign in");
+    sign_in(&browser, &token(&s, "viewer")).await;
     browser.goto(&ui.at(&list)).await.expect("open");
     browser
         .wait_for(&format!(r#"[data-run="{run}"]"#), SHOWN)
@@ -603,41 +619,25 @@ async fn a_run_of_a_thousand_steps_is_drawn_whole_and_answers_a_click() {
         ));
     }
     s.apply_as(&ALICE, &flow).unwrap_or_else(|e| panic!("{e}"));
-    let run = s
-        .create_run_as(&ALICE, "big", json!({}))
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_phase(&s, &run, "Waiting").await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ui = viewer(
-        &kubeconfig_as(&s, "alice", dir.path()),
-        "kubeconfig",
-        s.ns(),
-    );
-    let browser = Browser::start().await.expect("chromium");
-    browser
-        .goto(&ui.at(&format!("/namespaces/{}/runs/{run}", s.ns())))
-        .await
-        .expect("open the run");
-    browser
-        .wait_for(r#"[data-step="s999"][data-status="pending"]"#, SHOWN)
-        .await
-        .expect("the last step drawn");
+    let page = open_run_as_alice(
+        &s,
+        "big",
+        "Waiting",
+        r#"[data-step="s999"][data-status="pending"]"#,
+    )
+    .await;
+    let browser = &page.browser;
     let drawn = browser
         .eval("return document.querySelectorAll('[data-step]').length")
         .await
         .expect("count");
     assert_eq!(drawn, json!(1000));
-    browser
-        .click(r#"[data-step="s999"]"#)
-        .await
-        .expect("click the last step");
-    browser
-        .wait_for(
-            r#"#panel[data-step-panel="s999"] [data-step-status="pending"]"#,
-            SHOWN,
-        )
-        .await
-        .expect("its panel");
+    click_to_see(
+        browser,
+        r#"[data-step="s999"]"#,
+        r#"#panel[data-step-panel="s999"] [data-step-status="pending"]"#,
+    )
+    .await;
     browser
         .click(r#"[data-arrow="gate->s1"] .handle"#)
         .await

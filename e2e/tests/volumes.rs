@@ -8,14 +8,14 @@
 
 use std::{path::Path, time::Duration};
 
-use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition};
+use coxswain_e2e::{TestNamespace, wait_for, wait_for_job_condition, wait_pod_finished};
 use k8s_openapi::api::{
     batch::v1::Job,
     core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod},
     storage::v1::StorageClass,
 };
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{DeleteParams, ListParams, LogParams, PostParams},
 };
 use serde_json::{Value, json};
@@ -95,6 +95,23 @@ fn phase(pod: &Pod) -> Option<&str> {
     pod.status.as_ref().and_then(|s| s.phase.as_deref())
 }
 
+/// Pod `name` once it has finished, which it must have done with phase
+/// `Succeeded`, and its log.
+async fn succeeded(ns: &TestNamespace, name: &str) -> (Pod, String) {
+    let pods: Api<Pod> = ns.api();
+    let pod = wait_pod_finished(&pods, name, BOUND)
+        .await
+        .expect("pod finished");
+    let log = pod_log(ns, &pod).await;
+    assert_eq!(phase(&pod), Some("Succeeded"), "log: {log}");
+    (pod, log)
+}
+
+/// The annotation `key` of `object`, if it has one.
+fn annotation<'a>(object: &'a impl ResourceExt, key: &str) -> Option<&'a str> {
+    object.annotations().get(key).map(String::as_str)
+}
+
 fn node_name(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
@@ -148,10 +165,8 @@ fn host_path(pv: &PersistentVolume) -> String {
 async fn claim_is_provisioned_written_read_and_deleted_with_its_directory() {
     let ns = TestNamespace::new().await.expect("namespace");
     let claims: Api<PersistentVolumeClaim> = ns.api();
-    claims
-        .create(&PostParams::default(), &claim("data", None))
-        .await
-        .expect("create claim");
+    ns.create::<PersistentVolumeClaim>(claim("data", None))
+        .await;
 
     // The default class was given by admission, the real provisioner made
     // a hostPath PV bound to the claim, and its directory is on the host.
@@ -175,11 +190,7 @@ async fn claim_is_provisioned_written_read_and_deleted_with_its_directory() {
     );
     assert_eq!(pv_spec.storage_class_name.as_deref(), Some("standard"));
     assert_eq!(
-        pv.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
-            .map(String::as_str),
+        annotation(&pv, "pv.kubernetes.io/provisioned-by"),
         Some("kubernetes.io/host-path")
     );
     let dir = host_path(&pv);
@@ -193,12 +204,8 @@ async fn claim_is_provisioned_written_read_and_deleted_with_its_directory() {
     let jobs: Api<Job> = ns.api();
     let content = format!("written in {}", ns.name());
     let write = format!("printf '%s' '{content}' > /data/greeting.txt");
-    jobs.create(
-        &PostParams::default(),
-        &job("writer", pod_spec(&write, "data", false)),
-    )
-    .await
-    .expect("create writer");
+    ns.create::<Job>(job("writer", pod_spec(&write, "data", false)))
+        .await;
     wait_for_job_condition(&jobs, "writer", "Complete", BOUND)
         .await
         .expect("writer finished");
@@ -214,12 +221,8 @@ async fn claim_is_provisioned_written_read_and_deleted_with_its_directory() {
     // Another Job's pod reads it through the same claim, mounted read-only.
     let read = "cat /data/greeting.txt; echo; \
                 if touch /data/other 2>/dev/null; then echo 'read-only mount was writable'; exit 1; fi";
-    jobs.create(
-        &PostParams::default(),
-        &job("reader", pod_spec(read, "data", true)),
-    )
-    .await
-    .expect("create reader");
+    ns.create::<Job>(job("reader", pod_spec(read, "data", true)))
+        .await;
     wait_for_job_condition(&jobs, "reader", "Complete", BOUND)
         .await
         .expect("reader finished");
@@ -278,12 +281,8 @@ async fn pod_whose_claim_never_binds_stays_pending_and_never_runs() {
     let marker = std::env::temp_dir().join(format!("coxswain-e2e-ran-{}", ns.name()));
     let script = format!("touch {}", marker.display());
     let pods: Api<Pod> = ns.api();
-    pods.create(
-        &PostParams::default(),
-        &bare_pod("waiter", pod_spec(&script, "stuck", false)),
-    )
-    .await
-    .expect("create pod");
+    ns.create::<Pod>(bare_pod("waiter", pod_spec(&script, "stuck", false)))
+        .await;
 
     let pod = wait_for("PodScheduled=False", BOUND, || async {
         let p = pods.get("waiter").await?;
@@ -352,15 +351,11 @@ async fn pod_runs_once_its_claim_is_bound_later() {
         .await
         .expect("create claim");
     let pods: Api<Pod> = ns.api();
-    pods.create(
-        &PostParams::default(),
-        &bare_pod(
-            "patient",
-            pod_spec("echo ran > /data/ran; cat /data/ran", "later", false),
-        ),
-    )
-    .await
-    .expect("create pod");
+    ns.create::<Pod>(bare_pod(
+        "patient",
+        pod_spec("echo ran > /data/ran; cat /data/ran", "later", false),
+    ))
+    .await;
     wait_for("PodScheduled=False", BOUND, || async {
         let p = pods.get("patient").await?;
         Ok(scheduled(&p)
@@ -392,14 +387,7 @@ async fn pod_runs_once_its_claim_is_bound_later() {
     pvs.create(&PostParams::default(), &pv)
         .await
         .expect("create pv");
-    let pod = wait_for("pod Succeeded", BOUND, || async {
-        let p = pods.get("patient").await?;
-        Ok(matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p))
-    })
-    .await
-    .expect("pod finished");
-    let log = pod_log(&ns, &pod).await;
-    assert_eq!(phase(&pod), Some("Succeeded"), "log: {log}");
+    let (pod, log) = succeeded(&ns, "patient").await;
     assert_eq!(log, "ran\n");
     assert_eq!(node_name(&pod), Some("e2e-node"));
     assert_eq!(scheduled(&pod).map(|(s, _, _)| s).as_deref(), Some("True"));
@@ -428,10 +416,8 @@ async fn wait_for_first_consumer_claim_is_provisioned_for_its_pod() {
         .await
         .expect("create class");
     let claims: Api<PersistentVolumeClaim> = ns.api();
-    claims
-        .create(&PostParams::default(), &claim("late", Some(&class)))
-        .await
-        .expect("create claim");
+    ns.create::<PersistentVolumeClaim>(claim("late", Some(&class)))
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pvc = claims.get("late").await.expect("claim");
     assert_eq!(
@@ -441,31 +427,16 @@ async fn wait_for_first_consumer_claim_is_provisioned_for_its_pod() {
     );
 
     let pods: Api<Pod> = ns.api();
-    pods.create(
-        &PostParams::default(),
-        &bare_pod(
-            "consumer",
-            pod_spec("echo first > /data/f; cat /data/f", "late", false),
-        ),
-    )
-    .await
-    .expect("create pod");
-    let pod = wait_for("pod Succeeded", BOUND, || async {
-        let p = pods.get("consumer").await?;
-        Ok(matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p))
-    })
-    .await
-    .expect("pod finished");
-    let log = pod_log(&ns, &pod).await;
-    assert_eq!(phase(&pod), Some("Succeeded"), "log: {log}");
+    ns.create::<Pod>(bare_pod(
+        "consumer",
+        pod_spec("echo first > /data/f; cat /data/f", "late", false),
+    ))
+    .await;
+    let (_, log) = succeeded(&ns, "consumer").await;
     assert_eq!(log, "first\n");
     let (pvc, pv) = bound(&ns, "late").await;
     assert_eq!(
-        pvc.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("volume.kubernetes.io/selected-node"))
-            .map(String::as_str),
+        annotation(&pvc, "volume.kubernetes.io/selected-node"),
         Some("e2e-node")
     );
     let dir = host_path(&pv);

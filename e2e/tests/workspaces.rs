@@ -16,15 +16,53 @@ const BOUND: Duration = Duration::from_secs(120);
 /// A Flow named `name` with `workspace` and `steps` (YAML indented for
 /// `spec:`).
 fn flow(name: &str, workspace: &str, steps: &str) -> String {
-    format!(
-        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n  workspace:\n{workspace}  steps:\n{steps}"
-    )
+    coxswain_e2e::flow(name, &format!("  workspace:\n{workspace}  steps:\n{steps}"))
 }
 
 /// The repo `app` at `url` from `main`, pushed on success.
 fn app(url: &str) -> String {
     format!("    repos:\n      - {{name: app, url: \"{url}\", ref: main}}\n    push: onSuccess\n")
 }
+
+/// The repo `app` at `url` from `main` with the credentials of the Secret
+/// `git-app` ([`git_app_secret`]), pushed on success.
+fn authed_app(url: &str) -> String {
+    format!(
+        "    repos:\n      - {{name: app, url: \"{url}\", ref: main, secretRef: {{name: git-app}}}}\n    push: onSuccess\n"
+    )
+}
+
+/// The Secret `git-app` (username `robot`, `password`), made as a person
+/// makes it with kubectl.
+fn git_app_secret(s: &Setup, password: &str) {
+    s.kubectl
+        .run(&[
+            "create",
+            "secret",
+            "generic",
+            "git-app",
+            "-n",
+            s.ns(),
+            "--from-literal=username=robot",
+            &format!("--from-literal=password={password}"),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ])
+        .and_then(|yaml| s.kubectl.apply(s.ns(), &yaml))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// How a step `edit` starts that commits a line to `app` on the run's
+/// branch; a test adds what the script does then.
+const EDIT_AND_COMMIT: &str = r#"    - key: edit
+      script:
+        source: |
+          set -e
+          cd app
+          echo more >> README
+          git commit --quiet -am "by the run"
+"#;
 
 const EDIT_AND_READ: &str = r#"    - key: edit
       script:
@@ -81,6 +119,14 @@ async fn claims_gone(s: &Setup, run: &str) {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", claims(s, run), s.logs()));
+}
+
+/// `kubectl delete run RUN --wait`, and then its claims go too.
+async fn deleted_with_its_claims(s: &Setup, run: &str) {
+    s.kubectl
+        .run(&["delete", "run", run, "-n", s.ns(), "--wait=true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    claims_gone(s, run).await;
 }
 
 async fn wait_run(s: &Setup, run: &str, phases: &[&str]) -> Value {
@@ -196,39 +242,15 @@ async fn credentials_come_from_the_repos_secret_and_wrong_ones_fail_the_run_unsa
     let server = GitHttp::start("robot", "s3cret-pw").expect("git over http");
     let repo = server.create_repo("app");
     let s = Setup::new(&[]).await;
-    let workspace = format!(
-        "    repos:\n      - {{name: app, url: \"{}\", ref: main, secretRef: {{name: git-app}}}}\n    push: onSuccess\n",
-        repo.url
-    );
-    let steps = r#"    - key: edit
-      script:
-        source: |
-          set -e
-          cd app
-          echo more >> README
-          git commit --quiet -am "by the run"
-          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
-"#;
-    s.apply(&flow("authed", &workspace, steps));
-    let secret = |password: &str| {
-        s.kubectl
-            .run(&[
-                "create",
-                "secret",
-                "generic",
-                "git-app",
-                "-n",
-                s.ns(),
-                "--from-literal=username=robot",
-                &format!("--from-literal=password={password}"),
-                "--dry-run=client",
-                "-o",
-                "yaml",
-            ])
-            .and_then(|yaml| s.kubectl.apply(s.ns(), &yaml))
-            .unwrap_or_else(|e| panic!("{e}"));
-    };
-    secret("s3cret-pw");
+    let workspace = authed_app(&repo.url);
+    let steps = [
+        EDIT_AND_COMMIT,
+        r#"          printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
+"#,
+    ]
+    .concat();
+    s.apply(&flow("authed", &workspace, &steps));
+    git_app_secret(&s, "s3cret-pw");
     let run = start(&s, "authed");
     let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
     assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", s.logs());
@@ -239,7 +261,7 @@ async fn credentials_come_from_the_repos_secret_and_wrong_ones_fail_the_run_unsa
     assert_eq!(server.branch("app", &branch).as_deref(), Some(edited));
     assert_eq!(r["workspace"]["pushed"][0]["commit"], edited);
 
-    secret("wrong-pw");
+    git_app_secret(&s, "wrong-pw");
     let run = start(&s, "authed");
     let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
     assert_eq!(r["phase"], "Failed", "{r:#}");
@@ -322,10 +344,7 @@ async fn a_run_deleted_mid_run_leaves_no_claim_and_a_killed_controller_checks_ou
     .unwrap_or_else(|e| panic!("{e}\n{:#}\n{}", s.get("run", &run), s.logs()));
     assert_eq!(checkout_jobs(&s), first, "one checkout Job, the first");
     assert_eq!(claims(&s, &run).len(), 1);
-    s.kubectl
-        .run(&["delete", "run", &run, "-n", s.ns(), "--wait=true"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    claims_gone(&s, &run).await;
+    deleted_with_its_claims(&s, &run).await;
 }
 
 #[tokio::test]
@@ -365,10 +384,7 @@ async fn keep_on_failure_keeps_a_failed_runs_volume_until_the_run_is_deleted() {
         std::fs::read_to_string(format!("{path}/notes.txt")).expect("the step's file"),
         "for the post-mortem\n"
     );
-    s.kubectl
-        .run(&["delete", "run", &run, "-n", s.ns(), "--wait=true"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    claims_gone(&s, &run).await;
+    deleted_with_its_claims(&s, &run).await;
 }
 
 #[tokio::test]
@@ -378,20 +394,12 @@ async fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_push_creden
     let repo = server.create_repo("app");
     let trap = AuthTrap::start().expect("the trap listens");
     let s = Setup::new(&[]).await;
-    let workspace = format!(
-        "    repos:\n      - {{name: app, url: \"{}\", ref: main, secretRef: {{name: git-app}}}}\n    push: onSuccess\n",
-        repo.url
-    );
+    let workspace = authed_app(&repo.url);
     // Anything planted that runs calls the trap, with the password in its
     // path when it has one.
-    let steps = r#"    - key: edit
-      script:
-        source: |
-          set -e
-          cd app
-          echo more >> README
-          git commit --quiet -am "by the run"
-          git remote set-url origin "TRAP/app.git"
+    let steps = [
+        EDIT_AND_COMMIT,
+        r#"          git remote set-url origin "TRAP/app.git"
           git config url."TRAP/".insteadOf "HONEST/"
           git config credential.helper '!f() { git ls-remote "TRAP/helper/$COXSWAIN_GIT_PASSWORD" >/dev/null 2>&1; }; f'
           printf '#!/bin/sh\ngit ls-remote "TRAP/fsmonitor/$COXSWAIN_GIT_PASSWORD" >/dev/null 2>&1\nexit 1\n' > .git/fsmonitor.sh
@@ -402,26 +410,13 @@ async fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_push_creden
             chmod +x ".git/hooks/$hook"
           done
           printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
-"#
+"#,
+    ]
+    .concat()
     .replace("TRAP", trap.url("").trim_end_matches('/'))
     .replace("HONEST", &format!("http://127.0.0.1:{}", server.port()));
     s.apply(&flow("hostile", &workspace, &steps));
-    s.kubectl
-        .run(&[
-            "create",
-            "secret",
-            "generic",
-            "git-app",
-            "-n",
-            s.ns(),
-            "--from-literal=username=robot",
-            "--from-literal=password=s3cret-pw-77",
-            "--dry-run=client",
-            "-o",
-            "yaml",
-        ])
-        .and_then(|yaml| s.kubectl.apply(s.ns(), &yaml))
-        .unwrap_or_else(|e| panic!("{e}"));
+    git_app_secret(&s, "s3cret-pw-77");
     let run = start(&s, "hostile");
     let r = &wait_run(&s, &run, &["Succeeded", "Failed"]).await["status"];
     let seen = trap.seen();

@@ -3,7 +3,7 @@
 //! (YAML 1.2) differs in the places lint reports, and once they are quoted
 //! as lint says, kubectl reads what Coxswain reads and lint is quiet.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use coxswain_e2e::{Kubectl, coxswain_bin};
@@ -20,6 +20,18 @@ spec:
         decisions: [approve, "no"]
       input: {n: 1, loud: on, mode: 0644, budget: 1_000, plain: 10, t: true}
 "#;
+
+/// kubectl with the CRDs installed, and `flow` written to `flow.yaml` in a
+/// temporary directory (there while the directory is kept): where each
+/// test here starts.
+async fn flow_file(flow: &str) -> (Kubectl, tempfile::TempDir, PathBuf) {
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("flow.yaml");
+    std::fs::write(&file, flow).expect("write the flow");
+    (kubectl, dir, file)
+}
 
 fn kubectl_reads(kubectl: &Kubectl, file: &Path) -> Value {
     let path = file.to_str().expect("a UTF-8 path");
@@ -45,11 +57,7 @@ fn lint(file: &Path) -> (i32, Vec<String>) {
 
 #[tokio::test]
 async fn lint_names_what_kubectl_reads_differently_and_quoting_mends_it() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("flow.yaml");
-    std::fs::write(&file, FLOW).expect("write the flow");
+    let (kubectl, _dir, file) = flow_file(FLOW).await;
 
     let by_kubectl = kubectl_reads(&kubectl, &file);
     let by_coxswain: Value = serde_yaml::from_str(FLOW).expect("YAML 1.2");
@@ -85,12 +93,8 @@ async fn lint_names_what_kubectl_reads_differently_and_quoting_mends_it() {
 /// names both; quoted as it says, the API server takes the flow.
 #[tokio::test]
 async fn a_bare_true_where_text_is_expected_is_refused_by_the_api_server_and_named_by_lint() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("flow.yaml");
     let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: bare-true}\nspec:\n  description: 2024\n  steps:\n    - key: a\n      when: true\n      agent: {prompt: x}\n";
-    std::fs::write(&file, flow).expect("write the flow");
+    let (kubectl, _dir, file) = flow_file(flow).await;
     let path = file.to_str().expect("a UTF-8 path");
 
     let by_kubectl = kubectl_reads(&kubectl, &file);
@@ -128,12 +132,8 @@ async fn a_bare_true_where_text_is_expected_is_refused_by_the_api_server_and_nam
 /// mean the same number or null in both versions.
 #[tokio::test]
 async fn what_kubectl_reads_alike_is_left_alone_by_lint() {
-    let kubectl = Kubectl::new().await.expect("kubectl");
-    kubectl.install_crds().await.expect("CRDs");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("flow.yaml");
     let flow = "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {name: alike}\nspec:\n  steps:\n    - key: a\n      agent: {prompt: x}\n      input: {at: 1:30, long: 190:20:30, mode: 0o755, hex: 0x1f, none: ~, t: true}\n";
-    std::fs::write(&file, flow).expect("write the flow");
+    let (kubectl, _dir, file) = flow_file(flow).await;
     let by_coxswain: Value = serde_yaml::from_str(flow).expect("YAML 1.2");
     assert_eq!(
         by_coxswain["spec"]["steps"][0]["input"],

@@ -94,31 +94,14 @@ func (w *podWorker) containerEnv(ctx context.Context, c *v1.Container) ([]string
 		vf := e.ValueFrom
 		var v string
 		var err error
+		found := true
 		switch {
 		case vf.ConfigMapKeyRef != nil:
-			opt := ptr.Deref(vf.ConfigMapKeyRef.Optional, false)
-			var data map[string][]byte
-			if data, err = w.configMapData(ctx, vf.ConfigMapKeyRef.Name, opt); err == nil {
-				b, ok := data[vf.ConfigMapKeyRef.Key]
-				if !ok && !opt {
-					err = fmt.Errorf("configmap %q has no key %q", vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key)
-				} else if !ok {
-					continue
-				}
-				v = string(b)
-			}
+			ref := vf.ConfigMapKeyRef
+			v, found, err = w.keyRef(ctx, "configmap", ref.Name, ref.Key, ref.Optional, w.configMapData)
 		case vf.SecretKeyRef != nil:
-			opt := ptr.Deref(vf.SecretKeyRef.Optional, false)
-			var data map[string][]byte
-			if data, err = w.secretData(ctx, vf.SecretKeyRef.Name, opt); err == nil {
-				b, ok := data[vf.SecretKeyRef.Key]
-				if !ok && !opt {
-					err = fmt.Errorf("secret %q has no key %q", vf.SecretKeyRef.Name, vf.SecretKeyRef.Key)
-				} else if !ok {
-					continue
-				}
-				v = string(b)
-			}
+			ref := vf.SecretKeyRef
+			v, found, err = w.keyRef(ctx, "secret", ref.Name, ref.Key, ref.Optional, w.secretData)
 		case vf.FieldRef != nil:
 			v, err = w.fieldValue(vf.FieldRef.FieldPath)
 		case vf.ResourceFieldRef != nil:
@@ -133,11 +116,30 @@ func (w *podWorker) containerEnv(ctx context.Context, c *v1.Container) ([]string
 		if err != nil {
 			return nil, nil, err
 		}
-		set(e.Name, v)
+		if found {
+			set(e.Name, v)
+		}
 	}
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+vars[k])
 	}
 	return out, vars, nil
+}
+
+// keyRef is the value of key in the ConfigMap or Secret (kind) name, read
+// with read: a missing key is an error unless optional, when found is false
+// and the variable is left unset.
+func (w *podWorker) keyRef(ctx context.Context, kind, name, key string, optional *bool,
+	read func(context.Context, string, bool) (map[string][]byte, error)) (v string, found bool, err error) {
+	opt := ptr.Deref(optional, false)
+	data, err := read(ctx, name, opt)
+	if err != nil {
+		return "", false, err
+	}
+	b, found := data[key]
+	if !found && !opt {
+		return "", false, fmt.Errorf("%s %q has no key %q", kind, name, key)
+	}
+	return string(b), found, nil
 }

@@ -60,11 +60,8 @@ func keyFiles(data map[string][]byte, items []v1.KeyToPath, defMode os.FileMode,
 
 func (w *podWorker) configMapData(ctx context.Context, name string, optional bool) (map[string][]byte, error) {
 	cm, err := w.n.client.CoreV1().ConfigMaps(w.pod.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && optional {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("configmap %q: %w", name, err)
+	if found, err := fetched("configmap", name, optional, err); !found {
+		return nil, err
 	}
 	out := map[string][]byte{}
 	for k, v := range cm.Data {
@@ -78,13 +75,23 @@ func (w *podWorker) configMapData(ctx context.Context, name string, optional boo
 
 func (w *podWorker) secretData(ctx context.Context, name string, optional bool) (map[string][]byte, error) {
 	s, err := w.n.client.CoreV1().Secrets(w.pod.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && optional {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("secret %q: %w", name, err)
+	if found, err := fetched("secret", name, optional, err); !found {
+		return nil, err
 	}
 	return s.Data, nil
+}
+
+// fetched is how getting the ConfigMap or Secret (kind) name ended: found, or
+// not found and no error when it is optional (a volume or variable left
+// out), or the error, named.
+func fetched(kind, name string, optional bool, err error) (found bool, _ error) {
+	if apierrors.IsNotFound(err) && optional {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s %q: %w", kind, name, err)
+	}
+	return true, nil
 }
 
 // fieldValue resolves a downward-API fieldPath against the pod.

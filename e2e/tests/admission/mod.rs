@@ -116,19 +116,10 @@ impl Admission {
         name: &str,
         patch: Value,
     ) -> Result<String, String> {
-        self.kubectl_as(
-            user,
-            &[
-                "patch",
-                kind,
-                name,
-                "--type",
-                "merge",
-                "-p",
-                &patch.to_string(),
-            ],
-            None,
-        )
+        let mut args = user.to_vec();
+        args.extend_from_slice(&[kind, name]);
+        self.kubectl
+            .merge_patch(self.ns(), &args, &patch.to_string())
     }
 
     /// The Approval of the first attempt of `step`, once the controller made it.
@@ -158,14 +149,7 @@ impl Admission {
     /// The Run once its phase is one of `phases`; panics with the Run and
     /// the controller's log if it is not within [`BOUND`].
     pub async fn wait_phase(&self, run: &str, phases: &[&str]) -> Value {
-        match self.kubectl.wait_run(self.ns(), run, phases, BOUND).await {
-            Ok(object) => object,
-            Err(e) => panic!(
-                "{e}\nrun: {}\ncontroller log:\n{}",
-                self.get("run", run),
-                self.logs()
-            ),
-        }
+        self.0.wait_phase(run, phases, BOUND).await
     }
 
     /// The caBundle of each validating webhook, base64 as stored.
@@ -252,10 +236,10 @@ pub const ALICE: [&str; 2] = ["--as", "alice"];
 pub const BOB: [&str; 2] = ["--as", "bob"];
 pub const EVE: [&str; 2] = ["--as", "eve"];
 
+/// A Flow named `name` with only `steps` (YAML list items, indented as
+/// under `steps:`).
 pub fn flow(name: &str, steps: &str) -> String {
-    format!(
-        "apiVersion: coxswain.dev/v1alpha1\nkind: Flow\nmetadata: {{name: {name}}}\nspec:\n  steps:\n{steps}"
-    )
+    coxswain_e2e::flow(name, &format!("  steps:\n{steps}"))
 }
 
 pub const REVIEWED: &str = r#"

@@ -10,19 +10,7 @@ use serde_json::{Value, json};
 /// The helm built from Go modules: `E2E_HELM`, else `target/e2e/helm`,
 /// built with `e2e/helm/build` when missing.
 fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("E2E_HELM") {
-        return PathBuf::from(path);
-    }
-    let root = workspace_root();
-    let path = root.join("target/e2e/helm");
-    if !path.is_file() {
-        let status = Command::new(root.join("e2e/helm/build"))
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("e2e/helm/build runs");
-        assert!(status.success(), "e2e/helm/build failed");
-    }
-    path
+    coxswain_e2e::built_tool("E2E_HELM", "helm", "e2e/helm/build")
 }
 
 /// `helm template coxswain charts/coxswain --namespace NS --set …`, read.
@@ -146,6 +134,15 @@ impl Render {
             .as_array()
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The controller's variable `name` as the Deployment sets it (with its
+    /// `value` or `valueFrom`), or null when it sets none.
+    pub fn deployment_var(&self, name: &str) -> Value {
+        self.deployment_env()
+            .into_iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or(Value::Null)
     }
 
     /// The variables the Deployment gives the controller, resolved as the

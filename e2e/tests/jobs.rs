@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use coxswain_core::api::{EnvVar, Field, Run, ScriptOutput, ScriptStep, SecretKeyRef, ValueFrom};
+use coxswain_core::api::{EnvVar, Field, Run, ScriptOutput, ScriptStep};
 use coxswain_core::engine::{RunInfo, Task, Work, WorkResult, codes};
 use coxswain_e2e::{TestNamespace, wait_for};
 use coxswain_k8s::jobs::{self, JobLauncher, JobSettings};
@@ -132,20 +132,6 @@ where
     K: Clone + std::fmt::Debug + k8s_openapi::serde::de::DeserializeOwned,
 {
     api.get_opt(name).await.expect("read").is_some()
-}
-
-/// An env var taken from `key` of the Secret `secret`.
-fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: None,
-        value_from: Some(ValueFrom {
-            secret_key_ref: SecretKeyRef {
-                name: secret.into(),
-                key: key.into(),
-            },
-        }),
-    }
 }
 
 fn error_of(result: &WorkResult) -> (&str, &str) {
@@ -343,7 +329,7 @@ async fn a_secret_env_var_reaches_the_script_and_stays_out_of_the_job() {
     .await;
     let mut step = script(r#"printf '{"token":"%s","plain":"%s"}' "$TOKEN" "$PLAIN""#);
     step.env = vec![
-        from_secret("TOKEN", "api", "token"),
+        EnvVar::from_secret("TOKEN", "api", "token"),
         EnvVar {
             name: "PLAIN".into(),
             value: Some("$(TOKEN) $$".into()),
@@ -375,7 +361,7 @@ async fn a_secret_env_var_reaches_the_script_and_stays_out_of_the_job() {
 async fn a_missing_secret_fails_the_attempt_with_a_secret_error() {
     let r = setup().await;
     let mut step = script("echo never");
-    step.env = vec![from_secret("TOKEN", "absent", "token")];
+    step.env = vec![EnvVar::from_secret("TOKEN", "absent", "token")];
     let work = work(&r.run, "call", step, Value::Null);
     let job = through_job(&r.launcher, &work).await;
     let (code, message) = error_of(&job);

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{assert_error, work};
-use coxswain_core::api::{
-    EnvVar, Field, ScriptOutput, ScriptStep, SecretKeyRef, StepError, ValueFrom,
-};
+use coxswain_core::api::{EnvVar, Field, ScriptOutput, ScriptStep, StepError};
 use coxswain_core::engine::{Task, Work, WorkResult, codes};
 use coxswain_steps::Executor;
 use coxswain_steps::script::{DEFAULT_MAX_FILES, DEFAULT_MAX_LISTING_BYTES, HostEnv, LocalScript};
@@ -67,20 +65,6 @@ fn fields(list: &[(&str, &str)]) -> Option<ScriptOutput> {
     })
 }
 
-/// The variable `name` read from key `key` of the Secret `secret`.
-fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: None,
-        value_from: Some(ValueFrom {
-            secret_key_ref: SecretKeyRef {
-                name: secret.into(),
-                key: key.into(),
-            },
-        }),
-    }
-}
-
 #[tokio::test]
 async fn inputs_are_files_in_contract_form() {
     let step = source(
@@ -124,7 +108,7 @@ async fn environment_is_set() {
             value: Some("a value".into()),
             value_from: None,
         },
-        secret_env("DB_PASSWORD", "db", "password"),
+        EnvVar::from_secret("DB_PASSWORD", "db", "password"),
     ];
     let mut w = script_work(step, Value::Null);
     w.run.since = Some("1700000000".into());
@@ -151,7 +135,7 @@ async fn since_is_empty_without_a_schedule() {
 #[tokio::test]
 async fn missing_secret_fails_with_secret_code() {
     let mut step = source("true");
-    step.env = vec![secret_env("X", "nope", "k")];
+    step.env = vec![EnvVar::from_secret("X", "nope", "k")];
     let err = run(step, Value::Null).await.unwrap_err().error;
     assert_error(&err, codes::SECRET, &["nope"]);
 }

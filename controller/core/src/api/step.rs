@@ -470,6 +470,23 @@ pub struct EnvVar {
     pub value_from: Option<ValueFrom>,
 }
 
+impl EnvVar {
+    /// The variable `name` read from `key` of the Secret `secret`, as a
+    /// flow declares a credential without writing it down.
+    pub fn from_secret(name: &str, secret: &str, key: &str) -> Self {
+        EnvVar {
+            name: name.into(),
+            value: None,
+            value_from: Some(ValueFrom {
+                secret_key_ref: SecretKeyRef {
+                    name: secret.into(),
+                    key: key.into(),
+                },
+            }),
+        }
+    }
+}
+
 /// The declared output of a script: the same shapes as an agent's reply.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -19,6 +19,7 @@ mod live;
 mod local;
 mod logs;
 mod pages;
+mod run_page;
 mod runs;
 
 use std::net::SocketAddr;

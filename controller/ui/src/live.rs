@@ -12,7 +12,7 @@ use kube::runtime::watcher::{self, Event as Watched};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use crate::runs::{RunRow, get_run, page};
+use crate::run_page::{RunRow, get_run, page};
 
 /// Each change to a namespace's runs: `run` with the run's row, `deleted`
 /// with its name; `failure` when the watch cannot go on (not `error`,

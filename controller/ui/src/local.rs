@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::flows::{flow_page, flow_row};
 use crate::live;
-use crate::runs::{RunPage, RunRow, rows_of};
+use crate::run_page::{RunPage, RunRow, rows_of};
 
 /// The namespace local runs and flows are shown in.
 pub const NAMESPACE: &str = "local";

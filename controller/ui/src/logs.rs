@@ -22,7 +22,7 @@ use coxswain_core::api::Run;
 
 use crate::Shared;
 use crate::error::ApiError;
-use crate::runs::get_run;
+use crate::run_page::get_run;
 
 /// The container a script runs in.
 const STEP_CONTAINER: &str = "step";

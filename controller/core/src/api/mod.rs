@@ -17,7 +17,6 @@ pub mod offload;
 mod run;
 pub mod schema;
 mod step;
-pub mod stored;
 mod workspace;
 
 pub use approval::{
@@ -28,6 +27,7 @@ pub use flow::{
 };
 pub use log_tail::{LOG_TAIL_BYTES, LogTail};
 pub use offload::MovedValue;
+pub use run::stored;
 pub use run::{
     Arrow, Attempt, CopiedFrom, FlowRef, MAX_VALUE_BYTES, PartStatus, RerunOf, ReviewNote, Run,
     RunFrom, RunPhase, RunSpec, RunStatus, StartedBy, StepError, StepPhase, StepStatus, TokenUsage,

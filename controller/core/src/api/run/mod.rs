@@ -1,5 +1,7 @@
 //! The `Run` resource: one execution of a flow, and its status.
 
+pub mod stored;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -159,8 +161,8 @@ pub struct RunStatus {
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",
-        serialize_with = "crate::api::stored::serialize_steps",
-        deserialize_with = "crate::api::stored::deserialize_steps"
+        serialize_with = "stored::serialize_steps",
+        deserialize_with = "stored::deserialize_steps"
     )]
     pub steps: BTreeMap<String, StepStatus>,
     /// Every arrow, with what moved along it or why nothing did.

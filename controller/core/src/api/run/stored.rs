@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
-use super::run::{Attempt, PartStatus, StepPhase, StepStatus};
+use super::{Attempt, PartStatus, StepPhase, StepStatus};
 
 /// Writes the steps of a status with each value once.
 pub fn serialize_steps<S: Serializer>(

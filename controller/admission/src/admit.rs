@@ -18,10 +18,7 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::approvals::ApprovalRefusal;
-use super::flows::FlowRefusal;
-use super::reserved::ReservedRefusal;
-use super::runs::RunRefusal;
+pub use super::refusal::{CannotAsk, Refusal};
 
 /// What every request is judged with.
 pub struct Reviewer {
@@ -164,62 +161,4 @@ pub trait Admit {
     fn warnings(_request: &Request<'_>) -> Vec<String> {
         Vec::new()
     }
-}
-
-/// Why admission refuses a request. Its text is the whole message the
-/// user reads (kubectl prints it on one line).
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    /// The object does not read as the kind's type.
-    #[error("the object cannot be read: {0}")]
-    Unreadable(#[source] serde_json::Error),
-    /// The API server could not answer a question the rule asks it.
-    #[error(transparent)]
-    CannotAsk(#[from] CannotAsk),
-    /// A write only the controller makes.
-    #[error(transparent)]
-    Reserved(#[from] ReservedRefusal),
-    /// A Flow's rules.
-    #[error(transparent)]
-    Flow(#[from] FlowRefusal),
-    /// A Run's rules.
-    #[error(transparent)]
-    Run(#[from] RunRefusal),
-    /// An Approval's rules.
-    #[error(transparent)]
-    Approval(#[from] ApprovalRefusal),
-}
-
-/// A question to the API server that a rule needs answered, unanswered:
-/// the request is refused rather than let through unchecked.
-#[derive(Debug, thiserror::Error)]
-pub enum CannotAsk {
-    /// The Flow a Run names could not be read.
-    #[error("cannot read the Flow `{flow}`: {source}")]
-    Flow {
-        /// The Flow's name.
-        flow: String,
-        /// The client's error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The run an Approval belongs to could not be read.
-    #[error("cannot read run {run}: {source}")]
-    Run {
-        /// The Run's name.
-        run: String,
-        /// The client's error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Whether the applier of a Flow may read a Secret it binds could not
-    /// be asked.
-    #[error("cannot ask the API server whether the Secret `{secret}` may be read: {source}")]
-    Secret {
-        /// The Secret's name.
-        secret: String,
-        /// The client's error.
-        #[source]
-        source: kube::Error,
-    },
 }

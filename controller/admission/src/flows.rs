@@ -6,60 +6,11 @@
 use k8s_openapi::api::authentication::v1::UserInfo;
 use serde_json::Value;
 
-use coxswain_core::api::{Flow, FlowSpec, StepProblem};
-use coxswain_core::flow::{BoundSecret, boolean_looking_keys, bound_secrets, one_line, validate};
+use coxswain_core::api::{Flow, FlowSpec};
+use coxswain_core::flow::{boolean_looking_keys, bound_secrets, validate};
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer, may_get};
-
-/// Why a Flow is refused: every problem it has, on one line (kubectl
-/// prints one line).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("flow {name} is not valid ({}): {}", count(.problems), one_line(.problems))]
-pub struct FlowRefusal {
-    /// The Flow's name.
-    pub name: String,
-    /// Every problem, validation's first, in document order.
-    pub problems: Vec<FlowProblem>,
-}
-
-/// `1 problem`, `2 problems`.
-fn count(problems: &[FlowProblem]) -> String {
-    match problems.len() {
-        1 => "1 problem".to_string(),
-        n => format!("{n} problems"),
-    }
-}
-
-/// One problem of a Flow being applied.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FlowProblem {
-    /// What the validator found, as `coxswain lint` prints it.
-    #[error("{0}")]
-    Invalid(StepProblem),
-    /// A Secret the flow binds that the applier may not read.
-    #[error(
-        "{}{}: `{user}` may not read the Secret `{}`, so may not bind it in a flow (nobody gains a Secret through Coxswain)",
-        step_prefix(&.secret.step), .secret.field, .secret.name
-    )]
-    UnreadableSecret {
-        /// Who applies the flow.
-        user: String,
-        /// The Secret and where the flow binds it.
-        secret: BoundSecret,
-    },
-    /// A save or lookup in a cluster whose controller has no records
-    /// database.
-    #[error(
-        "step {step}: {field}: this cluster has no records database to {what}; set `records.database` in the chart (the controller's --records-database)",
-        what = if .field.starts_with("save") { "save into" } else { "look up in" }
-    )]
-    NoRecords {
-        /// The step that saves or looks up.
-        step: String,
-        /// `save`, or `lookup[i]`.
-        field: String,
-    },
-}
+pub use super::refusal::{FlowProblem, FlowRefusal};
 
 /// The steps (parts and loop bodies too) that save or look up, with the
 /// field that does.
@@ -83,15 +34,6 @@ fn record_users(steps: &[coxswain_core::api::Step]) -> Vec<(String, String)> {
         }
     }
     found
-}
-
-/// `step KEY: `, or nothing for a flow-level field.
-fn step_prefix(step: &str) -> String {
-    if step.is_empty() {
-        String::new()
-    } else {
-        format!("step {step}: ")
-    }
 }
 
 impl Admit for Flow {

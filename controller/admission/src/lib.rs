@@ -34,6 +34,7 @@ mod alone;
 pub mod approvals;
 mod error;
 pub mod flows;
+pub mod refusal;
 pub mod register;
 pub mod reserved;
 pub mod review;

@@ -13,40 +13,8 @@ use kube::api::ObjectMeta;
 
 use coxswain_kube::names::is_reserved;
 
+pub use super::refusal::ReservedRefusal;
 use coxswain_kube::names::CREATED_BY_ANNOTATION;
-
-/// Why a write only the controller makes is refused from someone else.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReservedRefusal {
-    /// A `coxswain.dev/` label or annotation set, changed or removed.
-    #[error(
-        "the {sort} `{key}` is written by the Coxswain controller, which acts on it; `{user}` may not {verb} on {what} (labels and annotations starting with `coxswain.dev/` are the controller's)"
-    )]
-    Key {
-        /// `label` or `annotation`.
-        sort: &'static str,
-        /// The key.
-        key: String,
-        /// Who writes.
-        user: String,
-        /// `set it`, `change it`, `remove it`.
-        verb: &'static str,
-        /// The object, such as `Run r1` or `a Run`.
-        what: String,
-    },
-    /// A write to a status.
-    #[error(
-        "the status of {kind} {name} is written by the Coxswain controller only; `{user}` may not write it (the controller acts on what the status records)"
-    )]
-    Status {
-        /// The object's kind.
-        kind: String,
-        /// The object's name.
-        name: String,
-        /// Who writes.
-        user: String,
-    },
-}
 
 /// Refuses a change to a reserved label or annotation by `user`, who is not
 /// the controller: setting one on create (`old` is `None`), or setting,

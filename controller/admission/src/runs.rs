@@ -9,127 +9,16 @@ use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use coxswain_core::api::{CopiedFrom, Flow, Run, RunFrom, StepProblem};
+use coxswain_core::api::{CopiedFrom, Flow, Run, RunFrom};
 use coxswain_core::engine::{copied_decisions, rerun_from};
-use coxswain_core::flow::{
-    InputProblem, MAX_JSON_DEPTH, StartProblem, check_start, json_depth, one_line,
-};
+use coxswain_core::flow::{MAX_JSON_DEPTH, StartProblem, check_start, json_depth};
 
 use super::admit::{Admit, CannotAsk, Refusal, Request, Reviewer, may_get};
+pub use super::refusal::RunRefusal;
 use super::reserved;
 use coxswain_kube::names::CREATED_BY_ANNOTATION;
 use coxswain_kube::rerun_source as rerun;
 use coxswain_kube::snapshot::{self, Recorded};
-
-/// Why a Run is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RunRefusal {
-    /// The client wrote another creator than who creates the Run.
-    #[error(
-        "the annotation {CREATED_BY_ANNOTATION} is written by Coxswain from who creates the Run; `{given}` is not you (`{user}`): leave it out"
-    )]
-    ForgedCreator {
-        /// The name the client wrote.
-        given: String,
-        /// Who creates the Run.
-        user: String,
-    },
-    /// The creator is not stamped as the user creating the Run (the
-    /// mutating webhook did not run).
-    #[error(
-        "the annotation {CREATED_BY_ANNOTATION} must name the user creating the Run (`{user}`); Coxswain's mutating webhook writes it"
-    )]
-    CreatorNotStamped {
-        /// Who creates the Run.
-        user: String,
-    },
-    /// The input nests deeper than the controller keeps reading.
-    #[error(
-        "the input nests arrays and objects {depth} levels deep; a Run's input may be nested at most {MAX_JSON_DEPTH} levels deep, so that its record, which wraps what steps make of the input a few levels deeper, stays readable"
-    )]
-    TooDeep {
-        /// How deep it nests.
-        depth: usize,
-    },
-    /// The Flow the Run names does not exist.
-    #[error("there is no Flow `{flow}` in namespace `{namespace}`; apply the Flow before its Runs")]
-    NoFlow {
-        /// The Flow's name.
-        flow: String,
-        /// The Run's namespace.
-        namespace: String,
-    },
-    /// The Flow the Run names is not valid.
-    #[error("the Flow `{flow}` is not valid, so it cannot run: {}", one_line(.problems))]
-    FlowNotValid {
-        /// The Flow's name.
-        flow: String,
-        /// Every problem of the flow.
-        problems: Vec<StepProblem>,
-    },
-    /// The input does not fit the Flow's schema.
-    #[error("the input does not fit the Flow `{flow}`: {}", one_line(.problems))]
-    InputDoesNotFit {
-        /// The Flow's name.
-        flow: String,
-        /// Every way it does not fit.
-        problems: Vec<InputProblem>,
-    },
-    /// An update changes who created the Run.
-    #[error(
-        "the annotation {CREATED_BY_ANNOTATION} records who created the Run and never changes (it was {}, the update makes it {})",
-        shown(.before.as_ref()),
-        shown(.after.as_ref())
-    )]
-    CreatorChanged {
-        /// The creator recorded.
-        before: Option<String>,
-        /// The creator the update writes.
-        after: Option<String>,
-    },
-    /// An update changes the spec other than `cancel`.
-    #[error(
-        "a Run's spec does not change after it is created, except `cancel`; this update changes {} (create a new Run instead)",
-        .changed.join(" and ")
-    )]
-    SpecChanged {
-        /// The fields changed: `flowRef`, `input`.
-        changed: Vec<&'static str>,
-    },
-    /// A rerun (`spec.from`) whose old Run cannot be rerun from that step.
-    #[error(transparent)]
-    Rerun(#[from] coxswain_kube::rerun_source::SourceProblem),
-    /// A rerun whose old Run's uid was not pinned (the mutating webhook did
-    /// not run).
-    #[error(
-        "spec.from.uid must name the uid of the Run `{run}`; Coxswain's mutating webhook writes it when left out"
-    )]
-    RerunUnpinned {
-        /// The old Run.
-        run: String,
-    },
-    /// A rerun by someone who may not read the old Run.
-    #[error(
-        "spec.from: you (`{user}`) may not read the Run `{run}`, so you may not rerun it: a rerun copies its steps' outputs into a Run you can read"
-    )]
-    OldRunUnreadable {
-        /// Who creates the rerun.
-        user: String,
-        /// The old Run.
-        run: String,
-    },
-    /// The flow the old Run pinned could not be read, so its steps are unknown.
-    #[error("spec.from: the flow the Run `{run}` ran cannot be read: {reason}")]
-    RerunFlowUnreadable {
-        /// The old Run.
-        run: String,
-        /// Why.
-        reason: String,
-    },
-    /// An update takes `cancel` back.
-    #[error("a cancelled Run stays cancelled; create a new Run instead")]
-    Uncancelled,
-}
 
 impl Admit for Run {
     async fn review(reviewer: &Reviewer, request: &Request<'_>) -> Result<(), Refusal> {
@@ -274,10 +163,6 @@ pub fn check_update(old: &Run, new: &Run) -> Result<(), RunRefusal> {
         return Err(RunRefusal::Uncancelled);
     }
     Ok(())
-}
-
-fn shown(value: Option<&String>) -> String {
-    value.map_or("absent".into(), |v| format!("`{v}`"))
 }
 
 /// Checks a Run being created, reading its Flow (a rerun: its old Run).

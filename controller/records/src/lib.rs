@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod filter;
+pub mod model;
 mod number;
 pub mod order;
 mod pg;
@@ -32,10 +33,11 @@ mod sqlite;
 pub mod store;
 
 pub use filter::{Bindings, CompileError, Filter, NotCompiled, Param, bind, compile};
+pub use model::{
+    ArchivedRun, Lookup, LookupError, MAX_LIMIT, RunQuery, RunSummary, SCHEMA_VERSION, Saved,
+    Saving, StoreError,
+};
 pub use pg::{MIGRATION_LOCK, PgStore};
 pub use record::{Record, SCHEMA};
 pub use sqlite::SqliteStore;
-pub use store::{
-    ArchivedRun, Lookup, LookupError, MAX_LIMIT, PgSettings, RunQuery, RunSummary, SCHEMA_VERSION,
-    Saved, Saving, Store, StoreError,
-};
+pub use store::{PgSettings, Store};

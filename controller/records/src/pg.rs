@@ -48,12 +48,12 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, IsolationLevel, NoTls, Row};
 
 use crate::filter::{Filter, bind, compile};
-use crate::order::OrderBy;
-use crate::record::{Record, SCHEMA, SELECT_COLUMNS};
-use crate::store::{
+use crate::model::{
     ArchivedRun, Lookup, LookupError, RunQuery, RunSummary, SCHEMA_VERSION, Saved, Saving,
     StoreError, evaluate, from_stored_time,
 };
+use crate::order::OrderBy;
+use crate::record::{Record, SCHEMA, SELECT_COLUMNS};
 use coxswain_core::expr::Root;
 
 /// How the PostgreSQL store behaves.

@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
-use crate::order::OrderBy;
-use crate::record::Record;
-use crate::store::{
+use crate::model::{
     ArchivedRun, Lookup, LookupError, RunQuery, RunSummary, SCHEMA_VERSION, Saved, Saving,
     StoreError, evaluate, from_stored_time,
 };
+use crate::order::OrderBy;
+use crate::record::Record;
 
 /// `savedAt` as SQLite writes it: the format of
 /// [`crate::record::SAVED_AT_TEXT`]; SQLite's clock has milliseconds, the

@@ -142,7 +142,7 @@ fn error_codes() -> BTreeSet<String> {
         }
     }
     let records =
-        std::fs::read_to_string(root().join("controller/records/src/store.rs")).expect("store.rs");
+        std::fs::read_to_string(root().join("controller/records/src/model.rs")).expect("model.rs");
     assert!(records.contains("\"records.lookup_failed\""));
     codes.insert("records.lookup_failed".to_string());
     assert!(codes.len() > 15, "{codes:?}");

@@ -41,7 +41,7 @@ fn looping(passes: i32) -> FlowSpec {
 }
 
 /// Runs a flow whose every piece of work succeeds at once; returns the
-/// number of events handled and the final record.
+/// number of events handled and the final status.
 fn drive(flow: &CompiledFlow, input: serde_json::Value) -> (usize, RunStatus) {
     drive_with(flow, input, &json!({"ok": true}))
 }

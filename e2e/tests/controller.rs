@@ -431,7 +431,7 @@ async fn cancelling_a_run_deletes_its_running_job() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}: {:?}", jobs()));
-    // What the stopped script had written is kept in its attempt's record.
+    // What the stopped script had written is kept in its attempt's status.
     let kept = wait_for("the stopped attempt's log in the record", BOUND, || async {
         let run = s.get("run", &run);
         let log = run["status"]["steps"]["nap"]["attempts"][0]["log"].clone();

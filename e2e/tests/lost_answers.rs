@@ -1,5 +1,5 @@
 //! What a write applied by the API server but whose answer was lost leaves
-//! behind: the Run's record ahead of what the controller does after writing
+//! behind: the Run's status ahead of what the controller does after writing
 //! it. The controller that wrote it saw an error and never did those acts;
 //! the next reconcile (or the next controller) must still leave things
 //! right. Each test builds that state with kubectl while no controller

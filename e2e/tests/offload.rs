@@ -49,7 +49,7 @@ fn answer(work: &Work) -> Done {
 }
 
 /// Drives the engine through the whole flow without I/O, as the controller
-/// would with finished Jobs; returns the final record.
+/// would with finished Jobs; returns the final status.
 fn drive(flow: &CompiledFlow) -> RunStatus {
     let mut now = jiff::Timestamp::from_second(1_800_000_000).expect("time");
     let mut machine = RunMachine::new(flow, json!({}), RunInfo::default());

@@ -408,7 +408,7 @@ spec:
     // Every statement on the records fails now, as with a database gone.
     db.query("ALTER TABLE records RENAME TO records_away");
     let run = start(&s, "look", &json!({}));
-    let waiting = wait_for("the attempt's record to say it waits", BOUND, || async {
+    let waiting = wait_for("the attempt's status to say it waits", BOUND, || async {
         let r = s
             .kubectl
             .run(&["get", "run", &run, "-n", s.ns(), "-o", "json"])

@@ -1,7 +1,7 @@
 //! What can go wrong, in two kinds kept apart: [`StartError`] stops the
 //! process (it could not start, or must stop: the process exits non-zero
 //! and is restarted), [`Error`] fails one reconcile, which is tried again.
-//! Neither is a step's failure (those go into the Run's record).
+//! Neither is a step's failure (those go into the Run's status).
 
 pub use coxswain_kube::values::ValueError;
 

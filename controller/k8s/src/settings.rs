@@ -30,7 +30,7 @@ pub struct Settings {
     /// One Event per step transition (StepStarted, StepCompleted, …)
     /// instead of one per status write naming every transition in it. An
     /// Event is an API write: per transition, a run of ten steps costs the
-    /// API server about three times the writes of its own record.
+    /// API server about three times the writes of its own status.
     #[arg(long, env = "COXSWAIN_EVENT_PER_TRANSITION")]
     pub event_per_transition: bool,
     /// Script steps as Jobs.

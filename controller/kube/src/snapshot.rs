@@ -1,5 +1,5 @@
 //! Reading back the flow a Run pinned: the snapshot ConfigMap named by the
-//! digest in the Run's record, taken only when it holds a flow of exactly
+//! digest in the Run's status, taken only when it holds a flow of exactly
 //! that digest. The controller goes on with it; admission reads it to judge
 //! a rerun; neither writes here, so this module reconciles nothing.
 

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long = "decide", value_name = "STEP=ANSWER")]
     decide: Vec<String>,
     /// `text`: progress on stderr, the run's output on stdout. `json`:
-    /// stdout is exactly the final record, as a Run's status holds it.
+    /// stdout is exactly the run's final status, as a Run holds it.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
     /// The OpenAI-compatible endpoint for agent steps (else

@@ -1,6 +1,6 @@
 //! `coxswain run`: the engine driven on a laptop. Work runs as local tasks,
 //! approvals come from `--decide` or the terminal, progress goes to stderr,
-//! and the final record has the shape of a Run's status.
+//! and the final status has the shape of a Run's status.
 
 mod approve;
 mod progress;

@@ -240,7 +240,7 @@ impl LocalScript {
     /// makes the folders and reads the secrets). Everything else of the
     /// contract — the environment, stdout's rules, the `files` list, the
     /// process group, the timeout, the errors and the stderr tail kept in
-    /// the attempt's record — is this one code.
+    /// the attempt's status — is this one code.
     pub async fn run_in(
         &self,
         step: &ScriptStep,

@@ -1,5 +1,5 @@
 //! A script step's log: what its pods printed, read as the caller; once
-//! the pods are gone, the last lines each attempt's record kept.
+//! the pods are gone, the last lines each attempt's status kept.
 //!
 //! Pods are taken by their owners, not their labels: a pod counts only
 //! when a Job the Run controls controls it, so a pod someone labelled

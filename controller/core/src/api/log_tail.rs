@@ -1,11 +1,11 @@
-//! The last lines a script wrote to stderr, kept in its attempt's record so
+//! The last lines a script wrote to stderr, kept in its attempt's status so
 //! a failed (or puzzling) attempt can be read after its pod is gone, and
 //! bounded so a chatty script cannot grow the Run past what etcd stores.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The most bytes of log an attempt's record keeps.
+/// The most bytes of log an attempt's status keeps.
 pub const LOG_TAIL_BYTES: usize = 4096;
 
 /// The end of an attempt's log, as its status keeps it.

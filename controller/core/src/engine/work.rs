@@ -275,7 +275,7 @@ pub struct Done {
     pub text: Option<String>,
     /// Tokens used, for agents.
     pub usage: Option<TokenUsage>,
-    /// The end of a script's stderr, for its attempt's record.
+    /// The end of a script's stderr, for its attempt's status.
     pub log: Option<crate::api::LogTail>,
 }
 
@@ -287,7 +287,7 @@ pub struct Failed {
     pub error: StepError,
     /// Tokens used before it failed, for agents.
     pub usage: Option<TokenUsage>,
-    /// The end of a script's stderr, for its attempt's record.
+    /// The end of a script's stderr, for its attempt's status.
     pub log: Option<crate::api::LogTail>,
 }
 

@@ -359,7 +359,7 @@ impl JobLauncher {
     }
 
     /// The last lines of the log of `id`'s running pod, read before it is
-    /// stopped so its attempt's record keeps them; `None` when there is no
+    /// stopped so its attempt's status keeps them; `None` when there is no
     /// pod of this Run's Job or it has no log yet.
     pub async fn last_lines(&self, id: &WorkId) -> Option<LogTail> {
         let job = self.own_job(id, "cancelled").await.ok()??;

@@ -60,8 +60,8 @@ pub struct JobSettings {
     )]
     pub max_output: usize,
     /// Seconds a finished Job (and its pod and log) is kept, once its
-    /// result is in the Run's record, before Kubernetes deletes it; `never`
-    /// keeps it until its Run is deleted. The record keeps the last lines
+    /// result is in the Run's status, before Kubernetes deletes it; `never`
+    /// keeps it until its Run is deleted. The status keeps the last lines
     /// of each attempt's stderr either way.
     #[arg(
         long = "job-ttl-after-finished",

@@ -101,7 +101,7 @@ impl<'a> Launchers<'a> {
     }
 
     /// For a script, the last lines of its log: read before it is stopped,
-    /// for the attempt's record (its pod goes with it).
+    /// for the attempt's status (its pod goes with it).
     pub async fn last_lines(&self, work: &Work) -> Option<LogTail> {
         match self.route(work) {
             Route::Job(jobs) => jobs.last_lines(&WorkId::of(work)).await,

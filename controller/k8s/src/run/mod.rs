@@ -484,7 +484,7 @@ fn take_found(
     )
 }
 
-/// What an attempt's record says while its lookups wait for the records
+/// What an attempt's status says while its lookups wait for the records
 /// database.
 fn waiting_for_database(reason: &str) -> String {
     format!(

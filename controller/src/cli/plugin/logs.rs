@@ -1,6 +1,6 @@
 //! `logs RUN [STEP] [-f]`: what script steps printed, from their pods
 //! (`kubectl logs -c step` of each attempt's pod) while the pods are there,
-//! else the last lines of stderr each attempt's record keeps (`log`). Only
+//! else the last lines of stderr each attempt's status keeps (`log`). Only
 //! pods whose Job the Run owns (by uid) are read: labels are anyone's to
 //! write. `-f` follows the pods as they start, until the steps end.
 

@@ -1,6 +1,6 @@
 //! `retry RUN [--from STEP]`: a new Run of the ended run's flow and input
 //! with `spec.from`, so the controller reruns STEP and what follows and
-//! keeps the old record of every other step. Without `--from`, the first
+//! keeps the old status of every other step. Without `--from`, the first
 //! step that failed (the core's own choice, as `coxswain run --from` makes it).
 
 use kube::ResourceExt;

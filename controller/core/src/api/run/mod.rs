@@ -26,7 +26,7 @@ pub const MAX_VALUE_BYTES: usize = 256 << 10;
     namespaced,
     status = "RunStatus",
     category = "coxswain",
-    doc = "One run of a Flow: its input, and in status every step's record.",
+    doc = "One run of a Flow: its input, and in its status what every step did.",
     printcolumn(name = "Flow", type_ = "string", json_path = ".spec.flowRef.name"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Step", type_ = "string", json_path = ".status.currentStep"),
@@ -49,7 +49,7 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel: bool,
     /// Rerun an ended run from one of its steps: the new run runs the old
-    /// run's pinned flow, keeps the old record of every step that is
+    /// run's pinned flow, keeps the old status of every step that is
     /// neither `step` nor after it, and runs `step` and what follows anew.
     /// `flowRef` must name the old run's Flow, unchanged since; a person's
     /// decision is copied only into a rerun made by the old run's creator.
@@ -125,7 +125,7 @@ impl RunPhase {
     }
 }
 
-/// The record of a run; the same shape `coxswain run --output json` prints.
+/// The status of a run; the same shape `coxswain run --output json` prints.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunStatus {
@@ -136,7 +136,7 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_generation: Option<i64>,
     /// The digest (`sha256:…`) of the flow spec the run started with: the
-    /// engine refuses to resume this record with any other flow.
+    /// engine refuses to resume this status with any other flow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_digest: Option<String>,
     /// For scheduled runs, `$SINCE`: when the last successful scheduled run
@@ -155,7 +155,7 @@ pub struct RunStatus {
     /// Settled steps out of all steps, such as `3/7`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
-    /// Every step's record, by key. Each value is stored once: the latest
+    /// Every step's status, by key. Each value is stored once: the latest
     /// completed attempt leaves its output and text to its step (or part),
     /// and an output that is exactly its text is kept as `text` alone.
     #[serde(
@@ -454,7 +454,7 @@ pub struct StepStatus {
     /// The change request the next attempt answers, after a send-back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewNote>,
-    /// In a rerun (`spec.from`): this record was copied whole from the old
+    /// In a rerun (`spec.from`): this step's status was copied whole from the old
     /// run named here (the step did not run again in this run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copied_from: Option<CopiedFrom>,

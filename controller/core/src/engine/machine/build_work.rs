@@ -297,7 +297,7 @@ impl RunMachine<'_> {
     }
 }
 
-/// The step's lookups as work, each with what the attempt's record says it
+/// The step's lookups as work, each with what the attempt's status says it
 /// found (`None` until the driver ran it).
 pub(super) fn lookup_work(compiled: &CompiledStep<'_>, found: Option<&Value>) -> Vec<LookupWork> {
     compiled

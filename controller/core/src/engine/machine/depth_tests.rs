@@ -1,6 +1,6 @@
 //! The engine keeps no value nested deeper than [`MAX_JSON_DEPTH`]: a step's
 //! output, what loops and joins build from them, and the flow's `output:`.
-//! A deeper one would make the Run's record unreadable, and with it every
+//! A deeper one would make the Run's status unreadable, and with it every
 //! list of Runs.
 
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Saves and lookups in the engine: a save is work whose task carries its
 //! key and value read from the run; a step with lookups starts only once
 //! the driver ran them and the engine recorded what they found, which then
-//! reaches the step as inputs and survives in the attempt's record.
+//! reaches the step as inputs and survives in the attempt's status.
 
 use serde_json::{Map, Value, json};
 

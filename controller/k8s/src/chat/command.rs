@@ -337,10 +337,7 @@ fn cut(text: &str, most: usize) -> String {
     if text.len() <= most {
         return text.to_string();
     }
-    let mut end = most;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = coxswain_core::text::floor_boundary(text, most);
     format!("{}… (cut; the whole output is in the Run)", &text[..end])
 }
 

@@ -114,11 +114,7 @@ pub fn fold(events: Vec<Event>) -> Vec<Event> {
         .collect::<Vec<_>>()
         .join(", ");
     if action.len() > ACTION_MAX {
-        let mut end = ACTION_MAX;
-        while !action.is_char_boundary(end) {
-            end -= 1;
-        }
-        action.truncate(end);
+        action.truncate(coxswain_core::text::floor_boundary(&action, ACTION_MAX));
     }
     vec![Event {
         type_: if warning {
@@ -262,11 +258,7 @@ const ACTION_MAX: usize = 128;
 /// An event's note holds at most 1 kB.
 fn cut(mut note: String) -> String {
     if note.len() > 1000 {
-        let mut end = 990;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
+        note.truncate(coxswain_core::text::floor_boundary(&note, 990));
         note.push_str(" (cut)");
     }
     note

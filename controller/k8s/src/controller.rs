@@ -290,6 +290,12 @@ async fn reconcile_runs(
         .with_config(Config::default().concurrency(settings.reconcile_concurrency))
         .graceful_shutdown_on(shutdown);
     tokio::spawn(watch_store(controller.store(), metrics.clone(), health));
+    let sweeper = tokio::spawn(crate::snapshots::remove_unnamed(
+        client.clone(),
+        settings.namespace.clone(),
+        controller.store(),
+        settings.snapshots.clone(),
+    ));
     tracing::info!("reconciling Runs");
     let reporter = Reporter {
         controller: "coxswain".into(),
@@ -308,6 +314,7 @@ async fn reconcile_runs(
             }
         })
         .await;
+    sweeper.abort();
     Ok(())
 }
 

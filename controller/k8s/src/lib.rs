@@ -20,6 +20,7 @@ pub mod offload;
 pub mod records;
 pub mod run;
 pub mod settings;
+pub mod snapshots;
 
 pub use coxswain_admission as admission;
 pub use coxswain_kube::{guard, names, ops, rerun_source, snapshot};

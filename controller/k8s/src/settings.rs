@@ -54,6 +54,9 @@ pub struct Settings {
     /// Stored records and the run archive: the PostgreSQL database.
     #[command(flatten)]
     pub records: crate::records::RecordsSettings,
+    /// The flow snapshots runs share, removed once no Run names them.
+    #[command(flatten)]
+    pub snapshots: crate::snapshots::SnapshotSettings,
 }
 
 /// Conversation commands.

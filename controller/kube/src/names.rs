@@ -190,6 +190,28 @@ pub fn flow_snapshot(run: &str, digest: &str) -> String {
     joined(run, &format!("flow-{short}"), NAME_MAX)
 }
 
+/// The flow snapshot the runs of one flow version share: named by the
+/// flow's digest alone, so a run of a Flow that has not changed writes no
+/// object of its own. Taken, like every snapshot, only when it holds a flow
+/// of exactly that digest; owned by no run, and removed by the leader once
+/// no Run names its digest (the controller's `snapshots`).
+pub fn shared_flow_snapshot(digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let short: String = hex.chars().take(32).collect();
+    format!("coxswain-flow-{short}")
+}
+
+/// [`ROLE_LABEL`] of a shared flow snapshot: what the leader looks at when
+/// it removes the ones no Run names any more.
+pub const ROLE_SHARED_SNAPSHOT: &str = "flow-snapshot";
+
+/// Annotation the leader puts on a shared flow snapshot that no Run named
+/// when it looked (an RFC 3339 time); it removes the snapshot only if no
+/// Run names it a grace period later, and a run that pins it meanwhile
+/// takes the mark off first (so the removal, made on the marked version
+/// only, is refused).
+pub const UNREFERENCED_ANNOTATION: &str = "coxswain.dev/unreferenced-since";
+
 /// Where runs started before snapshots were named by digest keep theirs;
 /// read only for a run whose status holds the digest to check it against.
 pub fn legacy_flow_snapshot(run: &str) -> String {
@@ -329,6 +351,10 @@ mod tests {
             "post-x7k2-flow-0123456789abcdef"
         );
         assert_eq!(legacy_flow_snapshot("post-x7k2"), "post-x7k2-flow");
+        assert_eq!(
+            shared_flow_snapshot(&format!("sha256:{}", "0123456789abcdef".repeat(4))),
+            "coxswain-flow-0123456789abcdef0123456789abcdef"
+        );
         assert_eq!(
             value("post-x7k2", "0123456789abcdef0123", 1),
             "post-x7k2-value-0123456789abcdef-1"

@@ -29,38 +29,49 @@ pub enum Recorded {
     Gone(String),
 }
 
-/// The snapshot of run `run` holding the flow `digest` its status pinned
-/// (under its digest-named name, or the name runs pinned before used).
+/// The snapshot holding the flow `digest` that run `run`'s status pinned:
+/// the one its flow version's runs share, else the run's own (made when
+/// the shared one was not a snapshot), else the name runs pinned before
+/// snapshots were named by digest. Names only say where to look: a
+/// ConfigMap is taken only when it holds a flow of exactly that digest, so
+/// one that does not is passed over for the next; it is reported only when
+/// none holds the flow.
 pub async fn recorded(
     snapshots: &Api<ConfigMap>,
     run: &str,
     digest: &str,
 ) -> Result<Recorded, kube::Error> {
     let names = [
+        names::shared_flow_snapshot(digest),
         names::flow_snapshot(run, digest),
         names::legacy_flow_snapshot(run),
     ];
+    let mut wrong = None;
     for name in &names {
         let Some(snapshot) = snapshots.get_opt(name).await? else {
             continue;
         };
-        return Ok(match from_snapshot(&snapshot) {
-            Ok(flow) if flow.get().digest == digest => Recorded::Flow(flow),
-            Ok(flow) => tampered(
-                name,
-                format!(
+        match from_snapshot(&snapshot) {
+            Ok(flow) if flow.get().digest == digest => return Ok(Recorded::Flow(flow)),
+            Ok(flow) => {
+                let why = format!(
                     "holds the flow {}, not the flow {digest} the run started with",
                     flow.get().digest
-                ),
-            ),
-            Err(why) => tampered(name, why),
-        });
+                );
+                wrong.get_or_insert_with(|| tampered(name, why));
+            }
+            Err(why) => {
+                wrong.get_or_insert_with(|| tampered(name, why));
+            }
+        }
     }
-    Ok(Recorded::Gone(format!(
-        "the run's flow snapshot (ConfigMap {}) is gone, so the run cannot go on \
-         with the flow it started with",
-        names[0]
-    )))
+    Ok(wrong.unwrap_or_else(|| {
+        Recorded::Gone(format!(
+            "the run's flow snapshot (ConfigMap {} or {}) is gone, so the run cannot go on \
+             with the flow it started with",
+            names[0], names[1]
+        ))
+    }))
 }
 
 fn tampered(name: &str, why: String) -> Recorded {

@@ -1,7 +1,9 @@
 //! Pinning a Run to its flow: on the first reconcile the Flow's spec is
-//! copied into a ConfigMap the Run owns, and the run goes on with that copy
+//! copied into a snapshot ConfigMap, and the run goes on with that copy
 //! whatever happens to the Flow later (edited, deleted). The snapshot's
-//! digest is in the status, so a snapshot that changed is refused.
+//! digest is in the status, so a snapshot that changed is refused. Runs of
+//! one flow version share one snapshot named by its digest; a run makes its
+//! own only when something else stands under the shared name.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -117,13 +119,6 @@ async fn recorded_snapshot(
     })
 }
 
-fn tampered(name: &str, why: String) -> Pinned {
-    Pinned::Tampered {
-        object: name.to_string(),
-        reason: snapshot::tampered_reason(name, &why),
-    }
-}
-
 async fn read(snapshots: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap>, Error> {
     snapshots
         .get_opt(name)
@@ -169,33 +164,168 @@ async fn snapshot_flow(
             ));
         }
     };
-    let name = names::flow_snapshot(&run.name_any(), &compiled.get().digest);
-    // Made already (by a reconcile whose status write was lost, or by
-    // someone else): read before writing, since a create whose answer is
-    // lost never says "exists".
-    if let Some(existing) = read(snapshots, &name).await? {
-        return Ok(adopt(&existing, &name, compiled, flow_name));
-    }
-    let snapshot = snapshot_object(run, &name, &flow.spec, generation)?;
-    match snapshots.create(&PostParams::default(), &snapshot).await {
-        Ok(_) => Ok(Pinned::Flow(Arc::new(compiled))),
-        // A snapshot of this very flow exists: another reconcile (or a
-        // controller before a restart) pinned it first, and its status
-        // write was lost. It is taken only if it holds this flow.
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            let Some(existing) = read(snapshots, &name).await? else {
-                // Deleted since: the next reconcile makes it again.
-                return Err(Error::Corrupt(format!(
-                    "the flow snapshot {namespace}/{name} went away while it was read"
-                )));
-            };
-            Ok(adopt(&existing, &name, compiled, flow_name))
+    let source = format!("the Flow `{flow_name}`");
+    keep(
+        snapshots,
+        run,
+        &Arc::new(compiled),
+        &flow.spec,
+        generation,
+        &source,
+    )
+    .await
+}
+
+/// For a rerun: `flow` (the old run's pinned flow) kept in a snapshot that
+/// outlives the old run (the shared one of its digest, or one `run` owns),
+/// so the rerun goes on with it after the old run is deleted.
+/// `Pinned::Flow(flow)` once it is there.
+pub async fn copy_snapshot(
+    client: &kube::Client,
+    run: &Run,
+    flow: &Arc<CompiledFlow>,
+) -> Result<Pinned, Error> {
+    let snapshots: Api<ConfigMap> =
+        Api::namespaced(client.clone(), &run.namespace().unwrap_or_default());
+    let generation = flow.get().generation.unwrap_or_default();
+    keep(
+        &snapshots,
+        run,
+        flow,
+        flow.spec(),
+        generation,
+        "the run it reruns",
+    )
+    .await
+}
+
+/// Makes sure a snapshot of `flow` stands for `run`: the shared one of its
+/// digest (made now when missing, the leader's removal mark taken off when
+/// it has one), or, when a ConfigMap that is not this flow stands under the
+/// shared name, the run's own. That one is left alone, and noted in the
+/// log: a namespace member who made it cannot hold runs back by it, and
+/// nothing runs from it. `source` names where `flow` came from.
+async fn keep(
+    snapshots: &Api<ConfigMap>,
+    run: &Run,
+    flow: &Arc<CompiledFlow>,
+    spec: &FlowSpec,
+    generation: i64,
+    source: &str,
+) -> Result<Pinned, Error> {
+    let digest = &flow.get().digest;
+    let shared = names::shared_flow_snapshot(digest);
+    let made = shared_object(run, &shared, spec, generation)?;
+    match ensure(snapshots, &shared, &made, digest, source).await? {
+        Kept::Flow(existing) => {
+            unmark(snapshots, *existing).await?;
+            return Ok(Pinned::Flow(flow.clone()));
         }
-        Err(e) => Err(Error::kube(
-            format!("writing the flow snapshot {namespace}/{name}"),
-            e,
-        )),
+        Kept::Other(why) => tracing::warn!(
+            run = %run.name_any(),
+            reason = %snapshot::tampered_reason(&shared, &why),
+            "the shared flow snapshot is not this flow: the run keeps a snapshot of its own"
+        ),
     }
+    let own = names::flow_snapshot(&run.name_any(), digest);
+    let made = snapshot_object(run, &own, spec, generation)?;
+    Ok(
+        match ensure(snapshots, &own, &made, digest, source).await? {
+            Kept::Flow(_) => Pinned::Flow(flow.clone()),
+            Kept::Other(why) => Pinned::Tampered {
+                reason: snapshot::tampered_reason(&own, &why),
+                object: own,
+            },
+        },
+    )
+}
+
+/// What stands under a snapshot's name.
+enum Kept {
+    /// The snapshot of the flow looked for.
+    Flow(Box<ConfigMap>),
+    /// Something else: why it is not that flow.
+    Other(String),
+}
+
+/// The ConfigMap `name`, made as `made` when missing, checked to hold the
+/// flow `digest`. It is read before it is made, since a create whose answer
+/// is lost never says "exists" (a reconcile whose status write was lost, a
+/// controller before a restart, or anyone else may have made it).
+async fn ensure(
+    snapshots: &Api<ConfigMap>,
+    name: &str,
+    made: &ConfigMap,
+    digest: &str,
+    source: &str,
+) -> Result<Kept, Error> {
+    if let Some(existing) = read(snapshots, name).await? {
+        return Ok(check(existing, digest, source));
+    }
+    match snapshots.create(&PostParams::default(), made).await {
+        Ok(created) => Ok(Kept::Flow(Box::new(created))),
+        Err(kube::Error::Api(status)) if status.code == 409 => match read(snapshots, name).await? {
+            Some(existing) => Ok(check(existing, digest, source)),
+            // Deleted since: the next reconcile makes it again.
+            None => Err(Error::Corrupt(format!(
+                "the flow snapshot {name} went away while it was read"
+            ))),
+        },
+        Err(e) => Err(Error::kube(format!("writing the flow snapshot {name}"), e)),
+    }
+}
+
+/// `Kept::Flow` when `existing` holds the flow `digest`, else why not.
+fn check(existing: ConfigMap, digest: &str, source: &str) -> Kept {
+    match snapshot::from_snapshot(&existing) {
+        Ok(found) if found.get().digest == digest => Kept::Flow(Box::new(existing)),
+        Ok(found) => Kept::Other(format!(
+            "holds the flow {}, not the flow {digest} of {source}",
+            found.get().digest
+        )),
+        Err(why) => Kept::Other(why),
+    }
+}
+
+/// Takes the leader's removal mark off a shared snapshot a run pins now.
+/// The write is made on the version read, and the leader removes only the
+/// marked version it saw: one of the two is refused, never both taken.
+/// A refusal here fails the reconcile, and the next one pins afresh.
+async fn unmark(snapshots: &Api<ConfigMap>, mut existing: ConfigMap) -> Result<(), Error> {
+    let annotations = existing.annotations_mut();
+    if annotations.remove(names::UNREFERENCED_ANNOTATION).is_none() {
+        return Ok(());
+    }
+    let name = existing.name_any();
+    snapshots
+        .replace(&name, &PostParams::default(), &existing)
+        .await
+        .map_err(|e| Error::kube(format!("keeping the flow snapshot {name}"), e))?;
+    Ok(())
+}
+
+/// The shared snapshot `name` of the flow version `spec`: owned by no run
+/// (runs of that version come and go; the leader removes it once no Run
+/// names its digest), labelled with the Flow it was first made for.
+fn shared_object(
+    run: &Run,
+    name: &str,
+    spec: &FlowSpec,
+    generation: i64,
+) -> Result<ConfigMap, Error> {
+    let mut made = snapshot_object(run, name, spec, generation)?;
+    made.metadata.owner_references = None;
+    made.metadata.labels = Some(BTreeMap::from([
+        (
+            names::ROLE_LABEL.to_string(),
+            names::ROLE_SHARED_SNAPSHOT.to_string(),
+        ),
+        (
+            names::FLOW_LABEL.to_string(),
+            names::flow_label(&run.spec.flow_ref.name),
+        ),
+    ]));
+    Ok(made)
 }
 
 /// The snapshot ConfigMap `name` of `run`, holding `spec`, owned by the run.
@@ -225,68 +355,4 @@ fn snapshot_object(
         immutable: Some(true),
         ..Default::default()
     })
-}
-
-/// For a rerun: `flow` (the old run's pinned flow) copied into a snapshot
-/// `run` owns, so the rerun goes on with it after the old run and its
-/// snapshot are deleted. A ConfigMap already under that name is taken only
-/// when it holds exactly this flow. `Pinned::Flow(flow)` once it is there.
-pub async fn copy_snapshot(
-    client: &kube::Client,
-    run: &Run,
-    flow: &Arc<CompiledFlow>,
-) -> Result<Pinned, Error> {
-    let namespace = run.namespace().unwrap_or_default();
-    let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let digest = &flow.get().digest;
-    let name = names::flow_snapshot(&run.name_any(), digest);
-    let check = |existing: &ConfigMap| match snapshot::from_snapshot(existing) {
-        Ok(found) if found.get().digest == *digest => Pinned::Flow(flow.clone()),
-        Ok(found) => tampered(
-            &name,
-            format!(
-                "holds the flow {}, not the flow {digest} of the run it reruns",
-                found.get().digest
-            ),
-        ),
-        Err(why) => tampered(&name, why),
-    };
-    if let Some(existing) = read(&snapshots, &name).await? {
-        return Ok(check(&existing));
-    }
-    let generation = flow.get().generation.unwrap_or_default();
-    let snapshot = snapshot_object(run, &name, flow.spec(), generation)?;
-    match snapshots.create(&PostParams::default(), &snapshot).await {
-        Ok(_) => Ok(Pinned::Flow(flow.clone())),
-        Err(kube::Error::Api(status)) if status.code == 409 => match read(&snapshots, &name).await?
-        {
-            Some(existing) => Ok(check(&existing)),
-            None => Err(Error::Corrupt(format!(
-                "the flow snapshot {namespace}/{name} went away while it was read"
-            ))),
-        },
-        Err(e) => Err(Error::kube(
-            format!("writing the flow snapshot {namespace}/{name}"),
-            e,
-        )),
-    }
-}
-
-/// `compiled` (the Flow as the controller read it), when the snapshot
-/// `existing` holds exactly that flow; else why it is not the run's.
-fn adopt(existing: &ConfigMap, name: &str, compiled: CompiledFlow, flow_name: &str) -> Pinned {
-    match snapshot::from_snapshot(existing) {
-        Ok(found) if found.get().digest == compiled.get().digest => {
-            Pinned::Flow(Arc::new(compiled))
-        }
-        Ok(found) => tampered(
-            name,
-            format!(
-                "holds the flow {}, not the flow {} of the Flow `{flow_name}`",
-                found.get().digest,
-                compiled.get().digest
-            ),
-        ),
-        Err(why) => tampered(name, why),
-    }
 }

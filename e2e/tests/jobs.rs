@@ -192,22 +192,37 @@ printf '{"brief":%s,"count":%s,"inputs":"%s","step":"%s","attempt":%s,"run":"%s"
 async fn inputs_are_read_only_files_in_contract_form() {
     let r = setup().await;
     let step = script(
-        r#"for f in "$INPUTS"/*; do printf '%s=%s\n' "${f##*/}" "$(cat "$f")"; done
+        r#"for f in "$INPUTS"/*; do [ "${f##*/}" = pad ] || printf '%s=%s\n' "${f##*/}" "$(cat "$f")"; done
 if touch "$INPUTS/new" 2>/dev/null; then echo writable; else echo read-only; fi"#,
     );
-    let work = work(
-        &r.run,
-        "read",
-        step,
-        json!({"a b": [1, 2], "c": {"d": null}}),
+    let files = "a_b={\"data\":[1,2]}\nc={\"d\":null}\n";
+    // Small inputs ride in the Job, and `step-exec` writes them. The
+    // stand-in node runs pods as root, whom no file mode stops, so their
+    // folder's being read-only is proven on the real node (`real_node.rs`),
+    // where pods run as the random non-root user they must.
+    let small = json!({"a b": [1, 2], "c": {"d": null}});
+    let work = work(&r.run, "read", step.clone(), small.clone());
+    let text = through_job(&r.launcher, &work)
+        .await
+        .expect("done")
+        .text
+        .expect("text");
+    assert!(
+        text.starts_with(files),
+        "one file per input, named safely: {text}"
     );
+    // Large ones come from a ConfigMap volume, mounted read-only.
+    let mut large = small;
+    large["pad"] = json!("x".repeat(40 << 10));
+    let work = self::work(&r.run, "read_large", step, large);
     let text = through_job(&r.launcher, &work)
         .await
         .expect("done")
         .text
         .expect("text");
     assert_eq!(
-        text, "a_b={\"data\":[1,2]}\nc={\"d\":null}\nread-only\n",
+        text,
+        format!("{files}read-only\n"),
         "one file per input, named safely, in contract form"
     );
 }
@@ -376,7 +391,9 @@ async fn a_missing_secret_fails_the_attempt_with_a_secret_error() {
 #[tokio::test]
 async fn cancel_removes_the_job_its_pods_and_its_inputs() {
     let r = setup().await;
-    let work = work(&r.run, "long", script("sleep 300"), json!({"a": 1}));
+    // Inputs too large to ride in the Job: a ConfigMap to remove too.
+    let large = json!({"a": "x".repeat(40 << 10)});
+    let work = work(&r.run, "long", script("sleep 300"), large);
     r.launcher.launch(&work).await.expect("launched");
     let name = names::job("nightly", &WorkId::of(&work));
     let pods: Api<Pod> = r.ns.api();
@@ -423,15 +440,20 @@ async fn cancel_removes_the_job_its_pods_and_its_inputs() {
 #[tokio::test]
 async fn forget_deletes_the_inputs_and_keeps_the_finished_job() {
     let r = setup().await;
-    let work = work(&r.run, "kept", script("echo 2"), json!({"a": 1}));
+    let large = json!({"a": "x".repeat(40 << 10)});
+    let work = work(&r.run, "kept", script("echo 2"), large);
     let result = through_job(&r.launcher, &work).await;
     let id = WorkId::of(&work);
+    let name = names::job("nightly", &id);
+    assert!(
+        exists(r.ns.api::<ConfigMap>(), &name).await,
+        "inputs too large to ride in the Job have a ConfigMap"
+    );
     r.launcher.forget(&id).await.expect("forgotten");
     r.launcher
         .forget(&id)
         .await
         .expect("forgetting again is fine");
-    let name = names::job("nightly", &id);
     assert!(
         !exists(r.ns.api::<ConfigMap>(), &name).await,
         "the inputs are deleted"

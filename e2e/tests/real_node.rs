@@ -102,9 +102,10 @@ spec:
           echo "busybox step as $(id -u)" >&2
           echo home > "$HOME/h" && echo tmp > "$TMPDIR/t" && echo out > "$OUTPUTS/o.txt"
           if touch /not-here 2>/dev/null; then root=true; else root=false; fi
+          if touch "$INPUTS/new" 2>/dev/null; then inputs=true; else inputs=false; fi
           if [ -e /lib/libc.so.6 ] || [ -e /lib64/ld-linux-x86-64.so.2 ]; then glibc=true; else glibc=false; fi
-          printf '{"got": %s, "uid": %s, "root_writable": %s, "glibc": %s, "home": "%s"}\n' \
-            "$(cat "$INPUTS/name")" "$(id -u)" "$root" "$glibc" "$HOME"
+          printf '{"got": %s, "uid": %s, "root_writable": %s, "inputs_writable": %s, "glibc": %s, "home": "%s"}\n' \
+            "$(cat "$INPUTS/name")" "$(id -u)" "$root" "$inputs" "$glibc" "$HOME"
     - key: musl
       input: {name: $steps.busybox.output}
       script:
@@ -145,8 +146,9 @@ async fn script_steps_run_in_any_image_as_a_random_user() {
     assert_eq!(
         busybox,
         &json!({"got": {"data": "Ada"}, "uid": uid, "root_writable": false,
-                "glibc": false, "home": "/coxswain/home", "files": ["o.txt"]}),
-        "busybox: no libc, the random uid, / read-only to it, $HOME on a volume"
+                "inputs_writable": false, "glibc": false, "home": "/coxswain/home",
+                "files": ["o.txt"]}),
+        "busybox: no libc, the random uid, / and $INPUTS read-only to it, $HOME on a volume"
     );
     let musl = &steps["musl"]["output"];
     assert_eq!(

@@ -54,11 +54,16 @@ impl Tamper {
 
     /// A Run named `name` of `flow`, created by the platform (the admin).
     fn create_run(&self, name: &str, flow: &str) {
+        self.create_run_with(name, flow, json!({}));
+    }
+
+    /// A Run named `name` of `flow` with `input`, created by the platform.
+    fn create_run_with(&self, name: &str, flow: &str, input: Value) {
         let run = json!({
             "apiVersion": "coxswain.dev/v1alpha1",
             "kind": "Run",
             "metadata": {"name": name},
-            "spec": {"flowRef": {"name": flow}},
+            "spec": {"flowRef": {"name": flow}, "input": input},
         });
         self.kubectl
             .run_with_stdin(
@@ -249,6 +254,7 @@ spec:
     - key: go
       approval: {decisions: [approve]}
     - key: build
+      input: {notes: $input.notes}
       script:
         source: 'echo "{\"built\": true}"'
         env:
@@ -270,30 +276,43 @@ spec:
             .is_err(),
         "mallory must not read the Secret"
     );
-    for run in ["build-1", "build-2"] {
-        s.create_run(run, "build");
+    // Notes too large to ride in the Job: its inputs get a ConfigMap. Short
+    // ones ride in the Job, and no ConfigMap is read.
+    let long = json!({"notes": "n".repeat(40 << 10)});
+    let runs = [
+        ("build-1", long.clone()),
+        ("build-2", long),
+        ("build-3", json!({"notes": "short"})),
+    ];
+    for (run, input) in &runs {
+        s.create_run_with(run, "build", input.clone());
         s.wait(run, &["Waiting"]).await;
     }
     // The Job's name follows from the Run's uid, which she can read: she
     // makes its inputs ConfigMap first, with a task that prints the token.
-    let uid = s.get("run", "build-1")["metadata"]["uid"]
-        .as_str()
-        .expect("uid")
-        .to_string();
-    let id = coxswain_steps::launch::WorkId {
-        run: uid,
-        step: "build".into(),
-        part: None,
-        iteration: None,
-        attempt: 1,
+    let planted = |run: &str| {
+        let uid = s.get("run", run)["metadata"]["uid"]
+            .as_str()
+            .expect("uid")
+            .to_string();
+        let id = coxswain_steps::launch::WorkId {
+            run: uid,
+            step: "build".into(),
+            part: None,
+            iteration: None,
+            attempt: 1,
+        };
+        let inputs = coxswain_k8s::names::job(run, &id);
+        let task = json!({
+            "step": {"source": "echo \"{\\\"stolen\\\": \\\"$TOKEN\\\"}\"", "env": [{"name": "TOKEN"}]},
+            "stepKey": "build", "runName": run, "attempt": 1, "maxOutput": 262144,
+        });
+        s.plant_config_map(&inputs, "step.json", &task);
+        (inputs, task)
     };
-    let inputs = coxswain_k8s::names::job("build-1", &id);
-    let task = json!({
-        "step": {"source": "echo \"{\\\"stolen\\\": \\\"$TOKEN\\\"}\"", "env": [{"name": "TOKEN"}]},
-        "stepKey": "build", "runName": "build-1", "attempt": 1, "maxOutput": 262144,
-    });
-    s.plant_config_map(&inputs, "step.json", &task);
-    for run in ["build-1", "build-2"] {
+    let (inputs, task) = planted("build-1");
+    let (short_inputs, _) = planted("build-3");
+    for run in ["build-1", "build-2", "build-3"] {
         let name = s.kubectl.approval_name(s.ns(), run, "go", 1);
         s.approve(&name);
     }
@@ -324,6 +343,16 @@ spec:
         json!({"built": true}),
         "{honest:#}"
     );
+    // Short inputs never read a ConfigMap: hers under that run's name does
+    // nothing, and stays as she made it.
+    let short = s.wait("build-3", &["Succeeded", "Failed"]).await;
+    assert_eq!(short["status"]["phase"], "Succeeded", "{short:#}");
+    assert!(!short.to_string().contains("s3cret-deploy-token"));
+    assert_eq!(
+        short["status"]["steps"]["build"]["output"],
+        json!({"built": true})
+    );
+    s.get("configmap", &short_inputs);
 }
 
 /// Flow `name` whose one step, `step`, asks for an approval.

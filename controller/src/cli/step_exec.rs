@@ -75,11 +75,15 @@ struct RunArgs {
     termination_log: PathBuf,
     /// The digest the task and inputs must have (the controller gives it);
     /// nothing runs when they differ.
-    #[arg(long, requires = "inputs_from")]
+    #[arg(long, requires = "given")]
     inputs_sha256: Option<String>,
-    /// The inputs ConfigMap's name, for the message when they differ.
-    #[arg(long, requires = "inputs_sha256")]
+    /// The inputs ConfigMap's name (mounted), for the message when they differ.
+    #[arg(long, group = "given", requires = "inputs_sha256")]
     inputs_from: Option<String>,
+    /// The task and inputs are in the container's environment (small ones
+    /// ride in the Job): written into their folders once checked.
+    #[arg(long, group = "given", requires = "inputs_sha256")]
+    inputs_inline: bool,
 }
 
 /// Runs the chosen act. `run` exits 0 when the attempt succeeded, 1 when it
@@ -136,10 +140,13 @@ fn run_step(args: RunArgs) -> ExitCode {
         home: args.home,
         tmp: args.tmp,
         termination_log: args.termination_log,
-        expected: args
-            .inputs_sha256
-            .zip(args.inputs_from)
-            .map(|(digest, config_map)| pod::Expected { digest, config_map }),
+        expected: args.inputs_sha256.map(|digest| pod::Expected {
+            digest,
+            given: match args.inputs_from {
+                Some(config_map) => pod::Given::ConfigMap(config_map),
+                None => pod::Given::Inline,
+            },
+        }),
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -11,7 +11,9 @@ use kube::api::{
 use kube::{Client, Resource, ResourceExt};
 
 use super::JobSettings;
-use super::manifest::{Manifests, RunOwner, STEP_CONTAINER, config_map_digest, manifests};
+use super::manifest::{
+    Manifests, RunOwner, STEP_CONTAINER, config_map_digest, inputs_inline, manifests,
+};
 use super::mounted::MountedWorkspace;
 use super::observe::{JobState, Reading, read_job, read_pod};
 use super::wire::{self, LogRef};
@@ -179,6 +181,9 @@ impl JobLauncher {
         else {
             return Ok(());
         };
+        if inputs_inline(job) {
+            return Ok(());
+        }
         let name = self.job_name(id);
         let found = self
             .config_maps
@@ -388,11 +393,13 @@ impl Launcher for JobLauncher {
     async fn launch(&self, work: &Work) -> Result<(), LauncherError> {
         let id = WorkId::of(work);
         let Manifests { config_map, job } = self.manifests(work)?;
-        let made = create(&self.config_maps, &config_map)
-            .await
-            .map_err(|e| unavailable(&id, "launched", e.to_string()))?;
-        if !made {
-            self.check_inputs(&id, &config_map).await?;
+        if let Some(config_map) = &config_map {
+            let made = create(&self.config_maps, config_map)
+                .await
+                .map_err(|e| unavailable(&id, "launched", e.to_string()))?;
+            if !made {
+                self.check_inputs(&id, config_map).await?;
+            }
         }
         create(&self.jobs, &job)
             .await

@@ -1,5 +1,6 @@
-//! The objects one attempt of a script becomes: its inputs ConfigMap and its
-//! Job, built from the work alone, so launching again builds the same.
+//! The objects one attempt of a script becomes: its Job, and its inputs
+//! ConfigMap when they are too large to ride in the Job itself; built from
+//! the work alone, so launching again builds the same.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,19 @@ const CONFIG_MAP_MAX: usize = (1 << 20) - (8 << 10);
 
 /// The longest ConfigMap key.
 const KEY_MAX: usize = 253;
+
+/// The most the task and input files (keys and values) may weigh to ride
+/// in the Job, in the step container's [`INLINE_ENV`], instead of a
+/// ConfigMap of their own: two API writes (the create, and the delete once
+/// the result is read) and a read fewer per attempt. Well under what one
+/// environment variable may hold (128 KiB) and what a pod object may weigh.
+const INLINE_MAX: usize = 32 << 10;
+
+/// The step container's variable holding its task and input files as one
+/// JSON object (keys as in the ConfigMap), when they ride in the Job. It
+/// comes after the step's own `env`, so it wins, and `step-exec` never
+/// passes it on to the script.
+pub const INLINE_ENV: &str = "COXSWAIN_STEP_INPUTS_JSON";
 
 /// The Run everything is made for, as its children need it.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,8 +103,8 @@ impl RunOwner {
 /// An attempt's objects, ready to create.
 #[derive(Debug, Clone)]
 pub struct Manifests {
-    /// The inputs (and the [`PodTask`]).
-    pub config_map: ConfigMap,
+    /// The inputs (and the [`PodTask`]), when they do not ride in the Job.
+    pub config_map: Option<ConfigMap>,
     /// The Job.
     pub job: Job,
 }
@@ -145,16 +159,55 @@ pub fn manifests(
     };
     let config_map = config_map(owner, &name, &work.step, &task, &inputs);
     let digest = config_map_digest(&config_map);
+    let source = match inline(&config_map) {
+        Some(json) => Source::Inline(json),
+        None => Source::ConfigMap(&name),
+    };
     let attempt = Attempt {
         work,
         step,
         inputs: &inputs,
         digest: &digest,
+        source,
         settings,
         workspace,
     };
     let job = job(owner, &name, &attempt);
+    let config_map = matches!(attempt.source, Source::ConfigMap(_)).then_some(config_map);
     Manifests { config_map, job }
+}
+
+/// Whether `job`'s task and inputs ride in it (no inputs ConfigMap was made).
+pub fn inputs_inline(job: &Job) -> bool {
+    let containers = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+    containers
+        .iter()
+        .filter(|c| c.name == STEP_CONTAINER)
+        .flat_map(|c| c.command.iter().flatten())
+        .any(|arg| arg == "--inputs-inline")
+}
+
+/// Where a pod finds its task and input files.
+enum Source<'a> {
+    /// The inputs ConfigMap of this name, mounted.
+    ConfigMap(&'a str),
+    /// [`INLINE_ENV`], holding this JSON.
+    Inline(String),
+}
+
+/// What `config_map` holds as one JSON object, when it is small enough to
+/// ride in the Job.
+fn inline(config_map: &ConfigMap) -> Option<String> {
+    let data = config_map.data.as_ref()?;
+    let weight: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    (weight <= INLINE_MAX)
+        .then(|| serde_json::to_string(data).ok())
+        .flatten()
 }
 
 /// What one attempt's Job and pod are made of.
@@ -162,8 +215,10 @@ struct Attempt<'a> {
     work: &'a Work,
     step: &'a ScriptStep,
     inputs: &'a [InputFile],
-    /// The digest of the inputs' ConfigMap, which the pod checks.
+    /// The digest of the task and inputs, which the pod checks.
     digest: &'a str,
+    /// Where the pod finds them.
+    source: Source<'a>,
     settings: &'a JobSettings,
     workspace: Option<&'a MountedWorkspace>,
 }
@@ -291,7 +346,7 @@ fn job(owner: &RunOwner, name: &str, attempt: &Attempt) -> Job {
             ttl_seconds_after_finished: None,
             template: PodTemplateSpec {
                 metadata: Some(template_meta),
-                spec: Some(pod_spec(name, attempt)),
+                spec: Some(pod_spec(attempt)),
             },
             ..JobSpec::default()
         }),
@@ -299,15 +354,17 @@ fn job(owner: &RunOwner, name: &str, attempt: &Attempt) -> Job {
     }
 }
 
-fn pod_spec(config_map: &str, attempt: &Attempt) -> PodSpec {
+fn pod_spec(attempt: &Attempt) -> PodSpec {
     let Attempt {
         work,
         step,
         inputs,
         digest,
+        ref source,
         settings,
         workspace,
     } = *attempt;
+    let inlined = matches!(source, Source::Inline(_));
     let install = Container {
         resources: step.resources.clone(),
         ..install(settings)
@@ -315,33 +372,20 @@ fn pod_spec(config_map: &str, attempt: &Attempt) -> PodSpec {
     let main = Container {
         name: STEP_CONTAINER.to_string(),
         image: Some(step.image.clone().unwrap_or_else(|| settings.image.clone())),
-        command: Some(vec![
-            paths::EXECUTABLE.into(),
-            "step-exec".into(),
-            "run".into(),
-            "--inputs-sha256".into(),
-            digest.into(),
-            "--inputs-from".into(),
-            config_map.into(),
-        ]),
-        env: Some(env(work, step, workspace)),
+        command: Some(command(digest, source)),
+        env: Some(env(work, step, workspace, source)),
         working_dir: Some(paths::WORKSPACE.into()),
-        volume_mounts: Some(vec![
-            mount("coxswain-bin", paths::BIN_DIR, true),
-            mount("coxswain-task", paths::TASK_DIR, true),
-            mount("inputs", paths::INPUTS, true),
-            mount("outputs", paths::OUTPUTS, false),
-            mount("workspace", paths::WORKSPACE, false),
-            mount("home", paths::HOME, false),
-            mount("tmp", paths::TMP, false),
-        ]),
+        volume_mounts: Some(mounts(inlined)),
         resources: step.resources.clone(),
         security_context: Some(hardened()),
         termination_message_path: Some(paths::TERMINATION_LOG.into()),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     };
-    let mut volumes = volumes(config_map, inputs);
+    let mut volumes = match source {
+        Source::ConfigMap(name) => volumes(name, inputs),
+        Source::Inline(_) => volumes_inline(),
+    };
     if let Some(workspace) = workspace {
         for volume in volumes.iter_mut().filter(|v| v.name == "workspace") {
             *volume = workspace.volume("workspace");
@@ -423,6 +467,67 @@ pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
+/// The step container's mounts; when the inputs ride in the Job, the
+/// task's emptyDir is writable (`step-exec` writes the task and the
+/// inputs' folder there) and there is no inputs volume.
+fn mounts(inlined: bool) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        mount("coxswain-bin", paths::BIN_DIR, true),
+        mount("coxswain-task", paths::TASK_DIR, !inlined),
+    ];
+    if !inlined {
+        mounts.push(mount("inputs", paths::INPUTS, true));
+    }
+    mounts.extend([
+        mount("outputs", paths::OUTPUTS, false),
+        mount("workspace", paths::WORKSPACE, false),
+        mount("home", paths::HOME, false),
+        mount("tmp", paths::TMP, false),
+    ]);
+    mounts
+}
+
+/// `step-exec run`, told the digest its task and inputs must have, and
+/// where they are.
+fn command(digest: &str, source: &Source) -> Vec<String> {
+    let mut command = vec![
+        paths::EXECUTABLE.into(),
+        "step-exec".into(),
+        "run".into(),
+        "--inputs-sha256".into(),
+        digest.into(),
+    ];
+    match source {
+        Source::ConfigMap(name) => command.extend(["--inputs-from".into(), name.to_string()]),
+        Source::Inline(_) => command.extend([
+            "--inputs".into(),
+            paths::INLINE_INPUTS.into(),
+            "--inputs-inline".into(),
+        ]),
+    }
+    command
+}
+
+/// The pod's volumes when the task and inputs ride in [`INLINE_ENV`]: all
+/// empty, the task's and the inputs' filled by `step-exec`.
+fn volumes_inline() -> Vec<Volume> {
+    [
+        "coxswain-bin",
+        "coxswain-task",
+        "outputs",
+        "workspace",
+        "home",
+        "tmp",
+    ]
+    .into_iter()
+    .map(|name| Volume {
+        name: name.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    })
+    .collect()
+}
+
 fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
     let from_config_map = |name: &str, items: Vec<KeyToPath>| Volume {
         name: name.into(),
@@ -477,10 +582,19 @@ fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
 /// The script's contract variables, then the step's own `env` (which wins,
 /// as locally). Kubernetes expands `$(NAME)` in values: every `$` is
 /// doubled, so a value reaches the script exactly as written.
-fn env(work: &Work, step: &ScriptStep, workspace: Option<&MountedWorkspace>) -> Vec<EnvVar> {
+fn env(
+    work: &Work,
+    step: &ScriptStep,
+    workspace: Option<&MountedWorkspace>,
+    source: &Source,
+) -> Vec<EnvVar> {
     let since = work.run.since.clone().unwrap_or_default();
+    let inputs = match source {
+        Source::ConfigMap(_) => paths::INPUTS,
+        Source::Inline(_) => paths::INLINE_INPUTS,
+    };
     let contract = [
-        ("INPUTS", paths::INPUTS.to_string()),
+        ("INPUTS", inputs.to_string()),
         ("OUTPUTS", paths::OUTPUTS.to_string()),
         ("WORKSPACE", paths::WORKSPACE.to_string()),
         ("HOME", paths::HOME.to_string()),
@@ -523,6 +637,10 @@ fn env(work: &Work, step: &ScriptStep, workspace: Option<&MountedWorkspace>) -> 
             },
             (None, None) => literal(&var.name, ""),
         });
+    }
+    if let Source::Inline(json) = source {
+        vars.retain(|v| v.name != INLINE_ENV);
+        vars.push(literal(INLINE_ENV, json));
     }
     vars
 }
@@ -610,6 +728,23 @@ mod tests {
         )
     }
 
+    /// The task and inputs as the pod gets them: the ConfigMap's data, or
+    /// the JSON in the step container's variable (its `$$` read as `$`,
+    /// as Kubernetes reads them).
+    fn data(m: &Manifests) -> BTreeMap<String, String> {
+        if let Some(config_map) = &m.config_map {
+            return config_map.data.clone().expect("data");
+        }
+        let env = pod(m).containers[0].env.clone().expect("env");
+        let inline = env.iter().find(|v| v.name == INLINE_ENV).expect("inline");
+        let json = inline.value.clone().expect("value").replace("$$", "$");
+        serde_json::from_str(&json).expect("a JSON object")
+    }
+
+    fn command(m: &Manifests) -> Vec<String> {
+        pod(m).containers[0].command.clone().expect("command")
+    }
+
     fn pod(m: &Manifests) -> &PodSpec {
         m.job
             .spec
@@ -628,7 +763,19 @@ mod tests {
         let name = m.job.metadata.name.clone().expect("named");
         assert!(name.starts_with("nightly-x7k2-build-report-a2-"), "{name}");
         assert!(name.len() <= names::LABEL_MAX);
-        assert_eq!(m.config_map.metadata.name, Some(name));
+        // Small inputs ride in the Job: no ConfigMap, none to delete.
+        assert!(m.config_map.is_none());
+        assert!(inputs_inline(&m.job));
+        assert_eq!(
+            command(&m).last().map(String::as_str),
+            Some("--inputs-inline")
+        );
+        // Large ones get a ConfigMap of the Job's name.
+        let large = build(json!({"notes": "$".repeat(INLINE_MAX)}));
+        let config_map = large.config_map.as_ref().expect("a ConfigMap");
+        assert_eq!(config_map.metadata.name, Some(name.clone()));
+        assert!(!inputs_inline(&large.job));
+        assert_eq!(command(&large)[5..], ["--inputs-from".to_string(), name]);
         let owners = m.job.metadata.owner_references.clone().expect("owned");
         assert_eq!(owners[0].kind, "Run");
         assert_eq!(owners[0].controller, Some(true));
@@ -685,9 +832,7 @@ mod tests {
                 .and_then(|s| s.fs_group)
                 .is_some()
         );
-        let task: PodTask =
-            serde_json::from_str(&m.config_map.data.clone().expect("data")[TASK_KEY])
-                .expect("task");
+        let task: PodTask = serde_json::from_str(&data(&m)[TASK_KEY]).expect("task");
         assert_eq!(task.branch.as_deref(), Some("coxswain/nightly-x7k2"));
         assert_eq!(task.part_round, Some(2));
 
@@ -762,13 +907,23 @@ mod tests {
 
     #[test]
     fn inputs_are_files_and_the_task_is_apart() {
-        let m = build(json!({"Jira Ticket": {"id": 7}, "count": 3}));
-        let data = m.config_map.data.clone().expect("data");
-        assert_eq!(data["input.Jira_Ticket"], r#"{"id":7}"#);
-        assert_eq!(data["input.count"], r#"{"data":3}"#);
-        let task: PodTask = serde_json::from_str(&data[TASK_KEY]).expect("task");
+        let m = build(json!({"Jira Ticket": {"id": 7}, "count": "$(HOME) $$"}));
+        let inline = data(&m);
+        assert_eq!(inline["input.Jira_Ticket"], r#"{"id":7}"#);
+        assert_eq!(inline["input.count"], r#"{"data":"$(HOME) $$"}"#);
+        let task: PodTask = serde_json::from_str(&inline[TASK_KEY]).expect("task");
         assert_eq!(task.timeout_ms, Some(1500));
         assert_eq!(task.error, None);
+        // The digest the pod checks is the same either way.
+        let digest = super::super::task::inputs_digest(
+            inline.iter().map(|(k, v)| (k.as_str(), v.as_bytes())),
+        );
+        assert_eq!(command(&m)[4], digest);
+        assert_eq!(command(&m)[5..7], ["--inputs", paths::INLINE_INPUTS]);
+        let volumes = pod(&m).volumes.clone().expect("volumes");
+        assert!(volumes.iter().all(|v| v.empty_dir.is_some()), "{volumes:?}");
+
+        let m = build(json!({"Jira Ticket": {"id": 7}, "count": "x".repeat(INLINE_MAX)}));
         let volumes = pod(&m).volumes.clone().expect("volumes");
         let inputs = volumes.iter().find(|v| v.name == "inputs").expect("inputs");
         let items = inputs
@@ -783,7 +938,7 @@ mod tests {
     #[test]
     fn inputs_that_cannot_be_files_fail_the_attempt_in_the_pod() {
         let m = build(json!({"a b": 1, "a_b": 2}));
-        let data = m.config_map.data.clone().expect("data");
+        let data = data(&m);
         let task: PodTask = serde_json::from_str(&data[TASK_KEY]).expect("task");
         let error = task.error.expect("an error");
         assert_eq!(error.code, codes::SCRIPT);
@@ -791,7 +946,7 @@ mod tests {
         assert_eq!(data.len(), 1, "no input keys");
 
         let m = build(json!({"big": "x".repeat(2 << 20)}));
-        let data = m.config_map.data.clone().expect("data");
+        let data = super::tests::data(&m);
         let task: PodTask = serde_json::from_str(&data[TASK_KEY]).expect("task");
         let message = task.error.expect("an error").message;
         assert!(message.contains("more than"), "{message}");

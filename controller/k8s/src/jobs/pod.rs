@@ -72,13 +72,25 @@ pub struct PodPaths {
 
 /// The inputs the controller made for this attempt, given on the step's
 /// command line (which only the Job's creator writes): the pod runs
-/// nothing from a ConfigMap that does not hold exactly them.
+/// nothing from inputs that are not exactly them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expected {
-    /// [`inputs_digest`](super::task::inputs_digest) of the inputs ConfigMap.
+    /// [`inputs_digest`](super::task::inputs_digest) of the task and inputs.
     pub digest: String,
-    /// The ConfigMap's name, for the message when it differs.
-    pub config_map: String,
+    /// Where the controller put them.
+    pub given: Given,
+}
+
+/// Where a step's task and inputs come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Given {
+    /// The inputs ConfigMap of this name, mounted at the task's folder and
+    /// `$INPUTS`.
+    ConfigMap(String),
+    /// The container's [`INLINE_ENV`](super::manifest::INLINE_ENV) (small
+    /// inputs ride in the Job): written into those folders here, once
+    /// checked.
+    Inline,
 }
 
 impl Default for PodPaths {
@@ -100,8 +112,19 @@ impl Default for PodPaths {
 /// read from this process's environment through `env` (Kubernetes put them
 /// there, secrets included); a variable missing there is empty, as locally.
 pub async fn run_task(paths: &PodPaths, env: impl Fn(&str) -> Option<String>) -> WorkResult {
-    if let Some(expected) = &paths.expected {
-        check_inputs(paths, expected).map_err(Failed::from)?;
+    match &paths.expected {
+        Some(Expected {
+            digest,
+            given: Given::ConfigMap(name),
+        }) => check_inputs(paths, digest, name).map_err(Failed::from)?,
+        Some(Expected {
+            digest,
+            given: Given::Inline,
+        }) => {
+            let json = env(super::manifest::INLINE_ENV);
+            unpack_inline(paths, digest, json.as_deref()).map_err(Failed::from)?;
+        }
+        None => {}
     }
     let task = match read_task(&paths.task) {
         Ok(task) => task,
@@ -202,7 +225,7 @@ impl<W: Write> Write for Capped<W> {
 /// Whether the task file and the input files are the ones the controller
 /// made: their digest, computed as the controller computed it from the
 /// ConfigMap's keys, must be `expected`'s.
-fn check_inputs(paths: &PodPaths, expected: &Expected) -> Result<(), StepError> {
+fn check_inputs(paths: &PodPaths, expected: &str, config_map: &str) -> Result<(), StepError> {
     let unreadable = |what: &Path, e: io::Error| {
         step_error(
             codes::TAMPERED,
@@ -231,18 +254,73 @@ fn check_inputs(paths: &PodPaths, expected: &Expected) -> Result<(), StepError> 
         entries.push((format!("{}{name}", super::INPUT_KEY_PREFIX), content));
     }
     let found = super::task::inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-    if found == expected.digest {
+    if found == expected {
         return Ok(());
     }
     Err(step_error(
         codes::TAMPERED,
         format!(
-            "the step's inputs (ConfigMap {}) are not the ones Coxswain wrote for this attempt \
-             (their digest is {found}, not {}); someone else made or replaced that ConfigMap, \
-             so the script did not run",
-            expected.config_map, expected.digest
+            "the step's inputs (ConfigMap {config_map}) are not the ones Coxswain wrote for this \
+             attempt (their digest is {found}, not {expected}); someone else made or replaced \
+             that ConfigMap, so the script did not run"
         ),
     ))
+}
+
+/// Checks the task and inputs that rode in the Job (`json`, the variable's
+/// value) against `expected`, then writes them where a mounted ConfigMap
+/// would have put them: the task file, and each input read-only in
+/// `$INPUTS`.
+fn unpack_inline(paths: &PodPaths, expected: &str, json: Option<&str>) -> Result<(), StepError> {
+    let internal = |why: String| step_error(codes::INTERNAL, why);
+    let var = super::manifest::INLINE_ENV;
+    let json = json.ok_or_else(|| {
+        internal(format!(
+            "the step's task and inputs are not in its container's {var}; \
+             do the controller and the image differ in version?"
+        ))
+    })?;
+    let entries: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(json).map_err(|e| {
+            internal(format!(
+                "{var} does not hold the step's task and inputs: {e}"
+            ))
+        })?;
+    let found = super::task::inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())));
+    if found != expected {
+        return Err(step_error(
+            codes::TAMPERED,
+            format!(
+                "the step's inputs in its Job are not the ones Coxswain wrote for this attempt \
+                 (their digest is {found}, not {expected}); someone else made or changed the \
+                 Job, so the script did not run"
+            ),
+        ));
+    }
+    let unwritable = |what: &Path, e: io::Error| {
+        internal(format!(
+            "cannot write the step's input {}: {e}",
+            what.display()
+        ))
+    };
+    std::fs::create_dir_all(&paths.inputs).map_err(|e| unwritable(&paths.inputs, e))?;
+    for (key, content) in &entries {
+        let path = if key == super::TASK_KEY {
+            paths.task.clone()
+        } else {
+            let file = key.strip_prefix(super::INPUT_KEY_PREFIX).unwrap_or(key);
+            if file.is_empty() || file.contains('/') || file == "." || file == ".." {
+                return Err(internal(format!("`{file}` cannot be an input file's name")));
+            }
+            paths.inputs.join(file)
+        };
+        std::fs::write(&path, content).map_err(|e| unwritable(&path, e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+            .map_err(|e| unwritable(&path, e))?;
+    }
+    // Read-only, as a mounted ConfigMap's folder is.
+    std::fs::set_permissions(&paths.inputs, std::fs::Permissions::from_mode(0o555))
+        .map_err(|e| unwritable(&paths.inputs, e))
 }
 
 fn read_task(path: &Path) -> Result<PodTask, StepError> {
@@ -367,6 +445,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn inputs_that_ride_in_the_job_are_checked_then_written_as_files() {
+        let t = task(r#"cat "$INPUTS/x" "$INPUTS/y""#);
+        let (_dir, mut paths) = pod_dirs(&t);
+        std::fs::remove_file(&paths.task).expect("no task file yet");
+        let digest = digest_of(&t, &[("x", "1"), ("y", "2")]);
+        paths.expected = Some(Expected {
+            digest: digest.clone(),
+            given: Given::Inline,
+        });
+        let json = serde_json::to_string(&json!({
+            "step.json": serde_json::to_string(&t).expect("json"),
+            "input.x": "1",
+            "input.y": "2",
+        }))
+        .expect("json");
+        let var = super::super::manifest::INLINE_ENV;
+        let env = |name: &str| (name == var).then(|| json.clone());
+        let done = run_task(&paths, env)
+            .await
+            .expect("the controller's inputs run");
+        assert_eq!(done.output, json!(12));
+        let mode = std::fs::metadata(paths.inputs.join("x"))
+            .expect("x")
+            .permissions();
+        assert_eq!(mode.mode() & 0o777, 0o444);
+        let mode = std::fs::metadata(&paths.inputs)
+            .expect("inputs")
+            .permissions();
+        assert_eq!(mode.mode() & 0o777, 0o555);
+
+        // Another input under the same digest: nothing runs.
+        let changed = json.replace(r#""input.y":"2""#, r#""input.y":"3""#);
+        assert_ne!(changed, json);
+        let env = |name: &str| (name == var).then(|| changed.clone());
+        let error = run_task(&paths, env).await.expect_err("refused").error;
+        assert_eq!(error.code, codes::TAMPERED);
+        assert!(error.message.contains("in its Job"), "{}", error.message);
+
+        // No variable at all (an image's older step-exec, a stripped Job).
+        let error = run_task(&paths, |_| None).await.expect_err("refused").error;
+        assert_eq!(error.code, codes::INTERNAL);
+        assert!(error.message.contains(var), "{}", error.message);
+    }
+
+    #[tokio::test]
     async fn inputs_that_are_not_the_controllers_run_nothing() {
         let t = task(r#"touch "$HOME/ran"; cat "$INPUTS/x""#);
         let (dir, mut paths) = pod_dirs(&t);
@@ -374,7 +497,7 @@ mod tests {
         std::fs::create_dir(paths.inputs.join("..data")).expect("kubelet's");
         paths.expected = Some(Expected {
             digest: digest_of(&t, &[("x", "1")]),
-            config_map: "r-build-a1-0123456789".into(),
+            given: Given::ConfigMap("r-build-a1-0123456789".into()),
         });
         let done = run_task(&paths, |_| None)
             .await

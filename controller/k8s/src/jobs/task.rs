@@ -19,6 +19,9 @@ pub mod paths {
     pub const TASK_FILE: &str = "/coxswain/task/step.json";
     /// `$INPUTS`: the inputs ConfigMap, read-only.
     pub const INPUTS: &str = "/coxswain/inputs";
+    /// `$INPUTS` when the inputs ride in the Job: a folder `step-exec`
+    /// makes in the task's emptyDir, fills, then makes read-only.
+    pub const INLINE_INPUTS: &str = "/coxswain/task/inputs";
     /// `$OUTPUTS`.
     pub const OUTPUTS: &str = "/coxswain/outputs";
     /// `$WORKSPACE`, also the working directory.

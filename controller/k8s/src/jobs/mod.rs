@@ -1,11 +1,14 @@
-//! Script steps as Jobs: one Job per attempt, its inputs in a ConfigMap
-//! mounted read-only at `$INPUTS`, the result handed back by
-//! `coxswain step-exec` through the pod's status and log.
+//! Script steps as Jobs: one Job per attempt, its inputs read-only files at
+//! `$INPUTS` (up to 32 KiB carried in the Job itself, larger ones in a
+//! ConfigMap mounted there), the result handed back by `coxswain step-exec`
+//! through the pod's status and log.
 //!
 //! What one attempt becomes (all named [`names::job`](crate::names::job),
 //! owned by the Run, labelled with the run's uid, the step and a role):
 //!
-//! - a ConfigMap (role `inputs`): one key `input.FILE` per input file (the
+//! - a ConfigMap (role `inputs`), when they weigh more than 32 KiB (else
+//!   the same keys ride in the step container's `COXSWAIN_STEP_INPUTS_JSON`
+//!   and `step-exec` writes them out): one key `input.FILE` per input file (the
 //!   files [`script::input_files`](coxswain_steps::script::input_files) gives,
 //!   so the names and contents are the local runner's) and the key
 //!   `step.json`, the [`PodTask`]: the step as written, the attempt, the

@@ -61,6 +61,8 @@ pub struct Options {
     pub bound: Duration,
     /// Extra flags for every `coxswain controller`.
     pub controller_args: Vec<String>,
+    /// Extra flags for every Argo workflow-controller (none: its defaults).
+    pub argo_args: Vec<String>,
     /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
     /// `jobs`, `pods`, `memory`, `argo` (skipped with a note when Argo is not built).
     pub only: Vec<String>,
@@ -153,9 +155,9 @@ const ARGO_PEERS: [(&str, fn() -> Result<std::path::PathBuf>); 2] = [
     ),
 ];
 
-/// Argo's workflow-controller `bin` (default settings) running `runs`
-/// pod-less chains of `steps` suspend steps in a namespace of its own, with
-/// its API writes counted as ours.
+/// Argo's workflow-controller `bin` (its default settings and
+/// `options.argo_args`) running `runs` pod-less chains of `steps` suspend
+/// steps in a namespace of its own, with its API writes counted as ours.
 async fn argo(
     client: &kube::Client,
     options: &Options,
@@ -167,7 +169,8 @@ async fn argo(
         options.runs, options.steps
     );
     let ns = crate::TestNamespace::new().await?;
-    let argo = crate::Argo::start_binary(bin, &crate::kubeconfig()?, ns.name(), &[]).await?;
+    let extra: Vec<&str> = options.argo_args.iter().map(String::as_str).collect();
+    let argo = crate::Argo::start_binary(bin, &crate::kubeconfig()?, ns.name(), &extra).await?;
     let before = crate::apimetrics::scrape(client).await?;
     let chains = argo
         .run_chains(options.runs, options.steps, options.bound)
@@ -176,6 +179,7 @@ async fn argo(
     drop(argo);
     let figures = report::ArgoFigures {
         peer,
+        flags: options.argo_args.join(" "),
         chains,
         writes: after.since(&before),
     };

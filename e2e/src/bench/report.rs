@@ -30,6 +30,8 @@ pub struct Figures {
 pub struct ArgoFigures {
     /// Which build ran them, e.g. `Argo Workflows v4.0.5`.
     pub peer: &'static str,
+    /// The flags it ran with beyond its defaults (empty: none).
+    pub flags: String,
     /// Its runs, steps and gaps (1-second resolution).
     pub chains: crate::argo::ChainReport,
     /// Every API write from the first submission until they settled.
@@ -261,8 +263,15 @@ impl Figures {
         row(
             out,
             &format!(
-                "{}, default settings: {} workflows × {} `suspend: 0` steps",
-                a.peer, c.workflows, c.steps_per_workflow
+                "{}, {}: {} workflows × {} `suspend: 0` steps",
+                a.peer,
+                if a.flags.is_empty() {
+                    "default settings".to_string()
+                } else {
+                    format!("`{}`", a.flags)
+                },
+                c.workflows,
+                c.steps_per_workflow
             ),
             &format!(
                 "{:.1} s; **{:.0} steps/s**, **{:.1} workflows/s**; step-to-step p50 {:.0} s, p99 {:.0} s (1-second resolution)",
@@ -447,6 +456,7 @@ mod tests {
         let chains = (0..workflows).map(|_| (10, vec![])).collect();
         ArgoFigures {
             peer,
+            flags: String::new(),
             chains: crate::argo::ChainReport::new(
                 "argo".into(),
                 "Suspend",
@@ -473,19 +483,23 @@ mod tests {
                     apiserver_cpu: None,
                 },
             }),
-            argo: vec![argo("Argo A", 100, 20, 300), argo("Argo B", 100, 5, 100)],
+            argo: vec![
+                argo("Argo A", 100, 20, 300),
+                ArgoFigures {
+                    flags: "--qps=1000".into(),
+                    ..argo("Argo B", 100, 5, 100)
+                },
+            ],
             ..Default::default()
         };
         let table = figures.markdown();
         let rows: Vec<&str> = table.lines().collect();
         let at = |peer: &str| {
             rows.iter()
-                .position(|r| {
-                    r.starts_with(&format!("| {peer}, default settings: 100 workflows × 10"))
-                })
+                .position(|r| r.starts_with(&format!("| {peer}: 100 workflows × 10")))
                 .unwrap_or_else(|| panic!("no row for {peer} in\n{table}"))
         };
-        let (a, b) = (at("Argo A"), at("Argo B"));
+        let (a, b) = (at("Argo A, default settings"), at("Argo B, `--qps=1000`"));
         assert!(a < b, "{table}");
         // Coxswain: 50 runs/s and 2 writes a run; A: 5 workflows/s and 5
         // writes; B: 20 workflows/s and 3 writes.

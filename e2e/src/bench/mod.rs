@@ -144,10 +144,13 @@ pub async fn run(options: &Options) -> Result<Figures> {
     Ok(figures)
 }
 
+/// Where a build of Argo's workflow-controller is, if it is built.
+type FindArgo = fn() -> Result<std::path::PathBuf>;
+
 /// The Argo builds the `argo` part runs, one after the other: the release,
 /// and the same without the one-second sleep after every workflow update
 /// that v4.1 removed (argo-workflows PR #15627; `e2e/argo/nosleep.patch`).
-const ARGO_PEERS: [(&str, fn() -> Result<std::path::PathBuf>); 2] = [
+const ARGO_PEERS: [(&str, FindArgo); 2] = [
     ("Argo Workflows v4.0.5", crate::argo::binary),
     (
         "Argo Workflows v4.0.5 without the 1 s sleep after each update (as v4.1, PR #15627)",

@@ -43,9 +43,21 @@ const NODE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 /// `e2e/argo/build` makes (`target/e2e/argo/bin/workflow-controller`).
 /// Never builds it (too long to do behind a caller's back): see [`build`].
 pub fn binary() -> Result<PathBuf> {
-    let bin = std::env::var_os("E2E_ARGO")
+    built("E2E_ARGO", "workflow-controller")
+}
+
+/// The same v4.0.5 without the one-second sleep after every workflow update,
+/// removed as v4.1 removed it (argo-workflows PR #15627,
+/// `e2e/argo/nosleep.patch`): `E2E_ARGO_NOSLEEP` when set, else what
+/// `e2e/argo/build` makes (`target/e2e/argo/bin/workflow-controller-nosleep`).
+pub fn nosleep_binary() -> Result<PathBuf> {
+    built("E2E_ARGO_NOSLEEP", "workflow-controller-nosleep")
+}
+
+fn built(var: &str, name: &str) -> Result<PathBuf> {
+    let bin = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/e2e/argo/bin/workflow-controller"));
+        .unwrap_or_else(|| workspace_root().join("target/e2e/argo/bin").join(name));
     if bin.is_file() {
         Ok(bin)
     } else {
@@ -112,13 +124,23 @@ impl Argo {
     /// As [`Argo::start`], with `extra` flags after the defaults (e.g.
     /// `--qps 1000 --burst 2000` to lift client-go's throttle of 20 QPS).
     pub async fn start_with(kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
-        let bin = binary()?;
+        Self::start_binary(&binary()?, kubeconfig, namespace, extra).await
+    }
+
+    /// As [`Argo::start_with`], running the controller `bin` (e.g.
+    /// [`nosleep_binary`]).
+    pub async fn start_binary(
+        bin: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> Result<Self> {
         let client = client_for(kubeconfig).await?;
         install_crds(kubeconfig).await?;
         create_namespace(&client, namespace).await?;
-        create_configmap(&client, namespace, &bin).await?;
+        create_configmap(&client, namespace, bin).await?;
         allow_executor(&client, namespace).await?;
-        let (child, log) = spawn(&bin, kubeconfig, namespace, extra)?;
+        let (child, log) = spawn(bin, kubeconfig, namespace, extra)?;
         let mut argo = Self {
             child,
             log,

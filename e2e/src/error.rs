@@ -19,7 +19,7 @@ pub enum Error {
     #[error("{} is missing: build it with `cargo build -p coxswain` (cargo test --workspace does)", .0.display())]
     NotBuilt(std::path::PathBuf),
     /// Argo Workflows' controller (the benchmark peer) is not built.
-    #[error("{} is missing: build it with `e2e/argo/build` (~18 minutes cold; or set E2E_ARGO to a workflow-controller binary)", .0.display())]
+    #[error("{} is missing: build it with `e2e/argo/build` (~18 minutes cold; or set E2E_ARGO, or E2E_ARGO_NOSLEEP for the build without the post-update sleep, to a workflow-controller binary)", .0.display())]
     ArgoNotBuilt(std::path::PathBuf),
     /// Argo Workflows could not be installed, started or driven.
     #[error("argo workflows: {0}")]

@@ -15,8 +15,10 @@
 //! 6. the controller's memory with many active Runs (each waiting on a
 //!    person, so no process or call is held open per Run);
 //! 7. Argo Workflows' workflow-controller on the same API server, running
-//!    the same N × M as pod-less `suspend` chains (when `e2e/argo/build`
-//!    has built it).
+//!    the same N × M as pod-less `suspend` chains: v4.0.5 as released, then
+//!    v4.0.5 without its one-second sleep after every workflow update (as
+//!    v4.1), each in a namespace of its own and each when `e2e/argo/build`
+//!    has built it.
 //!
 //! and prints a Markdown table ([`report`]).
 
@@ -59,6 +61,8 @@ pub struct Options {
     pub bound: Duration,
     /// Extra flags for every `coxswain controller`.
     pub controller_args: Vec<String>,
+    /// Extra flags for every Argo workflow-controller (none: its defaults).
+    pub argo_args: Vec<String>,
     /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
     /// `jobs`, `pods`, `memory`, `argo` (skipped with a note when Argo is not built).
     pub only: Vec<String>,
@@ -124,13 +128,15 @@ pub async fn run(options: &Options) -> Result<Figures> {
         kept.push(ns);
     }
     if options.wants("argo") {
-        match crate::argo::binary() {
-            Ok(_) => {
-                let (measured, ns) = argo(&client, options).await?;
-                figures.argo = Some(measured);
-                kept.push(ns);
+        for (peer, binary) in ARGO_PEERS {
+            match binary() {
+                Ok(bin) => {
+                    let (measured, ns) = argo(&client, options, peer, &bin).await?;
+                    figures.argo.push(measured);
+                    kept.push(ns);
+                }
+                Err(e) => eprintln!("argo: {peer} skipped ({e})"),
             }
-            Err(e) => eprintln!("argo: skipped ({e})"),
         }
     }
     eprintln!("deleting the benchmark's namespaces");
@@ -138,18 +144,36 @@ pub async fn run(options: &Options) -> Result<Figures> {
     Ok(figures)
 }
 
-/// Argo's workflow-controller (default settings) running `runs` pod-less
-/// chains of `steps` suspend steps, with its API writes counted as ours.
+/// Where a build of Argo's workflow-controller is, if it is built.
+type FindArgo = fn() -> Result<std::path::PathBuf>;
+
+/// The Argo builds the `argo` part runs, one after the other: the release,
+/// and the same without the one-second sleep after every workflow update
+/// that v4.1 removed (argo-workflows PR #15627; `e2e/argo/nosleep.patch`).
+const ARGO_PEERS: [(&str, FindArgo); 2] = [
+    ("Argo Workflows v4.0.5", crate::argo::binary),
+    (
+        "Argo Workflows v4.0.5 without the 1 s sleep after each update (as v4.1, PR #15627)",
+        crate::argo::nosleep_binary,
+    ),
+];
+
+/// Argo's workflow-controller `bin` (its default settings and
+/// `options.argo_args`) running `runs` pod-less chains of `steps` suspend
+/// steps in a namespace of its own, with its API writes counted as ours.
 async fn argo(
     client: &kube::Client,
     options: &Options,
+    peer: &'static str,
+    bin: &std::path::Path,
 ) -> Result<(report::ArgoFigures, crate::TestNamespace)> {
     eprintln!(
-        "argo: {} workflows x {} suspend steps",
+        "argo: {peer}: {} workflows x {} suspend steps",
         options.runs, options.steps
     );
     let ns = crate::TestNamespace::new().await?;
-    let argo = crate::Argo::start(&crate::kubeconfig()?, ns.name()).await?;
+    let extra: Vec<&str> = options.argo_args.iter().map(String::as_str).collect();
+    let argo = crate::Argo::start_binary(bin, &crate::kubeconfig()?, ns.name(), &extra).await?;
     let before = crate::apimetrics::scrape(client).await?;
     let chains = argo
         .run_chains(options.runs, options.steps, options.bound)
@@ -157,6 +181,8 @@ async fn argo(
     let after = workload::settled_writes(client, &before, options.bound).await?;
     drop(argo);
     let figures = report::ArgoFigures {
+        peer,
+        flags: options.argo_args.join(" "),
         chains,
         writes: after.since(&before),
     };

@@ -21,12 +21,17 @@ pub struct Figures {
     pub pods: Option<super::pods::PodTimes>,
     /// Memory with many active Runs.
     pub memory: Option<Memory>,
-    /// Argo Workflows on the same chains as `conditions`.
-    pub argo: Option<ArgoFigures>,
+    /// Argo Workflows on the same chains as `conditions`, one entry per
+    /// build run (as released; without the post-update sleep).
+    pub argo: Vec<ArgoFigures>,
 }
 
 /// Argo Workflows running pod-less chains, and what it wrote.
 pub struct ArgoFigures {
+    /// Which build ran them, e.g. `Argo Workflows v4.0.5`.
+    pub peer: &'static str,
+    /// The flags it ran with beyond its defaults (empty: none).
+    pub flags: String,
     /// Its runs, steps and gaps (1-second resolution).
     pub chains: crate::argo::ChainReport,
     /// Every API write from the first submission until they settled.
@@ -239,7 +244,7 @@ impl Figures {
                 &format!("≤ 150 MiB: {}", verdict(m.active_mib <= 150.0)),
             );
         }
-        if let Some(a) = &self.argo {
+        for a in &self.argo {
             self.argo_rows(&mut out, a);
         }
         out
@@ -258,8 +263,15 @@ impl Figures {
         row(
             out,
             &format!(
-                "Argo Workflows v4.0.5, default settings: {} workflows × {} `suspend: 0` steps",
-                c.workflows, c.steps_per_workflow
+                "{}, {}: {} workflows × {} `suspend: 0` steps",
+                a.peer,
+                if a.flags.is_empty() {
+                    "default settings".to_string()
+                } else {
+                    format!("`{}`", a.flags)
+                },
+                c.workflows,
+                c.steps_per_workflow
             ),
             &format!(
                 "{:.1} s; **{:.0} steps/s**, **{:.1} workflows/s**; step-to-step p50 {:.0} s, p99 {:.0} s (1-second resolution)",
@@ -290,7 +302,7 @@ impl Figures {
             let ratio = our_rate / c.workflows_per_second.max(f64::MIN_POSITIVE);
             row(
                 out,
-                "— Coxswain condition runs ÷ Argo workflows per second (same N × M, same run)",
+                "— Coxswain condition runs/s ÷ this Argo's workflows/s (same N × M, same run)",
                 &format!("**{ratio:.1}×**; writes per run {our_writes:.2} vs {writes:.2}"),
                 &format!(
                     "≥ 5× and no more writes: {}",
@@ -417,6 +429,8 @@ fn breakdown(m: &Measured, steps: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -426,5 +440,88 @@ mod tests {
         assert_eq!(quantile(&v, 0.99), Some(5.0));
         assert_eq!(quantile(&v, 0.0), Some(1.0));
         assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    fn writes(counts: &[(&str, u64)]) -> crate::apimetrics::WriteCounts {
+        let text: String = counts
+            .iter()
+            .map(|(resource, n)| {
+                format!("apiserver_request_total{{resource=\"{resource}\",subresource=\"\",verb=\"POST\"}} {n}\n")
+            })
+            .collect();
+        crate::apimetrics::parse(&text)
+    }
+
+    fn argo(peer: &'static str, workflows: usize, seconds: u64, events: u64) -> ArgoFigures {
+        let chains = (0..workflows).map(|_| (10, vec![])).collect();
+        ArgoFigures {
+            peer,
+            flags: String::new(),
+            chains: crate::argo::ChainReport::new(
+                "argo".into(),
+                "Suspend",
+                10,
+                Duration::from_secs(seconds),
+                chains,
+            ),
+            writes: writes(&[("workflows", 2 * workflows as u64), ("events", events)]),
+        }
+    }
+
+    #[test]
+    fn every_argo_build_gets_its_rows_and_its_own_ratio() {
+        let figures = Figures {
+            conditions: Some(Conditions {
+                steps: 10,
+                measured: Measured {
+                    runs: 100,
+                    succeeded: 100,
+                    seconds: 2.0,
+                    writes: writes(&[("runs", 100), ("events", 100)]),
+                    last: Default::default(),
+                    controller_cpu: None,
+                    apiserver_cpu: None,
+                },
+            }),
+            argo: vec![
+                argo("Argo A", 100, 20, 300),
+                ArgoFigures {
+                    flags: "--qps=1000".into(),
+                    ..argo("Argo B", 100, 5, 100)
+                },
+            ],
+            ..Default::default()
+        };
+        let table = figures.markdown();
+        let rows: Vec<&str> = table.lines().collect();
+        let at = |peer: &str| {
+            rows.iter()
+                .position(|r| r.starts_with(&format!("| {peer}: 100 workflows × 10")))
+                .unwrap_or_else(|| panic!("no row for {peer} in\n{table}"))
+        };
+        let (a, b) = (at("Argo A, default settings"), at("Argo B, `--qps=1000`"));
+        assert!(a < b, "{table}");
+        // Coxswain: 50 runs/s and 2 writes a run; A: 5 workflows/s and 5
+        // writes; B: 20 workflows/s and 3 writes.
+        assert!(
+            rows[a + 1].contains("**5.00**: events 3.00, workflows 2.00"),
+            "{table}"
+        );
+        assert!(
+            rows[a + 2].contains("**10.0×**; writes per run 2.00 vs 5.00"),
+            "{table}"
+        );
+        assert!(
+            rows[b + 1].contains("**3.00**: workflows 2.00, events 1.00"),
+            "{table}"
+        );
+        assert!(
+            rows[b + 2].contains("**2.5×**; writes per run 2.00 vs 3.00"),
+            "{table}"
+        );
+        assert!(
+            rows[b + 2].ends_with("≥ 5× and no more writes: **missed** |"),
+            "{table}"
+        );
     }
 }

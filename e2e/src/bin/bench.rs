@@ -49,6 +49,10 @@ struct Args {
     /// `--controller-arg=--reconcile-concurrency=32`.
     #[arg(long = "controller-arg", allow_hyphen_values = true)]
     controller_args: Vec<String>,
+    /// A flag for every Argo workflow-controller of the argo part (repeat
+    /// it), e.g. `--argo-arg=--qps=1000 --argo-arg=--burst=2000`; none: Argo's defaults.
+    #[arg(long = "argo-arg", allow_hyphen_values = true)]
+    argo_args: Vec<String>,
     /// Run only these parts: plain, http, conditions, jobs, pods, memory, argo
     /// (repeat it; argo needs `e2e/argo/build` first).
     #[arg(long)]
@@ -69,6 +73,7 @@ async fn main() -> std::process::ExitCode {
         plain_workers: args.plain_workers,
         bound: Duration::from_secs(args.bound_seconds),
         controller_args: args.controller_args,
+        argo_args: args.argo_args,
         only: args.only,
     };
     match bench::run(&options).await {

@@ -44,9 +44,12 @@ const KEY_MAX: usize = 253;
 /// The most the task and input files (keys and values) may weigh to ride
 /// in the Job, in the step container's [`INLINE_ENV`], instead of a
 /// ConfigMap of their own: two API writes (the create, and the delete once
-/// the result is read) and a read fewer per attempt. Well under what one
-/// environment variable may hold (128 KiB) and what a pod object may weigh.
-const INLINE_MAX: usize = 32 << 10;
+/// the result is read) and a read fewer per attempt. Not more, because
+/// what rides in the Job is in its pod too, and both are written again
+/// whole with each of their status changes (about nine an attempt): past
+/// this, one ConfigMap written once costs the API server less. (Argo and
+/// Tekton carry a step's template and script in its pod in the same way.)
+const INLINE_MAX: usize = 16 << 10;
 
 /// The step container's variable holding its task and input files as one
 /// JSON object (keys as in the ConfigMap), when they ride in the Job. It

@@ -1,12 +1,12 @@
 //! Script steps as Jobs: one Job per attempt, its inputs read-only files at
-//! `$INPUTS` (up to 32 KiB carried in the Job itself, larger ones in a
+//! `$INPUTS` (up to 16 KiB carried in the Job itself, larger ones in a
 //! ConfigMap mounted there), the result handed back by `coxswain step-exec`
 //! through the pod's status and log.
 //!
 //! What one attempt becomes (all named [`names::job`](crate::names::job),
 //! owned by the Run, labelled with the run's uid, the step and a role):
 //!
-//! - a ConfigMap (role `inputs`), when they weigh more than 32 KiB (else
+//! - a ConfigMap (role `inputs`), when they weigh more than 16 KiB (else
 //!   the same keys ride in the step container's `COXSWAIN_STEP_INPUTS_JSON`
 //!   and `step-exec` writes them out): one key `input.FILE` per input file (the
 //!   files [`script::input_files`](coxswain_steps::script::input_files) gives,

@@ -141,6 +141,12 @@ async fn wait_phase(s: &Admission, run: &str, phase: &str) {
 /// Clicks `target`, then waits until `shown` is on the page: one look of
 /// a person clicking around the viewer.
 async fn click_to_see(browser: &Browser, target: &str, shown: &str) {
+    // As a person waits to see what they click (the page may still be
+    // drawing it when a loaded machine gets here).
+    browser
+        .wait_for(target, SHOWN)
+        .await
+        .unwrap_or_else(|e| panic!("{target}, to click: {e}"));
     browser
         .click(target)
         .await

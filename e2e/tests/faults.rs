@@ -105,8 +105,8 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     if errors == 0 && plan.internal + plan.unavailable + plan.too_many_requests > 0.0 {
         fail("the proxy injected no error: the test proved nothing".into());
     }
-    // Backing off: after an error, the same request (method and path; for
-    // a create, the same body) is not sent again more than REPEATS times
+    // Backing off: after an error, the same request (method, path and
+    // selectors; for a create, the same body) is not sent again more than REPEATS times
     // within the next second. A reconcile that failed is retried after
     // 500 ms (a conflict) or 5 s; a watcher that failed backs off from
     // 800 ms. But one path can be asked by every run at once — each run's

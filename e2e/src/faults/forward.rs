@@ -63,7 +63,9 @@ impl Forwarder {
             let target = format!("{method} {path} #{:016x}", digest(&bytes));
             (Request::from_parts(parts, full_bytes(bytes)), target)
         } else {
-            let target = format!("{method} {path}");
+            // Lists of one path with other selectors (the pods of two Jobs)
+            // are other requests; a retry repeats its selectors.
+            let target = format!("{method} {path}{}", selectors(req.uri().query()));
             (req.map(|b| b.map_err(BoxError::from).boxed()), target)
         };
         let decision = self.dice.decide(Asked::of(&kind));
@@ -248,5 +250,37 @@ impl Body for Cut {
         Pin::new(&mut this.inner)
             .poll_frame(cx)
             .map_err(BoxError::from)
+    }
+}
+
+/// The label and field selectors of a query (`?labelSelector=…`), as they
+/// were sent, or nothing.
+fn selectors(query: Option<&str>) -> String {
+    let kept: Vec<&str> = query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| p.starts_with("labelSelector=") || p.starts_with("fieldSelector="))
+        .collect();
+    if kept.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", kept.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod selector_tests {
+    use super::selectors;
+
+    #[test]
+    fn only_selectors_tell_two_lists_of_one_path_apart() {
+        assert_eq!(
+            selectors(Some(
+                "labelSelector=job-name%3Da&limit=500&resourceVersion=7"
+            )),
+            "?labelSelector=job-name%3Da"
+        );
+        assert_eq!(selectors(Some("watch=true&resourceVersion=9")), "");
+        assert_eq!(selectors(None), "");
     }
 }

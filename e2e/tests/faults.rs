@@ -110,10 +110,13 @@ async fn runs_finish_right_through_api_faults_and_the_controller_backs_off() {
     // within the next second. A reconcile that failed is retried after
     // 500 ms (a conflict) or 5 s; a watcher that failed backs off from
     // 800 ms. But one path can be asked by every run at once — each run's
-    // first reconcile reads the Flow — so up to RUNS reads of it may fall
-    // in one second without any retry; two more for a reconcile that a
-    // new event queues. A hot retry loop sends tens or hundreds.
-    const REPEATS: usize = RUNS as usize + 2;
+    // first reconcile reads the Flow, and the snapshot its flow version's
+    // runs share, that one twice when two runs make it at once (read,
+    // create refused as existing, read) — so up to 2 × RUNS reads of one
+    // path may fall in one second without any retry; two more for a
+    // reconcile that a new event queues. A hot retry loop sends tens or
+    // hundreds.
+    const REPEATS: usize = 2 * RUNS as usize + 2;
     let (repeats, target) = tally.most_repeats_after_error(Duration::from_secs(1));
     if repeats > REPEATS {
         fail(format!(

@@ -202,8 +202,9 @@ fn own_digest(snapshot: &ConfigMap) -> Option<String> {
     (names::shared_flow_snapshot(&digest) == snapshot.name_any()).then_some(digest)
 }
 
-/// Puts the mark (`Some(now)`) or takes it off, on the version listed.
-async fn set_mark(
+/// Puts the mark (`Some(now)`) or takes it off, on the version read (the
+/// leader's look, or a run pinning the snapshot).
+pub(crate) async fn set_mark(
     api: &Api<ConfigMap>,
     mut snapshot: ConfigMap,
     mark: Option<Timestamp>,

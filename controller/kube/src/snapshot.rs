@@ -51,15 +51,8 @@ pub async fn recorded(
         let Some(snapshot) = snapshots.get_opt(name).await? else {
             continue;
         };
-        match from_snapshot(&snapshot) {
-            Ok(flow) if flow.get().digest == digest => return Ok(Recorded::Flow(flow)),
-            Ok(flow) => {
-                let why = format!(
-                    "holds the flow {}, not the flow {digest} the run started with",
-                    flow.get().digest
-                );
-                wrong.get_or_insert_with(|| tampered(name, why));
-            }
+        match holding(&snapshot, digest, "the run started with") {
+            Ok(flow) => return Ok(Recorded::Flow(flow)),
             Err(why) => {
                 wrong.get_or_insert_with(|| tampered(name, why));
             }
@@ -88,6 +81,19 @@ pub fn tampered_reason(name: &str, why: &str) -> String {
         "the ConfigMap {name} stands where the run's flow snapshot goes but {why}; \
          Coxswain did not write it, so nothing runs from it (it was left alone)"
     )
+}
+
+/// The flow `snapshot` holds when it is the flow `digest` (`whose` says
+/// whose flow that is, for the message); `Err` says why it is not.
+pub fn holding(snapshot: &ConfigMap, digest: &str, whose: &str) -> Result<CompiledFlow, String> {
+    let flow = from_snapshot(snapshot)?;
+    if flow.get().digest == digest {
+        return Ok(flow);
+    }
+    Err(format!(
+        "holds the flow {}, not the flow {digest} {whose}",
+        flow.get().digest
+    ))
 }
 
 /// Reads a snapshot back; `Err` says why it is not one.

@@ -164,7 +164,7 @@ async fn snapshot_flow(
             ));
         }
     };
-    let source = format!("the Flow `{flow_name}`");
+    let source = format!("of the Flow `{flow_name}`");
     keep(
         snapshots,
         run,
@@ -194,7 +194,7 @@ pub async fn copy_snapshot(
         flow,
         flow.spec(),
         generation,
-        "the run it reruns",
+        "of the run it reruns",
     )
     .await
 }
@@ -204,7 +204,7 @@ pub async fn copy_snapshot(
 /// it has one), or, when a ConfigMap that is not this flow stands under the
 /// shared name, the run's own. That one is left alone, and noted in the
 /// log: a namespace member who made it cannot hold runs back by it, and
-/// nothing runs from it. `source` names where `flow` came from.
+/// nothing runs from it. `source` names where `flow` came from (`of …`).
 async fn keep(
     snapshots: &Api<ConfigMap>,
     run: &Run,
@@ -215,8 +215,8 @@ async fn keep(
 ) -> Result<Pinned, Error> {
     let digest = &flow.get().digest;
     let shared = names::shared_flow_snapshot(digest);
-    let made = shared_object(run, &shared, spec, generation)?;
-    match ensure(snapshots, &shared, &made, digest, source).await? {
+    let made = || shared_object(run, &shared, spec, generation);
+    match ensure(snapshots, &shared, made, digest, source).await? {
         Kept::Flow(existing) => {
             unmark(snapshots, *existing).await?;
             return Ok(Pinned::Flow(flow.clone()));
@@ -228,16 +228,14 @@ async fn keep(
         ),
     }
     let own = names::flow_snapshot(&run.name_any(), digest);
-    let made = snapshot_object(run, &own, spec, generation)?;
-    Ok(
-        match ensure(snapshots, &own, &made, digest, source).await? {
-            Kept::Flow(_) => Pinned::Flow(flow.clone()),
-            Kept::Other(why) => Pinned::Tampered {
-                reason: snapshot::tampered_reason(&own, &why),
-                object: own,
-            },
+    let made = || snapshot_object(run, &own, spec, generation);
+    Ok(match ensure(snapshots, &own, made, digest, source).await? {
+        Kept::Flow(_) => Pinned::Flow(flow.clone()),
+        Kept::Other(why) => Pinned::Tampered {
+            reason: snapshot::tampered_reason(&own, &why),
+            object: own,
         },
-    )
+    })
 }
 
 /// What stands under a snapshot's name.
@@ -248,21 +246,21 @@ enum Kept {
     Other(String),
 }
 
-/// The ConfigMap `name`, made as `made` when missing, checked to hold the
+/// The ConfigMap `name`, made by `make` when missing, checked to hold the
 /// flow `digest`. It is read before it is made, since a create whose answer
 /// is lost never says "exists" (a reconcile whose status write was lost, a
 /// controller before a restart, or anyone else may have made it).
 async fn ensure(
     snapshots: &Api<ConfigMap>,
     name: &str,
-    made: &ConfigMap,
+    make: impl FnOnce() -> Result<ConfigMap, Error>,
     digest: &str,
     source: &str,
 ) -> Result<Kept, Error> {
     if let Some(existing) = read(snapshots, name).await? {
         return Ok(check(existing, digest, source));
     }
-    match snapshots.create(&PostParams::default(), made).await {
+    match snapshots.create(&PostParams::default(), &make()?).await {
         Ok(created) => Ok(Kept::Flow(Box::new(created))),
         Err(kube::Error::Api(status)) if status.code == 409 => match read(snapshots, name).await? {
             Some(existing) => Ok(check(existing, digest, source)),
@@ -277,12 +275,8 @@ async fn ensure(
 
 /// `Kept::Flow` when `existing` holds the flow `digest`, else why not.
 fn check(existing: ConfigMap, digest: &str, source: &str) -> Kept {
-    match snapshot::from_snapshot(&existing) {
-        Ok(found) if found.get().digest == digest => Kept::Flow(Box::new(existing)),
-        Ok(found) => Kept::Other(format!(
-            "holds the flow {}, not the flow {digest} of {source}",
-            found.get().digest
-        )),
+    match snapshot::holding(&existing, digest, source) {
+        Ok(_) => Kept::Flow(Box::new(existing)),
         Err(why) => Kept::Other(why),
     }
 }
@@ -291,17 +285,17 @@ fn check(existing: ConfigMap, digest: &str, source: &str) -> Kept {
 /// The write is made on the version read, and the leader removes only the
 /// marked version it saw: one of the two is refused, never both taken.
 /// A refusal here fails the reconcile, and the next one pins afresh.
-async fn unmark(snapshots: &Api<ConfigMap>, mut existing: ConfigMap) -> Result<(), Error> {
-    let annotations = existing.annotations_mut();
-    if annotations.remove(names::UNREFERENCED_ANNOTATION).is_none() {
+async fn unmark(snapshots: &Api<ConfigMap>, existing: ConfigMap) -> Result<(), Error> {
+    if !existing
+        .annotations()
+        .contains_key(names::UNREFERENCED_ANNOTATION)
+    {
         return Ok(());
     }
     let name = existing.name_any();
-    snapshots
-        .replace(&name, &PostParams::default(), &existing)
+    crate::snapshots::set_mark(snapshots, existing, None)
         .await
-        .map_err(|e| Error::kube(format!("keeping the flow snapshot {name}"), e))?;
-    Ok(())
+        .map_err(|e| Error::kube(format!("keeping the flow snapshot {name}"), e))
 }
 
 /// The shared snapshot `name` of the flow version `spec`: owned by no run

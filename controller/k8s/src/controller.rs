@@ -14,13 +14,15 @@ use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource};
-use tokio::sync::watch;
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::{oneshot, watch};
 
 use crate::error::{Error, StartError};
 use crate::guard::Guarded;
 use crate::offload::Offloader;
-use crate::ops::{self, Health, Leadership, Metrics, Readiness};
+use crate::ops::{
+    self, BucketSet, Health, Leadership, Metrics, OnLost, Readiness, ShardSettings, Shards,
+};
 use crate::run::in_controller::InController;
 use crate::run::launchers::Routes;
 use crate::run::{self, Context};
@@ -62,23 +64,43 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
     };
     let slack_events = slack_events(client.clone(), &settings, me.clone()).await?;
     health.set(Readiness::Standby);
-    let leadership = if settings.ops.leader_election {
+    let sharded = settings.ops.sharded && settings.ops.leader_election;
+    if settings.ops.sharded && !sharded {
+        tracing::warn!("--sharded is ignored without leader election: this replica reconciles every Run");
+    }
+    // Alone or one of several standing by: wait for the Lease before
+    // anything. Sharded: every replica works at once on its buckets, and
+    // the Lease only says who runs what stays with one.
+    let leadership: Held = Arc::default();
+    if settings.ops.leader_election && !sharded {
         tokio::select! {
-            leadership = Leadership::acquire(client.clone(), &settings.ops) => Some(leadership?),
+            taken = Leadership::acquire(client.clone(), &settings.ops) => {
+                *leadership.lock().await = Some(taken?);
+            }
             signal = &mut stop => {
                 tracing::info!(%signal, "stopped while waiting for the Lease");
                 return Ok(());
             }
         }
-    } else {
-        None
-    };
-    metrics.set_leader(true);
+    }
+    let (leads, leading) = watch::channel(!sharded);
+    metrics.set_leader(!sharded);
     health.set(Readiness::Syncing);
 
     let (quit, quitting) = watch::channel(false);
     let on_quit = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|q| *q).await;
+    };
+    let (lost_tx, lost_rx) = futures::channel::mpsc::unbounded();
+    let (shards, keeper) = if sharded {
+        let (shards, keeper) = Shards::start(
+            client.clone(),
+            shard_settings(&client, &settings.ops),
+            cancel_on_loss(lost_tx),
+        );
+        (shards, Some(keeper))
+    } else {
+        (Shards::everything(), None)
     };
     let runs = reconcile_runs(
         client.clone(),
@@ -86,15 +108,22 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
         metrics.clone(),
         health.clone(),
         records,
+        Sharing {
+            shards,
+            leading: leading.clone(),
+            lost: lost_rx,
+        },
         on_quit(quitting.clone()),
     );
     let flows = {
         let (client, namespace, me) = (client.clone(), settings.namespace.clone(), me.clone());
         let (waiting, quitting) = (on_quit(quitting.clone()), on_quit(quitting));
+        let mut leading = leading.clone();
         async move {
-            // Schedules compare Runs against who made them: once known.
+            // Schedules compare Runs against who made them: once known, on
+            // the leader.
             let me = tokio::select! {
-                me = me.get() => me,
+                me = async { let _ = leading.wait_for(|l| *l).await; me.get().await } => me,
                 () = waiting => return Ok(()),
             };
             crate::flows::run(client, namespace, me, quitting).await
@@ -104,6 +133,7 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
         client.clone(),
         settings.clone(),
         me,
+        leading.clone(),
         on_quit(quit.subscribe()),
     )?;
     let work = async {
@@ -111,12 +141,14 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
         (runs, flows)
     };
     tokio::pin!(work);
-    let lost = async {
-        match &leadership {
-            Some(leadership) => leadership.lost().await,
-            None => std::future::pending().await,
-        }
-    };
+    let lost = lose(
+        client.clone(),
+        &settings.ops,
+        sharded,
+        leadership.clone(),
+        leads,
+        metrics.clone(),
+    );
     let outcome = tokio::select! {
         (runs, flows) = &mut work => runs.and(flows),
         signal = &mut stop => {
@@ -134,6 +166,10 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
     };
     health.set(Readiness::Stopping);
     metrics.set_leader(false);
+    if let Some(keeper) = keeper {
+        keeper.stop().await;
+    }
+    let leadership = leadership.lock().await.take();
     if let Some(leadership) = leadership
         && outcome.is_ok()
     {
@@ -147,6 +183,75 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
     }
     tracing::info!("coxswain controller stopped");
     outcome
+}
+
+/// The Lease this replica holds, once it holds it: released on a graceful
+/// shutdown.
+type Held = Arc<tokio::sync::Mutex<Option<Leadership>>>;
+
+/// Resolves when this replica loses the Lease. Sharded, it first waits to
+/// take it, then says it leads; a replica that cannot take it for a
+/// reason retrying will not mend stops with that error.
+async fn lose(
+    client: Client,
+    ops: &crate::ops::OpsSettings,
+    sharded: bool,
+    held: Held,
+    leads: watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+) -> crate::ops::OpsError {
+    if sharded {
+        let taken = match Leadership::acquire(client, ops).await {
+            Ok(taken) => taken,
+            Err(e) => return e,
+        };
+        *held.lock().await = Some(taken);
+        metrics.set_leader(true);
+        let _ = leads.send(true);
+        tracing::info!("leading: schedules, chat commands, the archive and snapshot removal run here");
+    }
+    let lost = held.lock().await.as_ref().map(Leadership::lost);
+    match lost {
+        Some(lost) => lost.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Where this replica's shard Leases are and who it is in them.
+fn shard_settings(client: &Client, ops: &crate::ops::OpsSettings) -> ShardSettings {
+    ShardSettings {
+        namespace: ops.lease_namespace(client.default_namespace()),
+        lease_name: ops.lease_name.clone(),
+        identity: ops.identity(),
+        duration: ops.lease_duration,
+    }
+}
+
+/// Buckets this replica stops acting on, with a word back once their
+/// in-process work is cancelled.
+type Lost = futures::channel::mpsc::UnboundedReceiver<(BucketSet, oneshot::Sender<()>)>;
+
+/// The hook the shard keeper calls for lost buckets: hands them to the Run
+/// reconciler, which cancels their in-process work, and waits for that.
+fn cancel_on_loss(
+    to: futures::channel::mpsc::UnboundedSender<(BucketSet, oneshot::Sender<()>)>,
+) -> OnLost {
+    Arc::new(move |lost| {
+        let to = to.clone();
+        Box::pin(async move {
+            let (done, cancelled) = oneshot::channel();
+            if to.unbounded_send((lost, done)).is_ok() {
+                let _ = tokio::time::timeout(Duration::from_secs(5), cancelled).await;
+            }
+        })
+    })
+}
+
+/// How this replica shares the Runs with the others.
+struct Sharing {
+    shards: Shards,
+    leading: watch::Receiver<bool>,
+    lost: Lost,
 }
 
 /// The user this controller acts as, which admission stamps as the
@@ -195,12 +300,13 @@ impl Me {
     }
 }
 
-/// The conversation commands' followers and outcome poster, until
-/// `shutdown`; nothing when `--chat-commands=false`.
+/// The conversation commands' followers and outcome poster, on the
+/// leader, until `shutdown`; nothing when `--chat-commands=false`.
 fn chat(
     client: Client,
     settings: Arc<Settings>,
     me: Me,
+    mut leading: watch::Receiver<bool>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<impl Future<Output = ()>, StartError> {
     let policy = net_policy(&settings)?;
@@ -208,7 +314,7 @@ fn chat(
         if settings.chat.chat_commands {
             let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
             let me = tokio::select! {
-                me = me.get() => me,
+                me = async { let _ = leading.wait_for(|l| *l).await; me.get().await } => me,
                 () = shutdown.clone() => return,
             };
             let reporter = Reporter {
@@ -270,11 +376,28 @@ async fn reconcile_runs(
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     records: Option<coxswain_records::Store>,
+    sharing: Sharing,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
-    let (ctx, finishes) = context(client.clone(), settings.clone(), metrics.clone(), records)?;
+    let Sharing {
+        shards,
+        leading,
+        lost,
+    } = sharing;
+    let (ctx, finishes) = context(
+        client.clone(),
+        settings.clone(),
+        metrics.clone(),
+        records,
+        shards.clone(),
+        leading.clone(),
+    )?;
     let (finished_tx, finished_rx) = futures::channel::mpsc::unbounded();
-    tokio::spawn(route_finishes(finishes, ctx.routes.clone(), finished_tx));
+    tokio::spawn(route_finishes(
+        finishes,
+        ctx.routes.clone(),
+        finished_tx.clone(),
+    ));
     let jobs: Api<Job> = scoped(&client, settings.namespace.as_deref());
     let approvals: Api<Approval> = scoped(&client, settings.namespace.as_deref());
     // Each Run is read on its own: one that does not read is reported and
@@ -290,12 +413,19 @@ async fn reconcile_runs(
         .with_config(Config::default().concurrency(settings.reconcile_concurrency))
         .graceful_shutdown_on(shutdown);
     tokio::spawn(watch_store(controller.store(), metrics.clone(), health));
-    let sweeper = tokio::spawn(crate::snapshots::remove_unnamed(
+    let sweeper = tokio::spawn(lead_sweeper(
         client.clone(),
-        settings.namespace.clone(),
+        settings.clone(),
         controller.store(),
-        settings.snapshots.clone(),
+        leading.clone(),
     ));
+    let queuer = tokio::spawn(queue_what_comes_here(
+        controller.store(),
+        shards.watch(),
+        leading,
+        finished_tx,
+    ));
+    let canceller = tokio::spawn(cancel_lost(lost, ctx.clone()));
     tracing::info!("reconciling Runs");
     let reporter = Reporter {
         controller: "coxswain".into(),
@@ -315,7 +445,77 @@ async fn reconcile_runs(
         })
         .await;
     sweeper.abort();
+    queuer.abort();
+    canceller.abort();
     Ok(())
+}
+
+/// Removes unused flow snapshots while this replica leads.
+async fn lead_sweeper(
+    client: Client,
+    settings: Arc<Settings>,
+    store: Store<Guarded<Run>>,
+    mut leading: watch::Receiver<bool>,
+) {
+    if leading.wait_for(|l| *l).await.is_err() {
+        return;
+    }
+    crate::snapshots::remove_unnamed(
+        client,
+        settings.namespace.clone(),
+        store,
+        settings.snapshots.clone(),
+    )
+    .await;
+}
+
+/// Queues the Runs that became this replica's to act on: those of a bucket
+/// it gained, and the ended ones once it leads (their archive). Runs it
+/// looked at before were left alone then, without a requeue.
+async fn queue_what_comes_here(
+    store: Store<Guarded<Run>>,
+    mut buckets: watch::Receiver<BucketSet>,
+    mut leading: watch::Receiver<bool>,
+    to: futures::channel::mpsc::UnboundedSender<ObjectRef<Guarded<Run>>>,
+) {
+    crate::snapshots::wait_until_ready(&store).await;
+    let (mut had, mut led) = (0, false);
+    loop {
+        let (now, leads) = (*buckets.borrow_and_update(), *leading.borrow_and_update());
+        let gained = now & !had;
+        let archive = leads && !led;
+        (had, led) = (now, leads);
+        if gained != 0 || archive {
+            for guarded in store.state() {
+                let Ok(run) = &guarded.0 else { continue };
+                let over = run.status.as_ref().is_some_and(|s| s.phase.is_over());
+                let bucket = crate::names::bucket_of(&run.uid().unwrap_or_default());
+                if (over && archive) || (!over && gained & (1u64 << bucket) != 0) {
+                    let _ = to.unbounded_send(ObjectRef::from_obj(&*guarded));
+                }
+            }
+        }
+        tokio::select! {
+            changed = buckets.changed() => if changed.is_err() { return },
+            changed = leading.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Cancels the in-process work (agent, http and message attempts) of the
+/// Runs in buckets this replica no longer acts on: the replica taking the
+/// bucket launches it again, under the same idempotency key.
+async fn cancel_lost(mut lost: Lost, ctx: Arc<Context>) {
+    while let Some((buckets, done)) = lost.next().await {
+        let cancelled = ctx
+            .in_controller
+            .cancel_where(|id| buckets & (1u64 << crate::names::bucket_of(&id.run)) != 0)
+            .await;
+        if cancelled > 0 {
+            tracing::info!(cancelled, "cancelled the in-process work of buckets handed over");
+        }
+        let _ = done.send(());
+    }
 }
 
 /// What the Run reconciler shares, around the Runs that could not be read.
@@ -427,6 +627,8 @@ fn context(
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
     records: Option<coxswain_records::Store>,
+    shards: Shards,
+    leading: watch::Receiver<bool>,
 ) -> Result<(Arc<Context>, Finishes), StartError> {
     let policy = net_policy(&settings)?;
     let agent = LocalConfig::from_env(AgentFlags {
@@ -463,6 +665,8 @@ fn context(
         jobs: Arc::new(settings_jobs),
         written: Default::default(),
         records,
+        shards,
+        leading,
     });
     Ok((ctx, finishes))
 }

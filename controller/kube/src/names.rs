@@ -18,6 +18,30 @@ pub const RUN_UID_LABEL: &str = "coxswain.dev/run-uid";
 /// Label on everything made for a Run: the Run's name, when it fits a label.
 pub const RUN_NAME_LABEL: &str = "coxswain.dev/run";
 
+/// Label on a Run's children (and, once pinned, on the Run): its bucket, as
+/// [`bucket_of`] computes it from the Run's uid. It serves selectors and
+/// people; the controller never trusts it, it hashes the uid again.
+pub const BUCKET_LABEL: &str = "coxswain.dev/bucket";
+
+/// How many buckets Runs are spread over when replicas share the work. A
+/// fixed number, so that changing how many replicas run never moves a Run
+/// to another bucket.
+pub const BUCKETS: u8 = 64;
+
+/// The bucket of the Run with `uid`: the top six bits of the uid's 64-bit
+/// FNV-1a hash. Kubernetes' server-side sharded list and watch
+/// (`shardRange(object.metadata.uid, …)`, KEP-5866) hashes the same field
+/// the same way, so bucket `b` is exactly the hash range
+/// `[b << 58, (b + 1) << 58)` and a replica's buckets can be handed to the
+/// API server as ranges once that is generally available.
+pub fn bucket_of(uid: &str) -> u8 {
+    use std::hash::Hasher;
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(uid.as_bytes());
+    // 64 buckets: the top six bits.
+    (hasher.finish() >> 58) as u8
+}
+
 /// Label naming the step a Job or an Approval is for (`_` written as `-`).
 pub const STEP_LABEL: &str = "coxswain.dev/step";
 
@@ -292,7 +316,9 @@ pub fn child_labels(
 ) -> std::collections::BTreeMap<String, String> {
     use kube::ResourceExt;
     let mut labels = std::collections::BTreeMap::new();
-    labels.insert(RUN_UID_LABEL.to_string(), run.uid().unwrap_or_default());
+    let uid = run.uid().unwrap_or_default();
+    labels.insert(BUCKET_LABEL.to_string(), bucket_of(&uid).to_string());
+    labels.insert(RUN_UID_LABEL.to_string(), uid);
     let name = run.name_any();
     if name.len() <= LABEL_MAX {
         labels.insert(RUN_NAME_LABEL.to_string(), name);
@@ -306,9 +332,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_bucket_is_the_top_of_the_hash_kubernetes_shards_by() {
+        // FNV-1a 64 of "" and "a" (the algorithm's published vectors):
+        // 0xcbf29ce484222325 and 0xaf63dc4c8601ec8c.
+        assert_eq!(bucket_of(""), (0xcbf2_9ce4_8422_2325_u64 >> 58) as u8);
+        assert_eq!(bucket_of("a"), (0xaf63_dc4c_8601_ec8c_u64 >> 58) as u8);
+        // Uids spread over every bucket.
+        let mut seen = [0u32; BUCKETS as usize];
+        for i in 0..6400 {
+            seen[bucket_of(&format!("0b4c5f2e-{i:04}-4d1a-9f3e-1c2b3a4d5e6f")) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50 && n < 160), "{seen:?}");
+    }
+
+    #[test]
     fn every_key_the_controller_relies_on_is_reserved() {
         for key in [
             RUN_UID_LABEL,
+            BUCKET_LABEL,
             RUN_NAME_LABEL,
             STEP_LABEL,
             ROLE_LABEL,

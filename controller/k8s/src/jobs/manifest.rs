@@ -269,6 +269,10 @@ fn checked_inputs(work: &Work, task: &PodTask) -> Result<Vec<InputFile>, StepErr
 pub(super) fn labels(owner: &RunOwner, step: Option<&str>, role: &str) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
         (names::RUN_UID_LABEL.to_string(), owner.uid.clone()),
+        (
+            names::BUCKET_LABEL.to_string(),
+            names::bucket_of(&owner.uid).to_string(),
+        ),
         (names::ROLE_LABEL.to_string(), role.to_string()),
     ]);
     if let Some(step) = step {

@@ -82,6 +82,30 @@ pub struct Context {
     /// The records database (saves, lookups, the run archive), when one
     /// is configured.
     pub records: Option<coxswain_records::Store>,
+    /// The buckets whose running Runs this replica acts on (all of them
+    /// unless replicas share the work).
+    pub shards: crate::ops::Shards,
+    /// Whether this replica leads: the leader alone archives ended Runs
+    /// and deletes them when their retention is up.
+    pub leading: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Context {
+    /// Whether this replica leads now.
+    pub fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Whether this replica acts on `run` now: a running one when its
+    /// bucket is this replica's (the guard keeps the bucket from being
+    /// handed over until the reconcile ends), an ended one when this
+    /// replica leads (the archive and retention stay with the leader).
+    fn acts_on(&self, run: &Run) -> Option<Option<crate::ops::Entered>> {
+        if run.status.as_ref().is_some_and(|s| s.phase.is_over()) {
+            return self.leads().then_some(None);
+        }
+        self.shards.enter(&run.uid().unwrap_or_default()).map(Some)
+    }
 }
 
 /// How long a Run whose Flow does not exist yet waits before looking again.
@@ -91,6 +115,11 @@ const FLOW_MISSING_REQUEUE: Duration = Duration::from_secs(10);
 pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_timer();
     let run = ctx.written.newest(run);
+    let Some(_turn) = ctx.acts_on(&run) else {
+        // Another replica's bucket, or an ended run and another replica
+        // leads: this one is queued again if its bucket comes here.
+        return Ok(Action::await_change());
+    };
     let (old, flow) = match read_run(&ctx, &run).await? {
         Read::Ready { old, flow } => (*old, flow),
         Read::Done(action) => return Ok(action),
@@ -593,7 +622,11 @@ async fn act(acting: Acting<'_>, written: Option<&RunStatus>) -> Result<Action, 
     }
     answer_back(acting).await?;
     // The run just ended: it is handed off from the status just written.
-    if let (Some(handed), Some(status)) = (acting.plan.hand_off, written) {
+    // A replica that does not lead leaves it to the leader, which sees
+    // the ended run come by.
+    if let (Some(handed), Some(status), true) =
+        (acting.plan.hand_off, written, acting.ctx.leads())
+    {
         return archive::hand_off(acting.ctx, acting.run, Some(status), handed).await;
     }
     Ok(look_again(acting.plan, &acting.seen.running))

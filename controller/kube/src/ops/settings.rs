@@ -70,6 +70,23 @@ pub struct OpsSettings {
         action = clap::ArgAction::Set
     )]
     pub leader_election: bool,
+    /// Share the Runs among every replica by bucket (a hash of each Run's
+    /// uid) instead of one replica reconciling them all: each replica acts
+    /// on the Runs of the buckets it holds in the `<lease-name>-buckets`
+    /// Lease; schedules, chat commands, the archive and removing unused
+    /// snapshots stay with the replica holding the Lease. Needs leader
+    /// election.
+    #[arg(
+        long,
+        env = "COXSWAIN_SHARDED",
+        value_name = "BOOL",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub sharded: bool,
     /// Name of the Lease the replicas share.
     #[arg(
         long,
@@ -102,6 +119,7 @@ impl Default for OpsSettings {
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             log: LogSettings::default(),
             leader_election: true,
+            sharded: false,
             lease_name: "coxswain-controller".into(),
             lease_namespace: None,
             lease_duration: Duration::from_secs(15),

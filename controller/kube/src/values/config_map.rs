@@ -58,6 +58,10 @@ impl Owner {
     pub fn config_map(&self, role: &str, entry: &MovedValue, name: &str, piece: &str) -> ConfigMap {
         let mut labels = BTreeMap::from([
             (names::RUN_UID_LABEL.to_string(), self.uid.clone()),
+            (
+                names::BUCKET_LABEL.to_string(),
+                names::bucket_of(&self.uid).to_string(),
+            ),
             (names::ROLE_LABEL.to_string(), role.to_string()),
         ]);
         if self.name.len() <= names::LABEL_MAX {

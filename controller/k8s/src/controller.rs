@@ -66,7 +66,9 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
     health.set(Readiness::Standby);
     let sharded = settings.ops.sharded && settings.ops.leader_election;
     if settings.ops.sharded && !sharded {
-        tracing::warn!("--sharded is ignored without leader election: this replica reconciles every Run");
+        tracing::warn!(
+            "--sharded is ignored without leader election: this replica reconciles every Run"
+        );
     }
     // Alone or one of several standing by: wait for the Lease before
     // anything. Sharded: every replica works at once on its buckets, and
@@ -208,7 +210,9 @@ async fn lose(
         *held.lock().await = Some(taken);
         metrics.set_leader(true);
         let _ = leads.send(true);
-        tracing::info!("leading: schedules, chat commands, the archive and snapshot removal run here");
+        tracing::info!(
+            "leading: schedules, chat commands, the archive and snapshot removal run here"
+        );
     }
     let lost = held.lock().await.as_ref().map(Leadership::lost);
     match lost {
@@ -512,7 +516,10 @@ async fn cancel_lost(mut lost: Lost, ctx: Arc<Context>) {
             .cancel_where(|id| buckets & (1u64 << crate::names::bucket_of(&id.run)) != 0)
             .await;
         if cancelled > 0 {
-            tracing::info!(cancelled, "cancelled the in-process work of buckets handed over");
+            tracing::info!(
+                cancelled,
+                "cancelled the in-process work of buckets handed over"
+            );
         }
         let _ = done.send(());
     }

@@ -624,8 +624,7 @@ async fn act(acting: Acting<'_>, written: Option<&RunStatus>) -> Result<Action, 
     // The run just ended: it is handed off from the status just written.
     // A replica that does not lead leaves it to the leader, which sees
     // the ended run come by.
-    if let (Some(handed), Some(status), true) =
-        (acting.plan.hand_off, written, acting.ctx.leads())
+    if let (Some(handed), Some(status), true) = (acting.plan.hand_off, written, acting.ctx.leads())
     {
         return archive::hand_off(acting.ctx, acting.run, Some(status), handed).await;
     }

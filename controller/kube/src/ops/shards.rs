@@ -92,6 +92,22 @@ pub struct Keeper {
 struct Busy {
     owned: watch::Sender<BucketSet>,
     in_flight: [AtomicU32; BUCKETS as usize],
+    /// Until when the last renewal lets this replica act (`None`: always,
+    /// when it is alone). Checked by every reconcile as it starts, so a
+    /// replica that was paused (a stopped process, a long stall) refuses
+    /// work at once on waking, before its next tick stops the rest.
+    fresh_until: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Busy {
+    fn fresh(&self) -> bool {
+        let until = *self.fresh_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.is_none_or(|until| Instant::now() < until)
+    }
+
+    fn set_fresh_until(&self, until: Instant) {
+        *self.fresh_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+    }
 }
 
 /// A reconcile of a bucket's Run in flight; the bucket is not freed until
@@ -116,6 +132,7 @@ impl Shards {
             busy: Arc::new(Busy {
                 owned,
                 in_flight: std::array::from_fn(|_| AtomicU32::new(0)),
+                fresh_until: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -126,6 +143,7 @@ impl Shards {
     pub fn start(client: Client, settings: ShardSettings, on_lost: OnLost) -> (Shards, Keeper) {
         let shards = Shards::everything();
         shards.busy.owned.send_replace(0);
+        shards.busy.set_fresh_until(Instant::now());
         let (stop, stopping) = watch::channel(false);
         let state = Tick {
             api: Api::namespaced(client, &settings.namespace),
@@ -154,7 +172,7 @@ impl Shards {
             busy: self.busy.clone(),
             bucket,
         };
-        self.owns(bucket).then_some(entered)
+        (self.owns(bucket) && self.busy.fresh()).then_some(entered)
     }
 
     /// Whether this replica acts on `bucket` now.
@@ -239,6 +257,10 @@ impl Tick {
     /// frees or stops acting on buckets as the rules say.
     async fn tick(&mut self) {
         let sent = Instant::now();
+        // Stale (a pause, renewals failing): stop acting before anything
+        // else, so a renewal that succeeds below cannot revive buckets the
+        // map may have moved meanwhile.
+        self.check_fresh().await;
         let leases = match self.list().await {
             Ok(leases) => leases,
             Err(e) => {
@@ -249,7 +271,11 @@ impl Tick {
         };
         self.observe(&leases, sent);
         match self.renew_member(&leases).await {
-            Ok(()) => self.renewed = Some(sent),
+            Ok(()) => {
+                self.renewed = Some(sent);
+                self.busy
+                    .set_fresh_until(sent + self.settings.duration * 2 / 3);
+            }
             Err(e) => tracing::warn!(error = %e, "renewing this replica's member Lease failed"),
         }
         if self.check_fresh().await {
@@ -259,7 +285,13 @@ impl Tick {
         let map = leases.iter().find(|l| l.name_any() == self.map_name);
         let held = map.map(read_map).unwrap_or_default();
         let drained = self.drained();
-        let plan = plan(&held, &members, &self.settings.identity, drained, self.first);
+        let plan = plan(
+            &held,
+            &members,
+            &self.settings.identity,
+            drained,
+            self.first,
+        );
         self.first = false;
         if plan.map != held {
             if let Err(e) = self.write_map(map, &plan.map).await {
@@ -312,7 +344,8 @@ impl Tick {
                 continue;
             };
             let since = self.seen.get(&lease.name_any()).map(|(_, since)| *since);
-            let fresh = since.is_some_and(|since| now.duration_since(since) < self.settings.duration);
+            let fresh =
+                since.is_some_and(|since| now.duration_since(since) < self.settings.duration);
             if fresh && !live.contains(&holder) {
                 live.push(holder);
             } else if !fresh && lease.name_any() != self.member_name {
@@ -387,7 +420,9 @@ impl Tick {
             .renewed
             .is_none_or(|sent| sent.elapsed() >= self.settings.duration * 2 / 3);
         if stale && self.busy.owned.borrow().count_ones() > 0 {
-            tracing::error!("this replica could not renew its member Lease: it stops acting on every bucket");
+            tracing::error!(
+                "this replica's member Lease was not renewed in time: it stops acting on every bucket"
+            );
         }
         if stale {
             self.releasing = 0;
@@ -452,7 +487,11 @@ impl Tick {
     async fn free_all(&mut self) {
         self.set_owned(0).await;
         let deadline = Instant::now() + self.settings.duration / 3;
-        while self.busy.in_flight.iter().any(|n| n.load(Ordering::SeqCst) > 0)
+        while self
+            .busy
+            .in_flight
+            .iter()
+            .any(|n| n.load(Ordering::SeqCst) > 0)
             && Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -585,7 +624,11 @@ fn plan(
             }
         }
     }
-    Plan { map, release, freed }
+    Plan {
+        map,
+        release,
+        freed,
+    }
 }
 
 /// This replica's order of preference of bucket `b`.
@@ -684,7 +727,13 @@ mod tests {
         assert_eq!(count(&second.map, "a"), 32);
         assert_eq!(count(&second.map, ""), 32);
         // The newcomer takes them.
-        let taken = plan(&second.map, &["b".to_string(), "a".to_string()], "b", 0, false);
+        let taken = plan(
+            &second.map,
+            &["b".to_string(), "a".to_string()],
+            "b",
+            0,
+            false,
+        );
         assert_eq!(count(&taken.map, "b"), 32);
     }
 

@@ -1,0 +1,228 @@
+//! Shards: three `coxswain controller --sharded` replicas share the runs of
+//! `crash.rs`'s flow (Jobs, in-controller http calls, a loop, a fan-out and
+//! an approval) by bucket, while replicas are SIGKILLed and restarted at
+//! random moments and one is paused (SIGSTOP) for longer than its Lease.
+//!
+//! Checked: the replicas split the 64 buckets among themselves; after each
+//! kill the dead replica's buckets are held by live ones within the Lease's
+//! duration plus a bound; a paused replica's buckets move while it sleeps,
+//! and on waking it stops acting on them; and the checks of `crash.rs`
+//! (every run Succeeded with the right outputs, one Job per attempt, no
+//! status going backwards, no call made more than twice) hold throughout.
+//!
+//! `CRASH_SEED` replays the moments; `SHARD_RUNS` and `SHARD_KILLS` change
+//! the sizes (12 and 4).
+
+mod survival;
+
+use std::time::{Duration, Instant};
+
+use coxswain_e2e::{ControllerProcess, wait_for};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, ResourceExt};
+use survival::{Rng, Scene, env_number, job_executable, seed, since_start};
+
+/// The Leases' duration: a dead replica's buckets move after about this.
+const LEASE: Duration = Duration::from_secs(3);
+
+/// What a take-over may need beyond the Lease's duration (a tick, a loaded
+/// machine); a bound, not a measurement.
+const TAKEOVER_SLACK: Duration = Duration::from_secs(20);
+
+const REPLICAS: usize = 3;
+
+/// The bucket map: holder identity per bucket ("" for none).
+async fn holders(leases: &Api<Lease>) -> Vec<String> {
+    leases
+        .get_opt("coxswain-controller-buckets")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.annotations().get("coxswain.dev/buckets").cloned())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+/// How many buckets each replica holds (identities end with `-<pid>`);
+/// `None` when a bucket is free or held by a process that is not running.
+fn shares(map: &[String], replicas: &[ControllerProcess]) -> Option<Vec<usize>> {
+    if map.len() != 64 {
+        return None;
+    }
+    let mut counts = vec![0; replicas.len()];
+    for holder in map {
+        let i = replicas
+            .iter()
+            .position(|c| holder.ends_with(&format!("-{}", c.pid())))?;
+        counts[i] += 1;
+    }
+    Some(counts)
+}
+
+fn logs(replicas: &[ControllerProcess]) -> String {
+    replicas
+        .iter()
+        .map(|c| survival::tail(&c.log_text(), 80))
+        .collect::<Vec<_>>()
+        .join("\n----\n")
+}
+
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
+    let seed = seed();
+    let count = env_number("SHARD_RUNS", 12) as i64;
+    let kills = env_number("SHARD_KILLS", 4);
+    eprintln!("shards: seed {seed} (rerun with CRASH_SEED={seed}), {count} runs, {kills} kills");
+    let mut rng = Rng(seed);
+    since_start();
+    let mut scene = Scene::new().await;
+    let exe = job_executable();
+    let lease = format!("{}s", LEASE.as_secs());
+    let flags = [
+        "--leader-election=true",
+        "--sharded=true",
+        "--lease-duration",
+        &lease,
+        "--job-executable",
+        &exe,
+    ];
+    let mut replicas = Vec::new();
+    for _ in 0..REPLICAS {
+        replicas.push(
+            ControllerProcess::for_namespace(scene.ns.name(), &flags)
+                .await
+                .expect("replica"),
+        );
+    }
+    let leases: Api<Lease> = scene.ns.api();
+    let split = wait_for(
+        "the replicas to split the buckets",
+        LEASE * 4 + TAKEOVER_SLACK,
+        || {
+            let (leases, replicas) = (&leases, &replicas);
+            async move {
+                let map = holders(leases).await;
+                Ok(shares(&map, replicas).filter(|s| s.iter().all(|n| *n >= 16)))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+    eprintln!("shards: the replicas hold {split:?} buckets");
+    let started = Instant::now();
+    scene.start_runs(count);
+
+    let mut takeovers = Vec::new();
+    let mut killed = 0;
+    let mut paused = false;
+    let first = rng
+        .between(Duration::ZERO, Duration::from_millis(REPLICAS as u64))
+        .as_millis() as usize;
+    while killed < kills && scene.unfinished() > 0 {
+        tokio::time::sleep(rng.between(Duration::from_millis(500), Duration::from_millis(3000)))
+            .await;
+        if scene.unfinished() == 0 {
+            break;
+        }
+        // Every replica in turn, from a random one.
+        let victim = (first + killed as usize) % REPLICAS;
+        if !paused && killed == kills / 2 {
+            paused = true;
+            pause(&leases, &mut replicas, victim).await;
+        }
+        let moment = Instant::now();
+        replicas[victim].restart().expect("replica restarted");
+        killed += 1;
+        eprintln!(
+            "shards: kill {killed} of replica {victim} at {} ms",
+            since_start()
+        );
+        scene.approve(count as usize * killed as usize / kills as usize);
+        let took = wait_for(
+            "the dead replica's buckets to move",
+            LEASE + TAKEOVER_SLACK,
+            || {
+                let (leases, replicas) = (&leases, &replicas);
+                async move {
+                    let map = holders(leases).await;
+                    Ok(shares(&map, replicas).map(|_| moment.elapsed()))
+                }
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+        takeovers.push(took);
+    }
+    scene.approve(usize::MAX);
+    let approved = scene.wait_all_over(|| logs(&replicas)).await;
+    let figures = scene.check().await;
+    assert!(
+        killed >= kills,
+        "the runs ended after {killed} kills, before the {kills} the test promises (seed {seed})"
+    );
+    for (i, replica) in replicas.iter().enumerate() {
+        let log = replica.log_text();
+        assert!(
+            log.contains("acting on a new share of the buckets"),
+            "replica {i} never acted on a bucket:\n{}",
+            logs(&replicas)
+        );
+        assert!(
+            !log.contains("panicked"),
+            "replica {i} panicked:\n{}",
+            logs(&replicas)
+        );
+    }
+    eprintln!(
+        "shards: seed {seed}: {count} runs Succeeded in {:?} over {REPLICAS} replicas with {killed} \
+         SIGKILLs and a pause; buckets held by live replicas again {takeovers:?} after each kill \
+         (Lease {LEASE:?}); {approved} approvals; {figures:?}",
+        started.elapsed()
+    );
+}
+
+/// Pauses replica `victim` (SIGSTOP) until the others hold every bucket it
+/// held, then wakes it (SIGCONT) and checks that it says it stopped acting
+/// on its buckets before it takes any back.
+async fn pause(leases: &Api<Lease>, replicas: &mut [ControllerProcess], victim: usize) {
+    let pid = replicas[victim].pid();
+    let mine = format!("-{pid}");
+    let before = holders(leases).await;
+    let held = before.iter().filter(|h| h.ends_with(&mine)).count();
+    signal(pid, "-STOP");
+    let moment = Instant::now();
+    let moved = wait_for(
+        "a paused replica's buckets to move",
+        LEASE * 2 + TAKEOVER_SLACK,
+        || async {
+            let map = holders(leases).await;
+            Ok(
+                (map.len() == 64 && !map.iter().any(|h| h.ends_with(&mine) || h.is_empty()))
+                    .then(|| moment.elapsed()),
+            )
+        },
+    )
+    .await;
+    signal(pid, "-CONT");
+    let moved = moved.unwrap_or_else(|e| panic!("{e}\n{}", logs(replicas)));
+    eprintln!("shards: replica {victim} paused; its {held} buckets moved after {moved:?}");
+    let log = &replicas[victim];
+    wait_for(
+        "the woken replica to stop acting",
+        LEASE * 2 + TAKEOVER_SLACK,
+        || async {
+            let text = log.log_text();
+            Ok(text.contains("stops acting on every bucket").then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(replicas)));
+}

@@ -27,6 +27,7 @@ pub mod plain;
 pub mod pods;
 pub mod report;
 pub mod server;
+pub mod shards;
 pub mod workload;
 
 use std::time::Duration;
@@ -63,8 +64,12 @@ pub struct Options {
     pub controller_args: Vec<String>,
     /// Extra flags for every Argo workflow-controller (none: its defaults).
     pub argo_args: Vec<String>,
+    /// Replica counts of the `shards` part.
+    pub replicas: Vec<usize>,
+    /// Agent steps per run in the `shards` part.
+    pub agent_steps: usize,
     /// Which parts to run (all when empty): `plain`, `http`, `conditions`,
-    /// `jobs`, `pods`, `memory`, `argo` (skipped with a note when Argo is not built).
+    /// `jobs`, `pods`, `memory`, `shards`, `argo` (skipped with a note when Argo is not built).
     pub only: Vec<String>,
 }
 
@@ -126,6 +131,11 @@ pub async fn run(options: &Options) -> Result<Figures> {
         let (measured, ns) = memory(&client, options).await?;
         figures.memory = Some(measured);
         kept.push(ns);
+    }
+    if options.wants("shards") {
+        let (points, namespaces) = shards::measure(&client, options).await?;
+        figures.shards = points;
+        kept.extend(namespaces);
     }
     if options.wants("argo") {
         for (peer, binary) in ARGO_PEERS {

@@ -24,6 +24,8 @@ pub struct Figures {
     /// Argo Workflows on the same chains as `conditions`, one entry per
     /// build run (as released; without the post-update sleep).
     pub argo: Vec<ArgoFigures>,
+    /// The same Runs over 1, 2, 4 sharded replicas.
+    pub shards: Vec<super::shards::ShardPoint>,
 }
 
 /// Argo Workflows running pod-less chains, and what it wrote.
@@ -247,7 +249,38 @@ impl Figures {
         for a in &self.argo {
             self.argo_rows(&mut out, a);
         }
+        self.shard_rows(&mut out);
         out
+    }
+
+    fn shard_rows(&self, out: &mut String) {
+        for p in &self.shards {
+            let m = &p.measured;
+            let rate = m.runs as f64 / m.seconds;
+            let one = self
+                .shards
+                .iter()
+                .find(|q| q.load == p.load && q.replicas == 1)
+                .map(|q| q.measured.runs as f64 / q.measured.seconds);
+            row(
+                out,
+                &format!(
+                    "sharded, {} replica(s): {} runs × {} {} steps",
+                    p.replicas, m.runs, p.steps, p.load
+                ),
+                &format!(
+                    "{:.1} s, {}/{} succeeded; **{:.1} runs/s**{}; {:.2} API writes per run; CPU per run: {}",
+                    m.seconds,
+                    m.succeeded,
+                    m.runs,
+                    rate,
+                    one.map_or(String::new(), |one| format!(" ({:.2}× one replica)", rate / one)),
+                    m.writes.total() as f64 / m.runs.max(1) as f64,
+                    cpu(m, m.runs as f64)
+                ),
+                "",
+            );
+        }
     }
 
     fn argo_rows(&self, out: &mut String, a: &ArgoFigures) {

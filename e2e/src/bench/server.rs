@@ -11,9 +11,14 @@ use std::time::Instant;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::{Error, Result};
+
+/// How long the stand-in model (`POST /v1/chat/completions`, an
+/// OpenAI-compatible answer "ok") takes to answer: an agent step that
+/// holds its call open, as a real model does.
+pub const MODEL_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One call: which step of which run, when it came and when it was answered.
 #[derive(Debug, Clone)]
@@ -99,6 +104,19 @@ pub async fn start() -> Result<(SocketAddr, Calls)> {
                     axum::Json(serde_json::json!({"ok": true}))
                 },
             ),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(|| async {
+                tokio::time::sleep(MODEL_DELAY).await;
+                axum::Json(serde_json::json!({
+                    "id": "chatcmpl-bench", "object": "chat.completion", "created": 0,
+                    "model": "stand-in",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "ok"}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+                }))
+            }),
         )
         .with_state(calls.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

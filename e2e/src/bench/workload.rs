@@ -52,6 +52,8 @@ pub struct Stage {
     pub ns: TestNamespace,
     /// The controller (killed when dropped).
     pub controller: ControllerProcess,
+    /// More replicas sharing the Runs with it (`--sharded`), if any.
+    pub others: Vec<ControllerProcess>,
     client: Client,
 }
 
@@ -66,13 +68,73 @@ impl Stage {
         let stage = Stage {
             ns,
             controller,
+            others: Vec::new(),
             client: client.clone(),
         };
         if warm_up {
-            create_runs(client, stage.ns.name(), spec.name, "warm", 1).await?;
-            wait_runs(client, stage.ns.name(), "warm", 1, is_over, spec.bound).await?;
+            stage.warm_up(spec).await?;
         }
         Ok(stage)
+    }
+
+    /// As [`Stage::new`] with `replicas` controllers sharing the Runs by
+    /// bucket (`--sharded`), warmed up once every bucket is held.
+    pub async fn sharded(client: &Client, spec: &Spec<'_>, replicas: usize) -> Result<Self> {
+        let ns = TestNamespace::new().await?;
+        create_flow(client, ns.name(), spec.name, spec.steps.clone()).await?;
+        let mut args: Vec<&str> = vec!["--leader-election=true", "--sharded=true"];
+        args.extend(spec.controller_args.iter().map(String::as_str));
+        let mut all = Vec::new();
+        for _ in 0..replicas.max(1) {
+            all.push(ControllerProcess::for_namespace(ns.name(), &args).await?);
+        }
+        let controller = all.remove(0);
+        let stage = Stage {
+            ns,
+            controller,
+            others: all,
+            client: client.clone(),
+        };
+        stage.wait_split(spec.bound).await?;
+        stage.warm_up(spec).await?;
+        Ok(stage)
+    }
+
+    /// Waits until the replicas hold every bucket between them, each some.
+    async fn wait_split(&self, bound: Duration) -> Result<()> {
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(self.client.clone(), self.ns.name());
+        let pids: Vec<String> = self.pids().iter().map(|p| format!("-{p}")).collect();
+        crate::wait_for("the replicas to split the buckets", bound, || async {
+            let map: Vec<String> = leases
+                .get_opt("coxswain-controller-buckets")
+                .await?
+                .and_then(|l| {
+                    l.metadata
+                        .annotations
+                        .and_then(|a| a.get("coxswain.dev/buckets").cloned())
+                })
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default();
+            let held = |pid: &String| map.iter().filter(|h| h.ends_with(pid)).count();
+            let all_held = map.len() == 64 && pids.iter().map(held).sum::<usize>() == 64;
+            Ok((all_held && pids.iter().all(|p| held(p) > 0)).then_some(()))
+        })
+        .await
+    }
+
+    async fn warm_up(&self, spec: &Spec<'_>) -> Result<()> {
+        create_runs(&self.client, self.ns.name(), spec.name, "warm", 1).await?;
+        wait_runs(&self.client, self.ns.name(), "warm", 1, is_over, spec.bound).await?;
+        Ok(())
+    }
+
+    /// The process ids of every replica.
+    pub fn pids(&self) -> Vec<u32> {
+        std::iter::once(&self.controller)
+            .chain(&self.others)
+            .map(ControllerProcess::pid)
+            .collect()
     }
 
     /// Waits until the controller reconciles Runs (its log says so).
@@ -91,6 +153,9 @@ impl Stage {
     /// when the benchmark is over.
     pub fn stop(mut self) -> TestNamespace {
         self.controller.kill();
+        for other in &mut self.others {
+            other.kill();
+        }
         self.ns
     }
 
@@ -106,7 +171,13 @@ impl Stage {
         let before = apimetrics::scrape(&self.client).await?;
         let apiserver = crate::kubeconfig().ok().and_then(|k| apiserver_pid(&k));
         let cpu = |pid: Option<u32>| pid.and_then(|p| cpu_seconds(p).ok());
-        let cpu_before = (cpu(Some(self.controller.pid())), cpu(apiserver));
+        let controllers = || {
+            self.pids()
+                .into_iter()
+                .map(|p| cpu(Some(p)))
+                .sum::<Option<f64>>()
+        };
+        let cpu_before = (controllers(), cpu(apiserver));
         let started = Instant::now();
         create_runs(&self.client, name, spec.name, prefix, spec.runs).await?;
         let (ended, runs) = wait_runs(
@@ -127,7 +198,7 @@ impl Stage {
         // Writes that trail the last transition (Events sent in the
         // background, the garbage collector) belong to the workload too.
         let after = settled_writes(&self.client, &before, spec.bound).await?;
-        let cpu_after = (cpu(Some(self.controller.pid())), cpu(apiserver));
+        let cpu_after = (controllers(), cpu(apiserver));
         let used = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
         let last = runs;
         Ok(Measured {

@@ -53,7 +53,13 @@ struct Args {
     /// it), e.g. `--argo-arg=--qps=1000 --argo-arg=--burst=2000`; none: Argo's defaults.
     #[arg(long = "argo-arg", allow_hyphen_values = true)]
     argo_args: Vec<String>,
-    /// Run only these parts: plain, http, conditions, jobs, pods, memory, argo
+    /// Replica counts of the shards part (repeat it, or `--replicas 1,2,4`).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
+    replicas: Vec<usize>,
+    /// Agent steps per run in the shards part (the stand-in model answers after 2 s).
+    #[arg(long, default_value_t = 3)]
+    agent_steps: usize,
+    /// Run only these parts: plain, http, conditions, jobs, pods, memory, shards, argo
     /// (repeat it; argo needs `e2e/argo/build` first).
     #[arg(long)]
     only: Vec<String>,
@@ -74,6 +80,8 @@ async fn main() -> std::process::ExitCode {
         bound: Duration::from_secs(args.bound_seconds),
         controller_args: args.controller_args,
         argo_args: args.argo_args,
+        replicas: args.replicas,
+        agent_steps: args.agent_steps,
         only: args.only,
     };
     match bench::run(&options).await {

@@ -185,7 +185,7 @@ spec:
 
 /// Runs the release flow to its end with a controller started as the chart
 /// would start it, under the chart's ServiceAccount only.
-async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
+async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str, sharded: bool) {
     let _turn = CONTROLLERS.lock().await;
     let kubectl = Kubectl::new().await.expect("kubectl");
     kubectl.install_crds().await.expect("CRDs");
@@ -195,6 +195,7 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
         ns,
         &[
             &format!("scope={scope}"),
+            &format!("controller.sharded={sharded}"),
             "controller.allowNet={127.0.0.1/32}",
             "flowSecrets[0].names={publisher}",
         ],
@@ -324,6 +325,27 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
             .is_some_and(|h| h.starts_with("coxswain-chart-test-")),
         "{lease}"
     );
+    if sharded {
+        // Both replicas hold buckets, under the chart's account.
+        let map = kubectl.json(&[
+            "get",
+            "lease",
+            &format!("{}-buckets", render.fullname()),
+            "-n",
+            ns,
+            "-o",
+            "json",
+        ]);
+        let holders: Vec<String> = map["metadata"]["annotations"]["coxswain.dev/buckets"]
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        for c in &controllers {
+            let mine = format!("-{}", c.pid());
+            let held = holders.iter().filter(|h| h.ends_with(&mine)).count();
+            assert!(held > 0, "a replica holds no bucket: {map}\n{}", logs());
+        }
+    }
     let log = logs();
     assert!(
         !log.contains("forbidden"),
@@ -332,13 +354,18 @@ async fn a_flow_runs_to_the_end_under_the_charts_rbac(scope: &str) {
 }
 
 #[tokio::test]
+async fn sharded_replicas_run_a_flow_to_the_end_under_the_charts_rbac() {
+    a_flow_runs_to_the_end_under_the_charts_rbac("namespace", true).await;
+}
+
+#[tokio::test]
 async fn namespace_scoped_rbac_is_enough_to_run_a_flow_to_the_end() {
-    a_flow_runs_to_the_end_under_the_charts_rbac("namespace").await;
+    a_flow_runs_to_the_end_under_the_charts_rbac("namespace", false).await;
 }
 
 #[tokio::test]
 async fn cluster_scoped_rbac_is_enough_to_run_a_flow_to_the_end() {
-    a_flow_runs_to_the_end_under_the_charts_rbac("cluster").await;
+    a_flow_runs_to_the_end_under_the_charts_rbac("cluster", false).await;
 }
 
 /// What the chart's account may do, asked of the API server for each

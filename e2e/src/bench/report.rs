@@ -274,7 +274,10 @@ impl Figures {
                     m.succeeded,
                     m.runs,
                     rate,
-                    one.map_or(String::new(), |one| format!(" ({:.2}× one replica)", rate / one)),
+                    one.map_or(String::new(), |one| format!(
+                        " ({:.2}× one replica)",
+                        rate / one
+                    )),
                     m.writes.total() as f64 / m.runs.max(1) as f64,
                     cpu(m, m.runs as f64)
                 ),

@@ -296,6 +296,11 @@ impl Tick {
         if plan.map != held {
             if let Err(e) = self.write_map(map, &plan.map).await {
                 tracing::debug!(error = %e, "the bucket map changed under this replica; next tick");
+                // Keep only what the map read names this replica for (a
+                // map deleted and made again by another names nothing).
+                let named = mask_of(&held, &self.settings.identity) & !self.releasing;
+                let owned = *self.busy.owned.borrow();
+                self.set_owned(owned & named).await;
                 return;
             }
             if plan.freed != 0 {

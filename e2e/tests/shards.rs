@@ -67,6 +67,29 @@ fn logs(replicas: &[ControllerProcess]) -> String {
         .join("\n----\n")
 }
 
+/// The `coxswain_buckets` gauge a replica serves on `/metrics` (its
+/// address is in its log), if it answers.
+async fn buckets_gauge(replica: &ControllerProcess) -> Option<usize> {
+    let log = replica.log_text();
+    let addr = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("serving /metrics"))?
+        .split("bound=")
+        .nth(1)?
+        .trim()
+        .to_string();
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("coxswain_buckets "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
 fn signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill")
         .args([signal, &pid.to_string()])
@@ -117,6 +140,27 @@ async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
     eprintln!("shards: the replicas hold {split:?} buckets");
+    // Each replica's coxswain_buckets gauge says what the map gives it.
+    wait_for(
+        "each replica's gauge to match the map",
+        TAKEOVER_SLACK,
+        || {
+            let (leases, replicas) = (&leases, &replicas);
+            async move {
+                let counts = shares(&holders(leases).await, replicas);
+                let mut gauges = Vec::new();
+                for replica in replicas {
+                    gauges.push(buckets_gauge(replica).await);
+                }
+                Ok(
+                    (counts.map(|c| c.into_iter().map(Some).collect::<Vec<_>>()) == Some(gauges))
+                        .then_some(()),
+                )
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
     let started = Instant::now();
     scene.start_runs(count);
 

@@ -430,6 +430,7 @@ async fn reconcile_runs(
         finished_tx,
     ));
     let canceller = tokio::spawn(cancel_lost(lost, ctx.clone()));
+    let counter = tokio::spawn(count_buckets(shards.watch(), metrics.clone()));
     tracing::info!("reconciling Runs");
     let reporter = Reporter {
         controller: "coxswain".into(),
@@ -451,6 +452,7 @@ async fn reconcile_runs(
     sweeper.abort();
     queuer.abort();
     canceller.abort();
+    counter.abort();
     Ok(())
 }
 
@@ -502,6 +504,16 @@ async fn queue_what_comes_here(
         tokio::select! {
             changed = buckets.changed() => if changed.is_err() { return },
             changed = leading.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Keeps the `coxswain_buckets` gauge up to date.
+async fn count_buckets(mut buckets: watch::Receiver<BucketSet>, metrics: Arc<Metrics>) {
+    loop {
+        metrics.set_buckets(buckets.borrow_and_update().count_ones());
+        if buckets.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -29,6 +29,7 @@ pub struct Metrics {
     runs_retired: IntCounter,
     status_bytes: Histogram,
     leader: IntGauge,
+    buckets: IntGauge,
 }
 
 /// Times one reconcile; the duration is recorded when it is dropped, so
@@ -182,6 +183,13 @@ impl Metrics {
                     "1 while this replica holds the Lease and reconciles, else 0.",
                 ),
             ),
+            buckets: registered(
+                r,
+                gauge(
+                    "coxswain_buckets",
+                    "Buckets whose running Runs this replica acts on (of 64; all of them unless sharded).",
+                ),
+            ),
             registry,
         };
         for phase in [RunPhase::Succeeded, RunPhase::Failed, RunPhase::Cancelled] {
@@ -288,6 +296,12 @@ impl Metrics {
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
+
+    /// Sets how many buckets this replica acts on, so a dashboard shows
+    /// how the sharded replicas split the Runs and when buckets move.
+    pub fn set_buckets(&self, buckets: u32) {
+        self.buckets.set(i64::from(buckets));
+    }
 }
 
 /// The label of a run's phase, as the Run's status writes it.
@@ -353,6 +367,7 @@ mod tests {
         let attempt = metrics.attempt_running();
         metrics.status_written(2048);
         metrics.set_leader(true);
+        metrics.set_buckets(21);
         let text = metrics.encode();
         for line in [
             r#"coxswain_runs_finished_total{phase="Succeeded"} 1"#,
@@ -370,6 +385,7 @@ mod tests {
             "coxswain_status_writes_total 1",
             "coxswain_status_bytes_sum 2048",
             "coxswain_leader 1",
+            "coxswain_buckets 21",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }

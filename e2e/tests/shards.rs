@@ -17,7 +17,8 @@ mod survival;
 
 use std::time::{Duration, Instant};
 
-use coxswain_e2e::{ControllerProcess, wait_for};
+use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
+use coxswain_test_support::postgres::FreshDatabase;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, ResourceExt};
 use survival::{Rng, Scene, env_number, job_executable, seed, since_start};
@@ -269,4 +270,153 @@ async fn pause(leases: &Api<Lease>, replicas: &mut [ControllerProcess], victim: 
     )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs(replicas)));
+}
+
+/// A flow of three conditions whose finished runs are archived and deleted
+/// five seconds after they end.
+const QUICK: &str = r#"apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: quick}
+spec:
+  retention: {finishedRuns: 5s}
+  steps:
+    - key: a
+      condition: {when: "true"}
+    - key: b
+      condition: {when: "true"}
+    - key: c
+      condition: {when: "true"}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_runs_runs_but_only_the_leader_archives_and_deletes_them() {
+    const RUNS: usize = 12;
+    let db = FreshDatabase::new("e2e_shard_archive");
+    let kubectl = Kubectl::new().await.expect("kubectl");
+    kubectl.install_crds().await.expect("CRDs");
+    let ns = TestNamespace::new().await.expect("namespace");
+    kubectl
+        .apply(ns.name(), QUICK)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lease = format!("{}s", LEASE.as_secs());
+    let flags = [
+        "--leader-election=true",
+        "--sharded=true",
+        "--lease-duration",
+        &lease,
+        "--records-database",
+        db.url.as_str(),
+        "--log-level",
+        "coxswain_k8s=debug,info",
+    ];
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        replicas.push(
+            ControllerProcess::for_namespace(ns.name(), &flags)
+                .await
+                .expect("replica"),
+        );
+    }
+    let leases: Api<Lease> = ns.api();
+    wait_for(
+        "the replicas to split the buckets",
+        LEASE * 4 + TAKEOVER_SLACK,
+        || {
+            let (leases, replicas) = (&leases, &replicas);
+            async move {
+                let map = holders(leases).await;
+                Ok(shares(&map, replicas).filter(|s| s.iter().all(|n| *n > 0)))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+    let (mut names, mut uids) = (Vec::new(), Vec::new());
+    for n in 0..RUNS {
+        let name = kubectl
+            .create_run(ns.name(), "quick", &serde_json::json!({"n": n}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Its uid (whose bucket it is), read before its retention is up.
+        let run = kubectl.json(&["get", "run", &name, "-n", ns.name(), "-o", "json"]);
+        uids.push(
+            run["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        names.push(name);
+    }
+    wait_for(
+        "every run archived and deleted",
+        Duration::from_secs(120),
+        || async {
+            let left = kubectl.json(&["get", "runs", "-n", ns.name(), "-o", "json"]);
+            Ok(left["items"]
+                .as_array()
+                .is_some_and(|a| a.is_empty())
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+    let archived = db.query(&format!(
+        "SELECT count(*) FROM runs WHERE phase = 'Succeeded' AND name IN ({})",
+        names
+            .iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(",")
+    ));
+    assert_eq!(archived, RUNS.to_string(), "{}", logs(&replicas));
+    let leader = leases
+        .get("coxswain-controller")
+        .await
+        .ok()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    let leads = |c: &ControllerProcess| leader.ends_with(&format!("-{}", c.pid()));
+    assert_eq!(replicas.iter().filter(|c| leads(c)).count(), 1, "{leader}");
+    for replica in &replicas {
+        let log = replica.log_text();
+        // The run's lines saying `what` (the archive's are at debug).
+        let said = |what: &str| {
+            names
+                .iter()
+                .filter(|n| {
+                    log.lines()
+                        .any(|l| l.contains(what) && l.trim_end().ends_with(&format!("run={n}")))
+                })
+                .count()
+        };
+        let expected = if leads(replica) { RUNS } else { 0 };
+        assert_eq!(
+            (said("archive: archived"), said("deleted by retention")),
+            (expected, expected),
+            "the leader archives and deletes every run, the other none:\n{}",
+            logs(&replicas)
+        );
+    }
+    // Both replicas ran runs: each reports its own Events, as the holder
+    // of the run's bucket.
+    let events = kubectl.json(&["get", "events.events.k8s.io", "-n", ns.name(), "-o", "json"]);
+    let mut reporters = std::collections::BTreeSet::new();
+    for event in events["items"].as_array().into_iter().flatten() {
+        if uids.iter().any(|u| event["regarding"]["uid"] == *u) {
+            reporters.insert(
+                event["reportingInstance"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
+    for (i, replica) in replicas.iter().enumerate() {
+        let mine = format!("-{}", replica.pid());
+        assert!(
+            reporters.iter().any(|r| r.ends_with(&mine)),
+            "replica {i} ran none of the runs: reporters {reporters:?}\n{}",
+            logs(&replicas)
+        );
+    }
 }

@@ -114,6 +114,7 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
             shards,
             leading: leading.clone(),
             lost: lost_rx,
+            sharded,
         },
         on_quit(quitting.clone()),
     );
@@ -256,6 +257,9 @@ struct Sharing {
     shards: Shards,
     leading: watch::Receiver<bool>,
     lost: Lost,
+    /// Whether buckets and leadership can come later (else everything is
+    /// this replica's from the start, and the first list queues it all).
+    sharded: bool,
 }
 
 /// The user this controller acts as, which admission stamps as the
@@ -387,6 +391,7 @@ async fn reconcile_runs(
         shards,
         leading,
         lost,
+        sharded,
     } = sharing;
     let (ctx, finishes) = context(
         client.clone(),
@@ -423,12 +428,14 @@ async fn reconcile_runs(
         controller.store(),
         leading.clone(),
     ));
-    let queuer = tokio::spawn(queue_what_comes_here(
-        controller.store(),
-        shards.watch(),
-        leading,
-        finished_tx,
-    ));
+    let queuer = sharded.then(|| {
+        tokio::spawn(queue_what_comes_here(
+            controller.store(),
+            shards.watch(),
+            leading,
+            finished_tx,
+        ))
+    });
     let canceller = tokio::spawn(cancel_lost(lost, ctx.clone()));
     let counter = tokio::spawn(count_buckets(shards.watch(), metrics.clone()));
     tracing::info!("reconciling Runs");
@@ -450,7 +457,9 @@ async fn reconcile_runs(
         })
         .await;
     sweeper.abort();
-    queuer.abort();
+    if let Some(queuer) = queuer {
+        queuer.abort();
+    }
     canceller.abort();
     counter.abort();
     Ok(())

@@ -419,4 +419,47 @@ async fn every_replica_runs_runs_but_only_the_leader_archives_and_deletes_them()
             logs(&replicas)
         );
     }
+    // A replica stopped gracefully (SIGTERM) frees its buckets and
+    // deletes its member Lease before it exits: the other takes them at
+    // its next tick instead of a Lease duration later.
+    let gone = &mut replicas[1];
+    let mine = format!("-{}", gone.pid());
+    signal(gone.pid(), "-TERM");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !gone.exited() {
+        assert!(
+            Instant::now() < deadline,
+            "the stopped replica did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = holders(&leases).await;
+    assert!(
+        !map.iter().any(|h| h.ends_with(&mine)),
+        "a replica stopped gracefully still holds buckets: {map:?}"
+    );
+    let members = leases
+        .list(&kube::api::ListParams::default().labels("coxswain.dev/role=shard-member"))
+        .await
+        .expect("leases");
+    assert!(
+        !members.items.iter().any(|l| l
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            .is_some_and(|h| h.ends_with(&mine))),
+        "its member Lease is still there"
+    );
+    let took = wait_for("the other replica to take every bucket", LEASE, || {
+        let (leases, first) = (&leases, replicas[0].pid());
+        async move {
+            let map = holders(leases).await;
+            Ok(map
+                .iter()
+                .all(|h| h.ends_with(&format!("-{first}")))
+                .then_some(()))
+        }
+    })
+    .await;
+    took.unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
 }

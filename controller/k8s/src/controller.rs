@@ -20,13 +20,12 @@ use tokio::sync::{oneshot, watch};
 use crate::error::{Error, StartError};
 use crate::guard::Guarded;
 use crate::offload::Offloader;
-use crate::ops::{
-    self, BucketSet, Health, Leadership, Metrics, OnLost, Readiness, ShardSettings, Shards,
-};
+use crate::ops::{self, Health, Leadership, Metrics, Readiness};
 use crate::run::in_controller::InController;
 use crate::run::launchers::Routes;
 use crate::run::{self, Context};
 use crate::settings::{ERROR_REQUEUE, Settings};
+use crate::shards::{BucketSet, OnLost, ShardSettings, Shards};
 use coxswain_core::api::{Approval, Run};
 use coxswain_steps::in_process::{Finishes, InProcess};
 use coxswain_steps::local::{AgentFlags, LocalConfig};

@@ -20,6 +20,7 @@ pub mod offload;
 pub mod records;
 pub mod run;
 pub mod settings;
+pub mod shards;
 pub mod snapshots;
 
 pub use coxswain_admission as admission;

@@ -84,7 +84,7 @@ pub struct Context {
     pub records: Option<coxswain_records::Store>,
     /// The buckets whose running Runs this replica acts on (all of them
     /// unless replicas share the work).
-    pub shards: crate::ops::Shards,
+    pub shards: crate::shards::Shards,
     /// Whether this replica leads: the leader alone archives ended Runs
     /// and deletes them when their retention is up.
     pub leading: tokio::sync::watch::Receiver<bool>,
@@ -100,7 +100,7 @@ impl Context {
     /// bucket is this replica's (the guard keeps the bucket from being
     /// handed over until the reconcile ends), an ended one when this
     /// replica leads (the archive and retention stay with the leader).
-    fn acts_on(&self, run: &Run) -> Option<Option<crate::ops::Entered>> {
+    fn acts_on(&self, run: &Run) -> Option<Option<crate::shards::Entered>> {
         if run.status.as_ref().is_some_and(|s| s.phase.is_over()) {
             return self.leads().then_some(None);
         }

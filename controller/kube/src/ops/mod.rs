@@ -57,7 +57,6 @@ mod logging;
 mod metrics;
 mod server;
 mod settings;
-mod shards;
 mod signal;
 
 pub use error::OpsError;
@@ -67,5 +66,4 @@ pub use logging::init_tracing;
 pub use metrics::{Metrics, ReconcileTimer};
 pub use server::serve;
 pub use settings::{LogFormat, LogSettings, OpsSettings};
-pub use shards::{BucketSet, Entered, Keeper, OnLost, ShardSettings, Shards};
 pub use signal::shutdown_signal;

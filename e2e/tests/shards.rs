@@ -99,6 +99,47 @@ fn signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill {signal} {pid}");
 }
 
+/// `count` replicas sharing the Runs of namespace `ns` on a short Lease,
+/// with `extra` flags.
+async fn start_replicas(ns: &str, count: usize, extra: &[&str]) -> Vec<ControllerProcess> {
+    let lease = format!("{}s", LEASE.as_secs());
+    let mut flags = vec![
+        "--leader-election=true",
+        "--sharded=true",
+        "--lease-duration",
+        &lease,
+    ];
+    flags.extend_from_slice(extra);
+    let mut replicas = Vec::new();
+    for _ in 0..count {
+        replicas.push(
+            ControllerProcess::for_namespace(ns, &flags)
+                .await
+                .expect("replica"),
+        );
+    }
+    replicas
+}
+
+/// Waits until the replicas hold every bucket, each at least `least`;
+/// their shares.
+async fn wait_split(
+    leases: &Api<Lease>,
+    replicas: &[ControllerProcess],
+    least: usize,
+) -> Vec<usize> {
+    wait_for(
+        "the replicas to split the buckets",
+        LEASE * 4 + TAKEOVER_SLACK,
+        || async move {
+            let map = holders(leases).await;
+            Ok(shares(&map, replicas).filter(|s| s.iter().all(|n| *n >= least)))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(replicas)))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
     let seed = seed();
@@ -109,37 +150,10 @@ async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
     since_start();
     let mut scene = Scene::new().await;
     let exe = job_executable();
-    let lease = format!("{}s", LEASE.as_secs());
-    let flags = [
-        "--leader-election=true",
-        "--sharded=true",
-        "--lease-duration",
-        &lease,
-        "--job-executable",
-        &exe,
-    ];
-    let mut replicas = Vec::new();
-    for _ in 0..REPLICAS {
-        replicas.push(
-            ControllerProcess::for_namespace(scene.ns.name(), &flags)
-                .await
-                .expect("replica"),
-        );
-    }
+    let replicas_flags = ["--job-executable", exe.as_str()];
+    let mut replicas = start_replicas(scene.ns.name(), REPLICAS, &replicas_flags).await;
     let leases: Api<Lease> = scene.ns.api();
-    let split = wait_for(
-        "the replicas to split the buckets",
-        LEASE * 4 + TAKEOVER_SLACK,
-        || {
-            let (leases, replicas) = (&leases, &replicas);
-            async move {
-                let map = holders(leases).await;
-                Ok(shares(&map, replicas).filter(|s| s.iter().all(|n| *n >= 16)))
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+    let split = wait_split(&leases, &replicas, 16).await;
     eprintln!("shards: the replicas hold {split:?} buckets");
     // Each replica's coxswain_buckets gauge says what the map gives it.
     wait_for(
@@ -298,39 +312,15 @@ async fn every_replica_runs_runs_but_only_the_leader_archives_and_deletes_them()
     kubectl
         .apply(ns.name(), QUICK)
         .unwrap_or_else(|e| panic!("{e}"));
-    let lease = format!("{}s", LEASE.as_secs());
     let flags = [
-        "--leader-election=true",
-        "--sharded=true",
-        "--lease-duration",
-        &lease,
         "--records-database",
         db.url.as_str(),
         "--log-level",
         "coxswain_k8s=debug,info",
     ];
-    let mut replicas = Vec::new();
-    for _ in 0..2 {
-        replicas.push(
-            ControllerProcess::for_namespace(ns.name(), &flags)
-                .await
-                .expect("replica"),
-        );
-    }
+    let mut replicas = start_replicas(ns.name(), 2, &flags).await;
     let leases: Api<Lease> = ns.api();
-    wait_for(
-        "the replicas to split the buckets",
-        LEASE * 4 + TAKEOVER_SLACK,
-        || {
-            let (leases, replicas) = (&leases, &replicas);
-            async move {
-                let map = holders(leases).await;
-                Ok(shares(&map, replicas).filter(|s| s.iter().all(|n| *n > 0)))
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+    wait_split(&leases, &replicas, 1).await;
     let (mut names, mut uids) = (Vec::new(), Vec::new());
     for n in 0..RUNS {
         let name = kubectl

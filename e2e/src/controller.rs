@@ -122,6 +122,24 @@ impl ControllerProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// What it serves at `path` (`/metrics`, `/readyz`) on the metrics
+    /// address its log names, with the status code; `None` until it
+    /// answers.
+    pub async fn served(&self, path: &str) -> Option<(u16, String)> {
+        let log = self.log_text();
+        let addr = log
+            .lines()
+            .rev()
+            .find(|l| l.contains("serving /metrics"))?
+            .split("bound=")
+            .nth(1)?
+            .trim()
+            .to_string();
+        let response = reqwest::get(format!("http://{addr}{path}")).await.ok()?;
+        let code = response.status().as_u16();
+        Some((code, response.text().await.ok()?))
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

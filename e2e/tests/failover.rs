@@ -72,6 +72,20 @@ async fn the_standby_takes_over_a_killed_leader_and_finishes_every_run() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
+    // Both are ready: the standby waiting, the leader with its caches
+    // synced (several of its tasks wait on the Run store at once).
+    wait_for("both replicas ready", TAKEOVER_SLACK, || async {
+        let mut ready = true;
+        for replica in &replicas {
+            ready &= replica
+                .served("/readyz")
+                .await
+                .is_some_and(|(code, _)| code == 200);
+        }
+        Ok(ready.then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
     scene.start_runs(count);
 
     // Mid-run: calls have been made and Jobs are running or done; the

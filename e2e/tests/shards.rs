@@ -68,24 +68,9 @@ fn logs(replicas: &[ControllerProcess]) -> String {
         .join("\n----\n")
 }
 
-/// The `coxswain_buckets` gauge a replica serves on `/metrics` (its
-/// address is in its log), if it answers.
+/// The `coxswain_buckets` gauge a replica serves on `/metrics`.
 async fn buckets_gauge(replica: &ControllerProcess) -> Option<usize> {
-    let log = replica.log_text();
-    let addr = log
-        .lines()
-        .rev()
-        .find(|l| l.contains("serving /metrics"))?
-        .split("bound=")
-        .nth(1)?
-        .trim()
-        .to_string();
-    let text = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
+    let (_, text) = replica.served("/metrics").await?;
     text.lines()
         .find_map(|l| l.strip_prefix("coxswain_buckets "))
         .and_then(|n| n.trim().parse().ok())
@@ -155,7 +140,23 @@ async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
     let leases: Api<Lease> = scene.ns.api();
     let split = wait_split(&leases, &replicas, 16).await;
     eprintln!("shards: the replicas hold {split:?} buckets");
-    // Each replica's coxswain_buckets gauge says what the map gives it.
+    // Every replica is ready (its caches synced; several tasks wait on the
+    // Run store), and its coxswain_buckets gauge says what the map gives it.
+    wait_for("every replica ready", TAKEOVER_SLACK, || {
+        let replicas = &replicas;
+        async move {
+            let mut ready = true;
+            for replica in replicas {
+                ready &= replica
+                    .served("/readyz")
+                    .await
+                    .is_some_and(|(code, _)| code == 200);
+            }
+            Ok(ready.then_some(()))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&replicas)));
     wait_for(
         "each replica's gauge to match the map",
         TAKEOVER_SLACK,

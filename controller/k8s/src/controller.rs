@@ -492,7 +492,7 @@ async fn queue_what_comes_here(
     mut leading: watch::Receiver<bool>,
     to: futures::channel::mpsc::UnboundedSender<ObjectRef<Guarded<Run>>>,
 ) {
-    crate::snapshots::wait_until_ready(&store).await;
+    crate::store::wait_until_ready(&store).await;
     let (mut had, mut led) = (0, false);
     loop {
         let (now, leads) = (*buckets.borrow_and_update(), *leading.borrow_and_update());
@@ -627,7 +627,7 @@ async fn report_unreadable(invalid: &InvalidObject, guard: &Guard) {
 /// Marks the replica ready once the Runs are listed, then keeps the
 /// active-runs and unreadable-runs gauges up to date from the same cache.
 async fn watch_store(store: Store<Guarded<Run>>, metrics: Arc<Metrics>, health: Arc<Health>) {
-    if store.wait_until_ready().await.is_err() {
+    if !crate::store::wait_until_ready(&store).await {
         return;
     }
     health.set(Readiness::Ready);

@@ -22,6 +22,7 @@ pub mod run;
 pub mod settings;
 pub mod shards;
 pub mod snapshots;
+pub mod store;
 
 pub use coxswain_admission as admission;
 pub use coxswain_kube::{guard, names, ops, rerun_source, snapshot};

@@ -125,7 +125,7 @@ pub async fn remove_unnamed(
     runs: Store<Guarded<Run>>,
     settings: SnapshotSettings,
 ) {
-    if !wait_until_ready(&runs).await {
+    if !crate::store::wait_until_ready(&runs).await {
         return;
     }
     let snapshots: Api<ConfigMap> = match &namespace {
@@ -139,24 +139,6 @@ pub async fn remove_unnamed(
             tracing::warn!(error = %e, "looking for flow snapshots no Run names (tried again later)");
         }
         tokio::time::sleep(settings.grace / 2).await;
-    }
-}
-
-/// Waits until `store` has listed everything; `false` when it never will
-/// (its writer is gone). The store's readiness wakes only the last task
-/// that waited on it (kube-runtime 5's `DelayedInit` keeps one waker) and
-/// several tasks wait on it: ask again every second until it says so.
-pub async fn wait_until_ready<K>(store: &Store<K>) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    loop {
-        match tokio::time::timeout(Duration::from_secs(1), store.wait_until_ready()).await {
-            Ok(Ok(())) => return true,
-            Ok(Err(_)) => return false,
-            Err(_) => continue,
-        }
     }
 }
 

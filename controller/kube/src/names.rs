@@ -18,9 +18,10 @@ pub const RUN_UID_LABEL: &str = "coxswain.dev/run-uid";
 /// Label on everything made for a Run: the Run's name, when it fits a label.
 pub const RUN_NAME_LABEL: &str = "coxswain.dev/run";
 
-/// Label on a Run's children (and, once pinned, on the Run): its bucket, as
-/// [`bucket_of`] computes it from the Run's uid. It serves selectors and
-/// people; the controller never trusts it, it hashes the uid again.
+/// Label on a Run's children (not on the Run: its uid is given after
+/// admission): its bucket, as [`bucket_of`] computes it from the Run's uid.
+/// It serves selectors and people; the controller never trusts it, it
+/// hashes the uid again.
 pub const BUCKET_LABEL: &str = "coxswain.dev/bucket";
 
 /// How many buckets Runs are spread over when replicas share the work. A
@@ -315,15 +316,24 @@ pub fn child_labels(
     role: &str,
 ) -> std::collections::BTreeMap<String, String> {
     use kube::ResourceExt;
-    let mut labels = std::collections::BTreeMap::new();
-    let uid = run.uid().unwrap_or_default();
-    labels.insert(BUCKET_LABEL.to_string(), bucket_of(&uid).to_string());
-    labels.insert(RUN_UID_LABEL.to_string(), uid);
-    let name = run.name_any();
+    owner_labels(&run.uid().unwrap_or_default(), &run.name_any(), role)
+}
+
+/// The labels every child of the Run `uid` named `name` carries: its uid,
+/// its bucket, its name when it fits a label, and the child's `role`.
+pub fn owner_labels(
+    uid: &str,
+    name: &str,
+    role: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let mut labels = std::collections::BTreeMap::from([
+        (RUN_UID_LABEL.to_string(), uid.to_string()),
+        (BUCKET_LABEL.to_string(), bucket_of(uid).to_string()),
+        (ROLE_LABEL.to_string(), role.to_string()),
+    ]);
     if name.len() <= LABEL_MAX {
-        labels.insert(RUN_NAME_LABEL.to_string(), name);
+        labels.insert(RUN_NAME_LABEL.to_string(), name.to_string());
     }
-    labels.insert(ROLE_LABEL.to_string(), role.to_string());
     labels
 }
 

@@ -267,19 +267,9 @@ fn checked_inputs(work: &Work, task: &PodTask) -> Result<Vec<InputFile>, StepErr
 /// The labels of a child of the run for `step` (none for the run as a
 /// whole), playing `role`.
 pub(super) fn labels(owner: &RunOwner, step: Option<&str>, role: &str) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([
-        (names::RUN_UID_LABEL.to_string(), owner.uid.clone()),
-        (
-            names::BUCKET_LABEL.to_string(),
-            names::bucket_of(&owner.uid).to_string(),
-        ),
-        (names::ROLE_LABEL.to_string(), role.to_string()),
-    ]);
+    let mut labels = names::owner_labels(&owner.uid, &owner.name, role);
     if let Some(step) = step {
         labels.insert(names::STEP_LABEL.to_string(), names::step_label(step));
-    }
-    if owner.name.len() <= names::LABEL_MAX {
-        labels.insert(names::RUN_NAME_LABEL.to_string(), owner.name.clone());
     }
     labels
 }

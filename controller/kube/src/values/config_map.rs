@@ -56,17 +56,7 @@ impl Owner {
     /// The immutable ConfigMap `name` holding `piece` of `entry`'s value,
     /// labelled with `role` ([`names::ROLE_VALUE`] or [`names::ROLE_SHOWN`]).
     pub fn config_map(&self, role: &str, entry: &MovedValue, name: &str, piece: &str) -> ConfigMap {
-        let mut labels = BTreeMap::from([
-            (names::RUN_UID_LABEL.to_string(), self.uid.clone()),
-            (
-                names::BUCKET_LABEL.to_string(),
-                names::bucket_of(&self.uid).to_string(),
-            ),
-            (names::ROLE_LABEL.to_string(), role.to_string()),
-        ]);
-        if self.name.len() <= names::LABEL_MAX {
-            labels.insert(names::RUN_NAME_LABEL.to_string(), self.name.clone());
-        }
+        let labels = names::owner_labels(&self.uid, &self.name, role);
         let annotations = BTreeMap::from([
             (
                 names::VALUE_SHA_ANNOTATION.to_string(),

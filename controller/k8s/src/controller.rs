@@ -503,8 +503,8 @@ async fn queue_what_comes_here(
             for guarded in store.state() {
                 let Ok(run) = &guarded.0 else { continue };
                 let over = run.status.as_ref().is_some_and(|s| s.phase.is_over());
-                let bucket = crate::names::bucket_of(&run.uid().unwrap_or_default());
-                if (over && archive) || (!over && gained & (1u64 << bucket) != 0) {
+                let uid = run.uid().unwrap_or_default();
+                if (over && archive) || (!over && crate::shards::holds(gained, &uid)) {
                     let _ = to.unbounded_send(ObjectRef::from_obj(&*guarded));
                 }
             }
@@ -533,7 +533,7 @@ async fn cancel_lost(mut lost: Lost, ctx: Arc<Context>) {
     while let Some((buckets, done)) = lost.next().await {
         let cancelled = ctx
             .in_controller
-            .cancel_where(|id| buckets & (1u64 << crate::names::bucket_of(&id.run)) != 0)
+            .cancel_where(|id| crate::shards::holds(buckets, &id.run))
             .await;
         if cancelled > 0 {
             tracing::info!(

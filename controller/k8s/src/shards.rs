@@ -126,13 +126,18 @@ impl Drop for Entered {
 impl Shards {
     /// A share that is always all buckets: one replica alone, no Leases.
     pub fn everything() -> Shards {
-        let (owned, rx) = watch::channel(all());
+        Shards::with(all(), None)
+    }
+
+    /// A share of `owned`, acted on until `fresh_until` (`None`: always).
+    fn with(owned: BucketSet, fresh_until: Option<Instant>) -> Shards {
+        let (owned, rx) = watch::channel(owned);
         Shards {
             owned: rx,
             busy: Arc::new(Busy {
                 owned,
                 in_flight: std::array::from_fn(|_| AtomicU32::new(0)),
-                fresh_until: std::sync::Mutex::new(None),
+                fresh_until: std::sync::Mutex::new(fresh_until),
             }),
         }
     }
@@ -141,9 +146,8 @@ impl Shards {
     /// `on_lost` is called with each set of buckets this replica stops
     /// acting on.
     pub fn start(client: Client, settings: ShardSettings, on_lost: OnLost) -> (Shards, Keeper) {
-        let shards = Shards::everything();
-        shards.busy.owned.send_replace(0);
-        shards.busy.set_fresh_until(Instant::now());
+        // Nothing until the first renewal and the map say so.
+        let shards = Shards::with(0, Some(Instant::now()));
         let (stop, stopping) = watch::channel(false);
         let state = Tick {
             api: Api::namespaced(client, &settings.namespace),
@@ -201,6 +205,11 @@ impl Keeper {
             tracing::warn!(error = %e, "the shard keeper stopped badly");
         }
     }
+}
+
+/// Whether `set` holds the bucket of the Run with `uid`.
+pub fn holds(set: BucketSet, uid: &str) -> bool {
+    set & bit(names::bucket_of(uid)) != 0
 }
 
 /// Every bucket.

@@ -23,6 +23,7 @@ mod namespace;
 mod pods;
 pub mod rbac;
 mod setup;
+pub mod shards;
 pub mod tls;
 mod wait;
 

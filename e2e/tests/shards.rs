@@ -17,10 +17,11 @@ mod survival;
 
 use std::time::{Duration, Instant};
 
+use coxswain_e2e::shards::{bucket_map, pids, shares};
 use coxswain_e2e::{ControllerProcess, Kubectl, TestNamespace, wait_for};
 use coxswain_test_support::postgres::FreshDatabase;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::{Api, ResourceExt};
+use kube::Api;
 use survival::{Rng, Scene, env_number, job_executable, seed, since_start};
 
 /// The Leases' duration: a dead replica's buckets move after about this.
@@ -31,34 +32,6 @@ const LEASE: Duration = Duration::from_secs(3);
 const TAKEOVER_SLACK: Duration = Duration::from_secs(20);
 
 const REPLICAS: usize = 3;
-
-/// The bucket map: holder identity per bucket ("" for none).
-async fn holders(leases: &Api<Lease>) -> Vec<String> {
-    leases
-        .get_opt("coxswain-controller-buckets")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.annotations().get("coxswain.dev/buckets").cloned())
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default()
-}
-
-/// How many buckets each replica holds (identities end with `-<pid>`);
-/// `None` when a bucket is free or held by a process that is not running.
-fn shares(map: &[String], replicas: &[ControllerProcess]) -> Option<Vec<usize>> {
-    if map.len() != 64 {
-        return None;
-    }
-    let mut counts = vec![0; replicas.len()];
-    for holder in map {
-        let i = replicas
-            .iter()
-            .position(|c| holder.ends_with(&format!("-{}", c.pid())))?;
-        counts[i] += 1;
-    }
-    Some(counts)
-}
 
 fn logs(replicas: &[ControllerProcess]) -> String {
     replicas
@@ -117,8 +90,8 @@ async fn wait_split(
         "the replicas to split the buckets",
         LEASE * 4 + TAKEOVER_SLACK,
         || async move {
-            let map = holders(leases).await;
-            Ok(shares(&map, replicas).filter(|s| s.iter().all(|n| *n >= least)))
+            let map = bucket_map(leases).await;
+            Ok(shares(&map, &pids(replicas)).filter(|s| s.iter().all(|n| *n >= least)))
         },
     )
     .await
@@ -163,7 +136,7 @@ async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
         || {
             let (leases, replicas) = (&leases, &replicas);
             async move {
-                let counts = shares(&holders(leases).await, replicas);
+                let counts = shares(&bucket_map(leases).await, &pids(replicas));
                 let mut gauges = Vec::new();
                 for replica in replicas {
                     gauges.push(buckets_gauge(replica).await);
@@ -212,8 +185,8 @@ async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
             || {
                 let (leases, replicas) = (&leases, &replicas);
                 async move {
-                    let map = holders(leases).await;
-                    Ok(shares(&map, replicas).map(|_| moment.elapsed()))
+                    let map = bucket_map(leases).await;
+                    Ok(shares(&map, &pids(replicas)).map(|_| moment.elapsed()))
                 }
             },
         )
@@ -255,7 +228,7 @@ async fn sharded_replicas_killed_and_paused_finish_every_run_once() {
 async fn pause(leases: &Api<Lease>, replicas: &mut [ControllerProcess], victim: usize) {
     let pid = replicas[victim].pid();
     let mine = format!("-{pid}");
-    let before = holders(leases).await;
+    let before = bucket_map(leases).await;
     let held = before.iter().filter(|h| h.ends_with(&mine)).count();
     signal(pid, "-STOP");
     let moment = Instant::now();
@@ -263,7 +236,7 @@ async fn pause(leases: &Api<Lease>, replicas: &mut [ControllerProcess], victim: 
         "a paused replica's buckets to move",
         LEASE * 2 + TAKEOVER_SLACK,
         || async {
-            let map = holders(leases).await;
+            let map = bucket_map(leases).await;
             Ok(
                 (map.len() == 64 && !map.iter().any(|h| h.ends_with(&mine) || h.is_empty()))
                     .then(|| moment.elapsed()),
@@ -424,7 +397,7 @@ async fn every_replica_runs_runs_but_only_the_leader_archives_and_deletes_them()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let map = holders(&leases).await;
+    let map = bucket_map(&leases).await;
     assert!(
         !map.iter().any(|h| h.ends_with(&mine)),
         "a replica stopped gracefully still holds buckets: {map:?}"
@@ -444,7 +417,7 @@ async fn every_replica_runs_runs_but_only_the_leader_archives_and_deletes_them()
     let took = wait_for("the other replica to take every bucket", LEASE, || {
         let (leases, first) = (&leases, replicas[0].pid());
         async move {
-            let map = holders(leases).await;
+            let map = bucket_map(leases).await;
             Ok(map
                 .iter()
                 .all(|h| h.ends_with(&format!("-{first}")))

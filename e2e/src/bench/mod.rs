@@ -199,6 +199,13 @@ async fn argo(
     Ok((figures, ns))
 }
 
+/// `steps` condition steps that are always true: no call, no pod.
+pub fn condition_steps(steps: usize) -> Value {
+    (0..steps)
+        .map(|i| json!({"key": format!("c{i:03}"), "condition": {"when": "true"}}))
+        .collect()
+}
+
 /// `steps` steps: an http call to `addr`, then a condition reading it, …
 pub fn http_steps(addr: std::net::SocketAddr, steps: usize) -> Value {
     let list: Vec<Value> = (0..steps)
@@ -248,12 +255,9 @@ async fn conditions(
     client: &kube::Client,
     options: &Options,
 ) -> Result<(Conditions, crate::TestNamespace)> {
-    let steps: Vec<Value> = (0..options.steps)
-        .map(|i| json!({"key": format!("c{i:03}"), "condition": {"when": "true"}}))
-        .collect();
     let spec = Spec {
         name: "conditions",
-        steps: Value::Array(steps),
+        steps: condition_steps(options.steps),
         runs: options.runs,
         controller_args: &options.controller_args,
         bound: options.bound,

@@ -30,12 +30,10 @@ pub async fn measure(
 ) -> Result<(Vec<ShardPoint>, Vec<crate::TestNamespace>)> {
     let (addr, _calls) = super::server::start().await?;
     let model = format!("http://{addr}/v1");
-    let agent: Vec<Value> = (0..options.agent_steps)
+    let agent: Value = (0..options.agent_steps)
         .map(|i| json!({"key": format!("a{i:03}"), "agent": {"prompt": "Say ok."}}))
         .collect();
-    let conditions: Vec<Value> = (0..options.steps)
-        .map(|i| json!({"key": format!("c{i:03}"), "condition": {"when": "true"}}))
-        .collect();
+    let conditions = super::condition_steps(options.steps);
     let mut with_model = options.controller_args.clone();
     with_model.extend([
         "--agent-url".to_string(),
@@ -46,27 +44,31 @@ pub async fn measure(
     let mut points = Vec::new();
     let mut kept = Vec::new();
     for &replicas in &options.replicas {
-        for (load, steps, args) in [
-            ("agent", &agent, &with_model),
-            ("conditions", &conditions, &options.controller_args),
+        for (load, steps, count, args) in [
+            ("agent", &agent, options.agent_steps, &with_model),
+            (
+                "conditions",
+                &conditions,
+                options.steps,
+                &options.controller_args,
+            ),
         ] {
             let spec = Spec {
                 name: load,
-                steps: Value::Array(steps.clone()),
+                steps: steps.clone(),
                 runs: options.runs,
                 controller_args: args,
                 bound: options.bound,
             };
             eprintln!(
-                "shards: {replicas} replica(s), {} runs x {} {load} steps",
-                options.runs,
-                steps.len()
+                "shards: {replicas} replica(s), {} runs x {count} {load} steps",
+                options.runs
             );
             let stage = Stage::sharded(client, &spec, replicas).await?;
             let measured = stage.measure(&spec, "run", is_over).await?;
             points.push(ShardPoint {
                 load,
-                steps: steps.len(),
+                steps: count,
                 replicas,
                 measured,
             });

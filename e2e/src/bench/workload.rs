@@ -102,23 +102,12 @@ impl Stage {
 
     /// Waits until the replicas hold every bucket between them, each some.
     async fn wait_split(&self, bound: Duration) -> Result<()> {
-        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::namespaced(self.client.clone(), self.ns.name());
-        let pids: Vec<String> = self.pids().iter().map(|p| format!("-{p}")).collect();
+        let leases = kube::Api::namespaced(self.client.clone(), self.ns.name());
+        let pids = self.pids();
         crate::wait_for("the replicas to split the buckets", bound, || async {
-            let map: Vec<String> = leases
-                .get_opt("coxswain-controller-buckets")
-                .await?
-                .and_then(|l| {
-                    l.metadata
-                        .annotations
-                        .and_then(|a| a.get("coxswain.dev/buckets").cloned())
-                })
-                .and_then(|text| serde_json::from_str(&text).ok())
-                .unwrap_or_default();
-            let held = |pid: &String| map.iter().filter(|h| h.ends_with(pid)).count();
-            let all_held = map.len() == 64 && pids.iter().map(held).sum::<usize>() == 64;
-            Ok((all_held && pids.iter().all(|p| held(p) > 0)).then_some(()))
+            let map = crate::shards::bucket_map(&leases).await;
+            let shares = crate::shards::shares(&map, &pids);
+            Ok(shares.filter(|s| s.iter().all(|n| *n > 0)).map(|_| ()))
         })
         .await
     }

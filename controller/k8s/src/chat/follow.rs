@@ -151,9 +151,10 @@ impl Follower {
         let key = token.as_bytes().to_vec();
         let found = position::load(&self.client, &self.namespace, &self.connection, &key).await?;
         let mut replaced = Position::default();
-        // Starting from now: the first sync may still bring (as a cut
-        // timeline completed from history) what was said before; none of
-        // it is news.
+        // Starting from now: a sync may still bring what was said before
+        // (a cut timeline completed from history, or an answer the
+        // homeserver kept from an earlier start); none of it is news, in
+        // whichever batch it comes.
         let mut from_now: Option<i64> = None;
         if let position::Loaded::Forged { why, fresh } = &found {
             tracing::warn!(namespace = %self.namespace, connection = %self.connection, "{why}");
@@ -236,7 +237,6 @@ impl Follower {
                     self.act(&matrix, room, event, &listeners).await?;
                 }
             }
-            from_now = None;
             position.since = batch.next_batch;
             position.rooms.extend(batch.rooms.keys().cloned());
             position.rooms.extend(fresh);

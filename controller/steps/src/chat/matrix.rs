@@ -474,8 +474,18 @@ impl Matrix {
 
     /// The position of "now", for a follower that has none yet: what it
     /// reads from there on is new.
+    ///
+    /// Synapse keeps the answer to a sync for a while (two minutes by
+    /// default) and gives it again to the same request: a follower started
+    /// twice within that time would get the first start's position back and
+    /// hear again what was said in between. The filter names a room no one
+    /// can be in, different each time, so no earlier answer matches.
     pub async fn now(&self) -> Result<String, MatrixError> {
-        let filter = json!({"room": {"timeline": {"limit": 0}}, "presence": {"types": []}});
+        let nowhere = format!("!now-{:016x}:coxswain.invalid", rand::random::<u64>());
+        let filter = json!({
+            "room": {"timeline": {"limit": 0}, "not_rooms": [nowhere]},
+            "presence": {"types": []},
+        });
         let what = "reading the current sync position";
         let answer = self.sync_call(what, None, &filter, Duration::ZERO).await?;
         Ok(answer.next_batch)

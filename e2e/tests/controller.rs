@@ -862,3 +862,82 @@ async fn a_run_that_pins_a_snapshot_marked_for_removal_takes_the_mark_off() {
         "{kept:#}"
     );
 }
+
+#[tokio::test]
+async fn a_snapshot_the_garbage_collector_took_is_made_again_while_its_flow_is_unchanged() {
+    let mut s = setup().await;
+    s.apply(&approval_flow());
+    let kept = s.create_run("asked", json!({}));
+    let waiting = s.wait_phase(&kept, &["Waiting"], BOUND).await;
+    let digest = waiting["status"]["flowDigest"]
+        .as_str()
+        .expect("a pinned digest")
+        .to_string();
+    let shared = coxswain_k8s::names::shared_flow_snapshot(&digest);
+    // Anyone who may edit ConfigMaps here gives the snapshot an owner of
+    // their own, then deletes that owner: Kubernetes' garbage collector
+    // takes the snapshot with it.
+    s.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: decoy}\n");
+    let decoy = s.get("configmap", "decoy");
+    let owner = json!({"metadata": {"ownerReferences": [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "decoy",
+        "uid": decoy["metadata"]["uid"],
+    }]}});
+    s.merge_patch("configmap", &shared, &owner.to_string());
+    s.kubectl
+        .run(&["delete", "configmap", "decoy", "-n", s.ns()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.wait_deleted(
+        "the snapshot, by the garbage collector",
+        "configmap",
+        &shared,
+        BOUND,
+    )
+    .await;
+    // A controller that starts now knows the flow only from the snapshot.
+    s.controllers[0].kill();
+    s.controllers[0] = ControllerProcess::for_namespace(s.ns.name(), &[])
+        .await
+        .expect("controller again");
+    let approval = |run: &str| s.kubectl.approval_name(s.ns.name(), run, "review", 1);
+    s.merge_patch(
+        "approval",
+        &approval(&kept),
+        r#"{"spec":{"decision":"approve"}}"#,
+    );
+    let done = s.wait_phase(&kept, &["Succeeded", "Failed"], BOUND).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
+    assert_eq!(done["status"]["flowDigest"], digest.as_str());
+    let again = s.get("configmap", &shared);
+    assert!(again["metadata"]["ownerReferences"].is_null(), "{again:#}");
+    assert_ne!(again["metadata"]["uid"], decoy["metadata"]["uid"]);
+
+    // Once the Flow has changed, the pinned flow cannot be made again: the
+    // run says so instead of going on with another flow.
+    let changed = s.create_run("asked", json!({}));
+    s.wait_phase(&changed, &["Waiting"], BOUND).await;
+    s.apply(&approval_flow().replace("key: after", "key: later"));
+    s.kubectl
+        .run(&["delete", "configmap", &shared, "-n", s.ns()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.controllers[0].kill();
+    s.controllers[0] = ControllerProcess::for_namespace(s.ns.name(), &[])
+        .await
+        .expect("controller again");
+    s.merge_patch(
+        "approval",
+        &approval(&changed),
+        r#"{"spec":{"decision":"approve"}}"#,
+    );
+    let failed = s
+        .wait_phase(&changed, &["Succeeded", "Failed"], BOUND)
+        .await;
+    assert_eq!(failed["status"]["phase"], "Failed", "{}", failed["status"]);
+    let message = failed["status"]["error"]["message"].to_string();
+    assert!(
+        message.contains("has changed since the run started") && message.contains(&digest),
+        "{}",
+        failed["status"]
+    );
+    assert!(failed["status"]["steps"].get("later").is_none());
+}

@@ -88,7 +88,7 @@ pub async fn pinned_flow(
             if let Some(flow) = cache.get(digest) {
                 return Ok(Pinned::Flow(flow));
             }
-            recorded_snapshot(&snapshots, run, digest).await?
+            recorded_snapshot(client, &snapshots, run, digest).await?
         }
         None => snapshot_flow(client, run, &snapshots).await?,
     };
@@ -98,8 +98,10 @@ pub async fn pinned_flow(
     Ok(pinned)
 }
 
-/// The snapshot holding the flow `digest` that the run's status pinned.
+/// The snapshot holding the flow `digest` that the run's status pinned
+/// (made again from the Flow when it is gone and the Flow is unchanged).
 async fn recorded_snapshot(
+    client: &kube::Client,
     snapshots: &Api<ConfigMap>,
     run: &Run,
     digest: &str,
@@ -115,7 +117,7 @@ async fn recorded_snapshot(
     Ok(match found {
         Recorded::Flow(flow) => Pinned::Flow(Arc::new(flow)),
         Recorded::Tampered { object, reason } => Pinned::Tampered { object, reason },
-        Recorded::Gone(reason) => Pinned::Refused(codes::INTERNAL, reason),
+        Recorded::Gone(reason) => remade(client, run, snapshots, digest, reason).await?,
     })
 }
 
@@ -124,6 +126,59 @@ async fn read(snapshots: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap
         .get_opt(name)
         .await
         .map_err(|e| Error::kube(format!("reading the flow snapshot {name}"), e))
+}
+
+/// The snapshot a running run pinned was deleted (by hand, or by the
+/// garbage collector through an owner someone else gave it): when the Flow
+/// the run names still holds exactly the flow pinned (the same digest), it
+/// is snapshotted again and the run goes on; else the run cannot, and
+/// `gone` says why, with what changed.
+async fn remade(
+    client: &kube::Client,
+    run: &Run,
+    snapshots: &Api<ConfigMap>,
+    digest: &str,
+    gone: String,
+) -> Result<Pinned, Error> {
+    let namespace = run.namespace().unwrap_or_default();
+    let flow_name = &run.spec.flow_ref.name;
+    let flows: Api<Flow> = Api::namespaced(client.clone(), &namespace);
+    let found = flows
+        .get_opt(flow_name)
+        .await
+        .map_err(|e| Error::kube(format!("reading the flow {namespace}/{flow_name}"), e))?;
+    let Some(flow) = found else {
+        return Ok(Pinned::Refused(
+            codes::INTERNAL,
+            format!("{gone}; it cannot be made again: the flow `{flow_name}` is gone too"),
+        ));
+    };
+    let compiled = match CompiledFlow::new(flow.spec.clone()) {
+        Ok(compiled) if compiled.get().digest == digest => compiled,
+        _ => {
+            return Ok(Pinned::Refused(
+                codes::INTERNAL,
+                format!(
+                    "{gone}; it cannot be made again: the flow `{flow_name}` has changed since \
+                     the run started (it is not the flow {digest} any more)"
+                ),
+            ));
+        }
+    };
+    let generation = run
+        .status
+        .as_ref()
+        .and_then(|s| s.flow_generation)
+        .or(flow.metadata.generation)
+        .unwrap_or_default();
+    let compiled = Arc::new(compiled.with_generation(generation));
+    tracing::warn!(
+        run = %run.name_any(),
+        flow = %flow_name,
+        "the run's flow snapshot was gone; made again from the flow, which has not changed"
+    );
+    let source = format!("of the Flow `{flow_name}`");
+    keep(snapshots, run, &compiled, &flow.spec, generation, &source).await
 }
 
 /// Reads the Flow the run names, checks it and the input, and writes the

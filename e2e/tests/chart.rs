@@ -409,6 +409,8 @@ async fn namespace_scoped_rbac_grants_nothing_outside_its_namespace_or_beyond_th
             // A finished Job's time to stay, once its result is recorded.
             ("patch", "jobs.batch", ns, true),
             ("get", "pods:log", ns, true),
+            // A step's pod that ended is read at once.
+            ("watch", "pods", ns, true),
             ("create", "approvals.coxswain.dev", ns, true),
             ("get", "secrets/publisher", ns, true),
             ("patch", &lease, ns, true),

@@ -180,21 +180,24 @@ async fn script_steps_run_in_any_image_as_a_random_user() {
     assert!(step_log(&s, &run, "busybox").contains(&format!("busybox step as {uid}")));
     assert!(step_log(&s, &run, "static").contains("greet: read "));
 
-    // Each step's pod ran its image on the real node, as that user.
-    let pods = s.kubectl.json(&[
-        "get",
-        "pods",
-        "-n",
-        s.ns(),
-        "-l",
-        &format!("coxswain.dev/run={run}"),
-        "-o",
-        "json",
-    ]);
-    let pods = pods["items"].as_array().cloned().unwrap_or_default();
+    // Each step's pod ran its image on the real node, as that user. The
+    // run reads a step's result as soon as its container ends, so the last
+    // pods may be told Succeeded a little after the run.
+    let selector = format!("coxswain.dev/run={run}");
+    let pods = wait_for("every step's pod to be Succeeded", BOUND, || async {
+        let pods = s
+            .kubectl
+            .json(&["get", "pods", "-n", s.ns(), "-l", &selector, "-o", "json"]);
+        let pods = pods["items"].as_array().cloned().unwrap_or_default();
+        Ok(pods
+            .iter()
+            .all(|p| p["status"]["phase"] == "Succeeded")
+            .then_some(pods))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", pods_wide(&s)));
     assert_eq!(pods.len(), 4, "one pod a step: {}", pods_wide(&s));
     for pod in &pods {
-        assert_eq!(pod["status"]["phase"], "Succeeded", "{}", pod["status"]);
         assert_eq!(pod["spec"]["securityContext"]["runAsUser"], json!(uid));
         let step = &pod["status"]["containerStatuses"][0];
         let image_id = step["imageID"].as_str().unwrap_or_default();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -411,7 +411,15 @@ async fn reconcile_runs(
     // Each Run is read on its own: one that does not read is reported and
     // left alone instead of failing the list of every Run (see `guard`).
     let runs: Api<Guarded<Run>> = scoped(&client, settings.namespace.as_deref());
-    let controller = Controller::new(runs, watcher::Config::default().any_semantic())
+    let pods: Api<Pod> = scoped(&client, settings.namespace.as_deref());
+    let controller = Controller::new(runs, watcher::Config::default().any_semantic());
+    let known = controller.store();
+    let controller = controller
+        .watches(
+            pods,
+            watcher::Config::default().labels(crate::names::RUN_UID_LABEL),
+            move |pod| run_of_ended_pod(&pod, &known),
+        )
         .owns(
             jobs,
             watcher::Config::default().labels(crate::names::RUN_UID_LABEL),
@@ -696,6 +704,31 @@ fn context(
         leading,
     });
     Ok((ctx, finishes))
+}
+
+/// The Run to reconcile when a step's pod ended: its result is read from
+/// the pod at once, not a second later when the Job controller writes the
+/// Job's end. The labels only point the way (anyone may write them): the
+/// reconcile takes a pod's result only through the Run's own Job.
+fn run_of_ended_pod(pod: &Pod, runs: &Store<Guarded<Run>>) -> Option<ObjectRef<Guarded<Run>>> {
+    if !crate::jobs::pod_ended(pod) {
+        return None;
+    }
+    let labels = pod.metadata.labels.as_ref()?;
+    let name = match labels.get(crate::names::RUN_NAME_LABEL) {
+        Some(name) => name.clone(),
+        // Names longer than a label: found by the uid among the known Runs.
+        None => {
+            let uid = labels.get(crate::names::RUN_UID_LABEL)?;
+            runs.state()
+                .iter()
+                .find(|run| run.meta().uid.as_deref() == Some(uid.as_str()))?
+                .name_any()
+        }
+    };
+    let mut run = ObjectRef::<Guarded<Run>>::new(&name);
+    run.namespace = pod.namespace();
+    Some(run)
 }
 
 /// Queues the Run of each in-controller attempt that finishes.

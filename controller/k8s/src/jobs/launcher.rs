@@ -15,7 +15,7 @@ use super::manifest::{
     Manifests, RunOwner, STEP_CONTAINER, config_map_digest, inputs_inline, manifests,
 };
 use super::mounted::MountedWorkspace;
-use super::observe::{JobState, Reading, read_job, read_pod};
+use super::observe::{JobState, Reading, early_result, read_job, read_pod};
 use super::wire::{self, LogRef};
 use crate::names;
 use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, Run, StepError};
@@ -216,24 +216,21 @@ impl JobLauncher {
         }
         Ok(match read_job(job) {
             JobState::TimedOut(error) => Observation::Finished(Err(Failed::from(error))),
-            JobState::Active { starting: false } => Observation::Running,
-            JobState::Active { starting: true } => match self.stuck(id, job).await? {
-                Some(error) => Observation::Finished(Err(Failed::from(error))),
-                None => Observation::Running,
-            },
+            JobState::Active { starting } => {
+                let pods = self.pods_of(id, job).await?;
+                if let Some((pod, reading)) = pods.iter().find_map(|p| Some((p, early_result(p)?)))
+                {
+                    Observation::Finished(self.taken(id, pod, reading).await?)
+                } else if let Some(error) = starting.then(|| stuck(&pods)).flatten() {
+                    Observation::Finished(Err(Failed::from(error)))
+                } else {
+                    Observation::Running
+                }
+            }
             JobState::Ended { condition } => {
                 Observation::Finished(self.ended(id, job, &condition).await?)
             }
         })
-    }
-
-    /// Why the pod of a Job that has not started running never will, if so.
-    async fn stuck(&self, id: &WorkId, job: &Job) -> Result<Option<StepError>, LauncherError> {
-        let pods = self.pods_of(id, job).await?;
-        Ok(pods.iter().find_map(|pod| match read_pod(pod) {
-            Reading::Failed(error) => Some(error),
-            _ => None,
-        }))
     }
 
     /// The result of a Job that ended, from its pod (newest first).
@@ -248,17 +245,32 @@ impl JobLauncher {
             .iter()
             .map(|pod| (pod, read_pod(pod)))
             .find(|(_, r)| !matches!(r, Reading::Running));
-        Ok(match reading {
-            Some((_, Reading::Result(result))) => WorkResult::from(result),
-            Some((pod, Reading::InLog(reference))) => {
-                self.result_in_log(id, pod, &reference).await?
-            }
-            Some((_, Reading::Failed(error))) => Err(Failed::from(error)),
-            Some((_, Reading::Running)) | None => Err(Failed::from(step_error(
+        match reading {
+            Some((pod, reading)) => self.taken(id, pod, reading).await,
+            None => Ok(Err(Failed::from(step_error(
                 codes::INTERNAL,
                 format!(
                     "the step's Job ended, {condition}, and left no pod to read its result from"
                 ),
+            )))),
+        }
+    }
+
+    /// The attempt's result from what its pod said (`Running` only when a
+    /// Job ended with a pod that never did: nothing to read).
+    async fn taken(
+        &self,
+        id: &WorkId,
+        pod: &Pod,
+        reading: Reading,
+    ) -> Result<WorkResult, LauncherError> {
+        Ok(match reading {
+            Reading::Result(result) => WorkResult::from(result),
+            Reading::InLog(reference) => self.result_in_log(id, pod, &reference).await?,
+            Reading::Failed(error) => Err(Failed::from(error)),
+            Reading::Running => Err(Failed::from(step_error(
+                codes::INTERNAL,
+                "the step's Job ended and left no pod that ran to read its result from",
             ))),
         })
     }
@@ -440,7 +452,13 @@ impl Launcher for JobLauncher {
         // (counted from now: its result is read and recorded, so nothing is
         // lost when Kubernetes deletes it); one whose pod could not start is
         // still trying: stop it.
-        if matches!(read_job(&job), JobState::Active { .. }) {
+        let still_trying = matches!(read_job(&job), JobState::Active { .. })
+            && !self
+                .pods_of(id, &job)
+                .await?
+                .iter()
+                .any(|p| early_result(p).is_some());
+        if still_trying {
             delete_exactly(&self.jobs, &name, job.metadata.uid.clone())
                 .await
                 .map_err(|e| unavailable(id, "forgotten", e.to_string()))?;
@@ -498,6 +516,14 @@ fn unavailable(id: &WorkId, act: &'static str, reason: String) -> LauncherError 
         act,
         reason,
     }
+}
+
+/// Why the pod of a Job that has not started running never will, if so.
+fn stuck(pods: &[Pod]) -> Option<StepError> {
+    pods.iter().find_map(|pod| match read_pod(pod) {
+        Reading::Failed(error) => Some(error),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

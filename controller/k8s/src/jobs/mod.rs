@@ -48,7 +48,9 @@
 //!   while it has script work running.
 //!
 //! The controller needs, in the Runs' namespaces: Jobs create/get/delete,
-//! ConfigMaps create/delete, Pods list, `pods/log` get, and `update` on
+//! ConfigMaps create/delete, Pods list and watch (a pod whose step ended is
+//! read at once: the Job controller writes the Job's end up to a second
+//! later), `pods/log` get, and `update` on
 //! `runs/finalizers` (the owner references block the Run's deletion).
 //! It never reads a Secret for a script.
 
@@ -67,6 +69,7 @@ pub use manifest::{
     INPUT_KEY_PREFIX, INSTALL_CONTAINER, Manifests, RunOwner, STEP_CONTAINER, TASK_KEY,
     config_map_digest, manifests,
 };
+pub use observe::pod_ended;
 pub use settings::{
     AccessMode, DEFAULT_MAX_OUTPUT, DEFAULT_RUN_AS_USER, IN_IMAGE_EXECUTABLE, JobSettings,
     WorkspaceSettings,

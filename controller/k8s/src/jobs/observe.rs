@@ -42,15 +42,24 @@ pub enum JobState {
 /// Where `job` stands.
 pub fn read_job(job: &Job) -> JobState {
     let status = job.status.clone().unwrap_or_default();
-    let ended = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"));
+    let conditions = || {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| c.status == "True")
+    };
+    // The Job controller says `FailureTarget` before it stops the pod and
+    // `Failed` only once the pod is gone: a deadline counts from the first.
+    let deadline = conditions().any(|c| {
+        (c.type_ == "Failed" || c.type_ == "FailureTarget")
+            && c.reason.as_deref() == Some("DeadlineExceeded")
+    });
+    if deadline {
+        return JobState::TimedOut(ScriptError::Timeout(timeout_of(job)).into());
+    }
+    let ended = conditions().find(|c| c.type_ == "Complete" || c.type_ == "Failed");
     match ended {
-        Some(c) if c.type_ == "Failed" && c.reason.as_deref() == Some("DeadlineExceeded") => {
-            JobState::TimedOut(ScriptError::Timeout(timeout_of(job)).into())
-        }
         Some(c) => JobState::Ended {
             condition: format!(
                 "{} ({}: {})",
@@ -94,6 +103,33 @@ pub enum Reading {
     InLog(LogRef),
     /// The pod failed before or around the wrapper.
     Failed(StepError),
+}
+
+/// The wrapper's result in a pod whose step container has ended, before
+/// its Job says so (the Job controller gathers pod changes for up to a
+/// second before it writes the Job's end): with `backoffLimit: 0` and
+/// `restartPolicy: Never` the first pod's end is the attempt's. A pod being
+/// deleted is left to its Job, which may be stopping it for its deadline.
+pub fn early_result(pod: &Pod) -> Option<Reading> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    match read_pod(pod) {
+        reading @ (Reading::Result(_) | Reading::InLog(_)) => Some(reading),
+        Reading::Running | Reading::Failed(_) => None,
+    }
+}
+
+/// Whether a watched pod's change may end its attempt now, so its Run is
+/// worth reconciling: its step container ended, or the pod did.
+pub fn pod_ended(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    let step_ended = status.container_statuses.iter().flatten().any(|c| {
+        c.name == STEP_CONTAINER && c.state.as_ref().is_some_and(|s| s.terminated.is_some())
+    });
+    step_ended || matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
 /// Waiting reasons after which a container will not start by itself in any
@@ -346,5 +382,62 @@ mod tests {
             matches!(&reading, Reading::Result(r) if r.output == Some(json!(1))),
             "{reading:?}"
         );
+    }
+
+    #[test]
+    fn a_deadline_counts_once_the_job_controller_aims_at_failure() {
+        let state = read_job(&job(json!({"active": 1, "ready": 1, "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded"}
+        ]})));
+        assert!(matches!(state, JobState::TimedOut(_)), "{state:?}");
+        let other = read_job(&job(json!({"active": 1, "ready": 1, "conditions": [
+            {"type": "FailureTarget", "status": "False", "reason": "DeadlineExceeded"}
+        ]})));
+        assert_eq!(other, JobState::Active { starting: false });
+    }
+
+    #[test]
+    fn a_result_is_taken_from_an_ended_pod_before_its_job_ends_unless_the_pod_is_deleted() {
+        let message = wire::encode(&WireResult {
+            output: Some(json!(2)),
+            text: Some("2".into()),
+            error: None,
+            log: None,
+        })
+        .message;
+        let ended = |phase: &str| {
+            pod(json!({"phase": phase, "containerStatuses": [{
+                "name": "step", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"reason": "Completed", "exitCode": 0, "message": message}}
+            }]}))
+        };
+        // The kubelet may say the container ended before the pod's phase.
+        for phase in ["Running", "Succeeded"] {
+            let pod = ended(phase);
+            assert!(pod_ended(&pod));
+            let early = early_result(&pod);
+            assert!(
+                matches!(&early, Some(Reading::Result(r)) if r.output == Some(json!(2))),
+                "{early:?}"
+            );
+        }
+        let mut deleted = ended("Running");
+        deleted.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        assert_eq!(early_result(&deleted), None);
+        // Running, or ended without a result: the Job has the last word.
+        let running = pod(json!({"phase": "Running", "containerStatuses": [{
+            "name": "step", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+            "state": {"running": {}}
+        }]}));
+        assert!(!pod_ended(&running));
+        assert_eq!(early_result(&running), None);
+        let killed = pod(json!({"phase": "Failed", "containerStatuses": [{
+            "name": "step", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+        }]}));
+        assert!(pod_ended(&killed));
+        assert_eq!(early_result(&killed), None);
     }
 }

@@ -983,6 +983,7 @@ async fn end_tampered_status(
 /// work, and closes the Approvals nobody answered.
 async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
     use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
     use kube::api::{DeleteParams, ListParams};
     let uid = run.uid().unwrap_or_default();
     ctx.in_controller.cancel_where(|id| id.run == uid).await;
@@ -1011,11 +1012,31 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
                 e,
             )
         })?;
+    // A Job whose pod ended is done even before the Job controller says
+    // so (its result may be what ended the run).
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let ended_pods: Vec<Pod> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("listing the pods of run {namespace}/{}", run.name_any()),
+                e,
+            )
+        })?
+        .items
+        .into_iter()
+        .filter(crate::jobs::pod_ended)
+        .collect();
     for job in list.items {
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
         let done = job
             .status
             .as_ref()
-            .is_some_and(|s| s.completion_time.is_some() || s.failed.unwrap_or(0) > 0);
+            .is_some_and(|s| s.completion_time.is_some() || s.failed.unwrap_or(0) > 0)
+            || ended_pods
+                .iter()
+                .any(|pod| crate::names::controlled_by(pod, uid));
         if done {
             continue;
         }

@@ -438,6 +438,30 @@ async fn a_step_that_repoints_origin_and_plants_hooks_never_gets_the_push_creden
     claims_gone(&s, &run).await;
 }
 
+/// The uids of every Job matching `selector` made in the namespace from now
+/// on, as a watch sees them.
+fn every_job(
+    s: &Setup,
+    selector: &str,
+) -> std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(s.ns.client(), s.ns());
+    let stream = watcher(jobs, watcher::Config::default().labels(selector)).applied_objects();
+    let into = seen.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(job) = stream.next().await {
+            if let Some(uid) = job.ok().and_then(|j| j.metadata.uid) {
+                into.lock().expect("lock").insert(uid);
+            }
+        }
+    });
+    seen
+}
+
 /// The uids of run `run`'s Jobs for workspace work `key`
 /// (`workspace-checkout` or `workspace-push`).
 fn workspace_jobs(s: &Setup, run: &str, key: &str) -> Vec<String> {
@@ -475,6 +499,9 @@ async fn a_controller_killed_at_every_workspace_moment_checks_out_and_pushes_onc
           printf '{"commit": "%s"}' "$(git rev-parse HEAD)"
 "#;
     s.apply(&flow("killed", &app(&repo.url), steps));
+    // Every push Job made, watched (a short one may come and go between
+    // two looks).
+    let pushed = every_job(&s, "coxswain.dev/step=workspace-push");
     let run = start(&s, "killed");
     // Each moment holds from when it is reached on (a later one reached
     // first counts too): the controller is SIGKILLed there and started
@@ -518,6 +545,7 @@ async fn a_controller_killed_at_every_workspace_moment_checks_out_and_pushes_onc
     checkouts.extend(workspace_jobs(&s, &run, "workspace-checkout"));
     pushes.extend(workspace_jobs(&s, &run, "workspace-push"));
     assert_eq!(checkouts.len(), 1, "one checkout Job: {checkouts:?}");
+    pushes.extend(pushed.lock().expect("lock").iter().cloned());
     assert_eq!(pushes.len(), 1, "one push Job: {pushes:?}");
     let edited = r["steps"]["edit"]["output"]["commit"]
         .as_str()

@@ -941,3 +941,39 @@ async fn a_snapshot_the_garbage_collector_took_is_made_again_while_its_flow_is_u
     );
     assert!(failed["status"]["steps"].get("later").is_none());
 }
+
+#[tokio::test]
+async fn the_controller_writes_a_runs_steps_as_one_field_under_its_own_name() {
+    let s = setup().await;
+    s.apply(&flow(
+        "tracked",
+        "\n  steps:\n    - key: a\n      condition: {when: \"true\"}\n    - key: b\n      condition: {when: \"true\"}\n",
+    ));
+    let run = s.create_run("tracked", json!({}));
+    let done = s.wait_phase(&run, &["Succeeded", "Failed"], BOUND).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{}", done["status"]);
+    let object = s.kubectl.json(&[
+        "get",
+        "run",
+        &run,
+        "-n",
+        s.ns(),
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let managed = object["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let status = managed
+        .iter()
+        .find(|m| m["subresource"] == "status")
+        .unwrap_or_else(|| panic!("no status manager: {managed:#?}"));
+    assert_eq!(status["manager"], coxswain_k8s::names::FIELD_MANAGER);
+    // The API server tracks the steps (and the arrows' counts) as one field
+    // each, not every leaf of every step: less of its CPU per write.
+    let fields = &status["fieldsV1"]["f:status"];
+    assert_eq!(fields["f:steps"], json!({}), "{fields:#}");
+    assert_eq!(fields["f:arrowCounts"], json!({}), "{fields:#}");
+}

@@ -11,6 +11,10 @@ pub const LABEL_MAX: usize = 63;
 /// Longest name of a ConfigMap, an Approval or any other object.
 pub const NAME_MAX: usize = 253;
 
+/// The field manager the controller writes a Run's status as: who wrote
+/// what in `kubectl get run --show-managed-fields`.
+pub const FIELD_MANAGER: &str = "coxswain-controller";
+
 /// Label on everything made for a Run: the Run's uid (names may be too long
 /// for a label value; a uid never is).
 pub const RUN_UID_LABEL: &str = "coxswain.dev/run-uid";

@@ -100,10 +100,12 @@ pub async fn write(client: &kube::Client, run: &Run, status: Value) -> Result<Ru
     let mut object = DynamicObject::new(&name, &resource).within(&namespace);
     object.metadata.resource_version = run.resource_version();
     object.data = json!({ "status": status });
-    let written = match api
-        .replace_status(&name, &PostParams::default(), &object)
-        .await
-    {
+    // Named in the Run's managedFields (else "unknown").
+    let params = PostParams {
+        field_manager: Some(crate::names::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let written = match api.replace_status(&name, &params, &object).await {
         Ok(written) => written,
         Err(e) => {
             let landed = if may_have_landed(&e) {

@@ -164,6 +164,7 @@ pub struct RunStatus {
         serialize_with = "stored::serialize_steps",
         deserialize_with = "stored::deserialize_steps"
     )]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub steps: BTreeMap<String, StepStatus>,
     /// Every arrow, with what moved along it or why nothing did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -206,6 +207,7 @@ pub struct RunStatus {
     /// How many passes took each arrow (`from[.exit]->to`), counted as the
     /// step it reaches starts; `arrows[].count` reads it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub arrow_counts: BTreeMap<String, i32>,
     /// A send-back waiting for the steps in progress to finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]

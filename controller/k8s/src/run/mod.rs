@@ -1012,8 +1012,21 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
                 e,
             )
         })?;
+    let running: Vec<Job> = list
+        .items
+        .into_iter()
+        .filter(|job| {
+            !job.status
+                .as_ref()
+                .is_some_and(|s| s.completion_time.is_some() || s.failed.unwrap_or(0) > 0)
+        })
+        .collect();
+    if running.is_empty() {
+        return Ok(());
+    }
     // A Job whose pod ended is done even before the Job controller says
-    // so (its result may be what ended the run).
+    // so (its result may be what ended the run): the pods are read only
+    // when a Job still looks running.
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let ended_pods: Vec<Pod> = pods
         .list(&ListParams::default().labels(&selector))
@@ -1028,16 +1041,12 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
         .into_iter()
         .filter(crate::jobs::pod_ended)
         .collect();
-    for job in list.items {
+    for job in running {
         let uid = job.metadata.uid.as_deref().unwrap_or_default();
-        let done = job
-            .status
-            .as_ref()
-            .is_some_and(|s| s.completion_time.is_some() || s.failed.unwrap_or(0) > 0)
-            || ended_pods
-                .iter()
-                .any(|pod| crate::names::controlled_by(pod, uid));
-        if done {
+        if ended_pods
+            .iter()
+            .any(|pod| crate::names::controlled_by(pod, uid))
+        {
             continue;
         }
         let name = job.name_any();

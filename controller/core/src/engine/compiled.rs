@@ -105,6 +105,8 @@ pub struct Compiled<'a> {
     /// expression reads `$previous`. The engine keeps only these views
     /// current, which spares a copy of each output on every transition.
     pub observed: Vec<bool>,
+    /// Its runs of script steps that may share a pod.
+    pub chains: super::ScriptChains,
 }
 
 /// One step's parsed parts.
@@ -177,7 +179,7 @@ impl<'a> Compiled<'a> {
             })
             .collect();
         let observed = observed(&graph, &steps, output.as_ref());
-        Ok(Compiled {
+        let mut compiled = Compiled {
             spec,
             digest: crate::flow::flow_digest(spec),
             generation: None,
@@ -186,7 +188,10 @@ impl<'a> Compiled<'a> {
             output,
             composites,
             observed,
-        })
+            chains: super::ScriptChains::default(),
+        };
+        compiled.chains = super::ScriptChains::of(&compiled);
+        Ok(compiled)
     }
 
     /// The node of a step key.

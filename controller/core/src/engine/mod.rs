@@ -7,6 +7,7 @@
 //! drive exactly the same logic, and a run resumes from its status alone.
 
 mod arrows;
+mod chains;
 mod compiled;
 mod describe;
 mod machine;
@@ -19,6 +20,7 @@ mod scope;
 mod test_support;
 mod work;
 
+pub use chains::{ChainPlace, ScriptChains, default_input};
 pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
     Action, ApprovalRequest, Ballot, DecideError, Decision, Event, MAX_PART_KEY_LEN,

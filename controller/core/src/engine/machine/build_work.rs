@@ -172,15 +172,7 @@ impl RunMachine<'_> {
         let Some(previous) = self.previous_node(node) else {
             return self.input.clone();
         };
-        match (&self.input, self.output_of(self.flow.key(previous))) {
-            (Value::Object(input), Value::Object(out)) => {
-                let mut merged = input.clone();
-                merged.extend(out);
-                Value::Object(merged)
-            }
-            (Value::Null, out) => out,
-            (input, out) => json!({"input": input, "previous": out}),
-        }
+        crate::engine::chains::default_input(&self.input, self.output_of(self.flow.key(previous)))
     }
 
     pub(in crate::engine) fn data_view(

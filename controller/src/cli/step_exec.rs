@@ -3,11 +3,13 @@
 //! pod (the init container); `run` runs the script and hands its result
 //! back through the termination message and, when large, the log.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use coxswain_k8s::jobs::handoff;
 use coxswain_k8s::jobs::paths;
 use coxswain_k8s::jobs::pod::{self, PodPaths};
+use coxswain_k8s::jobs::wire::WireResult;
 use coxswain_k8s::jobs::workspace::{self, GitAct, GitTask};
 
 /// Options of `coxswain step-exec`.
@@ -84,6 +86,15 @@ struct RunArgs {
     /// ride in the Job): written into their folders once checked.
     #[arg(long, group = "given", requires = "inputs_sha256")]
     inputs_inline: bool,
+    /// A later member of a script chain: wait for the member before it to
+    /// hand its result over in this folder, and make this step's task and
+    /// inputs from it (the task rides in the container's environment).
+    #[arg(long, conflicts_with = "given")]
+    after: Option<PathBuf>,
+    /// Hand this step's result to the next member of its chain in this
+    /// folder once the script and whatever it left running have ended.
+    #[arg(long)]
+    hand_to: Option<PathBuf>,
 }
 
 /// Runs the chosen act. `run` exits 0 when the attempt succeeded, 1 when it
@@ -155,37 +166,54 @@ fn run_step(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Some(result) = runtime.block_on(until_sigterm(&paths)) else {
+    let Some(result) = runtime.block_on(until_sigterm(&paths, args.after.as_deref())) else {
         return ExitCode::from(143);
     };
-    report(&result, &paths.termination_log)
+    drop(runtime);
+    if let Some(dir) = &args.hand_to {
+        handoff::end_leftovers();
+        if let Err(e) = handoff::hand_over(dir, &result) {
+            // The next member waits until the Job's deadline or the run's
+            // end; this step's own result still goes back.
+            eprintln!(
+                "coxswain step-exec: cannot hand the result to the next step in {}: {e}",
+                dir.display()
+            );
+        }
+    }
+    report_wire(&result, &paths.termination_log)
 }
 
 /// Hands `result` back through `termination_log` (and stdout when large);
-/// exits 0 when it succeeded, 1 when it failed, 2 when it could not be
-/// written.
-fn report(
-    result: &coxswain_core::engine::WorkResult,
-    termination_log: &std::path::Path,
-) -> ExitCode {
-    if let Err(e) = pod::report(result, termination_log, &mut std::io::stdout()) {
+/// exits 0 when it succeeded, 1 when it failed or ran nothing, 2 when it
+/// could not be written.
+fn report_wire(result: &WireResult, termination_log: &std::path::Path) -> ExitCode {
+    if let Err(e) = pod::report_wire(result, termination_log, &mut std::io::stdout()) {
         eprintln!(
             "coxswain step-exec: cannot write the result to {}: {e}",
             termination_log.display()
         );
         return ExitCode::from(2);
     }
-    if result.is_ok() {
+    if result.error.is_none() && result.not_run.is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
 }
 
+/// [`report_wire`] for a workspace's git Job.
+fn report(
+    result: &coxswain_core::engine::WorkResult,
+    termination_log: &std::path::Path,
+) -> ExitCode {
+    report_wire(&WireResult::from(result), termination_log)
+}
+
 /// The attempt's result, or `None` when SIGTERM came first: the script's
 /// process group is killed as the attempt is dropped. (As PID 1 of a
 /// container, this process would otherwise ignore SIGTERM until SIGKILL.)
-async fn until_sigterm(paths: &PodPaths) -> Option<coxswain_core::engine::WorkResult> {
+async fn until_sigterm(paths: &PodPaths, after: Option<&Path>) -> Option<WireResult> {
     let mut sigterm =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let stopped = async {
@@ -196,8 +224,15 @@ async fn until_sigterm(paths: &PodPaths) -> Option<coxswain_core::engine::WorkRe
             None => std::future::pending::<()>().await,
         }
     };
+    let env = |name: &str| std::env::var(name).ok();
+    let work = async {
+        match after {
+            Some(after) => handoff::run_member(paths, after, env).await.wire(),
+            None => WireResult::from(&pod::run_task(paths, env).await),
+        }
+    };
     tokio::select! {
-        result = pod::run_task(paths, |name| std::env::var(name).ok()) => Some(result),
+        result = work => Some(result),
         () = stopped => None,
     }
 }

@@ -153,14 +153,9 @@ pub fn manifests(
         part_round: work.part.as_ref().map(|p| p.round),
         error: None,
     };
-    let inputs = match checked_inputs(work, &task) {
-        Ok(inputs) => inputs,
-        Err(error) => {
-            task.error = Some(error);
-            Vec::new()
-        }
-    };
-    let config_map = config_map(owner, &name, &work.step, &task, &inputs);
+    let files = work_input_files(work).map_err(StepError::from);
+    let (inputs, entries) = attempt_entries(&mut task, files);
+    let config_map = config_map(owner, &name, &work.step, entries);
     let digest = config_map_digest(&config_map);
     let source = match inline(&config_map) {
         Some(json) => Source::Inline(json),
@@ -236,10 +231,41 @@ pub fn config_map_digest(config_map: &ConfigMap) -> String {
     )
 }
 
+/// What the pod reads of an attempt, as keys and values (the inputs
+/// ConfigMap's data, or what rides in the Job): each input file under
+/// [`INPUT_KEY_PREFIX`], and the task under [`TASK_KEY`], which carries the
+/// error instead when `files` cannot become the attempt's input files. The
+/// controller makes them from the engine's work; a chain's pod makes a later
+/// member's from its own, and the two digests must agree.
+pub fn attempt_entries(
+    task: &mut PodTask,
+    files: Result<Vec<InputFile>, StepError>,
+) -> (Vec<InputFile>, BTreeMap<String, String>) {
+    let inputs = match checked_inputs(files, task) {
+        Ok(inputs) => inputs,
+        Err(error) => {
+            task.error = Some(error);
+            Vec::new()
+        }
+    };
+    let mut entries: BTreeMap<String, String> = inputs
+        .iter()
+        .map(|f| (format!("{INPUT_KEY_PREFIX}{}", f.file), f.content.clone()))
+        .collect();
+    entries.insert(
+        TASK_KEY.to_string(),
+        serde_json::to_string(task).unwrap_or_default(),
+    );
+    (inputs, entries)
+}
+
 /// The input files, or the step error that stops the attempt (the local
 /// runner's for clashing names, else what a ConfigMap cannot hold).
-fn checked_inputs(work: &Work, task: &PodTask) -> Result<Vec<InputFile>, StepError> {
-    let files = work_input_files(work).map_err(StepError::from)?;
+fn checked_inputs(
+    files: Result<Vec<InputFile>, StepError>,
+    task: &PodTask,
+) -> Result<Vec<InputFile>, StepError> {
+    let files = files?;
     let max = KEY_MAX - INPUT_KEY_PREFIX.len();
     if let Some(long) = files.iter().find(|f| f.file.len() > max) {
         let problem = InputsProblem::NameTooLong {
@@ -288,17 +314,8 @@ fn config_map(
     owner: &RunOwner,
     name: &str,
     step: &str,
-    task: &PodTask,
-    inputs: &[InputFile],
+    data: BTreeMap<String, String>,
 ) -> ConfigMap {
-    let mut data: BTreeMap<String, String> = inputs
-        .iter()
-        .map(|f| (format!("{INPUT_KEY_PREFIX}{}", f.file), f.content.clone()))
-        .collect();
-    data.insert(
-        TASK_KEY.to_string(),
-        serde_json::to_string(task).unwrap_or_default(),
-    );
     ConfigMap {
         metadata: meta(owner, name, step, "inputs"),
         data: Some(data),

@@ -54,6 +54,7 @@
 //! `runs/finalizers` (the owner references block the Run's deletion).
 //! It never reads a Secret for a script.
 
+pub mod handoff;
 mod launcher;
 mod manifest;
 pub mod mounted;
@@ -67,7 +68,7 @@ pub mod workspace;
 pub use launcher::{JobLauncher, delete_exactly};
 pub use manifest::{
     INPUT_KEY_PREFIX, INSTALL_CONTAINER, Manifests, RunOwner, STEP_CONTAINER, TASK_KEY,
-    config_map_digest, manifests,
+    attempt_entries, config_map_digest, manifests,
 };
 pub use observe::pod_ended;
 pub use settings::{

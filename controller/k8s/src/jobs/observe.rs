@@ -371,6 +371,7 @@ mod tests {
             text: Some("1".into()),
             error: None,
             log: None,
+            ..WireResult::default()
         })
         .message;
         let reading = read_step(
@@ -403,6 +404,7 @@ mod tests {
             text: Some("2".into()),
             error: None,
             log: None,
+            ..WireResult::default()
         })
         .message;
         let ended = |phase: &str| {

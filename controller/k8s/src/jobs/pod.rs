@@ -297,6 +297,17 @@ fn unpack_inline(paths: &PodPaths, expected: &str, json: Option<&str>) -> Result
             ),
         ));
     }
+    write_entries(paths, &entries)
+}
+
+/// Writes an attempt's task and input files where a mounted ConfigMap
+/// would have put them: the task file, and each input read-only in a
+/// read-only `$INPUTS`.
+pub(super) fn write_entries(
+    paths: &PodPaths,
+    entries: &std::collections::BTreeMap<String, String>,
+) -> Result<(), StepError> {
+    let internal = |why: String| step_error(codes::INTERNAL, why);
     let unwritable = |what: &Path, e: io::Error| {
         internal(format!(
             "cannot write the step's input {}: {e}",
@@ -304,7 +315,7 @@ fn unpack_inline(paths: &PodPaths, expected: &str, json: Option<&str>) -> Result
         ))
     };
     std::fs::create_dir_all(&paths.inputs).map_err(|e| unwritable(&paths.inputs, e))?;
-    for (key, content) in &entries {
+    for (key, content) in entries {
         let path = if key == super::TASK_KEY {
             paths.task.clone()
         } else {
@@ -348,7 +359,17 @@ pub fn report(
     termination_log: &Path,
     stdout: &mut impl Write,
 ) -> io::Result<()> {
-    let encoded = wire::encode(&WireResult::from(result));
+    report_wire(&WireResult::from(result), termination_log, stdout)
+}
+
+/// [`report`] for a result already in its wire form (a chain member's,
+/// which says more than a [`WorkResult`]).
+pub fn report_wire(
+    result: &WireResult,
+    termination_log: &Path,
+    stdout: &mut impl Write,
+) -> io::Result<()> {
+    let encoded = wire::encode(result);
     if let Some(frame) = &encoded.log {
         stdout.write_all(frame.as_bytes())?;
         stdout.flush()?;

@@ -55,6 +55,21 @@ pub struct WireResult {
     /// The end of the script's stderr.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogTail>,
+    /// For a later member of a script chain: the digest of the task and
+    /// input files its pod made ([`inputs_digest`](super::inputs_digest)),
+    /// which the controller compares with what the engine's work makes
+    /// before it takes the result.
+    #[serde(
+        rename = "inputsSha256",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub inputs_sha256: Option<String>,
+    /// For a later member of a script chain that ran nothing: why (the step
+    /// before it in the pod did not finish). Not the attempt's result: the
+    /// controller runs the step in a pod of its own if the run goes on.
+    #[serde(rename = "notRun", default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 impl From<&WorkResult> for WireResult {
@@ -65,6 +80,7 @@ impl From<&WorkResult> for WireResult {
                 text: done.text.clone(),
                 error: None,
                 log: done.log.clone(),
+                ..WireResult::default()
             },
             Err(failed) => WireResult {
                 error: Some(failed.error.clone()),
@@ -272,6 +288,7 @@ mod tests {
             text: Some(text.to_string()),
             error: None,
             log: None,
+            ..WireResult::default()
         }
     }
 

@@ -117,6 +117,10 @@ pub const WORK_ANNOTATION: &str = "coxswain.dev/work";
 /// its pod checks before it runs anything).
 pub const INPUTS_DIGEST_ANNOTATION: &str = "coxswain.dev/inputs-sha256";
 
+/// Annotation on a script chain's Job: the keys of the steps after its
+/// first that run in its pod, in order, comma-separated.
+pub const CHAIN_ANNOTATION: &str = "coxswain.dev/chain";
+
 /// Annotation on a Job giving its timeout in milliseconds, for the message
 /// of a deadline the Job ran into.
 pub const TIMEOUT_ANNOTATION: &str = "coxswain.dev/timeout-ms";

@@ -49,7 +49,7 @@ const KEY_MAX: usize = 253;
 /// whole with each of their status changes (about nine an attempt): past
 /// this, one ConfigMap written once costs the API server less. (Argo and
 /// Tekton carry a step's template and script in its pod in the same way.)
-const INLINE_MAX: usize = 16 << 10;
+pub(super) const INLINE_MAX: usize = 16 << 10;
 
 /// The step container's variable holding its task and input files as one
 /// JSON object (keys as in the ConfigMap), when they ride in the Job. It
@@ -138,21 +138,7 @@ pub fn manifests(
 ) -> Manifests {
     let id = WorkId::of(work);
     let name = names::job(&owner.name, &id);
-    let mut task = PodTask {
-        step: step.clone(),
-        step_key: work.step.clone(),
-        run_name: work.run.name.clone(),
-        attempt: work.attempt,
-        part_key: work.part.as_ref().map(|p| p.key.clone()),
-        since: work.run.since.clone(),
-        timeout_ms: work
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-        max_output: settings.max_output,
-        branch: workspace.map(|w| w.branch.clone()),
-        part_round: work.part.as_ref().map(|p| p.round),
-        error: None,
-    };
+    let mut task = pod_task(work, step, settings, workspace);
     let files = work_input_files(work).map_err(StepError::from);
     let (inputs, entries) = attempt_entries(&mut task, files);
     let config_map = config_map(owner, &name, &work.step, entries);
@@ -175,6 +161,30 @@ pub fn manifests(
     Manifests { config_map, job }
 }
 
+/// What the pod is told of `work` besides its inputs.
+pub(super) fn pod_task(
+    work: &Work,
+    step: &ScriptStep,
+    settings: &JobSettings,
+    workspace: Option<&MountedWorkspace>,
+) -> PodTask {
+    PodTask {
+        step: step.clone(),
+        step_key: work.step.clone(),
+        run_name: work.run.name.clone(),
+        attempt: work.attempt,
+        part_key: work.part.as_ref().map(|p| p.key.clone()),
+        since: work.run.since.clone(),
+        timeout_ms: work
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        max_output: settings.max_output,
+        branch: workspace.map(|w| w.branch.clone()),
+        part_round: work.part.as_ref().map(|p| p.round),
+        error: None,
+    }
+}
+
 /// Whether `job`'s task and inputs ride in it (no inputs ConfigMap was made).
 pub fn inputs_inline(job: &Job) -> bool {
     let containers = job
@@ -191,11 +201,14 @@ pub fn inputs_inline(job: &Job) -> bool {
 }
 
 /// Where a pod finds its task and input files.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     /// The inputs ConfigMap of this name, mounted.
     ConfigMap(&'a str),
     /// [`INLINE_ENV`], holding this JSON.
     Inline(String),
+    /// Made in the pod (a later member of a script chain), where inline
+    /// inputs go.
+    Made,
 }
 
 /// What `config_map` holds as one JSON object, when it is small enough to
@@ -398,7 +411,7 @@ fn pod_spec(attempt: &Attempt) -> PodSpec {
     };
     let mut volumes = match source {
         Source::ConfigMap(name) => volumes(name, inputs),
-        Source::Inline(_) => volumes_inline(),
+        Source::Inline(_) | Source::Made => volumes_inline(),
     };
     if let Some(workspace) = workspace {
         for volume in volumes.iter_mut().filter(|v| v.name == "workspace") {
@@ -484,7 +497,7 @@ pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
 /// The step container's mounts; when the inputs ride in the Job, the
 /// task's emptyDir is writable (`step-exec` writes the task and the
 /// inputs' folder there) and there is no inputs volume.
-fn mounts(inlined: bool) -> Vec<VolumeMount> {
+pub(super) fn mounts(inlined: bool) -> Vec<VolumeMount> {
     let mut mounts = vec![
         mount("coxswain-bin", paths::BIN_DIR, true),
         mount("coxswain-task", paths::TASK_DIR, !inlined),
@@ -518,6 +531,7 @@ fn command(digest: &str, source: &Source) -> Vec<String> {
             paths::INLINE_INPUTS.into(),
             "--inputs-inline".into(),
         ]),
+        Source::Made => {}
     }
     command
 }
@@ -596,7 +610,7 @@ fn volumes(config_map: &str, inputs: &[InputFile]) -> Vec<Volume> {
 /// The script's contract variables, then the step's own `env` (which wins,
 /// as locally). Kubernetes expands `$(NAME)` in values: every `$` is
 /// doubled, so a value reaches the script exactly as written.
-fn env(
+pub(super) fn env(
     work: &Work,
     step: &ScriptStep,
     workspace: Option<&MountedWorkspace>,
@@ -605,7 +619,7 @@ fn env(
     let since = work.run.since.clone().unwrap_or_default();
     let inputs = match source {
         Source::ConfigMap(_) => paths::INPUTS,
-        Source::Inline(_) => paths::INLINE_INPUTS,
+        Source::Inline(_) | Source::Made => paths::INLINE_INPUTS,
     };
     let contract = [
         ("INPUTS", inputs.to_string()),

@@ -54,6 +54,7 @@
 //! `runs/finalizers` (the owner references block the Run's deletion).
 //! It never reads a Secret for a script.
 
+pub mod chain;
 pub mod handoff;
 mod launcher;
 mod manifest;

@@ -166,13 +166,17 @@ fn run_step(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.after.is_some() || args.hand_to.is_some() {
+        handoff::hide_from_script();
+    }
     let Some(result) = runtime.block_on(until_sigterm(&paths, args.after.as_deref())) else {
         return ExitCode::from(143);
     };
     drop(runtime);
     if let Some(dir) = &args.hand_to {
         handoff::end_leftovers();
-        if let Err(e) = handoff::hand_over(dir, &result) {
+        let name = std::env::var(handoff::HAND_TO_ENV).unwrap_or_default();
+        if let Err(e) = handoff::hand_over(dir, &name, &result) {
             // The next member waits until the Job's deadline or the run's
             // end; this step's own result still goes back.
             eprintln!(
@@ -224,7 +228,13 @@ async fn until_sigterm(paths: &PodPaths, after: Option<&Path>) -> Option<WireRes
             None => std::future::pending::<()>().await,
         }
     };
-    let env = |name: &str| std::env::var(name).ok();
+    // The hand-over name is the wrapper's alone, whatever the step's `env`
+    // names.
+    let env = |name: &str| {
+        (name != handoff::HAND_TO_ENV)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    };
     let work = async {
         match after {
             Some(after) => handoff::run_member(paths, after, env).await.wire(),

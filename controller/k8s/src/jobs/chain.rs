@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use super::JobSettings;
-use super::handoff::{CHAIN_ENV, ChainTask};
+use super::handoff::{CHAIN_ENV, ChainTask, HAND_TO_ENV, random_name};
 use super::manifest::{
     INLINE_MAX, Manifests, RunOwner, STEP_CONTAINER, Source, env, hardened, literal, manifests,
     mount, pod_task,
@@ -33,7 +33,7 @@ use super::manifest::{
 use super::task::paths;
 use crate::names;
 use coxswain_core::api::ScriptStep;
-use coxswain_core::engine::{Task, Work};
+use coxswain_core::engine::{Compiled, Task, Work};
 
 /// Where a member reads what the member before it handed over.
 pub const HANDOFF_IN: &str = "/coxswain/handoff/in";
@@ -73,6 +73,75 @@ impl LaterMember {
     }
 }
 
+/// The chains of a run's flow, as its Job launcher needs them: each
+/// member's step as written, and the run input later members' inputs are
+/// made from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunChains {
+    run_input: Value,
+    /// Each chain's members, its first included.
+    chains: Vec<Vec<LaterMember>>,
+}
+
+impl RunChains {
+    /// The chains of `flow` for a run whose input is `run_input`; none in
+    /// a flow with a workspace, whose steps share the run's volume and
+    /// branch, one pod after another.
+    pub fn of(flow: &Compiled<'_>, run_input: &Value) -> Self {
+        if flow.spec.workspace.is_some() {
+            return RunChains::default();
+        }
+        let member = |key: &String| {
+            let node = flow.node(key)?;
+            let compiled = &flow.steps[node];
+            Some(LaterMember {
+                key: key.clone(),
+                step: compiled.step.script.clone()?,
+                timeout: compiled.timeout,
+            })
+        };
+        let chains = flow
+            .chains
+            .all()
+            .iter()
+            .filter_map(|keys| keys.iter().map(member).collect::<Option<Vec<_>>>())
+            .collect();
+        RunChains {
+            run_input: run_input.clone(),
+            chains,
+        }
+    }
+
+    /// The run input.
+    pub fn run_input(&self) -> &Value {
+        &self.run_input
+    }
+
+    /// The later members of the chain `step` is the first of.
+    pub fn after_head(&self, step: &str) -> Option<&[LaterMember]> {
+        let chain = self.chains.iter().find(|c| c[0].key == step)?;
+        Some(&chain[1..])
+    }
+
+    /// For a later member: the first member's key and its own position.
+    pub fn head_of(&self, step: &str) -> Option<(&str, usize)> {
+        self.chains.iter().find_map(|chain| {
+            let position = chain.iter().position(|m| m.key == step)?;
+            (position > 0).then(|| (chain[0].key.as_str(), position))
+        })
+    }
+}
+
+/// Whether `work` may run in a chain's pod: a first attempt of a step of
+/// the flow's own list, nobody's send-back.
+pub fn chainable(work: &Work) -> bool {
+    work.attempt == 1
+        && work.part.is_none()
+        && work.iteration.is_none()
+        && work.review.is_none()
+        && matches!(work.task, Task::Script(_))
+}
+
 /// The container of the member at `position` (0: the first member, whose
 /// container is the step's own).
 pub fn member_container(position: usize) -> String {
@@ -97,12 +166,20 @@ pub fn chain_manifests(
         config_map,
         mut job,
     } = manifests(owner, head, step, settings, None);
+    if later.is_empty() {
+        return None;
+    }
+    // One secret name for each hand-over, drawn once: the Job is made once.
+    let hand_overs: Vec<String> = later.iter().map(|_| random_name()).collect();
     let mut members = Vec::with_capacity(later.len());
     for (i, member) in later.iter().enumerate() {
         let position = i + 1;
-        let last = position == later.len();
+        let names = HandOvers {
+            after: &hand_overs[i],
+            to: hand_overs.get(position).map(String::as_str),
+        };
         members.push(later_container(
-            member, head, position, last, run_input, settings,
+            member, head, position, names, run_input, settings,
         )?);
     }
     let annotations = job.metadata.annotations.get_or_insert_default();
@@ -117,7 +194,7 @@ pub fn chain_manifests(
     let spec = job.spec.as_mut()?;
     spec.active_deadline_seconds = deadline(head.timeout, later);
     let pod = spec.template.spec.as_mut()?;
-    hand_over_from_head(pod);
+    hand_over_from_head(pod, &hand_overs[0]);
     let volumes = pod.volumes.get_or_insert_default();
     for position in 0..later.len() {
         volumes.push(empty(&format!("handoff-{position}")));
@@ -135,11 +212,22 @@ pub fn chain_manifests(
 /// The folders each later member has to itself.
 const MEMBER_FOLDERS: [&str; 5] = ["task", "outputs", "workspace", "home", "tmp"];
 
-/// The first member hands its result over to the second.
-fn hand_over_from_head(pod: &mut PodSpec) {
+/// The hand-over names a later member reads and writes.
+struct HandOvers<'a> {
+    /// What the member before it hands over.
+    after: &'a str,
+    /// What it hands over itself; `None` for the last member.
+    to: Option<&'a str>,
+}
+
+/// The first member hands its result over to the second, as `name`.
+fn hand_over_from_head(pod: &mut PodSpec, name: &str) {
     let Some(head) = pod.containers.iter_mut().find(|c| c.name == STEP_CONTAINER) else {
         return;
     };
+    let env = head.env.get_or_insert_default();
+    env.retain(|v| v.name != HAND_TO_ENV);
+    env.push(literal(HAND_TO_ENV, name));
     head.command
         .get_or_insert_default()
         .extend(["--hand-to".to_string(), HANDOFF_OUT.to_string()]);
@@ -153,7 +241,7 @@ fn later_container(
     member: &LaterMember,
     head: &Work,
     position: usize,
-    last: bool,
+    names: HandOvers<'_>,
     run_input: &Value,
     settings: &JobSettings,
 ) -> Option<Container> {
@@ -161,14 +249,18 @@ fn later_container(
     let chain = ChainTask {
         task: pod_task(&work, &member.step, settings, None),
         run_input: run_input.clone(),
+        after: names.after.to_string(),
     };
     let json = serde_json::to_string(&chain).ok()?;
     if json.len() > INLINE_MAX {
         return None;
     }
     let mut env = env(&work, &member.step, None, &Source::Made);
-    env.retain(|v| v.name != CHAIN_ENV);
+    env.retain(|v| v.name != CHAIN_ENV && v.name != HAND_TO_ENV);
     env.push(literal(CHAIN_ENV, &json));
+    if let Some(to) = names.to {
+        env.push(literal(HAND_TO_ENV, to));
+    }
     let mut command = vec![
         paths::EXECUTABLE.to_string(),
         "step-exec".into(),
@@ -190,7 +282,7 @@ fn later_container(
         mount(&own("tmp"), paths::TMP, false),
         mount(&format!("handoff-{}", position - 1), HANDOFF_IN, true),
     ];
-    if !last {
+    if names.to.is_some() {
         command.extend(["--hand-to".into(), HANDOFF_OUT.into()]);
         mounts.push(mount(&format!("handoff-{position}"), HANDOFF_OUT, false));
     }
@@ -486,6 +578,24 @@ mod tests {
         );
         assert_eq!(told.task, alone);
         assert_eq!(told.run_input, json!({"team": "a"}));
+        // It waits for the name the member before it hands over as, which
+        // no other container is told.
+        let told_to = |name: &str| -> Vec<String> {
+            let c = pod.containers.iter().find(|c| c.name == name).expect("c");
+            c.env
+                .iter()
+                .flatten()
+                .filter(|v| v.name == HAND_TO_ENV)
+                .filter_map(|v| v.value.clone())
+                .collect()
+        };
+        assert_eq!(told_to("next-1"), vec![told.after.clone()]);
+        assert!(
+            told_to("next-2").is_empty(),
+            "the last member hands nothing over"
+        );
+        assert_ne!(told_to("step"), told_to("next-1"));
+        assert_eq!(told_to("step").len(), 1);
         let command = c.command.clone().unwrap_or_default();
         assert!(command.windows(2).any(|w| w == ["--after", HANDOFF_IN]));
         assert!(!command.iter().any(|a| a == "--hand-to"));

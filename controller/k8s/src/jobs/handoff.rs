@@ -4,8 +4,11 @@
 //! Each member runs in a container of its own. A member that has a next one
 //! writes its result into a folder only it may write and only the next
 //! member reads (`--hand-to`), after every process its script left behind
-//! is gone, so nothing of its script can change what the next member
-//! reads. The next member (`--after`) waits for that result, makes its
+//! is gone, under a file name drawn at random when the chain's Job was made
+//! ([`HAND_TO_ENV`], [`ChainTask::after`]): its script never learns that
+//! name (the wrapper keeps it out of the script's environment and makes
+//! itself unreadable to it), so no file the script writes there, while it
+//! runs or after, is taken for the result. The next member (`--after`) waits for that result, makes its
 //! input from it and the run input exactly as the engine makes a default
 //! input, writes its task and input files into folders no other container
 //! mounts, and runs its script; its result carries the digest of what it
@@ -32,11 +35,9 @@ use rustix::process::{Pid, Signal, WaitOptions, kill_process, wait};
 /// A later member's variable holding its [`ChainTask`] as JSON.
 pub const CHAIN_ENV: &str = "COXSWAIN_CHAIN_TASK_JSON";
 
-/// The result file in a hand-over folder.
-const RESULT_FILE: &str = "result.json";
-
-/// Made once [`RESULT_FILE`] is complete: the next member starts on it.
-const DONE_FILE: &str = "done";
+/// The variable of a member that hands over: the name of its result file
+/// in the hand-over folder.
+pub const HAND_TO_ENV: &str = "COXSWAIN_HAND_TO_NAME";
 
 /// How often a waiting member looks for the hand-over: a step's pod checks
 /// a file, which costs nothing beside the script it waits to run.
@@ -52,6 +53,8 @@ pub struct ChainTask {
     pub task: PodTask,
     /// The run input.
     pub run_input: Value,
+    /// The name of the result file the member before hands over.
+    pub after: String,
 }
 
 /// How a later member ended.
@@ -96,13 +99,6 @@ pub async fn run_member(
     after: &Path,
     env: impl Fn(&str) -> Option<String>,
 ) -> MemberEnd {
-    let previous = match handed_over(after).await {
-        Ok(previous) => previous,
-        Err(why) => return MemberEnd::NotRun(why),
-    };
-    if previous.error.is_some() || previous.not_run.is_some() {
-        return MemberEnd::NotRun("the step before it in the pod did not finish".into());
-    }
     let chain = match read_chain_task(env(CHAIN_ENV).as_deref()) {
         Ok(chain) => chain,
         Err(error) => {
@@ -112,6 +108,13 @@ pub async fn run_member(
             };
         }
     };
+    let previous = match handed_over(after, &chain.after).await {
+        Ok(previous) => previous,
+        Err(why) => return MemberEnd::NotRun(why),
+    };
+    if previous.error.is_some() || previous.not_run.is_some() {
+        return MemberEnd::NotRun("the step before it in the pod did not finish".into());
+    }
     let mut task = chain.task;
     let input = default_input(&chain.run_input, previous.output.unwrap_or(Value::Null));
     let files = input_files(&input).map_err(StepError::from);
@@ -152,26 +155,56 @@ fn read_chain_task(json: Option<&str>) -> Result<ChainTask, StepError> {
     })
 }
 
-/// The result the member before handed over in `dir`, once it has.
-async fn handed_over(dir: &Path) -> Result<WireResult, String> {
-    while !dir.join(DONE_FILE).exists() {
+/// The result the member before handed over in `dir` as `name`, once it
+/// has.
+async fn handed_over(dir: &Path, name: &str) -> Result<WireResult, String> {
+    let path = result_file(dir, name).map_err(|e| e.to_string())?;
+    while !path.exists() {
         tokio::time::sleep(POLL).await;
     }
-    let path = dir.join(RESULT_FILE);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read what the step before it handed over: {e}"))?;
     serde_json::from_str(&text)
         .map_err(|e| format!("what the step before it handed over is not a result: {e}"))
 }
 
-/// Hands `result` to the next member in `dir`: the result file whole, then
-/// the mark the next member waits for.
-pub fn hand_over(dir: &Path, result: &WireResult) -> io::Result<()> {
+/// Hands `result` to the next member in `dir` as the file `name`, which
+/// appears whole or not at all.
+pub fn hand_over(dir: &Path, name: &str, result: &WireResult) -> io::Result<()> {
+    let path = result_file(dir, name)?;
     let text = serde_json::to_string(result).map_err(io::Error::other)?;
-    let partial = dir.join(format!("{RESULT_FILE}.partial"));
+    let partial = path.with_extension("partial");
     std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, dir.join(RESULT_FILE))?;
-    std::fs::write(dir.join(DONE_FILE), b"")
+    std::fs::rename(&partial, path)
+}
+
+/// The hand-over file `name` in `dir`; a name that is not plain letters and
+/// digits is refused (it comes from the Job, never from a script).
+fn result_file(dir: &Path, name: &str) -> io::Result<std::path::PathBuf> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(io::Error::other(format!(
+            "`{name}` cannot name a hand-over file"
+        )));
+    }
+    Ok(dir.join(format!("{name}.json")))
+}
+
+/// A fresh hand-over name: 128 random bits, which no script can guess.
+pub fn random_name() -> String {
+    use rand::RngExt;
+    let bits: u128 = rand::rng().random();
+    format!("{bits:032x}")
+}
+
+/// Makes this process unreadable to the processes it starts (its
+/// `/proc/PID/environ`, which holds the hand-over names, included): the
+/// script runs as the same user, and must not learn them.
+pub fn hide_from_script() {
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!("cannot keep the step's wrapper from its script: {e}");
+    }
 }
 
 /// Ends every other process of this container, and waits until they are
@@ -241,6 +274,8 @@ mod tests {
         (dir, paths)
     }
 
+    const NAME: &str = "0123abcd";
+
     fn chain_task(source: &str, run_input: Value) -> String {
         let task = PodTask {
             step: ScriptStep {
@@ -258,7 +293,12 @@ mod tests {
             part_round: None,
             error: None,
         };
-        serde_json::to_string(&ChainTask { task, run_input }).expect("json")
+        serde_json::to_string(&ChainTask {
+            task,
+            run_input,
+            after: NAME.into(),
+        })
+        .expect("json")
     }
 
     fn done(output: Value) -> WireResult {
@@ -274,7 +314,7 @@ mod tests {
     async fn a_member_makes_its_input_from_the_one_before_and_says_what_it_made() {
         let (dir, paths) = dirs();
         let after = dir.path().join("after");
-        hand_over(&after, &done(json!({"n": 2}))).expect("hand over");
+        hand_over(&after, NAME, &done(json!({"n": 2}))).expect("hand over");
         let task = chain_task(
             r#"cat "$INPUTS/n" "$INPUTS/team""#,
             json!({"team": "a", "n": 1}),
@@ -311,7 +351,7 @@ mod tests {
         let (dir, paths) = dirs();
         let after = dir.path().join("after");
         let failed = WireResult::from(&Err(Failed::from(step_error(codes::SCRIPT, "exit 3"))));
-        hand_over(&after, &failed).expect("hand over");
+        hand_over(&after, NAME, &failed).expect("hand over");
         let marker = dir.path().join("ran");
         let task = chain_task(&format!("touch {}", marker.display()), Value::Null);
         let env = |name: &str| (name == CHAIN_ENV).then(|| task.clone());
@@ -332,14 +372,26 @@ mod tests {
             let after = after.clone();
             async move { run_member(&paths, &after, env).await }
         });
+        // A file under any other name is not the hand-over.
+        hand_over(&after, "guessed", &done(json!("forged"))).expect("forge");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!waiting.is_finished(), "it ran before the hand-over");
-        hand_over(&after, &done(json!("hello"))).expect("hand over");
+        hand_over(&after, NAME, &done(json!("hello"))).expect("hand over");
         let end = waiting.await.expect("member");
         let MemberEnd::Ran { result, .. } = end else {
             panic!("the member ran nothing: {end:?}");
         };
         assert_eq!(result.expect("done").text.as_deref(), Some("hello"));
+    }
+
+    #[test]
+    fn a_hand_over_name_is_letters_and_digits_and_never_repeats() {
+        let dir = tempfile::tempdir().expect("dir");
+        assert!(hand_over(dir.path(), "../x", &WireResult::default()).is_err());
+        assert!(hand_over(dir.path(), "", &WireResult::default()).is_err());
+        let (a, b) = (random_name(), random_name());
+        assert_ne!(a, b);
+        assert!(result_file(dir.path(), &a).is_ok());
     }
 
     #[test]

@@ -11,12 +11,13 @@ use kube::api::{
 use kube::{Client, Resource, ResourceExt};
 
 use super::JobSettings;
+use super::chain::RunChains;
 use super::manifest::{
     Manifests, RunOwner, STEP_CONTAINER, config_map_digest, inputs_inline, manifests,
 };
 use super::mounted::MountedWorkspace;
 use super::observe::{JobState, Reading, early_result, read_job, read_pod};
-use super::wire::{self, LogRef};
+use super::wire::{self, LogRef, WireResult};
 use crate::names;
 use coxswain_core::api::{LOG_TAIL_BYTES, LogTail, Run, StepError};
 use coxswain_core::engine::{Failed, Task, Work, WorkResult, codes, step_error};
@@ -52,12 +53,14 @@ const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 /// Runs the script steps of one Run as Jobs in the Run's namespace.
 #[derive(Clone)]
 pub struct JobLauncher {
-    owner: RunOwner,
-    settings: Arc<JobSettings>,
+    pub(super) owner: RunOwner,
+    pub(super) settings: Arc<JobSettings>,
     workspace: Option<MountedWorkspace>,
-    jobs: Api<Job>,
+    pub(super) jobs: Api<Job>,
     config_maps: Api<ConfigMap>,
     pods: Api<Pod>,
+    /// The run's script chains (none for a run with a workspace).
+    pub(super) chains: Arc<RunChains>,
 }
 
 impl std::fmt::Debug for JobLauncher {
@@ -85,7 +88,15 @@ impl JobLauncher {
             pods: Api::namespaced(client, &owner.namespace),
             owner,
             settings,
+            chains: Arc::default(),
         }
+    }
+
+    /// The launcher with the run's script chains: their first members
+    /// start their chain's pod, later members run in it.
+    pub fn with_chains(mut self, chains: Arc<RunChains>) -> Self {
+        self.chains = chains;
+        self
     }
 
     /// The launcher for the run as `record` has it: its scripts mount the
@@ -158,7 +169,11 @@ impl JobLauncher {
     }
 
     /// The Job `name`, when it is this Run's.
-    async fn own_job(&self, id: &WorkId, act: &'static str) -> Result<Option<Job>, LauncherError> {
+    pub(super) async fn own_job(
+        &self,
+        id: &WorkId,
+        act: &'static str,
+    ) -> Result<Option<Job>, LauncherError> {
         let job = self
             .jobs
             .get_opt(&self.job_name(id))
@@ -202,7 +217,7 @@ impl JobLauncher {
 
     /// What `job` says of its work, reading its pods only when the Job
     /// alone cannot tell.
-    async fn read(&self, id: &WorkId, job: &Job) -> Result<Observation, LauncherError> {
+    pub(super) async fn read(&self, id: &WorkId, job: &Job) -> Result<Observation, LauncherError> {
         if !self.owns(job) {
             return Ok(Observation::Finished(Err(Failed::from(step_error(
                 codes::TAMPERED,
@@ -277,7 +292,7 @@ impl JobLauncher {
 
     /// The pods of `job`, found by the label the Job controller gives them
     /// (never a list of the whole namespace).
-    async fn pods_of(&self, id: &WorkId, job: &Job) -> Result<Vec<Pod>, LauncherError> {
+    pub(super) async fn pods_of(&self, id: &WorkId, job: &Job) -> Result<Vec<Pod>, LauncherError> {
         let Some(uid) = job.metadata.uid.as_deref() else {
             return Ok(Vec::new());
         };
@@ -307,12 +322,29 @@ impl JobLauncher {
         pod: &Pod,
         reference: &LogRef,
     ) -> Result<WorkResult, LauncherError> {
+        Ok(
+            match self.wire_in_log(id, pod, reference, STEP_CONTAINER).await? {
+                Ok(result) => WorkResult::from(result),
+                Err(error) => Err(Failed::from(error)),
+            },
+        )
+    }
+
+    /// The result the step in `container` wrote to the pod's log as it
+    /// was sent, or why it cannot be taken.
+    pub(super) async fn wire_in_log(
+        &self,
+        id: &WorkId,
+        pod: &Pod,
+        reference: &LogRef,
+        container: &str,
+    ) -> Result<Result<WireResult, StepError>, LauncherError> {
         let name = pod.metadata.name.clone().unwrap_or_default();
         // The frame is the log's last two lines (a header and the body,
         // which the runtime may have split into pieces); a few more
         // tolerate a runtime's line after it.
         let params = LogParams {
-            container: Some(STEP_CONTAINER.to_string()),
+            container: Some(container.to_string()),
             tail_lines: Some(frame_tail_lines(reference.bytes)),
             ..LogParams::default()
         };
@@ -321,13 +353,12 @@ impl JobLauncher {
             Err(kube::Error::Api(status)) if status.code == 404 => String::new(),
             Err(e) => return Err(unavailable(id, "observed", e.to_string())),
         };
-        Ok(match wire::decode_log(&log, reference) {
-            Ok(result) => WorkResult::from(result),
-            Err(problem) => Err(Failed::from(step_error(
+        Ok(wire::decode_log(&log, reference).map_err(|problem| {
+            step_error(
                 codes::INTERNAL,
                 format!("cannot read the step's result from pod {name}: {problem}"),
-            ))),
-        })
+            )
+        }))
     }
 }
 
@@ -379,11 +410,14 @@ impl JobLauncher {
     /// stopped so its attempt's status keeps them; `None` when there is no
     /// pod of this Run's Job or it has no log yet.
     pub async fn last_lines(&self, id: &WorkId) -> Option<LogTail> {
-        let job = self.own_job(id, "cancelled").await.ok()??;
+        let (job, container) = match self.own_job(id, "cancelled").await.ok()? {
+            Some(job) => (job, STEP_CONTAINER.to_string()),
+            None => self.chain_job_of(id, "cancelled").await.ok()??,
+        };
         let pods = self.pods_of(id, &job).await.ok()?;
         let pod = pods.first()?;
         let params = LogParams {
-            container: Some(STEP_CONTAINER.to_string()),
+            container: Some(container),
             tail_lines: Some(STOPPED_TAIL_LINES),
             limit_bytes: None,
             ..LogParams::default()
@@ -401,22 +435,38 @@ impl JobLauncher {
     }
 }
 
-impl Launcher for JobLauncher {
-    async fn launch(&self, work: &Work) -> Result<(), LauncherError> {
-        let id = WorkId::of(work);
-        let Manifests { config_map, job } = self.manifests(work)?;
-        if let Some(config_map) = &config_map {
+impl JobLauncher {
+    /// Creates an attempt's objects (each only once: one already there
+    /// under its name counts as made, the inputs checked to be ours).
+    pub(super) async fn create_attempt(
+        &self,
+        id: &WorkId,
+        config_map: Option<&ConfigMap>,
+        job: &Job,
+    ) -> Result<(), LauncherError> {
+        if let Some(config_map) = config_map {
             let made = create(&self.config_maps, config_map)
                 .await
-                .map_err(|e| unavailable(&id, "launched", e.to_string()))?;
+                .map_err(|e| unavailable(id, "launched", e.to_string()))?;
             if !made {
-                self.check_inputs(&id, config_map).await?;
+                self.check_inputs(id, config_map).await?;
             }
         }
-        create(&self.jobs, &job)
+        create(&self.jobs, job)
             .await
             .map(|_| ())
-            .map_err(|e| unavailable(&id, "launched", e.to_string()))
+            .map_err(|e| unavailable(id, "launched", e.to_string()))
+    }
+}
+
+impl Launcher for JobLauncher {
+    async fn launch(&self, work: &Work) -> Result<(), LauncherError> {
+        if self.launch_chained(work).await? {
+            return Ok(());
+        }
+        let Manifests { config_map, job } = self.manifests(work)?;
+        self.create_attempt(&WorkId::of(work), config_map.as_ref(), &job)
+            .await
     }
 
     async fn observe(&self, id: &WorkId) -> Result<Observation, LauncherError> {
@@ -434,6 +484,12 @@ impl Launcher for JobLauncher {
     async fn cancel(&self, id: &WorkId) -> Result<(), LauncherError> {
         let name = self.job_name(id);
         let Some(job) = self.own_job(id, "cancelled").await? else {
+            // A later member of a chain stops with its chain's pod.
+            if let Some((job, _)) = self.chain_job_of(id, "cancelled").await? {
+                delete_exactly(&self.jobs, &job.name_any(), job.metadata.uid.clone())
+                    .await
+                    .map_err(|e| unavailable(id, "cancelled", e.to_string()))?;
+            }
             return Ok(());
         };
         delete_exactly(&self.jobs, &name, job.metadata.uid.clone())
@@ -473,7 +529,7 @@ impl Launcher for JobLauncher {
 
 /// Creates `object`: `true` when this call made it, `false` when one under
 /// its name existed already (which the caller must check before trusting).
-async fn create<K>(api: &Api<K>, object: &K) -> Result<bool, kube::Error>
+pub(super) async fn create<K>(api: &Api<K>, object: &K) -> Result<bool, kube::Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -510,7 +566,7 @@ where
     }
 }
 
-fn unavailable(id: &WorkId, act: &'static str, reason: String) -> LauncherError {
+pub(super) fn unavailable(id: &WorkId, act: &'static str, reason: String) -> LauncherError {
     LauncherError::Unavailable {
         id: id.to_string(),
         act,

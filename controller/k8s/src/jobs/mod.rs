@@ -55,6 +55,7 @@
 //! It never reads a Secret for a script.
 
 pub mod chain;
+mod chain_launch;
 pub mod handoff;
 mod launcher;
 mod manifest;

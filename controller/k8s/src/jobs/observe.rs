@@ -111,23 +111,31 @@ pub enum Reading {
 /// `restartPolicy: Never` the first pod's end is the attempt's. A pod being
 /// deleted is left to its Job, which may be stopping it for its deadline.
 pub fn early_result(pod: &Pod) -> Option<Reading> {
+    early_result_of(pod, STEP_CONTAINER)
+}
+
+/// [`early_result`] for the step in `container` (a later member of a
+/// script chain has a container of its own in the chain's pod).
+pub fn early_result_of(pod: &Pod, container: &str) -> Option<Reading> {
     if pod.metadata.deletion_timestamp.is_some() {
         return None;
     }
-    match read_pod(pod) {
+    match read_container(pod, container) {
         reading @ (Reading::Result(_) | Reading::InLog(_)) => Some(reading),
         Reading::Running | Reading::Failed(_) => None,
     }
 }
 
-/// Whether a watched pod's change may end its attempt now, so its Run is
-/// worth reconciling: its step container ended, or the pod did.
+/// Whether a watched pod's change may end an attempt now, so its Run is
+/// worth reconciling: a step's container ended (the step's own, or a
+/// later chain member's), or the pod did.
 pub fn pod_ended(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
         return false;
     };
     let step_ended = status.container_statuses.iter().flatten().any(|c| {
-        c.name == STEP_CONTAINER && c.state.as_ref().is_some_and(|s| s.terminated.is_some())
+        let a_step = c.name == STEP_CONTAINER || c.name.starts_with("next-");
+        a_step && c.state.as_ref().is_some_and(|s| s.terminated.is_some())
     });
     step_ended || matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
@@ -145,12 +153,19 @@ const STUCK: [&str; 6] = [
 
 /// What `pod` says of its attempt.
 pub fn read_pod(pod: &Pod) -> Reading {
+    read_container(pod, STEP_CONTAINER)
+}
+
+/// What `pod` says of the attempt that runs in `container`: its result
+/// once it ended, or why the pod will not run it. Other step containers
+/// (a chain's later members) are not this attempt's business.
+pub fn read_container(pod: &Pod, container: &str) -> Reading {
     let status = pod.status.clone().unwrap_or_default();
     let step = status
         .container_statuses
         .iter()
         .flatten()
-        .find(|c| c.name == STEP_CONTAINER);
+        .find(|c| c.name == container);
     if let Some(reading) = step.and_then(ended_step) {
         return reading;
     }
@@ -168,11 +183,7 @@ pub fn read_pod(pod: &Pod) -> Reading {
             ));
         }
     }
-    let waiting = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten());
+    let waiting = status.init_container_statuses.iter().flatten().chain(step);
     for c in waiting {
         if let Some(failed) = stuck(c) {
             return Reading::Failed(failed);
@@ -201,7 +212,8 @@ fn ended_step(c: &ContainerStatus) -> Option<Reading> {
         None => Reading::Failed(step_error(
             codes::INTERNAL,
             format!(
-                "the step's wrapper ended without a result: container `{STEP_CONTAINER}` ended with {}{}",
+                "the step's wrapper ended without a result: container `{}` ended with {}{}",
+                c.name,
                 how(t.reason.as_deref(), t.exit_code, t.signal),
                 tail(Some(message))
             ),

@@ -14,6 +14,7 @@ use coxswain_steps::in_process::InProcess;
 use coxswain_steps::launch::{Launcher, LauncherError, Observation, WorkId};
 
 use super::in_controller::InController;
+use crate::jobs::chain::RunChains;
 use crate::jobs::{JobLauncher, JobSettings};
 
 /// Run uid → the Run, for in-controller work that finishes: its end queues
@@ -51,10 +52,11 @@ impl<'a> Launchers<'a> {
         in_controller: &'a InProcess<InController>,
         routes: &'a Routes,
         run: &'a Run,
+        chains: Arc<RunChains>,
     ) -> Self {
         Launchers {
             run,
-            jobs: JobLauncher::for_run(client, jobs, run),
+            jobs: JobLauncher::for_run(client, jobs, run).with_chains(chains),
             in_controller,
             routes,
         }
@@ -83,7 +85,7 @@ impl<'a> Launchers<'a> {
     pub async fn observe(&self, work: &Work) -> Result<Observation, LauncherError> {
         let id = WorkId::of(work);
         match self.route(work) {
-            Route::Job(jobs) => jobs.observe(&id).await,
+            Route::Job(jobs) => jobs.observe_work(work).await,
             Route::Here(here) => here.observe(&id).await,
         }
     }

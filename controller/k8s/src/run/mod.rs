@@ -39,6 +39,7 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 use crate::error::{Error, ValueError};
+use crate::jobs::chain::RunChains;
 use crate::settings::Settings;
 use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepPhase, Workspace};
 use coxswain_core::engine::{
@@ -129,6 +130,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         .input
         .clone()
         .unwrap_or(Value::Object(Default::default()));
+    let chains = Arc::new(RunChains::of(flow.get(), &input));
     let mut machine = match RunMachine::resume(&flow, input, run_info(&run), old.clone()) {
         Ok(machine) => machine,
         Err(e) => {
@@ -141,6 +143,7 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         &ctx.in_controller,
         &ctx.routes,
         &run,
+        chains,
     );
     let mut seen = gather(&ctx, &run, &machine, &launchers, &flow).await?;
     let now = Timestamp::now();

@@ -452,3 +452,235 @@ async fn a_workspace_claim_is_shared_by_the_pods_of_a_run() {
         json!({"shared": format!("first {uid}|second {uid}|"), "report": "the report", "path": kept})
     );
 }
+
+/// Four script steps, each taking the default input (the run input and the
+/// step before's output): a chain, run in one pod.
+const CHAIN_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: chain}
+spec:
+  input:
+    type: object
+    properties: {trail: {type: string}}
+  steps:
+    - key: first
+      script: {image: IMAGE_BUSYBOX, source: STEP}
+    - key: second
+      script: {image: IMAGE_BUSYBOX, source: STEP}
+    - key: third
+      script: {image: IMAGE_BUSYBOX, source: STEP}
+    - key: fourth
+      script: {image: IMAGE_BUSYBOX, source: STEP}
+"#;
+
+/// Each chain member adds its key to the trail it was given.
+const TRAIL_STEP: &str = r#"'echo "$STEP_KEY as $(id -u)" >&2; t=$(sed "s/.*\"data\":\"\([^\"]*\)\".*/\1/" "$INPUTS/trail"); printf "{\"trail\": \"%s>%s\"}" "$t" "$STEP_KEY"'"#;
+
+/// The Jobs of `run`, as `kubectl` lists them.
+fn jobs_of(s: &Setup, run: &str) -> Vec<Value> {
+    let selector = format!("coxswain.dev/run={run}");
+    let jobs = s
+        .kubectl
+        .json(&["get", "jobs", "-n", s.ns(), "-l", &selector, "-o", "json"]);
+    jobs["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Each container of the chain's pod and how it ended, once all have.
+async fn chain_containers(s: &Setup, job: &str) -> Vec<(String, Value)> {
+    let selector = format!("job-name={job}");
+    wait_for("the chain's pod to end", BOUND, || async {
+        let pods = s
+            .kubectl
+            .json(&["get", "pods", "-n", s.ns(), "-l", &selector, "-o", "json"]);
+        Ok(ended_containers(&pods))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", pods_wide(s)))
+}
+
+/// The containers of the first pod in `pods` and how each ended, when all
+/// have.
+fn ended_containers(pods: &Value) -> Option<Vec<(String, Value)>> {
+    let statuses = pods["items"].get(0)?["status"]["containerStatuses"].as_array()?;
+    statuses
+        .iter()
+        .map(|c| {
+            let terminated = c["state"]["terminated"].clone();
+            (!terminated.is_null()).then(|| {
+                (
+                    c["name"].as_str().unwrap_or_default().to_string(),
+                    terminated,
+                )
+            })
+        })
+        .collect()
+}
+
+/// Consecutive script steps run in one pod, one container each, the
+/// outputs passed on whole; one Job for the four steps.
+#[tokio::test]
+async fn consecutive_script_steps_run_in_one_pod() {
+    let (s, uid) = setup().await;
+    s.apply(
+        &CHAIN_FLOW
+            .replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE)
+            .replace("STEP", TRAIL_STEP),
+    );
+    let run = create_run(&s, "chain", json!({"trail": "start"}));
+    let done = wait_phase(&s, &run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    let steps = &done["status"]["steps"];
+    assert_eq!(
+        steps["fourth"]["output"]["trail"], "start>first>second>third>fourth",
+        "{:#}",
+        steps
+    );
+    assert_eq!(
+        steps["third"]["attempts"][0]["log"]["text"],
+        format!("third as {uid}\n"),
+        "a later member's stderr is its own"
+    );
+    let jobs = jobs_of(&s, &run);
+    assert_eq!(jobs.len(), 1, "one Job for the chain: {jobs:#?}");
+    let job = &jobs[0];
+    assert_eq!(
+        job["metadata"]["annotations"]["coxswain.dev/chain"],
+        "second,third,fourth"
+    );
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let containers = chain_containers(&s, name).await;
+    let names: Vec<&str> = containers.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["next-1", "next-2", "next-3", "step"]);
+    for (name, ended) in &containers {
+        assert_eq!(ended["exitCode"], 0, "{name}: {ended}");
+    }
+}
+
+/// A member's script cannot choose what the next member receives: not by
+/// writing in the hand-over folder while it runs, nor from a process it
+/// leaves behind (in a session of its own) that keeps writing there; it
+/// cannot read the hand-over name from its wrapper either.
+const FORGING_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: forging}
+spec:
+  steps:
+    - key: first
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          forge() {
+            while true; do
+              for f in /coxswain/handoff/out/*; do
+                echo '{"output": {"trail": "forged"}}' > "$f" 2>/dev/null
+              done
+              echo '{"output": {"trail": "forged"}}' > /coxswain/handoff/out/guessed.json
+              sleep 0.02
+            done
+          }
+          forge &
+          setsid sh -c "$(declare -f forge 2>/dev/null || type forge | tail -n +2); forge" </dev/null >/dev/null 2>&1 &
+          if cat /proc/1/environ >/dev/null 2>&1; then environ=readable; else environ=unreadable; fi
+          named=$(env | grep -c COXSWAIN_HAND_TO_NAME || true)
+          sleep 0.5
+          printf '{"trail": "first", "environ": "%s", "named": %s}' "$environ" "$named"
+    - key: second
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          sleep 1
+          sed 's/.*"data":"\([^"]*\)".*/\1/' "$INPUTS/trail"
+"#;
+
+#[tokio::test]
+async fn a_members_script_cannot_forge_what_the_next_one_receives() {
+    let (s, _uid) = setup().await;
+    s.apply(&FORGING_FLOW.replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE));
+    let run = create_run(&s, "forging", json!({}));
+    let done = wait_phase(&s, &run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    let steps = &done["status"]["steps"];
+    assert_eq!(
+        steps["first"]["output"],
+        json!({"trail": "first", "environ": "unreadable", "named": 0})
+    );
+    assert_eq!(steps["second"]["text"], "first", "{:#}", steps);
+    assert_eq!(jobs_of(&s, &run).len(), 1, "the two steps shared a pod");
+}
+
+/// A member that fails in the pod is tried again alone; the next member's
+/// container runs nothing, and the next member runs alone after it.
+const RETRIED_FLOW: &str = r#"
+apiVersion: coxswain.dev/v1alpha1
+kind: Flow
+metadata: {name: retried}
+spec:
+  input:
+    type: object
+    properties: {trail: {type: string}}
+  steps:
+    - key: first
+      attempts: 2
+      backoff: 1s
+      script:
+        image: IMAGE_BUSYBOX
+        source: |
+          if [ "$ATTEMPT" = 1 ]; then echo 'not yet' >&2; exit 3; fi
+          printf '{"trail": "first%s"}' "$ATTEMPT"
+    - key: second
+      script: {image: IMAGE_BUSYBOX, source: STEP}
+"#;
+
+#[tokio::test]
+async fn a_member_that_fails_in_the_pod_is_tried_again_and_the_next_runs_alone() {
+    let (s, _uid) = setup().await;
+    s.apply(
+        &RETRIED_FLOW
+            .replace("IMAGE_BUSYBOX", BUSYBOX_IMAGE)
+            .replace("STEP", TRAIL_STEP),
+    );
+    let run = create_run(&s, "retried", json!({"trail": "start"}));
+    let done = wait_phase(&s, &run, &["Succeeded", "Failed"]).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    let steps = &done["status"]["steps"];
+    assert_eq!(steps["second"]["output"]["trail"], "first2>second");
+    assert_eq!(steps["first"]["attempts"][0]["log"]["text"], "not yet\n");
+    let mut jobs: Vec<String> = jobs_of(&s, &run)
+        .iter()
+        .map(|j| {
+            j["metadata"]["annotations"]["coxswain.dev/work"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    jobs.sort();
+    assert_eq!(
+        jobs.len(),
+        3,
+        "the chain, first's second attempt, second alone: {jobs:?}"
+    );
+    let chain = jobs_of(&s, &run)
+        .into_iter()
+        .find(|j| !j["metadata"]["annotations"]["coxswain.dev/chain"].is_null())
+        .expect("the chain's Job");
+    let name = chain["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let containers = chain_containers(&s, &name).await;
+    let next = containers
+        .iter()
+        .find(|(n, _)| n == "next-1")
+        .map(|(_, ended)| ended.clone())
+        .expect("next-1");
+    assert!(
+        next["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("notRun"),
+        "the second member's container ran nothing: {next}"
+    );
+}

@@ -26,6 +26,12 @@
 //!   `valueFrom.secretKeyRef` stays a `secretKeyRef`), so the controller never
 //!   reads those Secrets.
 //!
+//! Consecutive script steps share one pod ([`chain`]): the first one's Job
+//! gets a container for each later one, which waits for the one before it
+//! to hand its result over ([`handoff`]) and makes its own input from it;
+//! the launcher takes such a result only when those inputs are the
+//! engine's (`chain_launch`).
+//!
 //! [`JobLauncher`] performs the acts a Run reconciler asks for (launch,
 //! observe, cancel, forget); [`pod`] is what runs inside the pod.
 //!

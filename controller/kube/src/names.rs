@@ -121,6 +121,16 @@ pub const INPUTS_DIGEST_ANNOTATION: &str = "coxswain.dev/inputs-sha256";
 /// first that run in its pod, in order, comma-separated.
 pub const CHAIN_ANNOTATION: &str = "coxswain.dev/chain";
 
+/// The container of the member at `position` of a script chain's pod: the
+/// first member's is the step's own, `step`; later ones `next-1`,
+/// `next-2`, … in the order [`CHAIN_ANNOTATION`] lists them.
+pub fn chain_container(position: usize) -> String {
+    match position {
+        0 => "step".to_string(),
+        n => format!("next-{n}"),
+    }
+}
+
 /// Annotation on a Job giving its timeout in milliseconds, for the message
 /// of a deadline the Job ran into.
 pub const TIMEOUT_ANNOTATION: &str = "coxswain.dev/timeout-ms";

@@ -5,13 +5,14 @@
 //! when a Job the Run controls controls it, so a pod someone labelled
 //! like a step's cannot put words in its log.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use coxswain_kube::names::{RUN_NAME_LABEL, STEP_LABEL, controlled_by};
+use coxswain_kube::names::{
+    CHAIN_ANNOTATION, RUN_NAME_LABEL, STEP_LABEL, chain_container, controlled_by, step_label,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, LogParams};
@@ -47,9 +48,9 @@ pub async fn log(
     let client = shared.access.client(&headers)?;
     let run = get_run(&client, &ns, &name).await?;
     let uid = run.uid().unwrap_or_default();
-    let selector = format!("{RUN_NAME_LABEL}={name},{STEP_LABEL}={key}");
+    let selector = format!("{RUN_NAME_LABEL}={name}");
     let params = ListParams::default().labels(&selector);
-    let (pods, note) = match from_pods(&client, &ns, &params, &uid).await {
+    let (pods, note) = match from_pods(&client, &ns, &params, &uid, &key).await {
         Ok(pods) => (pods, None),
         // Someone who may read the Run but not its Jobs or pods still
         // reads what the status kept.
@@ -81,35 +82,42 @@ pub fn attempt_tails(run: &Run, key: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// What the step's pods (those of Jobs the Run controls) printed, oldest first.
+/// What the step's pods (those of Jobs the Run controls) printed, oldest
+/// first: its own Jobs' `step` container, and its container in the pod of
+/// a script chain it ran in.
 async fn from_pods(
     client: &kube::Client,
     ns: &str,
     params: &ListParams,
     run_uid: &str,
+    key: &str,
 ) -> Result<Vec<Value>, ApiError> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let ours: BTreeSet<String> = jobs
+    let ours: Vec<(String, String)> = jobs
         .list(params)
         .await?
         .items
         .iter()
         .filter(|j| controlled_by(*j, run_uid))
-        .filter_map(|j| j.uid())
+        .filter_map(|j| Some((j.uid()?, container_for(j, key)?)))
         .collect();
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let mut pods: Vec<Pod> = pods_api
+    let mut pods: Vec<(Pod, String)> = pods_api
         .list(params)
         .await?
         .items
         .into_iter()
-        .filter(|p| ours.iter().any(|job| controlled_by(p, job)))
+        .filter_map(|p| {
+            let (_, container) = ours.iter().find(|(job, _)| controlled_by(&p, job))?;
+            let container = container.clone();
+            Some((p, container))
+        })
         .collect();
-    pods.sort_by_key(|p| p.creation_timestamp().map(|t| t.0));
+    pods.sort_by_key(|(p, _)| p.creation_timestamp().map(|t| t.0));
     let mut out = Vec::new();
-    for pod in &pods {
+    for (pod, container) in &pods {
         let params = LogParams {
-            container: Some(STEP_CONTAINER.into()),
+            container: Some(container.clone()),
             ..LogParams::default()
         };
         let text = match pods_api.logs(&pod.name_any(), &params).await {
@@ -119,4 +127,16 @@ async fn from_pods(
         out.push(json!({ "pod": pod.name_any(), "text": text }));
     }
     Ok(out)
+}
+
+/// The container of `job`'s pod that ran step `key`: `step` in the step's
+/// own Job, its place in a script chain's Job that lists it; `None` for
+/// another step's Job.
+fn container_for(job: &Job, key: &str) -> Option<String> {
+    if job.labels().get(STEP_LABEL) == Some(&step_label(key)) {
+        return Some(STEP_CONTAINER.into());
+    }
+    let chain = job.annotations().get(CHAIN_ANNOTATION)?;
+    let position = chain.split(',').position(|k| k == key)?;
+    Some(chain_container(position + 1))
 }

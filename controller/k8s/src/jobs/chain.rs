@@ -145,10 +145,7 @@ pub fn chainable(work: &Work) -> bool {
 /// The container of the member at `position` (0: the first member, whose
 /// container is the step's own).
 pub fn member_container(position: usize) -> String {
-    match position {
-        0 => STEP_CONTAINER.to_string(),
-        n => format!("next-{n}"),
-    }
+    names::chain_container(position)
 }
 
 /// The objects of a chain whose first member's work is `head` and whose

@@ -39,7 +39,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(r.position() >= 1 && r.position() <= src.chars().count());
         }
     } else if let Err(e) = parse(src) {
-        assert!(e.position >= 1 && e.position <= src.chars().count() + 1, "{e:?}");
+        assert!(
+            e.position >= 1 && e.position <= src.chars().count() + 1,
+            "{e:?}"
+        );
     }
     if let Ok(t) = parse_value(&Value::String(src.to_string())) {
         let _ = t.resolve(context());

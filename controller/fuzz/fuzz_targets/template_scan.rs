@@ -77,10 +77,11 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     if let Ok(out) = template.render(&ctx) {
-        if place == Place::Json && checked.is_ok() {
-            if let Err(error) = serde_json::from_str::<Value>(&out) {
-                panic!("checked body rendered to invalid JSON ({error}): {out}");
-            }
+        if place == Place::Json
+            && checked.is_ok()
+            && let Err(error) = serde_json::from_str::<Value>(&out)
+        {
+            panic!("checked body rendered to invalid JSON ({error}): {out}");
         }
         if place == Place::Header {
             assert!(!out.contains(['\r', '\n']));

@@ -16,7 +16,7 @@ use super::chain::{chain_manifests, chainable, member_container};
 use super::launcher::JobLauncher;
 use super::manifest::{Manifests, attempt_entries, pod_task};
 use super::observe::{JobState, Reading, read_container, read_job};
-use super::task::inputs_digest;
+use super::task::entries_digest;
 use super::wire::WireResult;
 use crate::names;
 use coxswain_core::api::StepError;
@@ -165,7 +165,7 @@ impl JobLauncher {
         let mut task = pod_task(work, step, &self.settings, None);
         let files = work_input_files(work).map_err(StepError::from);
         let (_, entries) = attempt_entries(&mut task, files);
-        let expected = inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())));
+        let expected = entries_digest(&entries);
         match wire.inputs_sha256.as_deref() {
             Some(found) if found == expected => WorkResult::from(wire),
             // The pod could not even read its task: its error stands.

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::manifest::attempt_entries;
 use super::pod::{PodPaths, run_task, write_entries};
-use super::task::{PodTask, inputs_digest};
+use super::task::{PodTask, entries_digest};
 use super::wire::WireResult;
 use coxswain_core::api::StepError;
 use coxswain_core::engine::{Failed, WorkResult, codes, default_input, step_error};
@@ -119,7 +119,7 @@ pub async fn run_member(
     let input = default_input(&chain.run_input, previous.output.unwrap_or(Value::Null));
     let files = input_files(&input).map_err(StepError::from);
     let (_, entries) = attempt_entries(&mut task, files);
-    let digest = inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())));
+    let digest = entries_digest(&entries);
     if let Err(error) = write_entries(paths, &entries) {
         return MemberEnd::Ran {
             result: Err(Failed::from(error)),
@@ -337,7 +337,7 @@ mod tests {
         let mut expected_task = serde_json::from_str::<ChainTask>(&task).expect("task").task;
         let files = input_files(&json!({"team": "a", "n": 2})).map_err(StepError::from);
         let (_, entries) = attempt_entries(&mut expected_task, files);
-        let expected = inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())));
+        let expected = entries_digest(&entries);
         assert_eq!(inputs_sha256, Some(expected));
         // Its inputs are read-only, as a mounted ConfigMap's are.
         let mode = std::fs::metadata(&paths.inputs)

@@ -286,7 +286,7 @@ fn unpack_inline(paths: &PodPaths, expected: &str, json: Option<&str>) -> Result
                 "{var} does not hold the step's task and inputs: {e}"
             ))
         })?;
-    let found = super::task::inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())));
+    let found = super::task::entries_digest(&entries);
     if found != expected {
         return Err(step_error(
             codes::TAMPERED,

@@ -93,6 +93,13 @@ impl PodTask {
     }
 }
 
+/// [`inputs_digest`] of an attempt's keys and values as text (what
+/// [`attempt_entries`](super::attempt_entries) makes, or what rode in the
+/// Job).
+pub fn entries_digest(entries: &std::collections::BTreeMap<String, String>) -> String {
+    inputs_digest(entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())))
+}
+
 /// The digest of an attempt's inputs ConfigMap as the pod sees it: every key
 /// (the [`TASK_KEY`](super::TASK_KEY) and each input file's) with its
 /// value, in key order, each length-prefixed so no two maps share one.

@@ -400,6 +400,10 @@ async fn reconcile_runs(
         shards.clone(),
         leading.clone(),
     )?;
+    let held = ctx.in_controller.held();
+    shards.tell_working(Arc::new(move || {
+        crate::shards::of_runs(held.ids().iter().map(|id| id.run.as_str()))
+    }));
     let (finished_tx, finished_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(route_finishes(
         finishes,

@@ -22,7 +22,11 @@
 //! - each replica takes free buckets up to `ceil(64 / live replicas)`;
 //! - a replica holding more than that stops acting on the extra ones,
 //!   waits until nothing of them is being reconciled here, and only then
-//!   frees them in the map (a voluntary hand-over never overlaps);
+//!   frees them in the map (a voluntary hand-over never overlaps). It
+//!   gives up idle buckets first: one with work held in this process (a
+//!   call in flight, a result not yet written) only after it has been
+//!   over its share for a whole duration, since stopping it cancels that
+//!   work and the taker makes the call again;
 //! - on a graceful shutdown it frees every bucket and deletes its member
 //!   Lease, so the others take over at their next tick.
 //!
@@ -30,8 +34,8 @@
 //! two replicas taking the same free bucket cannot both win.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -60,6 +64,10 @@ pub type BucketSet = u64;
 /// Called with the buckets this replica stops acting on, before they can
 /// be handed to another: cancel the in-process work of their Runs.
 pub type OnLost = Arc<dyn Fn(BucketSet) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// The buckets whose Runs have work held in this process now: what a
+/// hand-over of them would cancel.
+pub type Working = Arc<dyn Fn() -> BucketSet + Send + Sync>;
 
 /// Where the Leases are and who this replica is.
 #[derive(Clone, Debug)]
@@ -97,6 +105,9 @@ struct Busy {
     /// replica that was paused (a stopped process, a long stall) refuses
     /// work at once on waking, before its next tick stops the rest.
     fresh_until: std::sync::Mutex<Option<Instant>>,
+    /// Told once the in-process launcher exists; until then every bucket
+    /// counts as idle.
+    working: OnceLock<Working>,
 }
 
 impl Busy {
@@ -107,6 +118,10 @@ impl Busy {
 
     fn set_fresh_until(&self, until: Instant) {
         *self.fresh_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+    }
+
+    fn working(&self) -> BucketSet {
+        self.working.get().map_or(0, |working| working())
     }
 }
 
@@ -138,6 +153,7 @@ impl Shards {
                 owned,
                 in_flight: std::array::from_fn(|_| AtomicU32::new(0)),
                 fresh_until: std::sync::Mutex::new(fresh_until),
+                working: OnceLock::new(),
             }),
         }
     }
@@ -157,6 +173,7 @@ impl Shards {
             seen: HashMap::new(),
             renewed: None,
             releasing: 0,
+            over_since: None,
             first: true,
             busy: shards.busy.clone(),
             on_lost,
@@ -177,6 +194,12 @@ impl Shards {
             bucket,
         };
         (self.owns(bucket) && self.busy.fresh()).then_some(entered)
+    }
+
+    /// Tells the keeper which buckets have work held in this process, so a
+    /// voluntary hand-over picks idle ones first. Only the first call counts.
+    pub fn tell_working(&self, working: Working) {
+        let _ = self.busy.working.set(working);
     }
 
     /// Whether this replica acts on `bucket` now.
@@ -212,6 +235,12 @@ pub fn holds(set: BucketSet, uid: &str) -> bool {
     set & bit(names::bucket_of(uid)) != 0
 }
 
+/// The buckets of the Runs with these uids.
+pub fn of_runs<'a>(uids: impl IntoIterator<Item = &'a str>) -> BucketSet {
+    uids.into_iter()
+        .fold(0, |set, uid| set | bit(names::bucket_of(uid)))
+}
+
 /// Every bucket.
 fn all() -> BucketSet {
     u64::MAX
@@ -242,6 +271,9 @@ struct Tick {
     /// Buckets no longer acted on, waiting for their reconciles to end
     /// before they are freed in the map.
     releasing: BucketSet,
+    /// Since when this replica has held more than its share (as the tick
+    /// that first saw it was sent).
+    over_since: Option<Instant>,
     /// The first tick only announces this replica, so replicas starting
     /// together see each other before taking buckets.
     first: bool,
@@ -293,15 +325,22 @@ impl Tick {
         let members = self.live_members(&leases, sent);
         let map = leases.iter().find(|l| l.name_any() == self.map_name);
         let held = map.map(read_map).unwrap_or_default();
-        let drained = self.drained();
-        let plan = plan(
-            &held,
-            &members,
-            &self.settings.identity,
-            drained,
-            self.first,
-        );
+        let here = Here {
+            drained: self.drained(),
+            releasing: self.releasing,
+            working: self.busy.working(),
+            impatient: self
+                .over_since
+                .is_some_and(|since| sent.duration_since(since) >= self.settings.duration),
+            announce_only: self.first,
+        };
+        let plan = plan(&held, &members, &self.settings.identity, &here);
         self.first = false;
+        self.over_since = if plan.over {
+            self.over_since.or(Some(sent))
+        } else {
+            None
+        };
         if plan.map != held {
             if let Err(e) = self.write_map(map, &plan.map).await {
                 tracing::debug!(error = %e, "the bucket map changed under this replica; next tick");
@@ -578,19 +617,30 @@ struct Plan {
     release: BucketSet,
     /// Buckets freed in `map` (they were drained).
     freed: BucketSet,
+    /// Whether this replica holds more than its share while another is
+    /// short of it.
+    over: bool,
+}
+
+/// What a tick knows of this replica itself.
+#[derive(Debug, Default)]
+struct Here {
+    /// Buckets it stopped acting on that have nothing in flight.
+    drained: BucketSet,
+    /// Buckets it stopped acting on, to be freed once drained.
+    releasing: BucketSet,
+    /// Buckets with work held in this process.
+    working: BucketSet,
+    /// It has been over its share long enough to give up busy buckets too.
+    impatient: bool,
+    /// Its first tick: take nothing yet.
+    announce_only: bool,
 }
 
 /// The rules, on what one tick read: `held` the map (64 holders), `live`
-/// the replicas alive (this one, `me`, first), `drained` this replica's
-/// buckets that stopped and have nothing in flight. `announce_only`: take
-/// nothing yet.
-fn plan(
-    held: &[String],
-    live: &[String],
-    me: &str,
-    drained: BucketSet,
-    announce_only: bool,
-) -> Plan {
+/// the replicas alive (this one, `me`, first), and what `here` knows of
+/// this replica.
+fn plan(held: &[String], live: &[String], me: &str, here: &Here) -> Plan {
     let buckets = usize::from(BUCKETS);
     let mut map: Vec<String> = held
         .iter()
@@ -606,14 +656,15 @@ fn plan(
     let target = buckets.div_ceil(live.len().max(1));
     let mut freed = 0;
     for (b, holder) in map.iter_mut().enumerate() {
-        if drained & (1u64 << b) != 0 && holder == me {
+        if here.drained & (1u64 << b) != 0 && holder == me {
             holder.clear();
             freed |= 1u64 << b;
         }
     }
     let mine = map.iter().filter(|h| *h == me).count();
     let mut release = 0;
-    if !announce_only && mine < target {
+    let mut over = false;
+    if !here.announce_only && mine < target {
         // Free buckets, in an order of this replica's own, so replicas
         // taking at once mostly want different ones.
         let mut free: Vec<usize> = (0..buckets)
@@ -631,8 +682,21 @@ fn plan(
             .filter(|r| *r != me)
             .any(|r| map.iter().filter(|h| *h == r).count() < buckets / live.len());
         if short {
-            let mut ours: Vec<usize> = (0..buckets).filter(|b| map[*b] == me).collect();
-            ours.sort_by_key(|b| std::cmp::Reverse(preference(me, *b)));
+            over = true;
+            let has = |set: BucketSet, b: usize| set & (1u64 << b) != 0;
+            // Those already stopping, then idle ones, each in this
+            // replica's order; busy ones only once it is impatient.
+            let mut ours: Vec<usize> = (0..buckets)
+                .filter(|b| map[*b] == me)
+                .filter(|b| here.impatient || has(here.releasing, *b) || !has(here.working, *b))
+                .collect();
+            ours.sort_by_key(|b| {
+                (
+                    !has(here.releasing, *b),
+                    has(here.working, *b),
+                    std::cmp::Reverse(preference(me, *b)),
+                )
+            });
             for b in ours.into_iter().take(mine - target) {
                 release |= 1u64 << b;
             }
@@ -642,6 +706,7 @@ fn plan(
         map,
         release,
         freed,
+        over,
     }
 }
 
@@ -689,6 +754,13 @@ mod tests {
         vec![String::new(); 64]
     }
 
+    fn first_tick() -> Here {
+        Here {
+            announce_only: true,
+            ..Here::default()
+        }
+    }
+
     fn count(map: &[String], who: &str) -> usize {
         map.iter().filter(|h| *h == who).count()
     }
@@ -696,9 +768,9 @@ mod tests {
     #[test]
     fn a_replica_alone_takes_every_bucket_after_announcing_itself() {
         let live = ["a".to_string()];
-        let first = plan(&empty(), &live, "a", 0, true);
+        let first = plan(&empty(), &live, "a", &first_tick());
         assert_eq!(first.map, empty(), "the first tick takes nothing");
-        let next = plan(&empty(), &live, "a", 0, false);
+        let next = plan(&empty(), &live, "a", &Here::default());
         assert_eq!(count(&next.map, "a"), 64);
     }
 
@@ -710,7 +782,7 @@ mod tests {
             let mut order = live.clone();
             order.retain(|r| r != me);
             order.insert(0, me.to_string());
-            map = plan(&map, &order, me, 0, false).map;
+            map = plan(&map, &order, me, &Here::default()).map;
         }
         assert_eq!(map.iter().filter(|h| h.is_empty()).count(), 0);
         for me in ["a", "b", "c"] {
@@ -724,7 +796,7 @@ mod tests {
         for (b, h) in map.iter_mut().enumerate() {
             *h = if b % 2 == 0 { "a" } else { "dead" }.into();
         }
-        let next = plan(&map, &["a".to_string()], "a", 0, false);
+        let next = plan(&map, &["a".to_string()], "a", &Here::default());
         assert_eq!(count(&next.map, "a"), 64);
         assert_eq!(count(&next.map, "dead"), 0);
     }
@@ -733,10 +805,19 @@ mod tests {
     fn a_replica_over_its_share_stops_first_and_frees_once_drained() {
         let full = vec!["a".to_string(); 64];
         let live: Vec<String> = ["a", "b"].map(String::from).to_vec();
-        let first = plan(&full, &live, "a", 0, false);
+        let first = plan(&full, &live, "a", &Here::default());
         assert_eq!(first.map, full, "nothing is freed before it drains");
         assert_eq!(first.release.count_ones(), 32);
-        let second = plan(&full, &live, "a", first.release, false);
+        let second = plan(
+            &full,
+            &live,
+            "a",
+            &Here {
+                drained: first.release,
+                releasing: first.release,
+                ..Here::default()
+            },
+        );
         assert_eq!(second.freed, first.release);
         assert_eq!(count(&second.map, "a"), 32);
         assert_eq!(count(&second.map, ""), 32);
@@ -745,10 +826,56 @@ mod tests {
             &second.map,
             &["b".to_string(), "a".to_string()],
             "b",
-            0,
-            false,
+            &Here::default(),
         );
         assert_eq!(count(&taken.map, "b"), 32);
+    }
+
+    #[test]
+    fn a_replica_over_its_share_gives_up_idle_buckets_before_busy_ones() {
+        let full = vec!["a".to_string(); 64];
+        let live: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        // 40 buckets hold calls in flight here: only the 24 idle ones go.
+        let working: BucketSet = (1u64 << 40) - 1;
+        let patient = plan(
+            &full,
+            &live,
+            "a",
+            &Here {
+                working,
+                ..Here::default()
+            },
+        );
+        assert!(patient.over);
+        assert_eq!(patient.release, !working, "only the idle ones, all of them");
+        // Still over its share a duration later, it gives up busy ones
+        // too, keeping those already stopping.
+        let impatient = plan(
+            &full,
+            &live,
+            "a",
+            &Here {
+                working,
+                releasing: patient.release,
+                impatient: true,
+                ..Here::default()
+            },
+        );
+        assert_eq!(impatient.release.count_ones(), 32);
+        assert_eq!(impatient.release & patient.release, patient.release);
+        // Fewer busy than the surplus: idle ones are enough, none busy go.
+        let few: BucketSet = 0b111;
+        let p = plan(
+            &full,
+            &live,
+            "a",
+            &Here {
+                working: few,
+                ..Here::default()
+            },
+        );
+        assert_eq!(p.release.count_ones(), 32);
+        assert_eq!(p.release & few, 0);
     }
 
     #[test]
@@ -760,7 +887,7 @@ mod tests {
             *h = ["a", "b", "c"][b % 3].into();
         }
         let live: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        let p = plan(&map, &live, "a", 0, false);
+        let p = plan(&map, &live, "a", &Here::default());
         assert_eq!((p.release, p.freed), (0, 0));
         assert_eq!(p.map, map);
     }

@@ -90,7 +90,25 @@ impl<E: Executor + 'static> InProcess<E> {
     }
 }
 
+/// Which work an [`InProcess`] holds now (running, or finished and not yet
+/// forgotten): what cancelling would throw away. A sharded controller
+/// reads it to give up idle buckets before busy ones.
+#[derive(Clone)]
+pub struct Held(Arc<Shared>);
+
+impl Held {
+    /// The ids of the work held, in no order.
+    pub fn ids(&self) -> Vec<WorkId> {
+        self.0.entries().keys().cloned().collect()
+    }
+}
+
 impl<E> InProcess<E> {
+    /// A view of the work held, which outlives nothing it looks at.
+    pub fn held(&self) -> Held {
+        Held(Arc::clone(&self.shared))
+    }
+
     /// Cancels every piece of work `which` picks (all the work of a Run
     /// being deleted, say) and forgets it; returns how many were running.
     pub async fn cancel_where(&self, which: impl Fn(&WorkId) -> bool) -> usize {
@@ -311,6 +329,27 @@ mod tests {
         assert_eq!(launcher.observe(&id).await.unwrap(), expected);
         launcher.forget(&id).await.unwrap();
         assert_eq!(launcher.observe(&id).await.unwrap(), Observation::Unknown);
+    }
+
+    #[tokio::test]
+    async fn held_work_is_running_or_finished_and_unforgotten() {
+        let (executor, launcher, mut finishes) = gated();
+        let held = launcher.held();
+        assert!(held.ids().is_empty());
+        let (a, b) = (work("a", 1), work("b", 1));
+        launcher.launch(&a).await.unwrap();
+        launcher.launch(&b).await.unwrap();
+        let mut ids = held.ids();
+        ids.sort_by(|x, y| x.step.cmp(&y.step));
+        assert_eq!(ids, vec![WorkId::of(&a), WorkId::of(&b)]);
+        executor.gate.add_permits(2);
+        finishes.next().await;
+        finishes.next().await;
+        assert_eq!(held.ids().len(), 2, "finished, not yet forgotten");
+        launcher.forget(&WorkId::of(&a)).await.unwrap();
+        assert_eq!(held.ids(), vec![WorkId::of(&b)]);
+        launcher.cancel(&WorkId::of(&b)).await.unwrap();
+        assert!(held.ids().is_empty());
     }
 
     #[tokio::test]

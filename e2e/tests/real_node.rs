@@ -469,8 +469,10 @@ spec:
     - key: second
       script: {image: IMAGE_BUSYBOX, source: STEP}
     - key: third
+      input: {trail: $steps.second.output.trail, from: $input.trail}
       script: {image: IMAGE_BUSYBOX, source: STEP}
     - key: fourth
+      input: {trail: $previous.output.trail}
       script: {image: IMAGE_BUSYBOX, source: STEP}
 "#;
 

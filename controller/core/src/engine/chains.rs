@@ -3,9 +3,11 @@
 //! instead of waiting for a pod of their own.
 //!
 //! A member after the first has its input made inside that pod, from the run
-//! input and the previous member's output, so only steps whose input the
-//! engine would make from exactly those two can follow: no `input`, no
-//! `when`, no lookups, and the step before them as their only way in. The
+//! input and the previous member's result, so only steps whose input the
+//! engine would make from exactly those two can follow: the default input,
+//! or an `input` that reads nothing but `$input`, `$previous` and the step
+//! before (`$steps.<it>`); no `when`, no lookups, and the step before them
+//! as their only way in. The
 //! engine still decides: a driver running a chain compares what the pod made
 //! with the [`Work`](super::Work) the engine gives for the step, and only the
 //! first attempt of each member runs in the chain (a retry, a send-back or a
@@ -14,6 +16,8 @@
 use serde_json::{Value, json};
 
 use super::compiled::{Compiled, CompiledStep};
+use crate::api::StepPhase;
+use crate::expr::{Root, ValueTemplate};
 
 /// The chains of a flow, found once when it is compiled.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,11 +102,70 @@ fn follows_in_chain(flow: &Compiled<'_>, before: usize, node: usize) -> bool {
         && only_in
         && only_out
         && listed_next
-        && takes_default_input(&flow.steps[node])
+        && input_made_in_pod(&flow.steps[node], flow.key(before))
 }
 
-fn takes_default_input(step: &CompiledStep<'_>) -> bool {
-    step.when.is_none() && step.input.is_none() && step.lookups.is_empty()
+/// Whether the pod can make `step`'s input, knowing only the run input and
+/// the result of `before`, the step just before it.
+fn input_made_in_pod(step: &CompiledStep<'_>, before: &str) -> bool {
+    let reads_known = |template: &ValueTemplate| {
+        template.references().all(|r| match r.root() {
+            Root::Input | Root::Previous => true,
+            Root::Step { key } => key == before,
+            _ => false,
+        })
+    };
+    step.when.is_none() && step.lookups.is_empty() && step.input.as_ref().is_none_or(reads_known)
+}
+
+/// What `$steps.KEY` (and `$previous`) reads for a step: its status, output,
+/// text and error. One function for the engine and for a chain's pod.
+pub fn step_view(
+    status: StepPhase,
+    output: Option<Value>,
+    text: Option<String>,
+    error: Value,
+) -> [(&'static str, Value); 4] {
+    [
+        ("status", json!(status)),
+        ("output", output.unwrap_or(Value::Null)),
+        ("text", text.map_or(Value::Null, Value::String)),
+        ("error", error),
+    ]
+}
+
+/// The input of a chain member after the first: `input`, the step's own
+/// (as written in the flow), resolved against the run input and the
+/// completed step `before` that output `output` and `text`; the default
+/// input when it has none. Errors when `input` does not parse.
+pub fn member_input(
+    input: Option<&Value>,
+    run_input: &Value,
+    before: &str,
+    output: Value,
+    text: Option<String>,
+) -> Result<Value, String> {
+    let Some(written) = input else {
+        return Ok(default_input(run_input, output));
+    };
+    let template = crate::expr::parse_value_at(written, "input").map_err(|errors| {
+        errors
+            .first()
+            .map(|e| e.message.clone())
+            .unwrap_or_default()
+    })?;
+    let view: serde_json::Map<String, Value> =
+        step_view(StepPhase::Completed, Some(output), text, Value::Null)
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+    let view = Value::Object(view);
+    let scope = json!({
+        "input": run_input,
+        "steps": {before: view.clone()},
+        "previous": view,
+    });
+    Ok(template.resolve(&scope))
 }
 
 /// The input of a step written without `input`, after a step whose output
@@ -166,6 +229,70 @@ mod tests {
             chains(&yaml),
             vec![vec!["a", "b"], vec!["c", "d"], vec!["e", "f"]]
         );
+    }
+
+    #[test]
+    fn a_step_whose_input_reads_only_the_run_input_and_the_step_before_joins() {
+        let yaml = format!(
+            "steps:\n{}  - key: b\n    input: {{x: $steps.a.output.n, y: $input.z, t: $previous.text}}\n    script: {{source: 'echo b'}}\n  - key: c\n    input: {{from_a: $steps.a.output}}\n    script: {{source: 'echo c'}}\n  - key: d\n    input: {{uid: $run.uid}}\n    script: {{source: 'echo d'}}\n",
+            script("a")
+        );
+        // c reads a, not the step just before it; d reads $run.
+        assert_eq!(chains(&yaml), vec![vec!["a", "b"]]);
+    }
+
+    /// The input a chain's pod makes for a member is the one the engine
+    /// makes for it once the step before completed, with or without `input`.
+    #[test]
+    fn a_members_input_is_the_engines() {
+        use crate::engine::test_support::at;
+        use crate::engine::{Action, Done, Event, RunInfo, RunMachine};
+        let cases = [
+            None,
+            Some(
+                json!({"n": "$steps.a.output.n", "z": "$input.z", "t": "$previous.text", "s": "$steps.a.status", "all": "$steps.a"}),
+            ),
+            Some(json!("$previous.output")),
+        ];
+        let run_input = json!({"z": [1, 2], "keep": true});
+        for (i, input) in cases.into_iter().enumerate() {
+            let mut spec = json!({"steps": [
+                {"key": "a", "script": {"source": "echo a"}},
+                {"key": "b", "script": {"source": "echo b"}},
+            ]});
+            if let Some(input) = &input {
+                spec["steps"][1]["input"] = input.clone();
+            }
+            let spec: crate::api::FlowSpec = serde_json::from_value(spec).unwrap();
+            let flow = crate::engine::CompiledFlow::new(spec).unwrap();
+            assert_eq!(flow.get().chains.all(), [vec!["a", "b"]], "case {i}");
+            let mut machine = RunMachine::new(&flow, run_input.clone(), RunInfo::default());
+            machine.handle(Event::Start, at(0));
+            let (output, text) = (json!({"n": 7, "keep": false}), "{\"n\": 7}\n".to_string());
+            let actions = machine.handle(
+                Event::Finished {
+                    step: "a".into(),
+                    part: None,
+                    attempt: 1,
+                    result: Ok(Done {
+                        output: output.clone(),
+                        text: Some(text.clone()),
+                        usage: None,
+                        log: None,
+                    }),
+                },
+                at(1),
+            );
+            let work = actions
+                .into_iter()
+                .find_map(|a| match a {
+                    Action::Run(work) if work.step == "b" => Some(*work),
+                    _ => None,
+                })
+                .expect("b is launched");
+            let made = member_input(input.as_ref(), &run_input, "a", output, Some(text)).unwrap();
+            assert_eq!(made, work.input, "case {i}");
+        }
     }
 
     #[test]

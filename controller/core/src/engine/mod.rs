@@ -20,7 +20,7 @@ mod scope;
 mod test_support;
 mod work;
 
-pub use chains::{ChainPlace, ScriptChains, default_input};
+pub use chains::{ChainPlace, ScriptChains, default_input, member_input};
 pub use compiled::{Compiled, CompiledFlow, CompiledStep, DEFAULT_BACKOFF};
 pub use machine::{
     Action, ApprovalRequest, Ballot, DecideError, Decision, Event, MAX_PART_KEY_LEN,

@@ -49,6 +49,11 @@ pub struct LaterMember {
     pub key: String,
     /// The step as written.
     pub step: ScriptStep,
+    /// Its `input` as written, which the pod resolves (`None`: the default
+    /// input).
+    pub input: Option<Value>,
+    /// The key of the member before it.
+    pub before: String,
     /// Its timeout.
     pub timeout: Option<Duration>,
 }
@@ -91,12 +96,17 @@ impl RunChains {
         if flow.spec.workspace.is_some() {
             return RunChains::default();
         }
-        let member = |key: &String| {
+        let member = |(i, key): (usize, &String), keys: &[String]| {
             let node = flow.node(key)?;
             let compiled = &flow.steps[node];
             Some(LaterMember {
                 key: key.clone(),
                 step: compiled.step.script.clone()?,
+                input: compiled.step.input.clone(),
+                before: i
+                    .checked_sub(1)
+                    .map(|b| keys[b].clone())
+                    .unwrap_or_default(),
                 timeout: compiled.timeout,
             })
         };
@@ -104,7 +114,12 @@ impl RunChains {
             .chains
             .all()
             .iter()
-            .filter_map(|keys| keys.iter().map(member).collect::<Option<Vec<_>>>())
+            .filter_map(|keys| {
+                keys.iter()
+                    .enumerate()
+                    .map(|m| member(m, keys))
+                    .collect::<Option<Vec<_>>>()
+            })
             .collect();
         RunChains {
             run_input: run_input.clone(),
@@ -246,6 +261,8 @@ fn later_container(
     let chain = ChainTask {
         task: pod_task(&work, &member.step, settings, None),
         run_input: run_input.clone(),
+        input: member.input.clone(),
+        before: member.before.clone(),
         after: names.after.to_string(),
     };
     let json = serde_json::to_string(&chain).ok()?;
@@ -433,6 +450,8 @@ mod tests {
         LaterMember {
             key: key.into(),
             step,
+            input: None,
+            before: String::new(),
             timeout: Some(Duration::from_secs(20)),
         }
     }
@@ -596,6 +615,52 @@ mod tests {
         let command = c.command.clone().unwrap_or_default();
         assert!(command.windows(2).any(|w| w == ["--after", HANDOFF_IN]));
         assert!(!command.iter().any(|a| a == "--hand-to"));
+    }
+
+    #[test]
+    fn a_member_with_its_own_input_is_told_it_and_the_step_before() {
+        let spec: coxswain_core::api::FlowSpec = serde_json::from_value(json!({"steps": [
+            {"key": "build", "script": {"source": "echo 1"}},
+            {"key": "test", "input": {"n": "$steps.build.output.n"}, "script": {"source": "echo 2"}},
+            {"key": "ship", "script": {"source": "echo 3"}},
+        ]}))
+        .expect("flow");
+        let flow = coxswain_core::engine::CompiledFlow::new(spec).expect("compiles");
+        let chains = RunChains::of(flow.get(), &json!({"team": "a"}));
+        let later = chains.after_head("build").expect("a chain");
+        let told: Vec<(&str, &str, Option<&Value>)> = later
+            .iter()
+            .map(|m| (m.key.as_str(), m.before.as_str(), m.input.as_ref()))
+            .collect();
+        let input = json!({"n": "$steps.build.output.n"});
+        assert_eq!(
+            told,
+            [("test", "build", Some(&input)), ("ship", "test", None)]
+        );
+        let made = chain_manifests(
+            &owner(),
+            &head(),
+            &script("echo 1"),
+            later,
+            chains.run_input(),
+            &JobSettings::default(),
+        )
+        .expect("a chain's Job");
+        let pod = pod_of(&made);
+        let c = pod
+            .containers
+            .iter()
+            .find(|c| c.name == "next-1")
+            .expect("c");
+        let var = c
+            .env
+            .iter()
+            .flatten()
+            .find(|v| v.name == CHAIN_ENV)
+            .expect("task");
+        let text = var.value.clone().unwrap_or_default().replace("$$", "$");
+        let told: ChainTask = serde_json::from_str(&text).expect("chain task");
+        assert_eq!((told.input, told.before.as_str()), (Some(input), "build"));
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! name (the wrapper keeps it out of the script's environment and makes
 //! itself unreadable to it), so no file the script writes there, while it
 //! runs or after, is taken for the result. The next member (`--after`) waits for that result, makes its
-//! input from it and the run input exactly as the engine makes a default
-//! input, writes its task and input files into folders no other container
+//! input from it and the run input exactly as the engine would (the default
+//! input, or its own `input` resolved by the engine's code), writes its task and input files into folders no other container
 //! mounts, and runs its script; its result carries the digest of what it
 //! made, which the controller compares with the engine's own before taking
 //! it. When the member before it failed, it runs nothing and says so: the
@@ -28,7 +28,7 @@ use super::pod::{PodPaths, run_task, write_entries};
 use super::task::{PodTask, entries_digest};
 use super::wire::WireResult;
 use coxswain_core::api::StepError;
-use coxswain_core::engine::{Failed, WorkResult, codes, default_input, step_error};
+use coxswain_core::engine::{Failed, WorkResult, codes, member_input, step_error};
 use coxswain_steps::script::input_files;
 use rustix::process::{Pid, Signal, WaitOptions, kill_process, wait};
 
@@ -44,8 +44,8 @@ pub const HAND_TO_ENV: &str = "COXSWAIN_HAND_TO_NAME";
 const POLL: Duration = Duration::from_millis(10);
 
 /// What a later member is told in its container: its attempt as the
-/// controller would have made it for a pod of its own, and the run input
-/// its input is made from.
+/// controller would have made it for a pod of its own, and what its input
+/// is made from besides the result handed over.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChainTask {
@@ -53,6 +53,13 @@ pub struct ChainTask {
     pub task: PodTask,
     /// The run input.
     pub run_input: Value,
+    /// The step's `input` as written in the flow (`None`: the default input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// The key of the member before it, which `input` may read as
+    /// `$steps.<key>`.
+    #[serde(default)]
+    pub before: String,
     /// The name of the result file the member before hands over.
     pub after: String,
 }
@@ -116,7 +123,16 @@ pub async fn run_member(
         return MemberEnd::NotRun("the step before it in the pod did not finish".into());
     }
     let mut task = chain.task;
-    let input = default_input(&chain.run_input, previous.output.unwrap_or(Value::Null));
+    let input = match member_input(
+        chain.input.as_ref(),
+        &chain.run_input,
+        &chain.before,
+        previous.output.unwrap_or(Value::Null),
+        previous.text,
+    ) {
+        Ok(input) => input,
+        Err(why) => return MemberEnd::NotRun(format!("its input could not be made here: {why}")),
+    };
     let files = input_files(&input).map_err(StepError::from);
     let (_, entries) = attempt_entries(&mut task, files);
     let digest = entries_digest(&entries);
@@ -277,6 +293,10 @@ mod tests {
     const NAME: &str = "0123abcd";
 
     fn chain_task(source: &str, run_input: Value) -> String {
+        chain_task_with(source, run_input, None)
+    }
+
+    fn chain_task_with(source: &str, run_input: Value, input: Option<Value>) -> String {
         let task = PodTask {
             step: ScriptStep {
                 source: Some(source.into()),
@@ -296,6 +316,8 @@ mod tests {
         serde_json::to_string(&ChainTask {
             task,
             run_input,
+            input,
+            before: "first".into(),
             after: NAME.into(),
         })
         .expect("json")
@@ -344,6 +366,63 @@ mod tests {
             .expect("inputs")
             .permissions();
         assert!(mode.readonly());
+    }
+
+    #[tokio::test]
+    async fn a_member_with_its_own_input_resolves_it_from_the_one_before() {
+        let (dir, paths) = dirs();
+        let after = dir.path().join("after");
+        let handed = WireResult::from(&Ok(Done {
+            output: json!({"n": 2}),
+            text: Some("{\"n\": 2}".into()),
+            usage: None,
+            log: None,
+        }));
+        hand_over(&after, NAME, &handed).expect("hand over");
+        let input = json!({"count": "$steps.first.output.n", "team": "$input.team", "raw": "$previous.text"});
+        let task = chain_task_with(
+            r#"cat "$INPUTS/count" "$INPUTS/team" "$INPUTS/raw""#,
+            json!({"team": "a"}),
+            Some(input),
+        );
+        let env = |name: &str| (name == CHAIN_ENV).then(|| task.clone());
+        let end = run_member(&paths, &after, env).await;
+        let MemberEnd::Ran {
+            result,
+            inputs_sha256,
+        } = end
+        else {
+            panic!("the member ran nothing: {end:?}");
+        };
+        assert_eq!(
+            result.expect("done").text.as_deref(),
+            Some(r#"{"data":2}{"data":"a"}{"data":"{\"n\": 2}"}"#)
+        );
+        let mut expected_task = serde_json::from_str::<ChainTask>(&task).expect("task").task;
+        let engines = json!({"count": 2, "team": "a", "raw": "{\"n\": 2}"});
+        let files = input_files(&engines).map_err(StepError::from);
+        let (_, entries) = attempt_entries(&mut expected_task, files);
+        assert_eq!(inputs_sha256, Some(entries_digest(&entries)));
+    }
+
+    #[tokio::test]
+    async fn a_member_whose_input_does_not_parse_runs_nothing() {
+        let (dir, paths) = dirs();
+        let after = dir.path().join("after");
+        hand_over(&after, NAME, &done(json!(1))).expect("hand over");
+        let marker = dir.path().join("ran");
+        let task = chain_task_with(
+            &format!("touch {}", marker.display()),
+            Value::Null,
+            Some(json!({"x": "$steps."})),
+        );
+        let env = |name: &str| (name == CHAIN_ENV).then(|| task.clone());
+        let end = run_member(&paths, &after, env).await;
+        assert!(
+            matches!(&end, MemberEnd::NotRun(why) if why.contains("input")),
+            "{end:?}"
+        );
+        assert!(!marker.exists(), "the script ran");
     }
 
     #[tokio::test]

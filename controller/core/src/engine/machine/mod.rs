@@ -687,23 +687,12 @@ impl RunMachine<'_> {
             return;
         }
         let record = self.state.steps.get(self.flow.key(node));
-        let fields = [
-            (
-                "status",
-                json!(record.map_or(StepPhase::Pending, |r| r.status)),
-            ),
-            (
-                "output",
-                record.and_then(|r| r.output.clone()).unwrap_or(Value::Null),
-            ),
-            (
-                "text",
-                record
-                    .and_then(|r| r.text.clone())
-                    .map_or(Value::Null, Value::String),
-            ),
-            ("error", json!(record.and_then(|r| r.error.as_ref()))),
-        ];
+        let fields = crate::engine::chains::step_view(
+            record.map_or(StepPhase::Pending, |r| r.status),
+            record.and_then(|r| r.output.clone()),
+            record.and_then(|r| r.text.clone()),
+            json!(record.and_then(|r| r.error.as_ref())),
+        );
         let Some(slot) = self.views.get_mut(node) else {
             return;
         };

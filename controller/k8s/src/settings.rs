@@ -4,6 +4,20 @@
 
 use std::time::Duration;
 
+/// Which Events the controller sends about a Run (`kubectl describe run`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventMode {
+    /// One per status write, naming every step transition in it.
+    #[default]
+    PerWrite,
+    /// One per step transition (StepStarted, StepCompleted, …).
+    PerTransition,
+    /// Only what a person may need to act on, one per status write: the
+    /// run's end, a step failing or tried again, a step waiting for a
+    /// person.
+    Notable,
+}
+
 /// Everything `coxswain controller` is told.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Settings {
@@ -27,12 +41,11 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub allow_net: Vec<String>,
-    /// One Event per step transition (StepStarted, StepCompleted, …)
-    /// instead of one per status write naming every transition in it. An
-    /// Event is an API write: per transition, a run of ten steps costs the
-    /// API server about three times the writes of its own status.
-    #[arg(long, env = "COXSWAIN_EVENT_PER_TRANSITION")]
-    pub event_per_transition: bool,
+    /// Which Events a Run gets. Each Event is an API write: per transition,
+    /// a run of ten steps costs the API server about three times the
+    /// writes of its own status; `notable` about one a run.
+    #[arg(long, env = "COXSWAIN_EVENTS", value_enum, default_value_t = EventMode::PerWrite)]
+    pub events: EventMode,
     /// Script steps as Jobs.
     #[command(flatten)]
     pub jobs: crate::jobs::JobSettings,

@@ -1,6 +1,7 @@
 //! Events so `kubectl describe run` tells the story: by default one per
 //! status write, naming every step transition and the run's outcome in it
-//! ([`fold`]); with `--event-per-transition`, one per step transition.
+//! ([`fold`]); with `--events per-transition`, one per step transition;
+//! with `--events notable`, only what a person may act on ([`notable`]).
 //! Events are best effort: a lost one never holds a run back — they are
 //! sent in the background ([`Publisher`]), after the reconcile that made
 //! them went on to launch the next step.
@@ -127,6 +128,18 @@ pub fn fold(events: Vec<Event>) -> Vec<Event> {
         action,
         secondary: None,
     }]
+}
+
+/// Whether `event` is one a person may need to act on: the run's end, a
+/// warning (a step failed or is tried again, a Tampered object), a step
+/// waiting for a person. A step that started or completed as planned is
+/// not; the status says it.
+pub fn notable(event: &Event) -> bool {
+    matches!(event.type_, EventType::Warning)
+        || matches!(
+            event.reason.as_str(),
+            "RunSucceeded" | "RunWaiting" | "StepWaiting"
+        )
 }
 
 /// Reasons by weight, heaviest first (a prefix matches `RunSucceeded` …).
@@ -449,6 +462,33 @@ mod tests {
         let events = transitions(&new, &again);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].action, "Step next attempt 2");
+    }
+
+    #[test]
+    fn notable_events_are_the_runs_end_failures_and_waits() {
+        let mut old = RunStatus::default();
+        old.steps.insert("a".into(), step(StepPhase::Running, 1));
+        old.steps.insert("b".into(), step(StepPhase::Running, 1));
+        let mut new = old.clone();
+        new.steps.insert("a".into(), step(StepPhase::Completed, 1));
+        new.steps.insert("b".into(), step(StepPhase::Waiting, 1));
+        new.steps.insert("c".into(), step(StepPhase::Running, 1));
+        new.steps.insert("d".into(), step(StepPhase::Failed, 1));
+        new.phase = RunPhase::Running;
+        let kept: Vec<String> = transitions(&old, &new)
+            .into_iter()
+            .filter(notable)
+            .map(|e| e.reason)
+            .collect();
+        assert_eq!(kept, ["StepWaiting", "StepFailed"]);
+        let mut ended = new.clone();
+        ended.phase = RunPhase::Succeeded;
+        let kept: Vec<String> = transitions(&new, &ended)
+            .into_iter()
+            .filter(notable)
+            .map(|e| e.reason)
+            .collect();
+        assert_eq!(kept, ["RunSucceeded"]);
     }
 
     fn only_event(old: &RunStatus, new: &RunStatus) -> Event {

@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::error::{Error, ValueError};
 use crate::jobs::chain::RunChains;
-use crate::settings::Settings;
+use crate::settings::{EventMode, Settings};
 use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepPhase, Workspace};
 use coxswain_core::engine::{
     self, Answer, AskRef, CompiledFlow, Event, Plan, RunInfo, RunMachine, Seen, Work,
@@ -871,14 +871,14 @@ async fn write_status(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), E
     Ok(())
 }
 
-/// The Events that tell how `old` became `new`, one per write unless the
-/// settings ask for one per transition.
+/// The Events that tell how `old` became `new`, as the settings ask: one
+/// per write, one per transition, or only the notable ones.
 fn story(ctx: &Context, old: &RunStatus, new: &RunStatus) -> Vec<kube::runtime::events::Event> {
     let all = events::transitions(old, new);
-    if ctx.settings.event_per_transition {
-        all
-    } else {
-        events::fold(all)
+    match ctx.settings.events {
+        EventMode::PerTransition => all,
+        EventMode::PerWrite => events::fold(all),
+        EventMode::Notable => events::fold(all.into_iter().filter(events::notable).collect()),
     }
 }
 

@@ -41,7 +41,9 @@ use serde_json::Value;
 use crate::error::{Error, ValueError};
 use crate::jobs::chain::RunChains;
 use crate::settings::{EventMode, Settings};
-use coxswain_core::api::{Approval, Run, RunPhase, RunStatus, StepError, StepPhase, Workspace};
+use coxswain_core::api::{
+    Approval, Run, RunPhase, RunStatus, StepError, StepKind, StepPhase, Workspace,
+};
 use coxswain_core::engine::{
     self, Answer, AskRef, CompiledFlow, Event, Plan, RunInfo, RunMachine, Seen, Work,
     WorkspaceWork, codes, step_error,
@@ -982,6 +984,41 @@ async fn end_tampered_status(
     Ok(Action::await_change())
 }
 
+/// What a run of a flow can leave behind when it ends, so an ended run
+/// whose flow makes no Jobs or no Approvals is not looked after with a
+/// list of each (two reads of the API server per run, on every reconcile
+/// of an ended run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Leftovers {
+    /// Jobs: the flow has script steps or a workspace.
+    jobs: bool,
+    /// Approvals: the flow has approval steps.
+    approvals: bool,
+}
+
+impl Leftovers {
+    /// Both, when the flow is not known here.
+    const ANY: Leftovers = Leftovers {
+        jobs: true,
+        approvals: true,
+    };
+
+    fn of(flow: &engine::Compiled<'_>) -> Leftovers {
+        // A parallel step's parts run the step it holds (`part`).
+        let kinds = || {
+            flow.steps
+                .iter()
+                .flat_map(|s| std::iter::once(s).chain(s.part.as_deref()))
+                .filter_map(|s| s.step.kind())
+        };
+        Leftovers {
+            jobs: flow.spec.workspace.is_some()
+                || kinds().any(|k| matches!(k, StepKind::Script(_))),
+            approvals: kinds().any(|k| matches!(k, StepKind::Approval(_))),
+        }
+    }
+}
+
 /// Stops the Jobs of an ended run that still run and its in-controller
 /// work, and closes the Approvals nobody answered.
 async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
@@ -996,13 +1033,24 @@ async fn stop_leftovers(ctx: &Context, run: &Run) -> Result<(), Error> {
         "run {} ended {phase:?} before an answer was taken in",
         run.name_any()
     );
-    let approvals: Api<Approval> = Api::namespaced(ctx.client.clone(), &namespace);
-    let closed = approvals::close_unanswered(&approvals, run, &reason).await?;
+    let left = run
+        .status
+        .as_ref()
+        .and_then(|s| s.flow_digest.as_deref())
+        .and_then(|digest| ctx.flows.get(digest))
+        .map_or(Leftovers::ANY, |flow| Leftovers::of(flow.get()));
+    if left.approvals {
+        let approvals: Api<Approval> = Api::namespaced(ctx.client.clone(), &namespace);
+        let closed = approvals::close_unanswered(&approvals, run, &reason).await?;
+        if closed > 0 {
+            tracing::info!(run = %run.name_any(), closed, "closed the unanswered approvals of an ended run");
+        }
+    }
     if let Some(status) = run.status.as_ref() {
         workspace::release(ctx, run, status).await?;
     }
-    if closed > 0 {
-        tracing::info!(run = %run.name_any(), closed, "closed the unanswered approvals of an ended run");
+    if !left.jobs {
+        return Ok(());
     }
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     let selector = format!("{}={uid}", crate::names::RUN_UID_LABEL);
@@ -1077,4 +1125,67 @@ async fn stop_in_controller(ctx: &Context, run: &Run) {
         tracing::info!(run = %run.name_any(), stopped, "stopped the work of a deleted run");
     }
     launchers::forget_run(&ctx.routes, &uid);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coxswain_core::engine::CompiledFlow;
+
+    fn leftovers(steps: serde_json::Value) -> Leftovers {
+        let spec: coxswain_core::api::FlowSpec =
+            serde_json::from_value(serde_json::json!({ "steps": steps })).expect("flow");
+        Leftovers::of(CompiledFlow::new(spec).expect("compiles").get())
+    }
+
+    #[test]
+    fn an_ended_run_is_searched_only_for_what_its_flow_makes() {
+        let http = serde_json::json!({"key": "a", "http": {"url": "http://example.com"}});
+        assert_eq!(
+            leftovers(serde_json::json!([http])),
+            Leftovers {
+                jobs: false,
+                approvals: false
+            }
+        );
+        let script = serde_json::json!({"key": "s", "script": {"source": "true"}});
+        assert_eq!(
+            leftovers(serde_json::json!([http, script])),
+            Leftovers {
+                jobs: true,
+                approvals: false
+            }
+        );
+        let ask = serde_json::json!({"key": "ok", "approval": {"decisions": ["yes", "no"]}});
+        assert_eq!(
+            leftovers(serde_json::json!([ask])),
+            Leftovers {
+                jobs: false,
+                approvals: true
+            }
+        );
+        // Inside a loop, and as the step of a parallel step's parts.
+        let in_loop = serde_json::json!([
+            {"key": "again", "loop": {"until": "true", "maxIterations": 2, "steps": [
+                {"key": "inner", "approval": {"decisions": ["yes", "no"]}}
+            ]}}
+        ]);
+        assert_eq!(
+            leftovers(in_loop),
+            Leftovers {
+                jobs: false,
+                approvals: true
+            }
+        );
+        let parts = serde_json::json!([
+            {"key": "each", "parallel": {"items": "$input.list", "step": {"script": {"source": "true"}}}}
+        ]);
+        assert_eq!(
+            leftovers(parts),
+            Leftovers {
+                jobs: true,
+                approvals: false
+            }
+        );
+    }
 }

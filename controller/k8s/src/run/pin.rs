@@ -49,7 +49,8 @@ pub struct FlowCache(Mutex<HashMap<String, Arc<CompiledFlow>>>);
 const CACHE_MAX: usize = 512;
 
 impl FlowCache {
-    fn get(&self, digest: &str) -> Option<Arc<CompiledFlow>> {
+    /// The compiled flow of `digest`, when this process has it.
+    pub fn get(&self, digest: &str) -> Option<Arc<CompiledFlow>> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())

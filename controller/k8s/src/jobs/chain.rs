@@ -157,12 +157,6 @@ pub fn chainable(work: &Work) -> bool {
         && matches!(work.task, Task::Script(_))
 }
 
-/// The container of the member at `position` (0: the first member, whose
-/// container is the step's own).
-pub fn member_container(position: usize) -> String {
-    names::chain_container(position)
-}
-
 /// The objects of a chain whose first member's work is `head` and whose
 /// later members are `later`; `None` when a later member's task is too
 /// large to ride in the Job (each then runs in a pod of its own).
@@ -301,7 +295,7 @@ fn later_container(
         mounts.push(mount(&format!("handoff-{position}"), HANDOFF_OUT, false));
     }
     Some(Container {
-        name: member_container(position),
+        name: names::chain_container(position),
         image: Some(
             member
                 .step

@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use super::chain::{chain_manifests, chainable, member_container};
+use super::chain::{chain_manifests, chainable};
 use super::launcher::JobLauncher;
 use super::manifest::{Manifests, attempt_entries, pod_task};
 use super::observe::{JobState, Reading, read_container, read_job};
@@ -26,9 +26,19 @@ use coxswain_steps::script::work_input_files;
 
 /// What the chain's pod says of one later member.
 struct MemberSeen {
-    job: Job,
+    place: ChainJob,
     pod: Option<Pod>,
     reading: Reading,
+}
+
+/// The chain's Job holding a later member, and where the member is in it.
+pub(super) struct ChainJob {
+    /// The chain's Job (the first member's).
+    pub job: Job,
+    /// The first member's key.
+    pub head: String,
+    /// The member's container in the Job's pod.
+    pub container: String,
 }
 
 impl JobLauncher {
@@ -63,7 +73,7 @@ impl JobLauncher {
         };
         Ok(match seen.reading {
             Reading::Result(wire) => wire.not_run.is_none(),
-            Reading::Running => !matches!(read_job(&seen.job), JobState::Ended { .. }),
+            Reading::Running => !matches!(read_job(&seen.place.job), JobState::Ended { .. }),
             Reading::InLog(_) | Reading::Failed(_) => true,
         })
     }
@@ -79,10 +89,7 @@ impl JobLauncher {
         let Some(seen) = self.member_seen(&id, "observed").await? else {
             return Ok(own);
         };
-        let Some((head, position)) = self.chains.head_of(&work.step) else {
-            return Ok(own);
-        };
-        let container = member_container(position);
+        let (head, container) = (&seen.place.head, &seen.place.container);
         Ok(match seen.reading {
             Reading::Result(wire) if wire.not_run.is_some() => Observation::Unknown,
             Reading::Result(wire) => Observation::Finished(self.judged(work, head, wire)),
@@ -90,13 +97,13 @@ impl JobLauncher {
                 let Some(pod) = &seen.pod else {
                     return Ok(Observation::Running);
                 };
-                match self.wire_in_log(&id, pod, &reference, &container).await? {
+                match self.wire_in_log(&id, pod, &reference, container).await? {
                     Ok(wire) => Observation::Finished(self.judged(work, head, wire)),
                     Err(error) => Observation::Finished(Err(Failed::from(error))),
                 }
             }
             Reading::Failed(error) => Observation::Finished(Err(Failed::from(error))),
-            Reading::Running => match read_job(&seen.job) {
+            Reading::Running => match read_job(&seen.place.job) {
                 JobState::TimedOut(error) => Observation::Finished(Err(Failed::from(error))),
                 // Ended without running it: it runs alone.
                 JobState::Ended { .. } => Observation::Unknown,
@@ -105,14 +112,14 @@ impl JobLauncher {
         })
     }
 
-    /// The chain's Job holding the later member `id`, and the member's
-    /// container there; `None` when `id` is no later member's first attempt
-    /// or no such Job of this Run's names it there.
+    /// The chain's Job holding the later member `id`, and where the member
+    /// is in it; `None` when `id` is no later member's first attempt or no
+    /// such Job of this Run's names it there.
     pub(super) async fn chain_job_of(
         &self,
         id: &WorkId,
         act: &'static str,
-    ) -> Result<Option<(Job, String)>, LauncherError> {
+    ) -> Result<Option<ChainJob>, LauncherError> {
         let first = id.attempt == 1 && id.part.is_none() && id.iteration.is_none();
         let Some((head, position)) = self.chains.head_of(&id.step).filter(|_| first) else {
             return Ok(None);
@@ -131,7 +138,11 @@ impl JobLauncher {
             .get(names::CHAIN_ANNOTATION)
             .and_then(|keys| keys.split(',').nth(position - 1))
             .is_some_and(|key| key == id.step);
-        Ok(named.then(|| (job, member_container(position))))
+        Ok(named.then(|| ChainJob {
+            job,
+            head: head.to_string(),
+            container: names::chain_container(position),
+        }))
     }
 
     /// What the chain's pod says of the later member `id`.
@@ -140,19 +151,23 @@ impl JobLauncher {
         id: &WorkId,
         act: &'static str,
     ) -> Result<Option<MemberSeen>, LauncherError> {
-        let Some((job, container)) = self.chain_job_of(id, act).await? else {
+        let Some(place) = self.chain_job_of(id, act).await? else {
             return Ok(None);
         };
-        let pods = self.pods_of(id, &job).await?;
+        let pods = self.pods_of(id, &place.job).await?;
         let found = pods
             .iter()
-            .map(|pod| (pod, read_container(pod, &container)))
+            .map(|pod| (pod, read_container(pod, &place.container)))
             .find(|(_, reading)| !matches!(reading, Reading::Running));
         let (pod, reading) = match found {
             Some((pod, reading)) => (Some(pod.clone()), reading),
             None => (pods.first().cloned(), Reading::Running),
         };
-        Ok(Some(MemberSeen { job, pod, reading }))
+        Ok(Some(MemberSeen {
+            place,
+            pod,
+            reading,
+        }))
     }
 
     /// A later member's result, taken only when the pod made the inputs

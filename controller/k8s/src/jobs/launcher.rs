@@ -412,7 +412,10 @@ impl JobLauncher {
     pub async fn last_lines(&self, id: &WorkId) -> Option<LogTail> {
         let (job, container) = match self.own_job(id, "cancelled").await.ok()? {
             Some(job) => (job, STEP_CONTAINER.to_string()),
-            None => self.chain_job_of(id, "cancelled").await.ok()??,
+            None => {
+                let place = self.chain_job_of(id, "cancelled").await.ok()??;
+                (place.job, place.container)
+            }
         };
         let pods = self.pods_of(id, &job).await.ok()?;
         let pod = pods.first()?;
@@ -485,7 +488,9 @@ impl Launcher for JobLauncher {
         let name = self.job_name(id);
         let Some(job) = self.own_job(id, "cancelled").await? else {
             // A later member of a chain stops with its chain's pod.
-            if let Some((job, _)) = self.chain_job_of(id, "cancelled").await? {
+            if let Some(super::chain_launch::ChainJob { job, .. }) =
+                self.chain_job_of(id, "cancelled").await?
+            {
                 delete_exactly(&self.jobs, &job.name_any(), job.metadata.uid.clone())
                     .await
                     .map_err(|e| unavailable(id, "cancelled", e.to_string()))?;

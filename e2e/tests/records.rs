@@ -302,6 +302,56 @@ async fn finished_runs_are_archived_and_deleted_by_retention() {
 }
 
 #[tokio::test]
+async fn the_archive_forgets_runs_past_its_own_retention() {
+    let db = FreshDatabase::new("e2e_archive_retention");
+    let s = Setup::new(&[
+        "--records-database",
+        db.url.as_str(),
+        "--archive-retention",
+        "8s",
+    ])
+    .await;
+    // Rows another Coxswain archived: one that ended long ago, one that
+    // ends tomorrow (a clock ahead of this one) and must stay.
+    db.query(
+        "INSERT INTO runs (uid, namespace, name, flow, phase, created, finished, run, offloaded) VALUES \
+         ('old', 'team-a', 'old', 'many', 'Succeeded', now() - interval '2 days', now() - interval '1 day', '{}', '{}'), \
+         ('ahead', 'team-a', 'ahead', 'many', 'Succeeded', now(), now() + interval '1 day', '{}', '{}')",
+    );
+    s.apply(MANY);
+    let run = start(&s, "many", &json!({"keys": ["a"]}));
+    assert_eq!(wait_run(&s, &run).await["status"]["phase"], "Succeeded");
+    let uid = s.get("run", &run)["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // The run is archived when it ends, and forgotten 8 s after; the Run
+    // itself stays in the cluster (no finishedRuns retention).
+    wait_for("the run to be archived", BOUND, || async {
+        let n = db.query(&format!("SELECT count(*) FROM runs WHERE uid = '{uid}'"));
+        Ok((n == "1").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    wait_for("the run's archived row to go", BOUND, || async {
+        let left = db.query(&format!(
+            "SELECT count(*) FROM runs WHERE uid IN ('{uid}', 'old')"
+        ));
+        Ok((left == "0").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    assert_eq!(db.query("SELECT string_agg(uid, ',') FROM runs"), "ahead");
+    assert_eq!(s.get("run", &run)["status"]["phase"], "Succeeded");
+    assert!(
+        s.logs()
+            .contains("deleted archived runs past the archive's retention"),
+        "{}",
+        s.logs()
+    );
+}
+
+#[tokio::test]
 async fn admission_refuses_records_without_a_database() {
     let rbac = coxswain_e2e::rbac::member_role(&["mallory"]);
     let without = Setup::serving_admission(&rbac, true, &[]).await;

@@ -85,6 +85,9 @@ pub async fn run(settings: Settings) -> Result<(), StartError> {
         }
     }
     let (leads, leading) = watch::channel(!sharded);
+    if let (Some(store), Some(keep)) = (records.clone(), settings.records.archive) {
+        tokio::spawn(crate::records::prune_archive(store, keep, leading.clone()));
+    }
     metrics.set_leader(!sharded);
     health.set(Readiness::Syncing);
 

@@ -50,6 +50,16 @@ pub struct RecordsSettings {
         value_parser = retention
     )]
     pub finished_runs: Option<std::time::Duration>,
+    /// Delete archived Runs from the database this long after they ended,
+    /// as a duration such as `90d` (the leader looks every hour, or every
+    /// tenth of the duration when shorter). Default: keep them.
+    #[arg(
+        long = "archive-retention",
+        env = "COXSWAIN_ARCHIVE_RETENTION",
+        value_name = "DURATION",
+        value_parser = retention
+    )]
+    pub archive: Option<std::time::Duration>,
 }
 
 fn retention(text: &str) -> Result<std::time::Duration, String> {
@@ -65,6 +75,40 @@ impl RecordsSettings {
     /// or look up when not).
     pub fn configured(&self) -> bool {
         self.database.named().is_some()
+    }
+}
+
+/// Deletes the archived Runs past `keep` while this replica leads: when it
+/// starts leading, then every hour (every tenth of `keep` when that is
+/// shorter, at least a second apart).
+pub async fn prune_archive(
+    store: Store,
+    keep: std::time::Duration,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+) {
+    let every = (keep / 10).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(3600),
+    );
+    loop {
+        if leading.wait_for(|l| *l).await.is_err() {
+            return;
+        }
+        match jiff::Timestamp::now().checked_sub(keep) {
+            Ok(cut) => match store.prune_runs(&cut.to_string()).await {
+                Ok(0) => {}
+                Ok(deleted) => {
+                    tracing::info!(deleted, ended_before = %cut, "deleted archived runs past the archive's retention");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not delete archived runs past the archive's retention");
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "the archive's retention reaches before any time");
+            }
+        }
+        tokio::time::sleep(every).await;
     }
 }
 

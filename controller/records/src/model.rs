@@ -19,7 +19,11 @@ pub const MAX_LIMIT: usize = 1000;
 
 /// The newest schema this build knows; [`Store::open_sqlite`] and
 /// [`Store::connect_postgres`] migrate up to it and refuse a newer one.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Archived runs deleted by one statement of the retention: a large
+/// backlog goes in short transactions, not one long one.
+pub(crate) const PRUNE_BATCH: i64 = 1000;
 
 /// One save: what a `save` step writes.
 #[derive(Debug, Clone, PartialEq)]

@@ -49,8 +49,8 @@ use tokio_postgres::{Client, Config, IsolationLevel, NoTls, Row};
 
 use crate::filter::{Filter, bind, compile};
 use crate::model::{
-    ArchivedRun, Lookup, LookupError, RunQuery, RunSummary, SCHEMA_VERSION, Saved, Saving,
-    StoreError, evaluate, from_stored_time,
+    ArchivedRun, Lookup, LookupError, PRUNE_BATCH, RunQuery, RunSummary, SCHEMA_VERSION, Saved,
+    Saving, StoreError, evaluate, from_stored_time,
 };
 use crate::order::OrderBy;
 use crate::record::{Record, SCHEMA, SELECT_COLUMNS};
@@ -82,7 +82,8 @@ pub const MIGRATION_LOCK: i64 = 0x636f_7873_7761_696e;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
 fn migrations() -> Vec<String> {
-    vec![format!(
+    vec![
+        format!(
         "{SCHEMA};
         -- orderBy savedAt (and a where on it) within one collection.
         CREATE INDEX IF NOT EXISTS records_saved_at ON records (namespace, collection, saved_at, key);
@@ -114,7 +115,10 @@ fn migrations() -> Vec<String> {
         CREATE INDEX IF NOT EXISTS runs_by_flow ON runs (namespace, flow, finished DESC NULLS LAST);
         CREATE INDEX IF NOT EXISTS runs_by_finished ON runs (namespace, finished DESC NULLS LAST);
         CREATE INDEX IF NOT EXISTS runs_by_name ON runs (namespace, name);"
-    )]
+    ),
+        // The archive's retention deletes by when a run ended.
+        "CREATE INDEX IF NOT EXISTS runs_by_end ON runs ((COALESCE(finished, created)));".to_string(),
+    ]
 }
 
 /// The PostgreSQL records database.
@@ -383,6 +387,26 @@ impl PgStore {
             )
         )?;
         Ok(())
+    }
+
+    pub(crate) async fn prune_runs(&self, before: &str) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let n = with_conn!(
+                self,
+                c,
+                "deleting archived runs past their retention",
+                c.execute_typed(
+                    "DELETE FROM runs WHERE uid IN (SELECT uid FROM runs \
+                     WHERE COALESCE(finished, created) < $1::text::timestamptz LIMIT $2)",
+                    &[(&before, Type::TEXT), (&PRUNE_BATCH, Type::INT8)],
+                )
+            )?;
+            total += n;
+            if n < PRUNE_BATCH as u64 {
+                return Ok(total);
+            }
+        }
     }
 
     pub(crate) async fn is_archived(&self, uid: &str) -> Result<bool, StoreError> {

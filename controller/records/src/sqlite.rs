@@ -28,7 +28,8 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z'";
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Texts
 /// compare by their bytes (SQLite's `BINARY`), as `COLLATE "C"` does.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE records (
         namespace TEXT NOT NULL,
         collection TEXT NOT NULL,
@@ -66,7 +67,12 @@ const MIGRATIONS: &[&str] = &["
     CREATE INDEX runs_by_flow ON runs (namespace, flow, finished DESC);
     CREATE INDEX runs_by_finished ON runs (namespace, finished DESC);
     CREATE INDEX runs_by_name ON runs (namespace, name);
-"];
+",
+    "
+    -- The archive's retention deletes by when a run ended.
+    CREATE INDEX runs_by_end ON runs (COALESCE(finished, created));
+",
+];
 
 /// The SQLite records database.
 #[derive(Clone)]
@@ -190,6 +196,19 @@ impl SqliteStore {
             )
             .map(|_| ())
             .map_err(sql("archiving a run"))
+        })
+        .await
+    }
+
+    pub(crate) async fn prune_runs(&self, before: &str) -> Result<u64, StoreError> {
+        let before = before.to_string();
+        self.with(move |c| {
+            c.execute(
+                "DELETE FROM runs WHERE COALESCE(finished, created) < ?1",
+                [before],
+            )
+            .map(|n| n as u64)
+            .map_err(sql("deleting archived runs past their retention"))
         })
         .await
     }

@@ -135,6 +135,17 @@ impl Store {
         }
     }
 
+    /// Deletes the archived Runs that ended before `ended_before` (RFC
+    /// 3339; one archived without an end counts from its creation);
+    /// returns how many. The archive's retention.
+    pub async fn prune_runs(&self, ended_before: &str) -> Result<u64, StoreError> {
+        let before = to_stored_time(ended_before)?;
+        match self {
+            Store::Sqlite(x) => x.prune_runs(&before).await,
+            Store::Postgres(x) => x.prune_runs(&before).await,
+        }
+    }
+
     /// Whether the Run with this uid is archived (retention deletes a Run
     /// only then).
     pub async fn is_archived(&self, uid: &str) -> Result<bool, StoreError> {

@@ -116,26 +116,26 @@ async fn two_controllers_starting_together_both_migrate_without_a_race() {
             .await
             .unwrap();
         let versions: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-        assert_eq!(versions, [1], "migrated once");
+        assert_eq!(versions, [1, 2], "migrated once");
     }
 }
 
 #[tokio::test]
 async fn a_schema_newer_than_this_build_is_refused_on_both_backends() {
-    let expected = "the records database is at schema version 2, this coxswain knows up to 1; upgrade coxswain";
+    let expected = "the records database is at schema version 3, this coxswain knows up to 2; upgrade coxswain";
     // PostgreSQL.
     let db = Fresh::new(Backend::Postgres).await;
     drop(db.open().await);
     db.client()
         .await
-        .batch_execute("INSERT INTO coxswain_schema (version) VALUES (2)")
+        .batch_execute("INSERT INTO coxswain_schema (version) VALUES (3)")
         .await
         .unwrap();
     let err = Store::connect_postgres(&db.pg_url(), PgSettings::default())
         .await
         .unwrap_err();
     assert!(
-        matches!(err, StoreError::SchemaTooNew { found: 2, known: 1 }),
+        matches!(err, StoreError::SchemaTooNew { found: 3, known: 2 }),
         "{err}"
     );
     assert_eq!(err.to_string(), expected);
@@ -144,7 +144,7 @@ async fn a_schema_newer_than_this_build_is_refused_on_both_backends() {
     drop(db.open().await);
     rusqlite::Connection::open(db.sqlite_path())
         .unwrap()
-        .execute("INSERT INTO coxswain_schema (version) VALUES (2)", [])
+        .execute("INSERT INTO coxswain_schema (version) VALUES (3)", [])
         .unwrap();
     let err = Store::open_sqlite(&db.sqlite_path()).await.unwrap_err();
     assert_eq!(err.to_string(), expected);

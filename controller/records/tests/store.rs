@@ -535,6 +535,68 @@ fn run(uid: &str, name: &str, flow: &str, phase: &str, finished: Option<&str>) -
 }
 
 #[tokio::test]
+async fn the_archives_retention_deletes_the_runs_that_ended_before_a_time() {
+    for backend in BOTH {
+        let (_db, store) = Fresh::with_store(backend).await;
+        let runs = [
+            run(
+                "u1",
+                "a",
+                "build",
+                "Succeeded",
+                Some("2026-05-01T10:00:00Z"),
+            ),
+            run(
+                "u2",
+                "b",
+                "build",
+                "Failed",
+                Some("2026-05-02T10:00:00.25Z"),
+            ),
+            // 23:30 on the 1st in UTC.
+            run(
+                "u3",
+                "c",
+                "build",
+                "Succeeded",
+                Some("2026-05-02T01:30:00+02:00"),
+            ),
+            // Archived without an end: counts from its creation (the 1st).
+            run("u4", "d", "build", "Cancelled", None),
+            // Ended exactly at the cut: kept.
+            run(
+                "u5",
+                "e",
+                "build",
+                "Succeeded",
+                Some("2026-05-02T00:00:00Z"),
+            ),
+        ];
+        for r in &runs {
+            store.archive(r).await.unwrap();
+        }
+        let pruned = store.prune_runs("2026-05-02T02:00:00+02:00").await.unwrap();
+        assert_eq!(pruned, 3, "{backend:?}");
+        for (uid, kept) in [
+            ("u1", false),
+            ("u2", true),
+            ("u3", false),
+            ("u4", false),
+            ("u5", true),
+        ] {
+            assert_eq!(
+                store.is_archived(uid).await.unwrap(),
+                kept,
+                "{backend:?}: {uid}"
+            );
+        }
+        assert_eq!(store.prune_runs("2026-05-02T00:00:00Z").await.unwrap(), 0);
+        let err = store.prune_runs("last week").await.unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    }
+}
+
+#[tokio::test]
 async fn the_archive_keeps_runs_by_uid_and_lists_the_newest_first() {
     for backend in BOTH {
         let (_db, store) = Fresh::with_store(backend).await;

@@ -126,8 +126,10 @@ spec:
 "#;
 
 /// One flow through four images (no libc, musl, no shell, Debian), each
-/// step reading the one before it: every step succeeds as the random uid,
-/// the data arrives whole, and the pods ran those images on the real node.
+/// step reading the one before it (or the run input): every step succeeds
+/// as the random uid, the data arrives whole, and the four run as one
+/// chain, each in a container of its own image in one pod on the real
+/// node (the runner waiting for its turn in each of them).
 #[tokio::test]
 async fn script_steps_run_in_any_image_as_a_random_user() {
     let (s, uid) = setup().await;
@@ -178,11 +180,29 @@ async fn script_steps_run_in_any_image_as_a_random_user() {
         format!("busybox step as {uid}\n")
     );
     assert!(step_log(&s, &run, "busybox").contains(&format!("busybox step as {uid}")));
-    assert!(step_log(&s, &run, "static").contains("greet: read "));
+    let jobs = jobs_of(&s, &run);
+    assert_eq!(jobs.len(), 1, "the four steps chain: {jobs:#?}");
+    assert_eq!(
+        jobs[0]["metadata"]["annotations"]["coxswain.dev/chain"],
+        "musl,static,debian"
+    );
+    let static_log = s
+        .kubectl
+        .run(&[
+            "logs",
+            "-n",
+            s.ns(),
+            "-l",
+            &format!("coxswain.dev/run={run}"),
+            "-c",
+            "next-2",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(static_log.contains("greet: read "), "{static_log}");
 
-    // Each step's pod ran its image on the real node, as that user. The
-    // run reads a step's result as soon as its container ends, so the last
-    // pods may be told Succeeded a little after the run.
+    // The chain's pod ran each step's image on the real node, as that
+    // user. The run reads a step's result as soon as its container ends,
+    // so the pod may be told Succeeded a little after the run.
     let selector = format!("coxswain.dev/run={run}");
     let pods = wait_for("every step's pod to be Succeeded", BOUND, || async {
         let pods = s
@@ -196,18 +216,44 @@ async fn script_steps_run_in_any_image_as_a_random_user() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", pods_wide(&s)));
-    assert_eq!(pods.len(), 4, "one pod a step: {}", pods_wide(&s));
-    for pod in &pods {
-        assert_eq!(pod["spec"]["securityContext"]["runAsUser"], json!(uid));
-        let step = &pod["status"]["containerStatuses"][0];
+    assert_eq!(pods.len(), 1, "one pod for the chain: {}", pods_wide(&s));
+    let pod = &pods[0];
+    assert_eq!(pod["spec"]["securityContext"]["runAsUser"], json!(uid));
+    let images: Vec<(&str, &str)> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default(),
+                c["image"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        images,
+        [
+            ("step", BUSYBOX_IMAGE),
+            ("next-1", MUSL_IMAGE),
+            ("next-2", STATIC_IMAGE),
+            ("next-3", DEBIAN_IMAGE)
+        ]
+    );
+    let ran = pod["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ran.len(), 4, "{ran:#?}");
+    for step in &ran {
         let image_id = step["imageID"].as_str().unwrap_or_default();
         assert!(
             image_id.contains("sha256:"),
             "the runtime names the image it ran by digest: {step}"
         );
-        let init = &pod["status"]["initContainerStatuses"][0];
-        assert_eq!(init["state"]["terminated"]["exitCode"], 0, "{init}");
+        assert_eq!(step["state"]["terminated"]["exitCode"], 0, "{step}");
     }
+    let init = &pod["status"]["initContainerStatuses"][0];
+    assert_eq!(init["state"]["terminated"]["exitCode"], 0, "{init}");
     println!("{}", pods_wide(&s));
 }
 

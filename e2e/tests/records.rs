@@ -311,13 +311,6 @@ async fn the_archive_forgets_runs_past_its_own_retention() {
         "8s",
     ])
     .await;
-    // Rows another Coxswain archived: one that ended long ago, one that
-    // ends tomorrow (a clock ahead of this one) and must stay.
-    db.query(
-        "INSERT INTO runs (uid, namespace, name, flow, phase, created, finished, run, offloaded) VALUES \
-         ('old', 'team-a', 'old', 'many', 'Succeeded', now() - interval '2 days', now() - interval '1 day', '{}', '{}'), \
-         ('ahead', 'team-a', 'ahead', 'many', 'Succeeded', now(), now() + interval '1 day', '{}', '{}')",
-    );
     s.apply(MANY);
     let run = start(&s, "many", &json!({"keys": ["a"]}));
     assert_eq!(wait_run(&s, &run).await["status"]["phase"], "Succeeded");
@@ -333,6 +326,14 @@ async fn the_archive_forgets_runs_past_its_own_retention() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
+    // Rows another Coxswain archived (the schema is there now): one that
+    // ended long ago, one that ends tomorrow (a clock ahead of this one)
+    // and must stay.
+    db.query(
+        "INSERT INTO runs (uid, namespace, name, flow, phase, created, finished, run, offloaded) VALUES \
+         ('old', 'team-a', 'old', 'many', 'Succeeded', now() - interval '2 days', now() - interval '1 day', '{}', '{}'), \
+         ('ahead', 'team-a', 'ahead', 'many', 'Succeeded', now(), now() + interval '1 day', '{}', '{}')",
+    );
     wait_for("the run's archived row to go", BOUND, || async {
         let left = db.query(&format!(
             "SELECT count(*) FROM runs WHERE uid IN ('{uid}', 'old')"

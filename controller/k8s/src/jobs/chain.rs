@@ -147,6 +147,16 @@ impl RunChains {
     }
 }
 
+/// The chain's Job holding a later member, and where the member is in it.
+pub(super) struct ChainJob {
+    /// The chain's Job (the first member's).
+    pub job: k8s_openapi::api::batch::v1::Job,
+    /// The first member's key.
+    pub head: String,
+    /// The member's container in the Job's pod.
+    pub container: String,
+}
+
 /// Whether `work` may run in a chain's pod: a first attempt of a step of
 /// the flow's own list, nobody's send-back.
 pub fn chainable(work: &Work) -> bool {

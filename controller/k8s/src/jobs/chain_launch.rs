@@ -8,11 +8,10 @@
 //! container ran nothing (the member before it failed in the pod and was
 //! tried again alone), or the chain's Job ended without it.
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use super::chain::{chain_manifests, chainable};
+use super::chain::{ChainJob, chain_manifests, chainable};
 use super::launcher::JobLauncher;
 use super::manifest::{Manifests, attempt_entries, pod_task};
 use super::observe::{JobState, Reading, read_container, read_job};
@@ -29,16 +28,6 @@ struct MemberSeen {
     place: ChainJob,
     pod: Option<Pod>,
     reading: Reading,
-}
-
-/// The chain's Job holding a later member, and where the member is in it.
-pub(super) struct ChainJob {
-    /// The chain's Job (the first member's).
-    pub job: Job,
-    /// The first member's key.
-    pub head: String,
-    /// The member's container in the Job's pod.
-    pub container: String,
 }
 
 impl JobLauncher {

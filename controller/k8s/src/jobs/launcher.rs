@@ -488,7 +488,7 @@ impl Launcher for JobLauncher {
         let name = self.job_name(id);
         let Some(job) = self.own_job(id, "cancelled").await? else {
             // A later member of a chain stops with its chain's pod.
-            if let Some(super::chain_launch::ChainJob { job, .. }) =
+            if let Some(super::chain::ChainJob { job, .. }) =
                 self.chain_job_of(id, "cancelled").await?
             {
                 delete_exactly(&self.jobs, &job.name_any(), job.metadata.uid.clone())

@@ -460,6 +460,19 @@ mod tests {
         }
     }
 
+    /// What container `c` is told in its chain variable (as Kubernetes
+    /// expands `$$` in it).
+    fn told_task(c: &Container) -> ChainTask {
+        let var = c
+            .env
+            .iter()
+            .flatten()
+            .find(|v| v.name == CHAIN_ENV)
+            .expect("task");
+        let text = var.value.clone().unwrap_or_default().replace("$$", "$");
+        serde_json::from_str(&text).expect("chain task")
+    }
+
     fn pod_of(manifests: &Manifests) -> PodSpec {
         manifests
             .job
@@ -581,14 +594,7 @@ mod tests {
             .iter()
             .find(|c| c.name == "next-2")
             .expect("c");
-        let var = c
-            .env
-            .iter()
-            .flatten()
-            .find(|v| v.name == CHAIN_ENV)
-            .expect("task");
-        let text = var.value.clone().unwrap_or_default().replace("$$", "$");
-        let told: ChainTask = serde_json::from_str(&text).expect("chain task");
+        let told = told_task(c);
         let member = member("ship", script("echo 3"));
         let alone = pod_task(
             &member.work(&head()),
@@ -656,14 +662,7 @@ mod tests {
             .iter()
             .find(|c| c.name == "next-1")
             .expect("c");
-        let var = c
-            .env
-            .iter()
-            .flatten()
-            .find(|v| v.name == CHAIN_ENV)
-            .expect("task");
-        let text = var.value.clone().unwrap_or_default().replace("$$", "$");
-        let told: ChainTask = serde_json::from_str(&text).expect("chain task");
+        let told = told_task(c);
         assert_eq!((told.input, told.before.as_str()), (Some(input), "build"));
     }
 

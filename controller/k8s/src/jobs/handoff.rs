@@ -323,6 +323,28 @@ mod tests {
         .expect("json")
     }
 
+    /// Runs the member told `task` after what `after` holds; its result
+    /// and the digest it reports (the test fails if it ran nothing).
+    async fn ran(paths: &PodPaths, after: &Path, task: &str) -> (WorkResult, Option<String>) {
+        let env = |name: &str| (name == CHAIN_ENV).then(|| task.to_string());
+        match run_member(paths, after, env).await {
+            MemberEnd::Ran {
+                result,
+                inputs_sha256,
+            } => (result, inputs_sha256),
+            end => panic!("the member ran nothing: {end:?}"),
+        }
+    }
+
+    /// The controller's digest for the attempt of `task` whose input the
+    /// engine makes as `input`.
+    fn digest_of(task: &str, input: &Value) -> String {
+        let mut task = serde_json::from_str::<ChainTask>(task).expect("task").task;
+        let files = input_files(input).map_err(StepError::from);
+        let (_, entries) = attempt_entries(&mut task, files);
+        entries_digest(&entries)
+    }
+
     fn done(output: Value) -> WireResult {
         WireResult::from(&Ok(Done {
             output,
@@ -341,26 +363,15 @@ mod tests {
             r#"cat "$INPUTS/n" "$INPUTS/team""#,
             json!({"team": "a", "n": 1}),
         );
-        let env = |name: &str| (name == CHAIN_ENV).then(|| task.clone());
-        let end = run_member(&paths, &after, env).await;
-        let MemberEnd::Ran {
-            result,
-            inputs_sha256,
-        } = end
-        else {
-            panic!("the member ran nothing: {end:?}");
-        };
+        let (result, inputs_sha256) = ran(&paths, &after, &task).await;
         assert_eq!(
             result.expect("done").text.as_deref(),
             Some(r#"{"data":2}{"data":"a"}"#)
         );
         // The controller's digest for the same attempt, made from the
         // engine's input for it, is the one the pod reports.
-        let mut expected_task = serde_json::from_str::<ChainTask>(&task).expect("task").task;
-        let files = input_files(&json!({"team": "a", "n": 2})).map_err(StepError::from);
-        let (_, entries) = attempt_entries(&mut expected_task, files);
-        let expected = entries_digest(&entries);
-        assert_eq!(inputs_sha256, Some(expected));
+        let engines = json!({"team": "a", "n": 2});
+        assert_eq!(inputs_sha256, Some(digest_of(&task, &engines)));
         // Its inputs are read-only, as a mounted ConfigMap's are.
         let mode = std::fs::metadata(&paths.inputs)
             .expect("inputs")
@@ -385,24 +396,13 @@ mod tests {
             json!({"team": "a"}),
             Some(input),
         );
-        let env = |name: &str| (name == CHAIN_ENV).then(|| task.clone());
-        let end = run_member(&paths, &after, env).await;
-        let MemberEnd::Ran {
-            result,
-            inputs_sha256,
-        } = end
-        else {
-            panic!("the member ran nothing: {end:?}");
-        };
+        let (result, inputs_sha256) = ran(&paths, &after, &task).await;
         assert_eq!(
             result.expect("done").text.as_deref(),
             Some(r#"{"data":2}{"data":"a"}{"data":"{\"n\": 2}"}"#)
         );
-        let mut expected_task = serde_json::from_str::<ChainTask>(&task).expect("task").task;
         let engines = json!({"count": 2, "team": "a", "raw": "{\"n\": 2}"});
-        let files = input_files(&engines).map_err(StepError::from);
-        let (_, entries) = attempt_entries(&mut expected_task, files);
-        assert_eq!(inputs_sha256, Some(entries_digest(&entries)));
+        assert_eq!(inputs_sha256, Some(digest_of(&task, &engines)));
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 )
@@ -24,7 +25,9 @@ func apiserverArgs(etcdURL string, port int, c *credentials, certDir string) []s
 		"--api-audiences=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none", "--allow-privileged=true",
 		"--kubelet-preferred-address-types=InternalIP",
-		"--profiling=false", "--v=1",
+		// E2E_APISERVER_PROFILING=1 serves /debug/pprof, for finding what
+		// a benchmark's writes cost the API server.
+		"--profiling=" + strconv.FormatBool(os.Getenv("E2E_APISERVER_PROFILING") != ""), "--v=1",
 	}
 }
 

@@ -27,7 +27,7 @@ use crate::run::{self, Context};
 use crate::settings::{ERROR_REQUEUE, Settings};
 use crate::shards::{BucketSet, OnLost, ShardSettings, Shards};
 use coxswain_core::api::{Approval, Run};
-use coxswain_steps::in_process::{Finishes, InProcess};
+use coxswain_steps::in_process::InProcess;
 use coxswain_steps::local::{AgentFlags, LocalConfig};
 use coxswain_steps::net::{NetPolicy, parse_block};
 
@@ -379,6 +379,10 @@ fn net_policy(settings: &Settings) -> Result<NetPolicy, StartError> {
     Ok(NetPolicy::cluster().allowing(allowed))
 }
 
+/// The uids of Runs to queue again: their in-controller work ended, or a
+/// status write running behind them failed.
+type Again = futures::stream::BoxStream<'static, String>;
+
 /// The Run reconciler, until `shutdown`.
 async fn reconcile_runs(
     client: Client,
@@ -546,6 +550,12 @@ async fn count_buckets(mut buckets: watch::Receiver<BucketSet>, metrics: Arc<Met
 /// bucket launches it again, under the same idempotency key.
 async fn cancel_lost(mut lost: Lost, ctx: Arc<Context>) {
     while let Some((buckets, done)) = lost.next().await {
+        // The replica taking them writes their Runs next: nothing written
+        // here is the newest any more, and nothing waits to be.
+        ctx.trailing
+            .fail_where(|uid| crate::shards::holds(buckets, uid));
+        ctx.written
+            .forget_where(|uid| crate::shards::holds(buckets, uid));
         let cancelled = ctx
             .in_controller
             .cancel_where(|id| crate::shards::holds(buckets, &id.run))
@@ -671,7 +681,7 @@ fn context(
     records: Option<coxswain_records::Store>,
     shards: Shards,
     leading: watch::Receiver<bool>,
-) -> Result<(Arc<Context>, Finishes), StartError> {
+) -> Result<(Arc<Context>, Again), StartError> {
     let policy = net_policy(&settings)?;
     let agent = LocalConfig::from_env(AgentFlags {
         url: settings.agent.agent_url.clone(),
@@ -695,6 +705,7 @@ fn context(
     };
     let offloader = Offloader::new(client.clone(), &settings.offload)?;
     let settings_jobs = settings.jobs.clone();
+    let (again, again_rx) = futures::channel::mpsc::unbounded();
     let ctx = Arc::new(Context {
         events: run::events::Publisher::start(client.clone(), reporter),
         client,
@@ -706,11 +717,19 @@ fn context(
         metrics,
         jobs: Arc::new(settings_jobs),
         written: Default::default(),
+        trailing: Default::default(),
+        again,
         records,
         shards,
         leading,
     });
-    Ok((ctx, finishes))
+    // A Run is queued again when its in-controller work ends, or when a
+    // status write running behind it failed.
+    let ended = futures::stream::unfold(finishes, |mut finishes| async move {
+        finishes.next().await.map(|id| (id.run, finishes))
+    });
+    let again = futures::stream::select(ended, again_rx).boxed();
+    Ok((ctx, again))
 }
 
 /// The Run to reconcile when a step's pod ended: its result is read from
@@ -740,15 +759,15 @@ fn run_of_ended_pod(pod: &Pod, runs: &Store<Guarded<Run>>) -> Option<ObjectRef<G
 
 /// Queues the Run of each in-controller attempt that finishes.
 async fn route_finishes(
-    mut finishes: Finishes,
+    mut finishes: Again,
     routes: Routes,
     to: futures::channel::mpsc::UnboundedSender<ObjectRef<Guarded<Run>>>,
 ) {
-    while let Some(id) = finishes.next().await {
+    while let Some(run) = finishes.next().await {
         let target = routes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&id.run)
+            .get(&run)
             .cloned();
         if let Some(target) = target {
             let mut guarded = ObjectRef::<Guarded<Run>>::new(&target.name);

@@ -28,7 +28,7 @@ pub struct Settings {
     #[arg(long, env = "COXSWAIN_MAX_IN_CONTROLLER", default_value_t = 64)]
     pub max_in_controller: usize,
     /// Most Runs reconciled at once.
-    #[arg(long, env = "COXSWAIN_RECONCILE_CONCURRENCY", default_value_t = 16)]
+    #[arg(long, env = "COXSWAIN_RECONCILE_CONCURRENCY", default_value_t = 64)]
     pub reconcile_concurrency: u16,
     /// Address ranges (CIDR) http, message and agent steps may reach even
     /// though the controller's defaults deny them (loopback, private and

@@ -27,6 +27,7 @@ pub mod launchers;
 pub mod pin;
 pub mod rerun;
 pub mod status;
+pub mod trailing;
 pub mod workspace;
 pub mod written;
 
@@ -49,7 +50,7 @@ use coxswain_core::engine::{
     WorkspaceWork, codes, step_error,
 };
 use coxswain_steps::in_process::InProcess;
-use coxswain_steps::launch::{Observation, WorkId};
+use coxswain_steps::launch::{Launcher, Observation, WorkId};
 use coxswain_steps::records::LookupFailed;
 
 use in_controller::InController;
@@ -82,6 +83,10 @@ pub struct Context {
     pub jobs: Arc<crate::jobs::JobSettings>,
     /// The Runs written and not yet brought back by the watch.
     pub written: written::Written,
+    /// The status writes running behind in-controller progress.
+    pub trailing: trailing::Trailing,
+    /// Queues the Run of the uid sent again (a trailing write failed).
+    pub again: futures::channel::mpsc::UnboundedSender<String>,
     /// The records database (saves, lookups, the run archive), when one
     /// is configured.
     pub records: Option<coxswain_records::Store>,
@@ -123,8 +128,12 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
         // leads: this one is queued again if its bucket comes here.
         return Ok(Action::await_change());
     };
-    let (old, flow) = match read_run(&ctx, &run).await? {
-        Read::Ready { old, flow } => (*old, flow),
+    let (old, flow, trailing) = match read_run(&ctx, &run).await? {
+        Read::Ready {
+            old,
+            flow,
+            trailing,
+        } => (*old, flow, trailing),
         Read::Done(action) => return Ok(action),
     };
     let input = run
@@ -135,6 +144,10 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     let chains = Arc::new(RunChains::of(flow.get(), &input));
     let mut machine = match RunMachine::resume(&flow, input, run_info(&run), old.clone()) {
         Ok(machine) => machine,
+        Err(_) if trailing => {
+            // Refused from a written status only.
+            return Ok(after_writer(&ctx, &run));
+        }
         Err(e) => {
             return refuse(&ctx, &run, &old, step_error(codes::INTERNAL, e.to_string())).await;
         }
@@ -159,6 +172,20 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     keep_stopped_logs(&mut new, &plan, &launchers).await;
     status::set_conditions(&mut new, run.metadata.generation, now);
     let told = std::mem::take(&mut fed.told);
+    let ours = trailing || ctx.written.is_ours(&run);
+    if ours && runs_ahead(&plan, &seen) {
+        let queued = trailing::Queued {
+            status: new,
+            told,
+            forget: plan.forget.clone(),
+        };
+        return run_ahead(&ctx, &run, &old, queued, &plan, &seen, &launchers, &flow).await;
+    }
+    if trailing {
+        // This plan acts on a written status: wait for the writer, then
+        // step again from the Run it wrote.
+        return Ok(after_writer(&ctx, &run));
+    }
     let wrote = match write(&ctx, &run, &old, new, told, Some(machine.flow())).await {
         Ok(written) => written,
         Err(Error::Values(ValueError::Tampered { object, reason })) => {
@@ -188,6 +215,8 @@ enum Read {
     Ready {
         old: Box<RunStatus>,
         flow: Arc<CompiledFlow>,
+        /// `old` is the newest status, not all of it written yet.
+        trailing: bool,
     },
     /// Nothing to step (deleted, over, not startable yet, or ended here).
     Done(Action),
@@ -211,20 +240,38 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         stop_leftovers(ctx, run).await?;
         return archive::look_after_end(ctx, run).await.map(Read::Done);
     }
-    // The status with the values that were moved out of the status put back.
-    let old = match ctx.offloader.load(run).await {
-        Ok(old) => old,
-        Err(Error::Values(ValueError::Tampered { object, reason })) => {
-            return end_tampered_status(ctx, run, &object, reason)
-                .await
-                .map(Read::Done);
+    let trailing = match ctx.trailing.base(run) {
+        trailing::Base::Read => None,
+        trailing::Base::Trailing(status) => Some(status),
+        trailing::Base::Foreign => {
+            // Someone else wrote the Run while a write of ours ran behind:
+            // that write fails; read the Run again once it did.
+            return Ok(Read::Done(after_writer(ctx, run)));
         }
-        Err(e) => return Err(e),
+    };
+    let stepping_from_trailing = trailing.is_some();
+    let old = match trailing {
+        // The newest status, not all written yet.
+        Some(status) => *status,
+        // The status with the values that were moved out of it put back.
+        None => match ctx.offloader.load(run).await {
+            Ok(old) => old,
+            Err(Error::Values(ValueError::Tampered { object, reason })) => {
+                return end_tampered_status(ctx, run, &object, reason)
+                    .await
+                    .map(Read::Done);
+            }
+            Err(e) => return Err(e),
+        },
     };
     if let Some(from) = run.spec.from.as_ref().filter(|_| old.flow_digest.is_none()) {
         return start_rerun(ctx, run, &old, from).await;
     }
     let pinned = pin::pinned_flow(&ctx.client, &ctx.flows, run, old.flow_digest.as_deref()).await?;
+    if stepping_from_trailing && !matches!(pinned, Pinned::Flow(_)) {
+        // What follows writes at once: after the writer, from the Run read.
+        return Ok(Read::Done(after_writer(ctx, run)));
+    }
     let flow = match pinned {
         Pinned::Flow(flow) => flow,
         Pinned::Refused(code, reason) => {
@@ -251,6 +298,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     Ok(Read::Ready {
         old: Box::new(old),
         flow,
+        trailing: stepping_from_trailing,
     })
 }
 
@@ -264,7 +312,13 @@ async fn start_rerun(
     from: &coxswain_core::api::RunFrom,
 ) -> Result<Read, Error> {
     let error = match rerun::seed(ctx, run, from).await? {
-        rerun::Seeded::Ready { status, flow } => return Ok(Read::Ready { old: status, flow }),
+        rerun::Seeded::Ready { status, flow } => {
+            return Ok(Read::Ready {
+                old: status,
+                flow,
+                trailing: false,
+            });
+        }
         rerun::Seeded::Refused(reason) => step_error(codes::RERUN, reason),
         rerun::Seeded::Tampered { object, reason } => {
             tracing::warn!(run = %run.name_any(), configmap = %object, "{reason}");
@@ -615,6 +669,143 @@ async fn write(
     Ok(Some(new))
 }
 
+/// Whether the plan asks for nothing but in-controller work started (and
+/// the results of finished in-controller work let go of): then nothing
+/// has to wait for the status that asks for it to be written.
+fn runs_ahead(plan: &Plan, seen: &Gathered) -> bool {
+    !plan.over
+        && plan.hand_off.is_none()
+        && plan.stop.is_empty()
+        && plan.lookups.is_empty()
+        && plan.ask.is_empty()
+        && plan.ask_lookups.is_empty()
+        && plan.settle.is_empty()
+        && plan.close.is_empty()
+        && plan.workspace.is_none()
+        && plan.workspace_forget.is_none()
+        && plan.workspace_stop.is_none()
+        && !plan.release
+        && seen.asked.is_empty()
+        && plan
+            .launch
+            .iter()
+            .chain(&plan.forget)
+            .all(|work| !Launchers::runs_as_job(work))
+}
+
+/// Starts the in-controller work the plan asks for at once, and hands the
+/// status that says it runs to the run's trailing writer (see
+/// [`trailing`]). `old` is the status the reconcile stepped from: the
+/// newest one, written or not, and known to be this controller's.
+#[allow(clippy::too_many_arguments)]
+async fn run_ahead(
+    ctx: &Arc<Context>,
+    run: &Arc<Run>,
+    old: &RunStatus,
+    queued: trailing::Queued,
+    plan: &Plan,
+    seen: &Gathered,
+    launchers: &Launchers<'_>,
+    flow: &Arc<CompiledFlow>,
+) -> Result<Action, Error> {
+    let mut later = look_again(plan, &seen.running);
+    for work in &plan.launch {
+        if let Err(e) = launchers.launch(work).await {
+            // The status says the attempt runs: the next reconcile
+            // launches it again.
+            tracing::warn!(run = %run.name_any(), error = %e, "could not launch work");
+            later = Action::requeue(crate::settings::ERROR_REQUEUE);
+            break;
+        }
+    }
+    if queued.status == *old {
+        return Ok(later);
+    }
+    let base = ctx.written.newest(run.clone());
+    match ctx.trailing.push(base.clone(), queued) {
+        trailing::Pushed::Queued => {}
+        trailing::Pushed::Start(first) => {
+            tokio::spawn(write_behind(
+                ctx.clone(),
+                base,
+                old.clone(),
+                *first,
+                flow.clone(),
+            ));
+        }
+        // Stepped from a status that will not be written: step again
+        // from the Run (the work just launched is found running).
+        trailing::Pushed::Stale => return Ok(Action::requeue(Duration::ZERO)),
+    }
+    Ok(later)
+}
+
+/// The reconcile's end when what it would do has to wait for the run's
+/// trailing writer: the writer queues the run again once it stopped
+/// (without holding one of the reconciles that may run at once), or it
+/// already stopped and the run is stepped again now, from what it wrote.
+fn after_writer(ctx: &Context, run: &Run) -> Action {
+    if ctx.trailing.want(&run.uid().unwrap_or_default()) {
+        Action::await_change()
+    } else {
+        Action::requeue(Duration::ZERO)
+    }
+}
+
+/// A run's trailing writer: writes `first`, then what waits behind it,
+/// each on the Run the write before returned, counting and telling each
+/// write as a reconcile does its own, and letting go of the results each
+/// one recorded. Stops when nothing waits, when the run's bucket is no
+/// longer this replica's, or at a failed write (the run is then queued
+/// again and read afresh: nothing it recorded was let go of).
+async fn write_behind(
+    ctx: Arc<Context>,
+    mut base: Arc<Run>,
+    mut old: RunStatus,
+    first: trailing::Queued,
+    flow: Arc<CompiledFlow>,
+) {
+    let uid = base.uid().unwrap_or_default();
+    let mut next = first;
+    loop {
+        let written = match ctx.shards.enter(&uid) {
+            Some(_turn) => write_status(&ctx, &base, &next.status).await,
+            None => {
+                ctx.trailing.failed(&uid);
+                return;
+            }
+        };
+        let written = match written {
+            Ok(written) => written,
+            Err(e) => {
+                tracing::info!(run = %base.name_any(), error = %e, "a status write running behind the run failed; reading the run again");
+                ctx.trailing.failed(&uid);
+                let _ = ctx.again.unbounded_send(uid);
+                return;
+            }
+        };
+        let (following, wanted) = ctx.trailing.wrote(&uid, written.clone());
+        if wanted {
+            let _ = ctx.again.unbounded_send(uid.clone());
+        }
+        count(&ctx, Some(flow.get()), &old, &next.status);
+        let mut told = next.told;
+        told.extend(story(&ctx, &old, &next.status));
+        ctx.events.publish(&written, told);
+        for work in &next.forget {
+            if let Err(e) = ctx.in_controller.forget(&WorkId::of(work)).await {
+                tracing::debug!(error = %e, "could not forget finished work");
+            }
+        }
+        old = next.status;
+        base = written;
+        match following {
+            Some(queued) => next = queued,
+            None => return,
+        }
+    }
+}
+
 /// Carries out the plan, once the status that asks for it is written:
 /// let go of what ended, start what the status says runs, then write the
 /// answers back; says when to look again.
@@ -859,10 +1050,10 @@ async fn is_current(ctx: &Context, run: &Run) -> Result<bool, Error> {
 
 /// Writes `new` as the Run's status, its large values moved into
 /// ConfigMaps first, and deletes the value ConfigMaps it no longer needs.
-async fn write_status(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), Error> {
+async fn write_status(ctx: &Context, run: &Run, new: &RunStatus) -> Result<Arc<Run>, Error> {
     let stored = ctx.offloader.store(run, new).await?;
     let written = status::write(&ctx.client, run, stored.status.clone()).await?;
-    ctx.written.wrote(run, written);
+    let written = ctx.written.wrote(run, written);
     ctx.metrics.status_written(stored.bytes);
     // Only a status that referenced moved values can leave some unused
     // (ConfigMaps made for a write that then failed go with the Run).
@@ -870,7 +1061,7 @@ async fn write_status(ctx: &Context, run: &Run, new: &RunStatus) -> Result<(), E
     if had_values && let Err(e) = ctx.offloader.collect(run, &stored.status).await {
         tracing::debug!(error = %e, "could not delete unused value ConfigMaps");
     }
-    Ok(())
+    Ok(written)
 }
 
 /// The Events that tell how `old` became `new`, as the settings ask: one

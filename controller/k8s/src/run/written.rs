@@ -16,8 +16,11 @@
 //! the Run that was written instead: the API server's own answer to the
 //! write, newer than the read. Resource versions are only compared for
 //! equality, as the API asks. Nothing here is the truth about a run: the
-//! entry is dropped as soon as the watch catches up (or shows something
-//! else), and a restarted controller simply starts without it.
+//! entry is dropped as soon as the watch shows a version this controller
+//! did not write, and a restarted controller simply starts without it.
+//! While the watch shows the last write itself, the entry says the Run read
+//! is this controller's own ([`Written::is_ours`]), which lets a reconcile
+//! start in-controller work before its status is written (`trailing`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,10 +45,11 @@ struct Entry {
 const CHAIN_MAX: usize = 16;
 
 impl Written {
-    /// Remembers that `read` was replaced by `written`.
-    pub fn wrote(&self, read: &Run, written: Run) {
+    /// Remembers that `read` was replaced by `written`; gives it back.
+    pub fn wrote(&self, read: &Run, written: Run) -> Arc<Run> {
+        let written = Arc::new(written);
         let (Some(uid), Some(version)) = (read.uid(), read.resource_version()) else {
-            return;
+            return written;
         };
         let mut map = self.lock();
         // Written on top of our own last write: the versions that one
@@ -60,13 +64,19 @@ impl Written {
             replaced.remove(0);
         }
         replaced.push(version);
-        let written = Arc::new(written);
-        map.insert(uid, Entry { replaced, written });
+        map.insert(
+            uid,
+            Entry {
+                replaced,
+                written: written.clone(),
+            },
+        );
+        written
     }
 
     /// The newest Run known for `read`: the one this controller wrote when
     /// `read` is the version that write replaced, else `read` (and the
-    /// entry, now behind the watch, is dropped).
+    /// entry is dropped, unless `read` is that write itself).
     pub fn newest(&self, read: Arc<Run>) -> Arc<Run> {
         let Some(uid) = read.uid() else {
             return read;
@@ -75,12 +85,36 @@ impl Written {
         let version = read.resource_version().unwrap_or_default();
         match map.get(&uid) {
             Some(entry) if entry.replaced.contains(&version) => entry.written.clone(),
+            // The watch brought the write back: kept, so `is_ours` still
+            // knows the Run read is this controller's last write.
+            Some(entry)
+                if entry.written.resource_version().as_deref() == Some(version.as_str()) =>
+            {
+                read
+            }
             Some(_) => {
                 map.remove(&uid);
                 read
             }
             None => read,
         }
+    }
+
+    /// Whether `run` is the Run this controller wrote last for it: nobody
+    /// else changed it since, as far as this process knows.
+    pub fn is_ours(&self, run: &Run) -> bool {
+        let Some(uid) = run.uid() else {
+            return false;
+        };
+        self.lock()
+            .get(&uid)
+            .is_some_and(|entry| entry.written.resource_version() == run.resource_version())
+    }
+
+    /// Forgets the runs `which` picks (their buckets went to another
+    /// replica, which may write them next).
+    pub fn forget_where(&self, which: impl Fn(&str) -> bool) {
+        self.lock().retain(|uid, _| !which(uid));
     }
 
     /// Forgets a run (it ended or is being deleted).
@@ -151,9 +185,14 @@ mod tests {
     fn once_the_watch_brings_any_other_version_the_read_wins_and_the_entry_goes() {
         let written = Written::default();
         written.wrote(&run("10", RunPhase::Pending), run("11", RunPhase::Running));
+        assert!(!written.is_ours(&run("10", RunPhase::Pending)));
         let caught_up = written.newest(Arc::new(run("11", RunPhase::Running)));
         assert_eq!(caught_up.resource_version().as_deref(), Some("11"));
+        // The watch brought our own write: still known to be ours.
+        assert!(written.is_ours(&run("11", RunPhase::Running)));
+        let _ = written.newest(Arc::new(run("12", RunPhase::Running)));
         assert!(written.is_empty());
+        assert!(!written.is_ours(&run("12", RunPhase::Running)));
 
         // A version this controller did not write (someone cancelled the
         // run after our write) is newer than anything remembered.

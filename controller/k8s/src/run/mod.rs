@@ -173,13 +173,20 @@ pub async fn reconcile(run: Arc<Run>, ctx: Arc<Context>) -> Result<Action, Error
     status::set_conditions(&mut new, run.metadata.generation, now);
     let told = std::mem::take(&mut fed.told);
     let ours = trailing || ctx.written.is_ours(&run);
-    if ours && runs_ahead(&plan, &seen) {
+    if ours && runs_ahead(&plan, !seen.asked.is_empty()) {
         let queued = trailing::Queued {
             status: new,
             told,
             forget: plan.forget.clone(),
         };
-        return run_ahead(&ctx, &run, &old, queued, &plan, &seen, &launchers, &flow).await;
+        let ahead = Ahead {
+            ctx: &ctx,
+            run: &run,
+            old: &old,
+            trailing,
+            flow: &flow,
+        };
+        return run_ahead(ahead, queued, &plan, &seen, &launchers).await;
     }
     if trailing {
         // This plan acts on a written status: wait for the writer, then
@@ -228,6 +235,7 @@ enum Read {
 async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
     if run.metadata.deletion_timestamp.is_some() {
         ctx.written.forget(run);
+        ctx.trailing.forget(&run.uid().unwrap_or_default());
         // Jobs, ConfigMaps and Approvals go with the Run (owner references);
         // work running here is stopped.
         stop_in_controller(ctx, run).await;
@@ -237,6 +245,7 @@ async fn read_run(ctx: &Context, run: &Run) -> Result<Read, Error> {
         // A controller killed between writing the end of a run and stopping
         // its work finds that work here.
         ctx.written.forget(run);
+        ctx.trailing.forget(&run.uid().unwrap_or_default());
         stop_leftovers(ctx, run).await?;
         return archive::look_after_end(ctx, run).await.map(Read::Done);
     }
@@ -671,8 +680,9 @@ async fn write(
 
 /// Whether the plan asks for nothing but in-controller work started (and
 /// the results of finished in-controller work let go of): then nothing
-/// has to wait for the status that asks for it to be written.
-fn runs_ahead(plan: &Plan, seen: &Gathered) -> bool {
+/// has to wait for the status that asks for it to be written. `asking`:
+/// the run waits on Approvals (whose tallies the reconcile keeps).
+fn runs_ahead(plan: &Plan, asking: bool) -> bool {
     !plan.over
         && plan.hand_off.is_none()
         && plan.stop.is_empty()
@@ -685,7 +695,7 @@ fn runs_ahead(plan: &Plan, seen: &Gathered) -> bool {
         && plan.workspace_forget.is_none()
         && plan.workspace_stop.is_none()
         && !plan.release
-        && seen.asked.is_empty()
+        && !asking
         && plan
             .launch
             .iter()
@@ -693,21 +703,35 @@ fn runs_ahead(plan: &Plan, seen: &Gathered) -> bool {
             .all(|work| !Launchers::runs_as_job(work))
 }
 
+/// What a reconcile that runs ahead of its status write steps from.
+struct Ahead<'a> {
+    ctx: &'a Arc<Context>,
+    run: &'a Arc<Run>,
+    /// The newest status, written or not, and known to be this
+    /// controller's.
+    old: &'a RunStatus,
+    /// Whether `old` waits to be written still.
+    trailing: bool,
+    flow: &'a Arc<CompiledFlow>,
+}
+
 /// Starts the in-controller work the plan asks for at once, and hands the
 /// status that says it runs to the run's trailing writer (see
-/// [`trailing`]). `old` is the status the reconcile stepped from: the
-/// newest one, written or not, and known to be this controller's.
-#[allow(clippy::too_many_arguments)]
+/// [`trailing`]).
 async fn run_ahead(
-    ctx: &Arc<Context>,
-    run: &Arc<Run>,
-    old: &RunStatus,
+    ahead: Ahead<'_>,
     queued: trailing::Queued,
     plan: &Plan,
     seen: &Gathered,
     launchers: &Launchers<'_>,
-    flow: &Arc<CompiledFlow>,
 ) -> Result<Action, Error> {
+    let Ahead {
+        ctx,
+        run,
+        old,
+        trailing,
+        flow,
+    } = ahead;
     let mut later = look_again(plan, &seen.running);
     for work in &plan.launch {
         if let Err(e) = launchers.launch(work).await {
@@ -718,7 +742,14 @@ async fn run_ahead(
             break;
         }
     }
-    if queued.status == *old {
+    if queued.status == *old && (queued.forget.is_empty() || !trailing) {
+        // Nothing new to write; what was let go of is recorded in a
+        // written status (or nothing was).
+        for work in &queued.forget {
+            if let Err(e) = launchers.forget(work).await {
+                tracing::debug!(error = %e, "could not forget finished work");
+            }
+        }
         return Ok(later);
     }
     let base = ctx.written.newest(run.clone());
@@ -1321,7 +1352,100 @@ async fn stop_in_controller(ctx: &Context, run: &Run) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coxswain_core::engine::CompiledFlow;
+    use coxswain_core::engine::{CompiledFlow, Task};
+
+    fn work(task: Task) -> Work {
+        Work {
+            step: "s".into(),
+            part: None,
+            attempt: 1,
+            iteration: None,
+            task,
+            input: Value::Null,
+            timeout: None,
+            data: Default::default(),
+            run: Default::default(),
+            review: None,
+            lookups: Vec::new(),
+        }
+    }
+
+    fn http() -> Work {
+        let step = serde_json::from_value(serde_json::json!({"url": "http://example.test"}))
+            .expect("an http step");
+        work(Task::Http(step))
+    }
+
+    #[test]
+    fn only_in_controller_work_runs_ahead_of_its_status_write() {
+        let calls = Plan {
+            launch: vec![http()],
+            forget: vec![http()],
+            ..Default::default()
+        };
+        assert!(runs_ahead(&calls, false));
+        assert!(runs_ahead(&Plan::default(), false), "nothing to do");
+        // A run that waits on Approvals keeps their tallies after a write.
+        assert!(!runs_ahead(&calls, true));
+        let script = work(Task::Script(Default::default()));
+        let cases = [
+            (
+                "a Job to start",
+                Plan {
+                    launch: vec![http(), script.clone()],
+                    ..Default::default()
+                },
+            ),
+            (
+                "a Job to let go of",
+                Plan {
+                    forget: vec![script],
+                    ..Default::default()
+                },
+            ),
+            (
+                "work to stop",
+                Plan {
+                    stop: vec![http()],
+                    ..Default::default()
+                },
+            ),
+            (
+                "the run's end",
+                Plan {
+                    over: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "lookups that could not run",
+                Plan {
+                    lookups: vec![http()],
+                    ..Default::default()
+                },
+            ),
+            (
+                "the workspace",
+                Plan {
+                    workspace: Some(WorkspaceWork::CheckOut),
+                    ..Default::default()
+                },
+            ),
+            (
+                "the workspace to release",
+                Plan {
+                    release: true,
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (what, plan) in cases {
+            assert!(
+                !runs_ahead(&plan, false),
+                "{what} waits for the written status"
+            );
+        }
+    }
 
     fn leftovers(steps: serde_json::Value) -> Leftovers {
         let spec: coxswain_core::api::FlowSpec =

@@ -209,6 +209,12 @@ impl Trailing {
         }
     }
 
+    /// Forgets `uid`'s writer (the run ended or is being deleted): a write
+    /// in flight still lands or fails, and nothing after it is written.
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
     /// How many runs have a writer (for tests and metrics).
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -665,17 +665,41 @@ async fn write(
     run: &Run,
     old: &RunStatus,
     new: RunStatus,
-    mut told: Vec<kube::runtime::events::Event>,
+    told: Vec<kube::runtime::events::Event>,
     flow: Option<&engine::Compiled<'_>>,
 ) -> Result<Option<RunStatus>, Error> {
     if new == *old {
         return Ok(None);
     }
     write_status(ctx, run, &new).await?;
-    count(ctx, flow, old, &new);
-    told.extend(story(ctx, old, &new));
-    ctx.events.publish(run, told);
+    tell(ctx, run, old, &new, told, flow);
     Ok(Some(new))
+}
+
+/// What follows a status write, whoever made it: the steps that settled
+/// are counted, and the Events `told` are published with the story of
+/// how `old` became `new`.
+fn tell(
+    ctx: &Context,
+    run: &Run,
+    old: &RunStatus,
+    new: &RunStatus,
+    mut told: Vec<kube::runtime::events::Event>,
+    flow: Option<&engine::Compiled<'_>>,
+) {
+    count(ctx, flow, old, new);
+    told.extend(story(ctx, old, new));
+    ctx.events.publish(run, told);
+}
+
+/// Lets go of the results of finished in-controller attempts, once a
+/// written status records them.
+async fn forget_in_controller(ctx: &Context, works: &[Work]) {
+    for work in works {
+        if let Err(e) = ctx.in_controller.forget(&WorkId::of(work)).await {
+            tracing::debug!(error = %e, "could not forget finished work");
+        }
+    }
 }
 
 /// Whether the plan asks for nothing but in-controller work started (and
@@ -745,11 +769,7 @@ async fn run_ahead(
     if queued.status == *old && (queued.forget.is_empty() || !trailing) {
         // Nothing new to write; what was let go of is recorded in a
         // written status (or nothing was).
-        for work in &queued.forget {
-            if let Err(e) = launchers.forget(work).await {
-                tracing::debug!(error = %e, "could not forget finished work");
-            }
-        }
+        forget_in_controller(ctx, &queued.forget).await;
         return Ok(later);
     }
     let base = ctx.written.newest(run.clone());
@@ -819,15 +839,15 @@ async fn write_behind(
         if wanted {
             let _ = ctx.again.unbounded_send(uid.clone());
         }
-        count(&ctx, Some(flow.get()), &old, &next.status);
-        let mut told = next.told;
-        told.extend(story(&ctx, &old, &next.status));
-        ctx.events.publish(&written, told);
-        for work in &next.forget {
-            if let Err(e) = ctx.in_controller.forget(&WorkId::of(work)).await {
-                tracing::debug!(error = %e, "could not forget finished work");
-            }
-        }
+        tell(
+            &ctx,
+            &written,
+            &old,
+            &next.status,
+            next.told,
+            Some(flow.get()),
+        );
+        forget_in_controller(&ctx, &next.forget).await;
         old = next.status;
         base = written;
         match following {

@@ -75,6 +75,14 @@ struct Slot {
     wanted: bool,
 }
 
+impl Slot {
+    /// Nothing more is written; what waited is dropped.
+    fn fail(&mut self) {
+        self.failed = true;
+        self.queued = None;
+    }
+}
+
 /// What a reconcile steps from.
 #[derive(Debug)]
 pub enum Base {
@@ -193,8 +201,7 @@ impl Trailing {
     /// waited is dropped and the next reconcile reads the Run afresh.
     pub fn failed(&self, uid: &str) {
         if let Some(slot) = self.lock().get_mut(uid) {
-            slot.failed = true;
-            slot.queued = None;
+            slot.fail();
         }
     }
 
@@ -203,8 +210,7 @@ impl Trailing {
     pub fn fail_where(&self, which: impl Fn(&str) -> bool) {
         for (uid, slot) in self.lock().iter_mut() {
             if which(uid) {
-                slot.failed = true;
-                slot.queued = None;
+                slot.fail();
             }
         }
     }
